@@ -1,0 +1,21 @@
+# Turns the numbered migrations in sql/ into a C array so that every binary
+# carries the schema it was built for. Invoked by sql/CMakeLists.txt:
+#   cmake -DOUT=file.c -DFILES="a.sql|b.sql" -P embed_sql.cmake
+set(body "/* Generated from the sql/ migrations by cmake/embed_sql.cmake: do not edit. */\n")
+string(APPEND body "#include \"traceprof/migrate.h\"\n\n")
+set(table "const struct migration migrations[] = {\n")
+set(i 0)
+string(REPLACE "|" ";" FILES "${FILES}")
+foreach(f IN LISTS FILES)
+  get_filename_component(name "${f}" NAME_WE)
+  string(REGEX MATCH "^[0-9]+" version "${name}")
+  string(REGEX REPLACE "^0+" "" version "${version}")
+  file(READ "${f}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "static const char sql_${i}[] = {${hex} 0x00};\n")
+  string(APPEND table "\t{${version}, \"${name}\", sql_${i}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND table "};\nconst int migrations_count = ${i};\n")
+file(WRITE "${OUT}.tmp" "${body}\n${table}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

@@ -1,0 +1,115 @@
+/*
+ * store.h - the writer side of the PostgreSQL store, used by every writer
+ * (agent, OTLP receiver, generators, benchmarks).
+ *
+ * Data flow: callers add dictionary entries (functions, frames, stacks,
+ * sources, routes), sample rows and request rows; the store buffers them in
+ * memory and store_flush() writes everything buffered in one transaction:
+ * new dictionary entries through COPY into temporary tables and
+ * INSERT ... ON CONFLICT DO NOTHING, then sample and request rows with COPY
+ * straight into the partitioned tables (partitions are created on demand).
+ *
+ * Dictionary entries the store has already sent are remembered (in a bounded
+ * set) and not sent again. Rows are validated when added: a bad row is
+ * refused with -EINVAL and counted, and never poisons a batch. Buffers are
+ * bounded: when full, adds return -ENOBUFS (counted) until a flush succeeds.
+ * When a flush fails (lost connection, server error) the buffered data is
+ * kept; the caller may store_reconnect() and flush again.
+ *
+ * A struct store is not thread-safe; use one per writer thread.
+ * All int-returning functions return 0 or -errno.
+ */
+#ifndef TRACEPROF_STORE_H
+#define TRACEPROF_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+struct store_opts {
+	size_t max_rows;	 /* sample + request rows buffered at most; 0 = 100000 */
+	bool text_copy;		 /* COPY in text format instead of binary (for comparison) */
+	bool migrate;		 /* apply pending migrations at open instead of failing */
+	const char *app_name;	 /* application_name for the connection; NULL = "traceprof" */
+};
+
+struct store_source {
+	const char *service;   /* required, non-empty */
+	const char *namespace_; /* Kubernetes namespace or "" */
+	const char *pod;       /* pod name or "" */
+	const char *container; /* container id or "" */
+	const char *node;      /* node name or "" */
+	const char *build_id;  /* main executable build id, hex, or "" */
+};
+
+struct store_sample_row {
+	int64_t bucket_us;	 /* start of the time bucket, microseconds since the Unix epoch */
+	uint64_t source_id;	 /* ids_source() of an added source */
+	uint8_t trace_id[16];	 /* all zero: samples outside any request */
+	uint64_t span_id;	 /* 0 when trace_id is zero */
+	uint16_t hz;		 /* sampling frequency of these samples, 1..1000 */
+	uint32_t n;		 /* entries in stacks (and counts), >= 1 */
+	const uint64_t *stacks;	 /* stack ids, borrowed during the call */
+	const uint32_t *counts;	 /* times each stack was sampled (>= 1), or NULL for once each */
+};
+
+struct store_request {
+	int64_t start_us;	  /* span start, microseconds since the Unix epoch */
+	int64_t duration_us;	  /* span duration, >= 0 */
+	uint64_t source_id;	  /* ids_source() of an added source */
+	uint8_t trace_id[16];	  /* not all zero */
+	uint64_t span_id;	  /* not zero */
+	uint64_t parent_span_id;  /* 0 for a root span */
+	uint64_t route_id;	  /* ids_route() of an added route, or 0 */
+	int status_code;	  /* HTTP status, 0 when unknown */
+};
+
+struct store_stats {
+	uint64_t sample_rows_written;	/* samples rows committed */
+	uint64_t samples_written;	/* sum of counts in those rows */
+	uint64_t requests_written;	/* request rows committed */
+	uint64_t dict_entries_written;	/* dictionary entries sent (new to this store) */
+	uint64_t flushes;		/* successful flushes */
+	uint64_t flush_errors;		/* failed flushes (data kept) */
+	uint64_t rows_invalid;		/* rows and entries refused by validation */
+	uint64_t rows_dropped_full;	/* rows refused because the buffer was full */
+	uint64_t bytes_sent;		/* COPY payload bytes */
+};
+
+/*
+ * Connects with a libpq conninfo string or URI; NULL or "" uses the standard
+ * PG* environment. Checks the schema version (or migrates, see opts).
+ * Returns NULL with errno set and the reason logged (never the password).
+ * The caller frees with store_free().
+ */
+struct store *store_open(const char *conninfo, const struct store_opts *opts);
+/* Closes the connection and frees everything; unflushed data is discarded. NULL is a no-op. */
+void store_free(struct store *st);
+/* Drops and re-opens the connection, keeping buffered data. */
+int store_reconnect(struct store *st);
+/* The last error message with its context, or ""; borrowed until the next call. */
+const char *store_last_error(const struct store *st);
+/* Host and port (or socket directory) and database, for messages; never the password. */
+const char *store_describe(const struct store *st);
+
+int store_add_function(struct store *st, uint64_t function_id, const char *name,
+		       const char *module, int kind);
+int store_add_frame(struct store *st, uint64_t frame_id, uint64_t function_id,
+		    const char *build_id, const char *file, int line, uint64_t address);
+/* frame_ids root first, 1..512 of them. */
+int store_add_stack(struct store *st, uint64_t stack_id, const uint64_t *frame_ids, size_t n);
+int store_add_source(struct store *st, uint64_t source_id, const struct store_source *src);
+int store_add_route(struct store *st, uint64_t route_id, const char *method, const char *route);
+
+int store_add_samples(struct store *st, const struct store_sample_row *row);
+int store_add_request(struct store *st, const struct store_request *req);
+
+/* Rows buffered now (sample + request rows). */
+size_t store_pending_rows(const struct store *st);
+/* Writes everything buffered in one transaction. */
+int store_flush(struct store *st);
+void store_get_stats(const struct store *st, struct store_stats *out);
+
+#endif

@@ -1,0 +1,681 @@
+/*
+ * pgcluster.c - create, start, stop and remove a private PostgreSQL cluster.
+ *
+ * Everything runs through the stock initdb and pg_ctl of the installed
+ * PostgreSQL, in a child process that drops root privileges when needed.
+ * Their output goes to DIR/postgres.log, whose tail is quoted when a step
+ * fails, so the user sees PostgreSQL's own reason.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "traceprof/log.h"
+#include "traceprof/migrate.h"
+#include "traceprof/pgcluster.h"
+
+#define MARKER_FILE	 ".traceprof-db"
+#define SOCKET_PORT_DEF	 5432
+#define SOCKET_PATH_MAX	 107 /* sizeof(sun_path) - 1 on Linux */
+
+struct runas {
+	bool drop;  /* true when root must switch to uid/gid */
+	uid_t uid;  /* server user */
+	gid_t gid;  /* its primary group */
+	char name[64]; /* its name, for messages */
+};
+
+static int path_join(char *out, size_t len, const char *a, const char *b)
+{
+	int n = snprintf(out, len, "%s/%s", a, b);
+
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+static bool file_exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+static bool is_executable(const char *dir, const char *prog)
+{
+	char p[PATH_MAX];
+
+	return path_join(p, sizeof(p), dir, prog) == 0 && access(p, X_OK) == 0;
+}
+
+/* Finds the directory holding initdb and pg_ctl; out has PATH_MAX bytes. */
+static int find_bindir(char *out)
+{
+	const char *env = getenv("TRACEPROF_PG_BINDIR");
+	FILE *p;
+	DIR *d;
+	int best = -1;
+
+	if (env && *env) {
+		if (!is_executable(env, "initdb")) {
+			log_error("TRACEPROF_PG_BINDIR=%s has no initdb", env);
+			return -ENOENT;
+		}
+		snprintf(out, PATH_MAX, "%s", env);
+		return 0;
+	}
+	p = popen("pg_config --bindir 2>/dev/null", "r");
+	if (p) {
+		if (fgets(out, PATH_MAX, p)) {
+			out[strcspn(out, "\n")] = '\0';
+			if (is_executable(out, "initdb") && is_executable(out, "pg_ctl")) {
+				pclose(p);
+				return 0;
+			}
+		}
+		pclose(p);
+	}
+	d = opendir("/usr/lib/postgresql");
+	if (d) {
+		struct dirent *e;
+
+		while ((e = readdir(d))) {
+			char cand[PATH_MAX];
+			int v = atoi(e->d_name);
+
+			snprintf(cand, sizeof(cand), "/usr/lib/postgresql/%s/bin", e->d_name);
+			if (v > best && is_executable(cand, "initdb")) {
+				best = v;
+				snprintf(out, PATH_MAX, "%s", cand);
+			}
+		}
+		closedir(d);
+		if (best >= 0)
+			return 0;
+	}
+	log_error("cannot find PostgreSQL's initdb; install postgresql (Debian: apt-get install "
+		  "postgresql) or set TRACEPROF_PG_BINDIR");
+	return -ENOENT;
+}
+
+static int resolve_runas(struct runas *ra)
+{
+	const char *name = getenv("TRACEPROF_PG_USER");
+	struct passwd *pw;
+
+	memset(ra, 0, sizeof(*ra));
+	if (geteuid() != 0)
+		return 0;
+	if (!name || !*name)
+		name = "postgres";
+	pw = getpwnam(name);
+	if (!pw) {
+		log_error("running as root, but there is no user %s to run PostgreSQL as; install "
+			  "postgresql or set TRACEPROF_PG_USER to an unprivileged user",
+			  name);
+		return -ENOENT;
+	}
+	ra->drop = true;
+	ra->uid = pw->pw_uid;
+	ra->gid = pw->pw_gid;
+	snprintf(ra->name, sizeof(ra->name), "%s", name);
+	return 0;
+}
+
+/* Prints the last lines of the server log after a failure. */
+static void quote_log_tail(const char *dir)
+{
+	char path[PATH_MAX];
+	char buf[4096];
+	FILE *f;
+	long size;
+	size_t n;
+
+	if (path_join(path, sizeof(path), dir, "postgres.log"))
+		return;
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	size = ftell(f);
+	fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	log_error("last lines of %s:\n%s", path, buf);
+}
+
+/*
+ * Runs argv[0] from bindir as the server user, output appended to
+ * DIR/postgres.log. Returns the exit status (>= 0) or -errno.
+ */
+static int run_tool(const char *dir, const struct runas *ra, char *const argv[])
+{
+	char bindir[PATH_MAX];
+	char prog[PATH_MAX];
+	char logpath[PATH_MAX];
+	pid_t pid;
+	int status;
+	int err;
+
+	err = find_bindir(bindir);
+	if (err)
+		return err;
+	if (path_join(prog, sizeof(prog), bindir, argv[0]) ||
+	    path_join(logpath, sizeof(logpath), dir, "postgres.log"))
+		return -ENAMETOOLONG;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd;
+
+		/* Drop privileges first, so the server user owns the log it appends to. */
+		if (ra->drop && (setgroups(0, NULL) || setgid(ra->gid) || setuid(ra->uid)))
+			_exit(126);
+		fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		if (chdir(dir))
+			_exit(126);
+		setenv("LC_ALL", "C", 1);
+		unsetenv("PGDATA");
+		execv(prog, argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 126) {
+		log_error("cannot run %s as user %s in %s: the user must be able to reach the "
+			  "directory (every parent searchable); choose another directory or set "
+			  "TRACEPROF_PG_USER",
+			  argv[0], ra->drop ? ra->name : "(current)", dir);
+		return -EACCES;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+		log_error("cannot execute %s", prog);
+		return -ENOENT;
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return -EINTR;
+}
+
+static int chown_to(const char *path, const struct runas *ra)
+{
+	if (ra->drop && chown(path, ra->uid, ra->gid)) {
+		log_error("cannot give %s to user %s: %s", path, ra->name, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
+{
+	if (mkdir(path, mode) && errno != EEXIST) {
+		log_error("cannot create %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	return chown_to(path, ra);
+}
+
+static int read_port(const char *dir)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int port = SOCKET_PORT_DEF;
+
+	if (path_join(path, sizeof(path), dir, MARKER_FILE))
+		return -ENAMETOOLONG;
+	f = fopen(path, "r");
+	if (!f)
+		return -ENOENT;
+	if (fscanf(f, "port=%d", &port) != 1)
+		port = SOCKET_PORT_DEF;
+	fclose(f);
+	return port;
+}
+
+static int write_text(const char *path, const char *text, mode_t mode, const struct runas *ra)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	size_t len = strlen(text);
+	int err = 0;
+
+	if (fd < 0) {
+		log_error("cannot write %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (write(fd, text, len) != (ssize_t)len)
+		err = -EIO;
+	if (close(fd) && !err)
+		err = -errno;
+	if (err)
+		log_error("cannot write %s", path);
+	return err ? err : chown_to(path, ra);
+}
+
+static int write_settings(const char *dir, const struct pgcluster_opts *opts,
+			  const struct runas *ra, int socket_port)
+{
+	char path[PATH_MAX];
+	char conf[8192];
+	size_t n = 0;
+
+#define APPEND(...) n += snprintf(conf + n, n < sizeof(conf) ? sizeof(conf) - n : 0, __VA_ARGS__)
+	APPEND("# Written by traceprof's pgcluster at every create; edit with -c name=value.\n");
+	APPEND("listen_addresses = '%s'\n", opts->port ? "127.0.0.1" : "");
+	APPEND("port = %d\n", socket_port);
+	APPEND("unix_socket_directories = '%s/run'\n", dir);
+	APPEND("unix_socket_permissions = 0777\n");
+	APPEND("max_connections = 60\n");
+	APPEND("shared_buffers = 256MB\n");
+	APPEND("work_mem = 32MB\n");
+	APPEND("maintenance_work_mem = 256MB\n");
+	APPEND("max_wal_size = 4GB\n");
+	APPEND("checkpoint_timeout = 15min\n");
+	APPEND("jit = off\n");
+	APPEND("log_min_messages = warning\n");
+	APPEND("log_min_error_statement = panic\n");
+	if (opts->fast) {
+		APPEND("fsync = off\n");
+		APPEND("synchronous_commit = off\n");
+		APPEND("full_page_writes = off\n");
+	}
+	for (const char *const *s = opts->settings; s && *s; s++) {
+		const char *eq = strchr(*s, '=');
+
+		if (!eq || eq == *s) {
+			log_error("setting '%s' is not of the form name=value", *s);
+			return -EINVAL;
+		}
+		APPEND("%.*s = '%s'\n", (int)(eq - *s), *s, eq + 1);
+	}
+#undef APPEND
+	if (n >= sizeof(conf)) {
+		log_error("too many settings");
+		return -E2BIG;
+	}
+	if (path_join(path, sizeof(path), dir, "data/traceprof.conf"))
+		return -ENAMETOOLONG;
+	return write_text(path, conf, 0640, ra);
+}
+
+static int run_initdb(const char *dir, const struct runas *ra)
+{
+	char pwpath[PATH_MAX];
+	char pwopt[PATH_MAX + 16];
+	char datadir[PATH_MAX];
+	char confpath[PATH_MAX];
+	char password[33];
+	unsigned char rnd[16];
+	FILE *f;
+	int rc;
+
+	if (path_join(pwpath, sizeof(pwpath), dir, "password") ||
+	    path_join(datadir, sizeof(datadir), dir, "data") ||
+	    path_join(confpath, sizeof(confpath), dir, "data/postgresql.conf"))
+		return -ENAMETOOLONG;
+	f = fopen("/dev/urandom", "r");
+	if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
+		if (f)
+			fclose(f);
+		log_error("cannot read /dev/urandom for the cluster password");
+		return -EIO;
+	}
+	fclose(f);
+	for (int i = 0; i < 16; i++)
+		snprintf(password + 2 * i, 3, "%02x", rnd[i]);
+	rc = write_text(pwpath, password, 0600, ra);
+	if (rc)
+		return rc;
+	snprintf(pwopt, sizeof(pwopt), "--pwfile=%s", pwpath);
+	{
+		char *argv[] = {"initdb",	 "-D",
+				datadir,	 "-U",
+				PGCLUSTER_USER, "--auth-local=trust",
+				"--auth-host=scram-sha-256", pwopt,
+				"-E",		 "UTF8",
+				"--no-locale",	 "--no-sync",
+				NULL};
+
+		rc = run_tool(dir, ra, argv);
+	}
+	if (rc != 0) {
+		log_error("initdb failed (exit %d) in %s", rc, datadir);
+		quote_log_tail(dir);
+		return rc < 0 ? rc : -EIO;
+	}
+	f = fopen(confpath, "a");
+	if (!f) {
+		log_error("cannot open %s: %s", confpath, strerror(errno));
+		return -errno;
+	}
+	fputs("\ninclude_if_exists = 'traceprof.conf'\n", f);
+	fclose(f);
+	return 0;
+}
+
+static int absolute_dir(const char *dir, char *out, bool create)
+{
+	if (create && mkdir(dir, 0755) && errno != EEXIST) {
+		log_error("cannot create %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (!realpath(dir, out)) {
+		if (errno == ENOENT)
+			return -ENOENT;
+		log_error("cannot resolve %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int pgcluster_status(const char *dir)
+{
+	char abs[PATH_MAX];
+	char datadir[PATH_MAX];
+	struct runas ra;
+	int rc;
+
+	rc = absolute_dir(dir, abs, false);
+	if (rc)
+		return rc;
+	if (path_join(datadir, sizeof(datadir), abs, "data/PG_VERSION"))
+		return -ENAMETOOLONG;
+	if (!file_exists(datadir))
+		return -ENOENT;
+	datadir[strlen(datadir) - strlen("/PG_VERSION")] = '\0';
+	rc = resolve_runas(&ra);
+	if (rc)
+		return rc;
+	{
+		char *argv[] = {"pg_ctl", "status", "-D", datadir, NULL};
+
+		rc = run_tool(abs, &ra, argv);
+	}
+	if (rc == 0)
+		return 1;
+	if (rc == 3)
+		return 0;
+	return rc < 0 ? rc : -EIO;
+}
+
+int pgcluster_start(const char *dir)
+{
+	char abs[PATH_MAX];
+	char datadir[PATH_MAX];
+	char logpath[PATH_MAX];
+	struct runas ra;
+	int rc;
+
+	rc = pgcluster_status(dir);
+	if (rc == 1)
+		return 0;
+	if (rc == -ENOENT)
+		log_error("no PostgreSQL cluster in %s; create one first", dir);
+	if (rc < 0)
+		return rc;
+	rc = absolute_dir(dir, abs, false);
+	if (rc)
+		return rc;
+	rc = resolve_runas(&ra);
+	if (rc)
+		return rc;
+	if (path_join(datadir, sizeof(datadir), abs, "data") ||
+	    path_join(logpath, sizeof(logpath), abs, "postgres.log"))
+		return -ENAMETOOLONG;
+	{
+		char *argv[] = {"pg_ctl", "start", "-w", "-t", "120", "-D", datadir, "-l", logpath, NULL};
+
+		rc = run_tool(abs, &ra, argv);
+	}
+	if (rc != 0) {
+		log_error("PostgreSQL did not start in %s (pg_ctl exit %d)", abs, rc);
+		quote_log_tail(abs);
+		return rc < 0 ? rc : -EIO;
+	}
+	return 0;
+}
+
+int pgcluster_stop(const char *dir)
+{
+	char abs[PATH_MAX];
+	char datadir[PATH_MAX];
+	struct runas ra;
+	int rc;
+
+	rc = pgcluster_status(dir);
+	if (rc <= 0)
+		return rc == 0 ? 0 : rc;
+	rc = absolute_dir(dir, abs, false);
+	if (rc)
+		return rc;
+	rc = resolve_runas(&ra);
+	if (rc)
+		return rc;
+	if (path_join(datadir, sizeof(datadir), abs, "data"))
+		return -ENAMETOOLONG;
+	{
+		char *argv[] = {"pg_ctl", "stop", "-w", "-t", "120", "-m", "fast", "-D", datadir, NULL};
+
+		rc = run_tool(abs, &ra, argv);
+	}
+	if (rc != 0) {
+		log_error("PostgreSQL in %s did not stop (pg_ctl exit %d)", abs, rc);
+		quote_log_tail(abs);
+		return rc < 0 ? rc : -EIO;
+	}
+	return 0;
+}
+
+int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len)
+{
+	char abs[PATH_MAX];
+	int port;
+	int rc;
+	int n;
+
+	rc = absolute_dir(dir, abs, false);
+	if (rc)
+		return rc;
+	port = read_port(abs);
+	if (port < 0)
+		return port;
+	n = snprintf(buf, len, "host=%s/run port=%d dbname=%s user=%s", abs, port,
+		     dbname ? dbname : PGCLUSTER_DBNAME, PGCLUSTER_USER);
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+/* Creates the traceprof database if missing and applies the migrations. */
+static int prepare_database(const char *dir)
+{
+	char conninfo[PATH_MAX + 128];
+	PGconn *conn;
+	PGresult *res;
+	int rc;
+
+	rc = pgcluster_conninfo(dir, "postgres", conninfo, sizeof(conninfo));
+	if (rc)
+		return rc;
+	conn = PQconnectdb(conninfo);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		log_error("cannot connect to the new cluster: %s", PQerrorMessage(conn));
+		PQfinish(conn);
+		return -ECONNREFUSED;
+	}
+	res = PQexec(conn, "SELECT 1 FROM pg_database WHERE datname = '" PGCLUSTER_DBNAME "'");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0) {
+		PQclear(res);
+		res = PQexec(conn, "CREATE DATABASE " PGCLUSTER_DBNAME);
+	}
+	rc = (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+		     ? 0
+		     : -EIO;
+	if (rc)
+		log_error("cannot create database %s: %s", PGCLUSTER_DBNAME,
+			  PQresultErrorMessage(res));
+	PQclear(res);
+	PQfinish(conn);
+	if (rc)
+		return rc;
+
+	rc = pgcluster_conninfo(dir, NULL, conninfo, sizeof(conninfo));
+	if (rc)
+		return rc;
+	conn = PQconnectdb(conninfo);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		log_error("cannot connect to database %s: %s", PGCLUSTER_DBNAME,
+			  PQerrorMessage(conn));
+		PQfinish(conn);
+		return -ECONNREFUSED;
+	}
+	rc = migrate_apply(conn, NULL);
+	PQfinish(conn);
+	return rc;
+}
+
+int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
+{
+	static const struct pgcluster_opts defaults = {0};
+	char abs[PATH_MAX];
+	char path[PATH_MAX];
+	char marker[64];
+	struct runas ra;
+	int socket_port;
+	int rc;
+
+	if (!opts)
+		opts = &defaults;
+	if (opts->port < 0 || opts->port > 65535) {
+		log_error("port %d is out of range 1-65535", opts->port);
+		return -EINVAL;
+	}
+	rc = resolve_runas(&ra);
+	if (rc)
+		return rc;
+	rc = absolute_dir(dir, abs, true);
+	if (rc)
+		return rc;
+	socket_port = opts->port ? opts->port : SOCKET_PORT_DEF;
+	if (strlen(abs) + strlen("/run/.s.PGSQL.65535") > SOCKET_PATH_MAX) {
+		log_error("directory path %s is too long for a Unix socket (at most %d "
+			  "characters); choose a shorter one",
+			  abs, SOCKET_PATH_MAX - (int)strlen("/run/.s.PGSQL.65535"));
+		return -ENAMETOOLONG;
+	}
+	if (path_join(path, sizeof(path), abs, "data/PG_VERSION"))
+		return -ENAMETOOLONG;
+	if (!file_exists(path)) {
+		DIR *d = opendir(abs);
+		struct dirent *e;
+		int entries = 0;
+
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+			    strcmp(e->d_name, MARKER_FILE) && strcmp(e->d_name, "postgres.log") &&
+			    strcmp(e->d_name, "run") && strcmp(e->d_name, "password"))
+				entries++;
+		if (d)
+			closedir(d);
+		if (entries) {
+			log_error("%s is not empty and holds no traceprof cluster; choose an empty "
+				  "or new directory",
+				  abs);
+			return -EEXIST;
+		}
+		rc = chown_to(abs, &ra);
+		if (rc)
+			return rc;
+		snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
+		if (path_join(path, sizeof(path), abs, MARKER_FILE))
+			return -ENAMETOOLONG;
+		rc = write_text(path, marker, 0644, &ra);
+		if (rc)
+			return rc;
+		rc = run_initdb(abs, &ra);
+		if (rc)
+			return rc;
+	} else if (read_port(abs) != socket_port) {
+		/* An existing cluster keeps its socket name unless a port is asked for. */
+		if (opts->port) {
+			snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
+			if (path_join(path, sizeof(path), abs, MARKER_FILE))
+				return -ENAMETOOLONG;
+			rc = write_text(path, marker, 0644, &ra);
+			if (rc)
+				return rc;
+			pgcluster_stop(abs);
+		} else {
+			socket_port = read_port(abs);
+		}
+	}
+	if (path_join(path, sizeof(path), abs, "run"))
+		return -ENAMETOOLONG;
+	rc = mkdir_owned(path, 0755, &ra);
+	if (rc)
+		return rc;
+	rc = write_settings(abs, opts, &ra, socket_port);
+	if (rc)
+		return rc;
+	if (pgcluster_status(abs) == 1) {
+		/* Settings changed on a running cluster: restart to apply them. */
+		rc = pgcluster_stop(abs);
+		if (rc)
+			return rc;
+	}
+	rc = pgcluster_start(abs);
+	if (rc)
+		return rc;
+	return prepare_database(abs);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP ? rmdir(path) : unlink(path)) {
+		log_error("cannot remove %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int pgcluster_remove(const char *dir)
+{
+	char abs[PATH_MAX];
+	char marker[PATH_MAX];
+	int rc;
+
+	rc = absolute_dir(dir, abs, false);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (path_join(marker, sizeof(marker), abs, MARKER_FILE))
+		return -ENAMETOOLONG;
+	if (!file_exists(marker)) {
+		log_error("%s was not created by traceprof (no %s file); not removing it", abs,
+			  MARKER_FILE);
+		return -EPERM;
+	}
+	rc = pgcluster_stop(abs);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (nftw(abs, remove_entry, 32, FTW_DEPTH | FTW_PHYS))
+		return -EIO;
+	return 0;
+}
