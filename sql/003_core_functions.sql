@@ -1,0 +1,50 @@
+-- 003_core_functions: the primitives every analysis function builds on.
+--
+-- Analyses aggregate first by stack (few distinct stacks even for millions of
+-- samples), then expand only the distinct stacks into functions. That second
+-- step is this file: given stack ids and a weight for each, the self weight
+-- (the stack's leaf function) and total weight (every distinct function on
+-- the stack; recursion counted once) of every function.
+
+-- Weight in milliseconds of CPU of `count` samples taken at `hz`.
+CREATE FUNCTION traceprof.cpu_ms(count bigint, hz integer) RETURNS double precision
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT count * 1000.0 / hz $$;
+
+-- The unknown function: frames or stacks missing from the dictionaries are
+-- attributed here, so totals stay right while a writer catches up.
+INSERT INTO traceprof.functions (function_id, name, module, kind)
+VALUES (0, '[unknown]', '', 2) ON CONFLICT DO NOTHING;
+
+-- stack_ids[i] has weights[i] (duplicates allowed; they add up).
+CREATE FUNCTION traceprof.stack_function_weights(stack_ids bigint[], weights double precision[])
+RETURNS TABLE (function_id bigint, self_weight double precision, total_weight double precision)
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    WITH sw AS (
+        SELECT u.s, sum(u.w) AS w
+        FROM unnest(stack_ids, weights) AS u(s, w)
+        GROUP BY u.s
+    ), fr AS (
+        SELECT sw.s, sw.w, coalesce(f.function_id, 0) AS function_id,
+               x.ord = coalesce(cardinality(st.frame_ids), 1) AS is_leaf
+        FROM sw
+        LEFT JOIN traceprof.stacks st ON st.stack_id = sw.s
+        LEFT JOIN LATERAL unnest(coalesce(st.frame_ids, ARRAY[NULL::bigint]))
+                  WITH ORDINALITY AS x(frame_id, ord) ON true
+        LEFT JOIN traceprof.frames f ON f.frame_id = x.frame_id
+    ), per_stack AS (
+        SELECT fr.s, fr.function_id, max(fr.w) AS w, bool_or(fr.is_leaf) AS is_leaf
+        FROM fr
+        GROUP BY fr.s, fr.function_id
+    )
+    SELECT p.function_id,
+           coalesce(sum(p.w) FILTER (WHERE p.is_leaf), 0) AS self_weight,
+           sum(p.w) AS total_weight
+    FROM per_stack p
+    GROUP BY p.function_id
+$$;
+
+-- Source ids of a service (all pods, nodes and builds).
+CREATE FUNCTION traceprof.service_sources(p_service text) RETURNS bigint[]
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT coalesce(array_agg(source_id), '{}') FROM traceprof.sources WHERE service = p_service
+$$;
