@@ -1,0 +1,126 @@
+/*
+ * bench_queries - latency of the per-request SQL functions on a filled store.
+ *
+ * Picks random trace ids from the requests table, runs each query once per
+ * trace through a prepared statement, and reports client-side latency
+ * percentiles (over a Unix socket, so the figure includes a round trip).
+ * A warm-up pass runs first; results are printed as a Markdown table row.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+struct query {
+	const char *name; /* label in the report */
+	const char *sql;  /* takes $1 = trace id text */
+};
+
+static const struct query queries[] = {
+	{"trace_profile", "SELECT * FROM traceprof.trace_profile($1)"},
+	{"trace_folded", "SELECT * FROM traceprof.trace_folded($1)"},
+	{"trace_summary", "SELECT traceprof.trace_summary($1)"},
+	{"trace_flamegraph", "SELECT * FROM traceprof.trace_flamegraph($1)"},
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double pct(const double *sorted, int n, double p)
+{
+	int i = (int)(p * (n - 1) + 0.5);
+
+	return sorted[i < n ? i : n - 1];
+}
+
+int main(int argc, char **argv)
+{
+	const char *conninfo = argc > 1 ? argv[1] : "";
+	int n = argc > 2 ? atoi(argv[2]) : 2000;
+	PGconn *conn = PQconnectdb(conninfo);
+	PGresult *res;
+	char **traces;
+	double *lat;
+	char sql[256];
+	long long rows_total = 0;
+
+	if (PQstatus(conn) != CONNECTION_OK) {
+		fprintf(stderr, "bench_queries: cannot connect: %s", PQerrorMessage(conn));
+		return 1;
+	}
+	if (n < 10)
+		n = 10;
+	/* Random traces that have samples (a profile to compute). */
+	snprintf(sql, sizeof(sql),
+		 "SELECT traceprof.trace_id_text(trace_id) FROM traceprof.samples "
+		 "TABLESAMPLE SYSTEM (1) WHERE trace_id IS NOT NULL ORDER BY random() LIMIT %d",
+		 n);
+	res = PQexec(conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 10) {
+		fprintf(stderr, "bench_queries: need a filled store: %s", PQresultErrorMessage(res));
+		return 1;
+	}
+	n = PQntuples(res);
+	traces = calloc(n, sizeof(*traces));
+	lat = calloc(n, sizeof(*lat));
+	for (int i = 0; i < n; i++)
+		traces[i] = strdup(PQgetvalue(res, i, 0));
+	PQclear(res);
+
+	printf("| query | traces | p50 ms | p90 ms | p99 ms | max ms | rows/trace |\n");
+	printf("|---|---|---|---|---|---|---|\n");
+	for (size_t q = 0; q < sizeof(queries) / sizeof(queries[0]); q++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "q%zu", q);
+		res = PQprepare(conn, name, queries[q].sql, 1, NULL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			fprintf(stderr, "bench_queries: %s: %s", queries[q].name,
+				PQresultErrorMessage(res));
+			return 1;
+		}
+		PQclear(res);
+		rows_total = 0;
+		for (int pass = 0; pass < 2; pass++) { /* pass 0 warms the caches */
+			for (int i = 0; i < n; i++) {
+				const char *param = traces[i];
+				double t0 = now_ms();
+
+				res = PQexecPrepared(conn, name, 1, &param, NULL, NULL, 0);
+				lat[i] = now_ms() - t0;
+				if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+					fprintf(stderr, "bench_queries: %s(%s): %s", queries[q].name,
+						param, PQresultErrorMessage(res));
+					return 1;
+				}
+				if (pass)
+					rows_total += PQntuples(res);
+				PQclear(res);
+			}
+		}
+		qsort(lat, n, sizeof(*lat), cmp_double);
+		printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.1f |\n", queries[q].name, n,
+		       pct(lat, n, 0.5), pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1],
+		       (double)rows_total / n);
+	}
+	for (int i = 0; i < n; i++)
+		free(traces[i]);
+	free(traces);
+	free(lat);
+	PQfinish(conn);
+	return 0;
+}
