@@ -19,10 +19,10 @@ struct query {
 };
 
 static const struct query queries[] = {
-	{"trace_profile", "SELECT * FROM traceprof.trace_profile($1)"},
-	{"trace_folded", "SELECT * FROM traceprof.trace_folded($1)"},
-	{"trace_summary", "SELECT traceprof.trace_summary($1)"},
-	{"trace_flamegraph", "SELECT * FROM traceprof.trace_flamegraph($1)"},
+    {"trace_profile", "SELECT * FROM traceprof.trace_profile($1)"},
+    {"trace_folded", "SELECT * FROM traceprof.trace_folded($1)"},
+    {"trace_summary", "SELECT traceprof.trace_summary($1)"},
+    {"trace_flamegraph", "SELECT * FROM traceprof.trace_flamegraph($1)"},
 };
 
 static double now_ms(void)
@@ -71,7 +71,8 @@ int main(int argc, char **argv)
 		 n);
 	res = PQexec(conn, sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 10) {
-		fprintf(stderr, "bench_queries: need a filled store: %s", PQresultErrorMessage(res));
+		fprintf(stderr, "bench_queries: need a filled store: %s",
+			PQresultErrorMessage(res));
 		return 1;
 	}
 	n = PQntuples(res);
@@ -103,8 +104,8 @@ int main(int argc, char **argv)
 				res = PQexecPrepared(conn, name, 1, &param, NULL, NULL, 0);
 				lat[i] = now_ms() - t0;
 				if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-					fprintf(stderr, "bench_queries: %s(%s): %s", queries[q].name,
-						param, PQresultErrorMessage(res));
+					fprintf(stderr, "bench_queries: %s(%s): %s",
+						queries[q].name, param, PQresultErrorMessage(res));
 					return 1;
 				}
 				if (pass)

@@ -21,31 +21,32 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: traceprof-db COMMAND [OPTIONS]\n"
-		"\n"
-		"Manage a private PostgreSQL cluster for traceprof, or apply the schema to any\n"
-		"database.\n"
-		"\n"
-		"commands:\n"
-		"  create DIR      create the cluster in DIR (initdb) unless it exists, start it,\n"
-		"                  create the database \"traceprof\" and apply the schema\n"
-		"  start DIR       start an existing cluster\n"
-		"  stop DIR        stop it (fast shutdown)\n"
-		"  status DIR      print running, stopped or absent (exit 0, 3, 4)\n"
-		"  remove DIR      stop the cluster and delete DIR (only a DIR made by create)\n"
-		"  conninfo DIR    print the libpq connection string for the cluster's socket\n"
-		"  migrate         apply pending migrations to the database given by --db\n"
-		"  version         print the schema version of --db and of this binary\n"
-		"\n"
-		"options:\n"
-		"  --port N        (create) also listen on 127.0.0.1:N, password in DIR/password\n"
-		"  --fast          (create) fsync off: for tests and throwaway data\n"
-		"  -c NAME=VALUE   (create) extra PostgreSQL setting; repeatable\n"
-		"  --db CONNINFO   (migrate, version) libpq conninfo or URI; default: PG* environment\n"
-		"  --dbname NAME   (conninfo) database name, default traceprof\n"
-		"  -v, --verbose   debug output\n"
-		"  -h, --help      this help\n");
+	fprintf(
+	    out,
+	    "usage: traceprof-db COMMAND [OPTIONS]\n"
+	    "\n"
+	    "Manage a private PostgreSQL cluster for traceprof, or apply the schema to any\n"
+	    "database.\n"
+	    "\n"
+	    "commands:\n"
+	    "  create DIR      create the cluster in DIR (initdb) unless it exists, start it,\n"
+	    "                  create the database \"traceprof\" and apply the schema\n"
+	    "  start DIR       start an existing cluster\n"
+	    "  stop DIR        stop it (fast shutdown)\n"
+	    "  status DIR      print running, stopped or absent (exit 0, 3, 4)\n"
+	    "  remove DIR      stop the cluster and delete DIR (only a DIR made by create)\n"
+	    "  conninfo DIR    print the libpq connection string for the cluster's socket\n"
+	    "  migrate         apply pending migrations to the database given by --db\n"
+	    "  version         print the schema version of --db and of this binary\n"
+	    "\n"
+	    "options:\n"
+	    "  --port N        (create) also listen on 127.0.0.1:N, password in DIR/password\n"
+	    "  --fast          (create) fsync off: for tests and throwaway data\n"
+	    "  -c NAME=VALUE   (create) extra PostgreSQL setting; repeatable\n"
+	    "  --db CONNINFO   (migrate, version) libpq conninfo or URI; default: PG* environment\n"
+	    "  --dbname NAME   (conninfo) database name, default traceprof\n"
+	    "  -v, --verbose   debug output\n"
+	    "  -h, --help      this help\n");
 }
 
 static int with_conn(const char *conninfo, int (*fn)(PGconn *))
@@ -56,8 +57,8 @@ static int with_conn(const char *conninfo, int (*fn)(PGconn *))
 	if (PQstatus(conn) != CONNECTION_OK) {
 		const char *host = PQhost(conn);
 
-		log_error("cannot connect to database on %s: %s", host && *host ? host : "(default)",
-			  PQerrorMessage(conn));
+		log_error("cannot connect to database on %s: %s",
+			  host && *host ? host : "(default)", PQerrorMessage(conn));
 		PQfinish(conn);
 		return 2;
 	}
@@ -91,10 +92,13 @@ static int do_version(PGconn *conn)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"port", required_argument, NULL, 'p'}, {"fast", no_argument, NULL, 'f'},
-		{"db", required_argument, NULL, 'd'},	{"dbname", required_argument, NULL, 'n'},
-		{"verbose", no_argument, NULL, 'v'},	{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"port", required_argument, NULL, 'p'},
+	    {"fast", no_argument, NULL, 'f'},
+	    {"db", required_argument, NULL, 'd'},
+	    {"dbname", required_argument, NULL, 'n'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *settings[MAX_SETTINGS + 1] = {0};
 	struct pgcluster_opts opts = {0};

@@ -54,7 +54,8 @@ int migrate_current_version(PGconn *conn)
 		v = 0;
 	else if (PQresultStatus(res) == PGRES_TUPLES_OK) {
 		PQclear(res);
-		res = PQexec(conn, "SELECT coalesce(max(version), 0) FROM traceprof.schema_migrations");
+		res = PQexec(conn,
+			     "SELECT coalesce(max(version), 0) FROM traceprof.schema_migrations");
 		if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1)
 			v = atoi(PQgetvalue(res, 0, 0));
 	}

@@ -26,14 +26,14 @@
 #include "traceprof/migrate.h"
 #include "traceprof/pgcluster.h"
 
-#define MARKER_FILE	 ".traceprof-db"
-#define SOCKET_PORT_DEF	 5432
-#define SOCKET_PATH_MAX	 107 /* sizeof(sun_path) - 1 on Linux */
+#define MARKER_FILE	".traceprof-db"
+#define SOCKET_PORT_DEF 5432
+#define SOCKET_PATH_MAX 107 /* sizeof(sun_path) - 1 on Linux */
 
 struct runas {
-	bool drop;  /* true when root must switch to uid/gid */
-	uid_t uid;  /* server user */
-	gid_t gid;  /* its primary group */
+	bool drop;     /* true when root must switch to uid/gid */
+	uid_t uid;     /* server user */
+	gid_t gid;     /* its primary group */
 	char name[64]; /* its name, for messages */
 };
 
@@ -344,12 +344,18 @@ static int run_initdb(const char *dir, const struct runas *ra)
 		return rc;
 	snprintf(pwopt, sizeof(pwopt), "--pwfile=%s", pwpath);
 	{
-		char *argv[] = {"initdb",	 "-D",
-				datadir,	 "-U",
-				PGCLUSTER_USER, "--auth-local=trust",
-				"--auth-host=scram-sha-256", pwopt,
-				"-E",		 "UTF8",
-				"--no-locale",	 "--no-sync",
+		char *argv[] = {"initdb",
+				"-D",
+				datadir,
+				"-U",
+				PGCLUSTER_USER,
+				"--auth-local=trust",
+				"--auth-host=scram-sha-256",
+				pwopt,
+				"-E",
+				"UTF8",
+				"--no-locale",
+				"--no-sync",
 				NULL};
 
 		rc = run_tool(dir, ra, argv);
@@ -439,7 +445,8 @@ int pgcluster_start(const char *dir)
 	    path_join(logpath, sizeof(logpath), abs, "postgres.log"))
 		return -ENAMETOOLONG;
 	{
-		char *argv[] = {"pg_ctl", "start", "-w", "-t", "120", "-D", datadir, "-l", logpath, NULL};
+		char *argv[] = {"pg_ctl", "start", "-w", "-t",	  "120",
+				"-D",	  datadir, "-l", logpath, NULL};
 
 		rc = run_tool(abs, &ra, argv);
 	}
@@ -470,7 +477,8 @@ int pgcluster_stop(const char *dir)
 	if (path_join(datadir, sizeof(datadir), abs, "data"))
 		return -ENAMETOOLONG;
 	{
-		char *argv[] = {"pg_ctl", "stop", "-w", "-t", "120", "-m", "fast", "-D", datadir, NULL};
+		char *argv[] = {"pg_ctl", "stop", "-w", "-t",	 "120",
+				"-m",	  "fast", "-D", datadir, NULL};
 
 		rc = run_tool(abs, &ra, argv);
 	}
@@ -523,8 +531,8 @@ static int prepare_database(const char *dir)
 		res = PQexec(conn, "CREATE DATABASE " PGCLUSTER_DBNAME);
 	}
 	rc = (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
-		     ? 0
-		     : -EIO;
+		 ? 0
+		 : -EIO;
 	if (rc)
 		log_error("cannot create database %s: %s", PGCLUSTER_DBNAME,
 			  PQresultErrorMessage(res));

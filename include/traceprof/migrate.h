@@ -12,7 +12,7 @@
 #include <libpq-fe.h>
 
 struct migration {
-	int version;      /* the NNN of sql/NNN_name.sql */
+	int version;	  /* the NNN of sql/NNN_name.sql */
 	const char *name; /* file name without .sql */
 	const char *sql;  /* the file's text */
 };

@@ -23,8 +23,8 @@
 #define PGCLUSTER_USER	 "traceprof"
 
 struct pgcluster_opts {
-	int port;                    /* also listen on 127.0.0.1:port; 0 = socket only */
-	bool fast;                   /* fsync=off: for tests and throwaway data */
+	int port;		     /* also listen on 127.0.0.1:port; 0 = socket only */
+	bool fast;		     /* fsync=off: for tests and throwaway data */
 	const char *const *settings; /* extra "name=value" settings, NULL-terminated, or NULL */
 };
 

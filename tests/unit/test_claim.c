@@ -35,7 +35,8 @@ static void *claim_loop(void *arg)
 		PGresult *res;
 
 		/* Every third attempt uses a trace shared by all workers. */
-		snprintf(trace, sizeof(trace), "%032x", i % 3 == 0 ? 1000 + i : w->index * 1000 + i + 1);
+		snprintf(trace, sizeof(trace), "%032x",
+			 i % 3 == 0 ? 1000 + i : w->index * 1000 + i + 1);
 		params[0] = w->trigger;
 		params[1] = trace;
 		res = PQexecParams(conn, "SELECT traceprof.claim_request($1, $2::uuid)", 2, NULL,
@@ -80,10 +81,11 @@ static void race(const char *ci, PGconn *conn, const char *trigger, int max)
 		 "= '%s'",
 		 trigger);
 	CHECK(testdb_scalar(conn, sql) == max, "%s: collected_requests == max", trigger);
-	snprintf(sql, sizeof(sql),
-		 "SELECT count(DISTINCT t) FROM traceprof.trace_profile_triggers, unnest(trace_ids) "
-		 "t WHERE trigger_id = '%s'",
-		 trigger);
+	snprintf(
+	    sql, sizeof(sql),
+	    "SELECT count(DISTINCT t) FROM traceprof.trace_profile_triggers, unnest(trace_ids) "
+	    "t WHERE trigger_id = '%s'",
+	    trigger);
 	CHECK(testdb_scalar(conn, sql) == max, "%s: claimed traces are distinct", trigger);
 	snprintf(sql, sizeof(sql),
 		 "SELECT count(*) FROM traceprof.trace_profile_triggers WHERE trigger_id = '%s' "
@@ -107,11 +109,11 @@ int main(void)
 	race(ci, conn, "t-many", 100);
 
 	/* Expired, inactive and duplicate claims are refused. */
-	PQclear(testdb_exec(conn,
-			    "INSERT INTO traceprof.trace_profile_triggers (trigger_id, name, phase, "
-			    "deadline) VALUES ('t-old', 'old', 'Active', now() - interval '1 s'), "
-			    "('t-pending', 'p', 'Pending', now() + interval '1 minute'), "
-			    "('t-dup', 'd', 'Active', now() + interval '1 minute')"));
+	PQclear(testdb_exec(
+	    conn, "INSERT INTO traceprof.trace_profile_triggers (trigger_id, name, phase, "
+		  "deadline) VALUES ('t-old', 'old', 'Active', now() - interval '1 s'), "
+		  "('t-pending', 'p', 'Pending', now() + interval '1 minute'), "
+		  "('t-dup', 'd', 'Active', now() + interval '1 minute')"));
 	CHECK(testdb_scalar(conn, "SELECT count(*) FROM traceprof.claim_request('t-old', "
 				  "'0000000000000000000000000000000a') c WHERE c IS NOT NULL") == 0,
 	      "expired trigger claims nothing");

@@ -22,7 +22,7 @@ int main(void)
 	CHECK(migrate_current_version(conn) == migrate_latest_version(), "at latest version %d",
 	      migrate_latest_version());
 	CHECK(testdb_scalar(conn, "SELECT count(*) FROM traceprof.schema_migrations") ==
-		      migrations_count,
+		  migrations_count,
 	      "every migration recorded");
 	CHECK(migrate_apply(conn, &applied) == 0 && applied == 0, "re-apply applies nothing (%d)",
 	      applied);

@@ -79,10 +79,12 @@ int main(void)
 	CHECK(f && fgets(pw, sizeof(pw), f), "password file");
 	if (f)
 		fclose(f);
-	snprintf(tcp, sizeof(tcp), "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=%s",
-		 opts.port, pw);
+	snprintf(tcp, sizeof(tcp),
+		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=%s", opts.port,
+		 pw);
 	CHECK(query_ok(tcp, "SELECT 1"), "TCP with password");
-	snprintf(tcp, sizeof(tcp), "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=wrong",
+	snprintf(tcp, sizeof(tcp),
+		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=wrong",
 		 opts.port);
 	CHECK(!query_ok(tcp, "SELECT 1"), "TCP refuses a wrong password");
 
@@ -96,9 +98,10 @@ int main(void)
 	CHECK(pgcluster_create(other, &opts) == -EEXIST, "refuses a non-empty foreign directory");
 	CHECK(pgcluster_remove(other) == -EPERM, "refuses to remove a foreign directory");
 	CHECK(access(tcp, F_OK) == 0, "foreign file kept");
-	CHECK(pgcluster_create("/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-			       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-			       &opts) == -ENAMETOOLONG,
+	CHECK(pgcluster_create(
+		  "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		  &opts) == -ENAMETOOLONG,
 	      "socket path too long is refused");
 	rmdir("/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
