@@ -16,6 +16,28 @@
  * When a flush fails (lost connection, server error) the buffered data is
  * kept; the caller may store_reconnect() and flush again.
  *
+ * Validation (docs/storage.md lists the rules): hz 1..1000; 1..65536 stacks
+ * per row and counts >= 1; span_id is 0 exactly when trace_id is all zero;
+ * requests need a trace and span; duration >= 0; status 0..999; stacks have
+ * 1..512 frames; dictionary ids and source ids are not 0 (0 means "none");
+ * service and function names are non-empty; strings are valid UTF-8 of at
+ * most 65535 bytes; bucket/start lie in [now - retention, now + 1 day], with
+ * retention read from traceprof.config at open (older rows would land in
+ * partitions that are being dropped, later ones are a broken clock).
+ *
+ * Bounds: max_rows rows and 256 MiB of them encoded; 200000 dictionary
+ * entries and 64 MiB of them.
+ *
+ * Errors: adds return -EINVAL (refused, counted in rows_invalid), -ENOBUFS
+ * (full, counted in rows_dropped_full) or -ENOMEM. store_flush() returns
+ * -ECONNRESET when the connection is lost (store_reconnect(), then flush
+ * again), -EIO when the server refused the batch (the reason, with host,
+ * port and database, is in store_last_error()), or -EAGAIN when a COMMIT
+ * interrupted by a lost connection is still in progress on the server
+ * (flush again later). A flush whose COMMIT reply was lost asks the server
+ * at the next flush whether it committed, so every row lands exactly once.
+ * A batch the server keeps refusing stays buffered; store_free() discards it.
+ *
  * A struct store is not thread-safe; use one per writer thread.
  * All int-returning functions return 0 or -errno.
  */
@@ -29,86 +51,102 @@
 struct store;
 
 struct store_opts {
-	size_t max_rows;	 /* sample + request rows buffered at most; 0 = 100000 */
-	bool text_copy;		 /* COPY in text format instead of binary (for comparison) */
-	bool migrate;		 /* apply pending migrations at open instead of failing */
-	const char *app_name;	 /* application_name for the connection; NULL = "traceprof" */
+	size_t max_rows;      /* sample + request rows buffered at most; 0 = 100000 */
+	bool text_copy;	      /* COPY in text format instead of binary (for comparison) */
+	bool migrate;	      /* apply pending migrations at open instead of failing */
+	const char *app_name; /* application_name for the connection; NULL = "traceprof" */
 };
 
 struct store_source {
-	const char *service;   /* required, non-empty */
+	const char *service;	/* required, non-empty */
 	const char *namespace_; /* Kubernetes namespace or "" */
-	const char *pod;       /* pod name or "" */
-	const char *container; /* container id or "" */
-	const char *node;      /* node name or "" */
-	const char *build_id;  /* main executable build id, hex, or "" */
+	const char *pod;	/* pod name or "" */
+	const char *container;	/* container id or "" */
+	const char *node;	/* node name or "" */
+	const char *build_id;	/* main executable build id, hex, or "" */
 };
 
 struct store_sample_row {
-	int64_t bucket_us;	 /* start of the time bucket, microseconds since the Unix epoch */
-	uint64_t source_id;	 /* ids_source() of an added source */
-	uint8_t trace_id[16];	 /* all zero: samples outside any request */
-	uint64_t span_id;	 /* 0 when trace_id is zero */
-	uint16_t hz;		 /* sampling frequency of these samples, 1..1000 */
-	uint32_t n;		 /* entries in stacks (and counts), >= 1 */
-	const uint64_t *stacks;	 /* stack ids, borrowed during the call */
-	const uint32_t *counts;	 /* times each stack was sampled (>= 1), or NULL for once each */
+	int64_t bucket_us;	/* start of the time bucket, microseconds since the Unix epoch */
+	uint64_t source_id;	/* ids_source() of an added source */
+	uint8_t trace_id[16];	/* all zero: samples outside any request */
+	uint64_t span_id;	/* 0 when trace_id is zero */
+	uint16_t hz;		/* sampling frequency of these samples, 1..1000 */
+	uint32_t n;		/* entries in stacks (and counts), >= 1 */
+	const uint64_t *stacks; /* stack ids, borrowed during the call */
+	const uint32_t *counts; /* times each stack was sampled (>= 1), or NULL for once each */
 };
 
 struct store_request {
-	int64_t start_us;	  /* span start, microseconds since the Unix epoch */
-	int64_t duration_us;	  /* span duration, >= 0 */
-	uint64_t source_id;	  /* ids_source() of an added source */
-	uint8_t trace_id[16];	  /* not all zero */
-	uint64_t span_id;	  /* not zero */
-	uint64_t parent_span_id;  /* 0 for a root span */
-	uint64_t route_id;	  /* ids_route() of an added route, or 0 */
-	int status_code;	  /* HTTP status, 0 when unknown */
+	int64_t start_us;	 /* span start, microseconds since the Unix epoch */
+	int64_t duration_us;	 /* span duration, >= 0 */
+	uint64_t source_id;	 /* ids_source() of an added source */
+	uint8_t trace_id[16];	 /* not all zero */
+	uint64_t span_id;	 /* not zero */
+	uint64_t parent_span_id; /* 0 for a root span */
+	uint64_t route_id;	 /* ids_route() of an added route, or 0 */
+	int status_code;	 /* HTTP status, 0 when unknown */
 };
 
 struct store_stats {
-	uint64_t sample_rows_written;	/* samples rows committed */
-	uint64_t samples_written;	/* sum of counts in those rows */
-	uint64_t requests_written;	/* request rows committed */
-	uint64_t dict_entries_written;	/* dictionary entries sent (new to this store) */
-	uint64_t flushes;		/* successful flushes */
-	uint64_t flush_errors;		/* failed flushes (data kept) */
-	uint64_t rows_invalid;		/* rows and entries refused by validation */
-	uint64_t rows_dropped_full;	/* rows refused because the buffer was full */
-	uint64_t bytes_sent;		/* COPY payload bytes */
+	uint64_t sample_rows_written;  /* samples rows committed */
+	uint64_t samples_written;      /* sum of counts in those rows */
+	uint64_t requests_written;     /* request rows committed */
+	uint64_t dict_entries_written; /* dictionary entries sent (new to this store) */
+	uint64_t flushes;	       /* successful flushes */
+	uint64_t flush_errors;	       /* failed flushes (data kept) */
+	uint64_t rows_invalid;	       /* rows and entries refused by validation */
+	uint64_t rows_dropped_full;    /* rows refused because the buffer was full */
+	uint64_t bytes_sent;	       /* COPY payload bytes */
 };
 
 /*
  * Connects with a libpq conninfo string or URI; NULL or "" uses the standard
  * PG* environment. Checks the schema version (or migrates, see opts).
- * Returns NULL with errno set and the reason logged (never the password).
+ * Returns NULL with errno set and the reason logged (never the password):
+ * EINVAL malformed conninfo, ECONNREFUSED cannot connect, EPROTO no schema or
+ * an older one (run traceprof-db migrate, or set opts.migrate), EIO the
+ * version could not be read or the migration failed, ENOMEM.
  * The caller frees with store_free().
  */
 struct store *store_open(const char *conninfo, const struct store_opts *opts);
 /* Closes the connection and frees everything; unflushed data is discarded. NULL is a no-op. */
 void store_free(struct store *st);
-/* Drops and re-opens the connection, keeping buffered data. */
+/*
+ * Drops and re-opens the connection, keeping buffered data. Returns 0 or
+ * -ECONNREFUSED (reason in store_last_error()).
+ */
 int store_reconnect(struct store *st);
 /* The last error message with its context, or ""; borrowed until the next call. */
 const char *store_last_error(const struct store *st);
 /* Host and port (or socket directory) and database, for messages; never the password. */
 const char *store_describe(const struct store *st);
 
-int store_add_function(struct store *st, uint64_t function_id, const char *name,
-		       const char *module, int kind);
-int store_add_frame(struct store *st, uint64_t frame_id, uint64_t function_id,
-		    const char *build_id, const char *file, int line, uint64_t address);
+/*
+ * Dictionary entries. An id already sent or pending is a no-op returning 0.
+ * NULL strings other than function names are stored as "", except a frame's
+ * file, which is stored as NULL, as are a line <= 0 and an address of 0.
+ */
+int store_add_function(struct store *st, uint64_t function_id, const char *name, const char *module,
+		       int kind);
+int store_add_frame(struct store *st, uint64_t frame_id, uint64_t function_id, const char *build_id,
+		    const char *file, int line, uint64_t address);
 /* frame_ids root first, 1..512 of them. */
 int store_add_stack(struct store *st, uint64_t stack_id, const uint64_t *frame_ids, size_t n);
 int store_add_source(struct store *st, uint64_t source_id, const struct store_source *src);
 int store_add_route(struct store *st, uint64_t route_id, const char *method, const char *route);
 
+/*
+ * The row is copied. Counts that are all 1 are stored as NULL, and counts
+ * whose row is smaller with each stack repeated (few samples, the usual
+ * case for one request) are stored that way; both forms mean the same.
+ */
 int store_add_samples(struct store *st, const struct store_sample_row *row);
 int store_add_request(struct store *st, const struct store_request *req);
 
 /* Rows buffered now (sample + request rows). */
 size_t store_pending_rows(const struct store *st);
-/* Writes everything buffered in one transaction. */
+/* Writes everything buffered in one transaction; a flush of nothing returns 0. */
 int store_flush(struct store *st);
 void store_get_stats(const struct store *st, struct store_stats *out);
 
