@@ -58,6 +58,16 @@ static void snapshot(const struct store *st, struct pending *m)
 		m->dict_bytes[k] = st->dict[k].len;
 }
 
+/*
+ * Capacity an emptied buffer keeps: what this flush needed, with room to
+ * spare, so a steady workload never reallocates; only a one-off spike above
+ * STORE_KEEP_BUFFER is given back.
+ */
+static size_t keep(size_t used)
+{
+	return used * 4 > STORE_KEEP_BUFFER ? used * 4 : STORE_KEEP_BUFFER;
+}
+
 /* What m describes is committed: count it and drop it from the buffers. */
 static void forget_written(struct store *st, const struct pending *m)
 {
@@ -74,10 +84,10 @@ static void forget_written(struct store *st, const struct pending *m)
 		st->cur.dict_entries[k] -= m->dict_entries[k];
 		st->dict_total -= m->dict_entries[k];
 		st->stats.dict_entries_written += m->dict_entries[k];
-		copybuf_trim(&st->dict[k], STORE_KEEP_BUFFER);
+		copybuf_trim(&st->dict[k], keep(m->dict_bytes[k]));
 	}
-	copybuf_trim(&st->samples, STORE_KEEP_BUFFER);
-	copybuf_trim(&st->requests, STORE_KEEP_BUFFER);
+	copybuf_trim(&st->samples, keep(m->sample_bytes));
+	copybuf_trim(&st->requests, keep(m->request_bytes));
 	if (!st->cur.sample_rows && !st->cur.request_rows) {
 		st->min_us = INT64_MAX;
 		st->max_us = INT64_MIN;

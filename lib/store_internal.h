@@ -29,7 +29,7 @@
 #define STORE_DAYS_CACHED	   1024
 #define STORE_PARTITION_CHUNK	   366 /* days per create_partitions() call (it allows 400) */
 #define STORE_COPY_CHUNK	   (256 << 10)
-#define STORE_KEEP_BUFFER	   (16 << 20) /* larger empty buffers are freed after a flush */
+#define STORE_KEEP_BUFFER	   (16 << 20) /* see keep() in store_flush.c */
 #define IDSET_SLOTS		   (1u << 19)
 #define IDSET_MAX		   (IDSET_SLOTS / 10 * 7)
 
