@@ -1,0 +1,569 @@
+-- 004_analysis: the functions users call to read profiles: one trace (per
+-- service or all services), one service over a time range, as function
+-- tables, folded stacks, Grafana flame graph rows and a JSON summary.
+--
+-- Workload: a person or a dashboard looks up one trace (a few samples rows
+-- found through the trace_id hash index; target well under 5 ms on a store
+-- of tens of millions of samples), or one service over minutes to hours
+-- (found through the (source_id, bucket) index).
+--
+-- Data flow, the same for every function:
+--   1. select the samples rows and aggregate them per stack id, keeping the
+--      raw sample count and the CPU time (count * 1000 / hz per row, so rows
+--      at 19 Hz and at 99 Hz add up correctly);
+--   2. expand only the distinct stacks: into functions with
+--      traceprof.stack_function_weights (003), or into frame labels for
+--      folded stacks and flame graphs.
+--
+-- Units and names (docs/sql.md has the reference):
+--  * cpu_ms columns are milliseconds of CPU, double precision;
+--  * the N of folded text and the value/self of flame graph rows are whole
+--    microseconds of CPU, rounded once per folded stack, so they stay right
+--    when frequencies differ and every flame graph node adds up exactly;
+--  * a frame label is the function name; where one service's stacks hold two
+--    functions of the same name from different modules, those read
+--    "name [module]"; ';' and line breaks in names become ':' and ' ';
+--  * text parameters are bound values, never SQL text. A required value that
+--    is NULL or empty is an error naming the parameter; an unknown trace or
+--    service is an empty result (NULL for the functions returning a value).
+
+-- A trace's samples are looked for between the earliest start of its
+-- requests minus this margin and the latest end plus this margin, so that
+-- only one or two daily partitions are probed. The margin covers the sample
+-- time bucket, clock skew between nodes and work that outlives the spans by
+-- a little; tagged samples further away are not counted. A trace without
+-- request rows is looked up in every partition.
+INSERT INTO traceprof.config (key, value, description) VALUES
+    ('trace_window_margin', '5 minutes',
+     'trace functions look for a trace''s samples this long before its first request starts and after its last one ends')
+ON CONFLICT (key) DO NOTHING;
+
+-- Argument checks -----------------------------------------------------------
+
+-- Returns value, or raises an error naming fn and param when it is NULL or
+-- empty.
+CREATE FUNCTION traceprof._arg_required(value text, fn text, param text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF value IS NULL OR value = '' THEN
+        RAISE EXCEPTION '%: % must not be null or empty', fn, param
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN value;
+END $$;
+
+-- An optional service filter: NULL means every service; '' is refused
+-- rather than silently matching nothing.
+CREATE FUNCTION traceprof._arg_service(value text, fn text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF value = '' THEN
+        RAISE EXCEPTION '%: service must not be empty', fn
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'pass NULL for every service';
+    END IF;
+    RETURN value;
+END $$;
+
+-- A required trace id in text form, parsed (the parse error quotes it).
+CREATE FUNCTION traceprof._arg_trace(value text, fn text) RETURNS uuid
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT traceprof.parse_trace_id(traceprof._arg_required($1, $2, 'trace_id'))
+$$;
+
+-- Checks a time range [from_time, until_time).
+CREATE FUNCTION traceprof._arg_range(from_time timestamptz, until_time timestamptz, fn text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    IF from_time IS NULL THEN
+        RAISE EXCEPTION '%: from_time must not be null', fn USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF until_time IS NULL THEN
+        RAISE EXCEPTION '%: until_time must not be null', fn USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF until_time <= from_time THEN
+        RAISE EXCEPTION '%: until_time % is not after from_time %', fn, until_time, from_time
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END $$;
+
+-- Step 1: samples per stack -------------------------------------------------
+
+-- The samples of one trace per (service, stack id): raw count and CPU ms.
+-- service NULL: every service.
+CREATE FUNCTION traceprof._trace_stacks(p_trace uuid, p_service text)
+RETURNS TABLE (service text, stack_id bigint, samples bigint, cpu_ms double precision)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    lo timestamptz;
+    hi timestamptz;
+    margin interval;
+BEGIN
+    SELECT min(r.start_time), max(r.start_time + r.duration_us * interval '1 microsecond')
+      INTO lo, hi
+      FROM traceprof.requests r
+     WHERE r.trace_id = p_trace;
+    IF lo IS NULL THEN
+        lo := '-infinity';
+        hi := 'infinity';
+    ELSE
+        margin := coalesce((SELECT c.value::interval FROM traceprof.config c
+                             WHERE c.key = 'trace_window_margin'), interval '5 minutes');
+        lo := lo - margin;
+        hi := hi + margin;
+    END IF;
+    -- Aggregate per (source, hz, stack) in integers first; one division per
+    -- group keeps the CPU time exact up to rounding of the final sum.
+    RETURN QUERY
+    SELECT src.service, x.stack_id, sum(x.n)::bigint, sum(x.n * 1000.0::float8 / x.hz)
+      FROM (SELECT s.source_id, s.hz, u.stack_id, sum(coalesce(u.n, 1)) AS n
+              FROM traceprof.samples s
+              CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
+             WHERE s.trace_id = p_trace
+               AND s.bucket >= lo AND s.bucket <= hi
+             GROUP BY s.source_id, s.hz, u.stack_id) x
+      JOIN traceprof.sources src ON src.source_id = x.source_id
+     WHERE p_service IS NULL OR src.service = p_service
+     GROUP BY src.service, x.stack_id;
+END $$;
+
+-- The samples of one service in [from_time, until_time) per stack id, all
+-- of them or (only_requests) those tagged with a trace.
+CREATE FUNCTION traceprof._service_stacks(p_service text, from_time timestamptz,
+                                          until_time timestamptz, only_requests boolean)
+RETURNS TABLE (stack_id bigint, samples bigint, cpu_ms double precision)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    srcs bigint[] := traceprof.service_sources(p_service);
+BEGIN
+    IF cardinality(srcs) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT x.stack_id, sum(x.n)::bigint, sum(x.n * 1000.0::float8 / x.hz)
+      FROM (SELECT s.hz, u.stack_id, sum(coalesce(u.n, 1)) AS n
+              FROM traceprof.samples s
+              CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
+             WHERE s.source_id = ANY (srcs)
+               AND s.bucket >= from_time AND s.bucket < until_time
+               AND (NOT only_requests OR s.trace_id IS NOT NULL)
+             GROUP BY s.hz, u.stack_id) x
+     GROUP BY x.stack_id;
+END $$;
+
+-- Step 2: expanding distinct stacks -----------------------------------------
+
+-- Per function of the given stacks: self and total samples and CPU ms, and
+-- the percentages of all the CPU of the given stacks. Inputs are aligned
+-- arrays (one entry per stack id).
+CREATE FUNCTION traceprof._function_profile(stack_ids bigint[], samples bigint[], cpu_ms double precision[])
+RETURNS TABLE (function_id bigint, function text, module text,
+               self_samples bigint, total_samples bigint,
+               self_cpu_ms double precision, total_cpu_ms double precision,
+               self_pct double precision, total_pct double precision)
+LANGUAGE sql STABLE AS $$
+    WITH n AS (
+        SELECT * FROM traceprof.stack_function_weights($1, $2::double precision[])
+    ), ms AS (
+        SELECT * FROM traceprof.stack_function_weights($1, $3)
+    ), total AS (
+        SELECT nullif(sum(u.ms), 0) AS ms FROM unnest($3) AS u(ms)
+    )
+    SELECT ms.function_id, coalesce(f.name, '[unknown]'), coalesce(f.module, ''),
+           round(n.self_weight)::bigint, round(n.total_weight)::bigint,
+           ms.self_weight, ms.total_weight,
+           100 * ms.self_weight / total.ms, 100 * ms.total_weight / total.ms
+      FROM ms
+      JOIN n ON n.function_id = ms.function_id
+     CROSS JOIN total
+      LEFT JOIN traceprof.functions f ON f.function_id = ms.function_id
+$$;
+
+-- A function name made safe for folded stacks: ';' separates frames and a
+-- line is one stack.
+CREATE FUNCTION traceprof._frame_label(name text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT translate($1, E';\n\r', ':  ')
+$$;
+
+-- Frame labels of each distinct stack, root first. Functions missing from
+-- the dictionaries read "[unknown]", as in stack_function_weights. A name
+-- that two functions of different modules share within these stacks gets
+-- its module: "name [module]".
+CREATE FUNCTION traceprof._stack_labels(stack_ids bigint[])
+RETURNS TABLE (stack_id bigint, frames text[])
+LANGUAGE sql STABLE AS $$
+    WITH fr AS (
+        SELECT st.id AS stack_id, x.ord, coalesce(fm.function_id, 0) AS function_id
+          FROM (SELECT DISTINCT u.id FROM unnest($1) AS u(id)) st
+          LEFT JOIN traceprof.stacks s ON s.stack_id = st.id
+          LEFT JOIN LATERAL unnest(coalesce(s.frame_ids, ARRAY[NULL::bigint]))
+                    WITH ORDINALITY AS x(frame_id, ord) ON true
+          LEFT JOIN traceprof.frames fm ON fm.frame_id = x.frame_id
+    ), fn AS (
+        SELECT d.function_id, coalesce(f.name, '[unknown]') AS name, coalesce(f.module, '') AS module
+          FROM (SELECT DISTINCT fr.function_id FROM fr) d
+          LEFT JOIN traceprof.functions f ON f.function_id = d.function_id
+    ), label AS (
+        SELECT fn.function_id,
+               traceprof._frame_label(
+                   CASE WHEN fn.module <> '' AND count(*) OVER (PARTITION BY fn.name) > 1
+                        THEN fn.name || ' [' || fn.module || ']'
+                        ELSE fn.name END) AS label
+          FROM fn
+    )
+    SELECT fr.stack_id, array_agg(label.label ORDER BY fr.ord)
+      FROM fr
+      JOIN label ON label.function_id = fr.function_id
+     GROUP BY fr.stack_id
+$$;
+
+-- Folded stacks ("root;...;leaf") of the given stacks: stacks with the same
+-- labels are merged.
+CREATE FUNCTION traceprof._folded(stack_ids bigint[], samples bigint[], cpu_ms double precision[])
+RETURNS TABLE (stack text, samples bigint, cpu_ms double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT array_to_string(l.frames, ';'), sum(u.n)::bigint, sum(u.ms)
+      FROM unnest($1, $2, $3) AS u(id, n, ms)
+      JOIN traceprof._stack_labels($1) l ON l.stack_id = u.id
+     GROUP BY l.frames
+$$;
+
+-- Whole microseconds of CPU: the unit of folded text and flame graph rows.
+CREATE FUNCTION traceprof._cpu_us(cpu_ms double precision) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT round($1 * 1000)::bigint $$;
+
+-- Flame graph rows from folded stacks and their weights (aligned arrays):
+-- the nested set that Grafana's flame graph panel reads. One root "total"
+-- at level 0; a node's children follow it (depth-first pre-order), siblings
+-- sorted by label (byte order); value = own weight + children's values,
+-- self = own weight. Rows come out in that order.
+--
+-- The stacks are sorted as label arrays, so every node's stacks are
+-- adjacent: one pass keeps the path of open nodes, closes the nodes that
+-- the next stack leaves (adding their value to the parent) and opens the
+-- new ones. Work is proportional to the stacks' lengths.
+CREATE FUNCTION traceprof._flamegraph(stacks text[], weights bigint[])
+RETURNS TABLE (level integer, value bigint, self bigint, label text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    st record;
+    n integer;                       -- frames of the current stack
+    c integer;                       -- frames it shares with the open path
+    k integer := 0;                  -- depth of the open path
+    path text[] := '{}';             -- labels of the open path, by depth
+    node integer[] := '{}';          -- output row of the open node, by depth
+    acc bigint[] := '{}';            -- value gathered so far, by depth
+    o_level integer[] := '{0}';
+    o_value bigint[] := '{0}';
+    o_self bigint[] := '{0}';
+    o_label text[] := '{total}';
+    rows integer := 1;
+    total bigint := 0;
+BEGIN
+    FOR st IN
+        SELECT string_to_array(u.s, ';') AS fr, u.w
+          FROM unnest(stacks, weights) AS u(s, w)
+         WHERE u.s IS NOT NULL AND u.w IS NOT NULL
+         ORDER BY string_to_array(u.s, ';') COLLATE "C"
+    LOOP
+        n := cardinality(st.fr);
+        c := 0;
+        WHILE c < k AND c < n AND st.fr[c + 1] = path[c + 1] LOOP
+            c := c + 1;
+        END LOOP;
+        WHILE k > c LOOP                 -- close nodes the stack leaves
+            o_value[node[k]] := acc[k];
+            IF k > 1 THEN
+                acc[k - 1] := acc[k - 1] + acc[k];
+            END IF;
+            k := k - 1;
+        END LOOP;
+        WHILE k < n LOOP                 -- open the stack's new nodes
+            k := k + 1;
+            rows := rows + 1;
+            path[k] := st.fr[k];
+            node[k] := rows;
+            acc[k] := 0;
+            o_level[rows] := k;
+            o_value[rows] := 0;
+            o_self[rows] := 0;
+            o_label[rows] := st.fr[k];
+        END LOOP;
+        acc[n] := acc[n] + st.w;
+        o_self[node[n]] := o_self[node[n]] + st.w;
+        total := total + st.w;
+    END LOOP;
+    IF rows = 1 THEN
+        RETURN;
+    END IF;
+    WHILE k > 0 LOOP
+        o_value[node[k]] := acc[k];
+        IF k > 1 THEN
+            acc[k - 1] := acc[k - 1] + acc[k];
+        END IF;
+        k := k - 1;
+    END LOOP;
+    o_value[1] := total;
+    RETURN QUERY SELECT * FROM unnest(o_level, o_value, o_self, o_label);
+END $$;
+
+-- Internal forms of the trace functions, taking a parsed trace id ------------
+
+CREATE FUNCTION traceprof._trace_profile(p_trace uuid, p_service text)
+RETURNS TABLE (service text, function text, module text,
+               self_samples bigint, total_samples bigint,
+               self_cpu_ms double precision, total_cpu_ms double precision,
+               self_pct double precision, total_pct double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT g.service, p.function, p.module, p.self_samples, p.total_samples,
+           p.self_cpu_ms, p.total_cpu_ms, p.self_pct, p.total_pct
+      FROM (SELECT s.service, array_agg(s.stack_id) AS ids,
+                   array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
+              FROM traceprof._trace_stacks($1, $2) s
+             GROUP BY s.service) g
+     CROSS JOIN LATERAL traceprof._function_profile(g.ids, g.n, g.ms) p
+     ORDER BY g.service COLLATE "C", traceprof._cpu_us(p.total_cpu_ms) DESC,
+              traceprof._cpu_us(p.self_cpu_ms) DESC, p.function COLLATE "C", p.module COLLATE "C"
+$$;
+
+CREATE FUNCTION traceprof._trace_folded(p_trace uuid, p_service text)
+RETURNS TABLE (service text, stack text, samples bigint, cpu_ms double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT x.service, x.stack, x.samples, x.cpu_ms
+      FROM (SELECT g.service,
+                   CASE WHEN $2 IS NULL THEN traceprof._frame_label(g.service) || ';' ELSE '' END
+                       || f.stack AS stack,
+                   f.samples, f.cpu_ms
+              FROM (SELECT s.service, array_agg(s.stack_id) AS ids,
+                           array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
+                      FROM traceprof._trace_stacks($1, $2) s
+                     GROUP BY s.service) g
+             CROSS JOIN LATERAL traceprof._folded(g.ids, g.n, g.ms) f) x
+     ORDER BY x.service COLLATE "C", x.stack COLLATE "C"
+$$;
+
+-- One trace -----------------------------------------------------------------
+
+-- Per service and function of one trace: self (leaf) and total (anywhere on
+-- the stack, recursion once) samples and CPU ms, and their percentage of the
+-- service's CPU in the trace. Ordered by service, then total CPU descending.
+CREATE FUNCTION traceprof.trace_profile(trace_id text, service text DEFAULT NULL)
+RETURNS TABLE (service text, function text, module text,
+               self_samples bigint, total_samples bigint,
+               self_cpu_ms double precision, total_cpu_ms double precision,
+               self_pct double precision, total_pct double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM traceprof._trace_profile(traceprof._arg_trace($1, 'trace_profile'),
+                                           traceprof._arg_service($2, 'trace_profile'))
+$$;
+
+-- Folded stacks of one trace, one row per distinct stack. With service NULL
+-- every stack starts with its service's name as the root frame.
+CREATE FUNCTION traceprof.trace_folded(trace_id text, service text DEFAULT NULL)
+RETURNS TABLE (service text, stack text, samples bigint, cpu_ms double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM traceprof._trace_folded(traceprof._arg_trace($1, 'trace_folded'),
+                                          traceprof._arg_service($2, 'trace_folded'))
+$$;
+
+-- trace_folded as the text flamegraph.pl reads: "a;b;c N" lines, N in whole
+-- microseconds of CPU, joined by newlines (no trailing one). NULL when the
+-- trace has no samples.
+CREATE FUNCTION traceprof.trace_folded_text(trace_id text, service text DEFAULT NULL)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT string_agg(f.stack || ' ' || traceprof._cpu_us(f.cpu_ms), E'\n'
+                      ORDER BY f.stack COLLATE "C")
+      FROM traceprof._trace_folded(traceprof._arg_trace($1, 'trace_folded_text'),
+                                   traceprof._arg_service($2, 'trace_folded_text')) f
+$$;
+
+-- Flame graph panel rows of one trace; value and self in microseconds of
+-- CPU. With service NULL the services are the root's children.
+CREATE FUNCTION traceprof.trace_flamegraph(trace_id text, service text DEFAULT NULL)
+RETURNS TABLE (level integer, value bigint, self bigint, label text)
+LANGUAGE sql STABLE AS $$
+    SELECT fg.*
+      FROM (SELECT array_agg(f.stack) AS s, array_agg(traceprof._cpu_us(f.cpu_ms)) AS w
+              FROM traceprof._trace_folded(traceprof._arg_trace($1, 'trace_flamegraph'),
+                                           traceprof._arg_service($2, 'trace_flamegraph')) f) a
+     CROSS JOIN LATERAL traceprof._flamegraph(a.s, a.w) fg
+$$;
+
+-- One service over a time range ---------------------------------------------
+
+-- The lim functions of a service with the most self CPU in [from_time,
+-- until_time): every sample, or only_requests those taken while serving a
+-- traced request. Percentages are of the service's CPU in the range.
+CREATE FUNCTION traceprof.service_top_functions(service text, from_time timestamptz,
+                                                until_time timestamptz, lim integer DEFAULT 50,
+                                                only_requests boolean DEFAULT false)
+RETURNS TABLE (function text, module text,
+               self_samples bigint, total_samples bigint,
+               self_cpu_ms double precision, total_cpu_ms double precision,
+               self_pct double precision, total_pct double precision)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    svc text := traceprof._arg_required($1, 'service_top_functions', 'service');
+BEGIN
+    PERFORM traceprof._arg_range($2, $3, 'service_top_functions');
+    IF $4 IS NULL OR $4 < 1 THEN
+        RAISE EXCEPTION 'service_top_functions: lim must be a positive number, not %', coalesce($4::text, 'null')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT p.function, p.module, p.self_samples, p.total_samples,
+           p.self_cpu_ms, p.total_cpu_ms, p.self_pct, p.total_pct
+      FROM (SELECT array_agg(s.stack_id) AS ids, array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
+              FROM traceprof._service_stacks(svc, $2, $3, coalesce($5, false)) s) g
+     CROSS JOIN LATERAL traceprof._function_profile(g.ids, g.n, g.ms) p
+     ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC, traceprof._cpu_us(p.total_cpu_ms) DESC,
+              p.function COLLATE "C", p.module COLLATE "C"
+     LIMIT $4;
+END $$;
+
+-- Folded stacks of a service over [from_time, until_time), one row per
+-- distinct stack (no service root frame).
+CREATE FUNCTION traceprof.service_folded(service text, from_time timestamptz,
+                                         until_time timestamptz, only_requests boolean DEFAULT false)
+RETURNS TABLE (stack text, samples bigint, cpu_ms double precision)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    svc text := traceprof._arg_required($1, 'service_folded', 'service');
+BEGIN
+    PERFORM traceprof._arg_range($2, $3, 'service_folded');
+    RETURN QUERY
+    SELECT f.stack, f.samples, f.cpu_ms
+      FROM (SELECT array_agg(s.stack_id) AS ids, array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
+              FROM traceprof._service_stacks(svc, $2, $3, coalesce($4, false)) s) g
+     CROSS JOIN LATERAL traceprof._folded(g.ids, g.n, g.ms) f
+     ORDER BY f.stack COLLATE "C";
+END $$;
+
+-- service_folded as flamegraph.pl text (N in microseconds of CPU).
+CREATE FUNCTION traceprof.service_folded_text(service text, from_time timestamptz,
+                                              until_time timestamptz, only_requests boolean DEFAULT false)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT string_agg(f.stack || ' ' || traceprof._cpu_us(f.cpu_ms), E'\n' ORDER BY f.stack COLLATE "C")
+      FROM traceprof.service_folded($1, $2, $3, $4) f
+$$;
+
+-- Flame graph panel rows of a service over [from_time, until_time).
+CREATE FUNCTION traceprof.service_flamegraph(service text, from_time timestamptz,
+                                             until_time timestamptz, only_requests boolean DEFAULT false)
+RETURNS TABLE (level integer, value bigint, self bigint, label text)
+LANGUAGE sql STABLE AS $$
+    SELECT fg.*
+      FROM (SELECT array_agg(f.stack) AS s, array_agg(traceprof._cpu_us(f.cpu_ms)) AS w
+              FROM traceprof.service_folded($1, $2, $3, $4) f) a
+     CROSS JOIN LATERAL traceprof._flamegraph(a.s, a.w) fg
+$$;
+
+-- Trace summary for people and LLM tools ------------------------------------
+
+-- One line about one service of a trace. span_ms NULL: no span row;
+-- cpu_ms 0: no samples.
+CREATE FUNCTION traceprof._service_verdict(service text, span_count bigint, span_ms numeric,
+                                           cpu_ms double precision, mostly_waiting boolean,
+                                           top_function text, top_pct double precision,
+                                           top_cpu_ms double precision)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT $1 || ': '
+        || CASE WHEN $2 IS NULL OR $2 = 0 THEN 'no span'
+                WHEN $2 = 1 THEN round($3) || ' ms span'
+                ELSE $2 || ' spans, ' || round($3) || ' ms' END
+        || ', '
+        || CASE WHEN coalesce($4, 0) = 0 THEN 'no CPU samples'
+                WHEN $5 THEN 'mostly waiting (' || round($4) || ' ms CPU)'
+                ELSE $6 || ' ' || round($7) || ' % (' || round($8) || ' ms CPU)' END
+$$;
+
+-- A JSON object describing one trace: its time span, and per service its
+-- spans, CPU, samples, top 5 self-CPU hotspots, whether it mostly waited
+-- (CPU under 20 % of its spans' duration) and a one-line verdict. NULL when
+-- the trace has neither spans nor samples.
+CREATE FUNCTION traceprof.trace_summary(trace_id text) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    WITH arg AS (
+        SELECT traceprof._arg_trace($1, 'trace_summary') AS tid
+    ), span AS (
+        SELECT s.service, r.span_id, r.parent_span_id, r.start_time, r.duration_us, r.status_code,
+               coalesce(rt.method, '') AS method, coalesce(rt.route, '') AS route
+          FROM arg
+          JOIN traceprof.requests r ON r.trace_id = arg.tid
+          JOIN traceprof.sources s ON s.source_id = r.source_id
+          LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id
+    ), prof AS (
+        SELECT p.*, row_number() OVER (PARTITION BY p.service
+                                       ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC,
+                                                p.function COLLATE "C") AS rank
+          FROM arg, traceprof._trace_profile(arg.tid, NULL) p
+    ), cpu AS (
+        SELECT p.service, sum(p.self_cpu_ms) AS cpu_ms, sum(p.self_samples) AS samples,
+               jsonb_agg(jsonb_build_object(
+                   'function', p.function, 'module', p.module,
+                   'self_cpu_ms', round(p.self_cpu_ms::numeric, 1),
+                   'total_cpu_ms', round(p.total_cpu_ms::numeric, 1),
+                   'self_pct', round(p.self_pct::numeric, 1),
+                   'total_pct', round(p.total_pct::numeric, 1)) ORDER BY p.rank)
+                   FILTER (WHERE p.rank <= 5 AND p.self_cpu_ms > 0) AS hotspots,
+               min(p.function) FILTER (WHERE p.rank = 1) AS top_function,
+               min(p.self_pct) FILTER (WHERE p.rank = 1) AS top_pct,
+               min(p.self_cpu_ms) FILTER (WHERE p.rank = 1) AS top_cpu_ms
+          FROM prof p
+         GROUP BY p.service
+    ), spans AS (
+        SELECT sp.service, count(*) AS span_count, round(sum(sp.duration_us) / 1000.0, 3) AS span_ms,
+               jsonb_agg(jsonb_build_object(
+                   'span_id', traceprof.span_id_text(sp.span_id),
+                   'parent_span_id', traceprof.span_id_text(sp.parent_span_id),
+                   'method', sp.method, 'route', sp.route, 'status', sp.status_code,
+                   'start', sp.start_time, 'duration_ms', round(sp.duration_us / 1000.0, 3))
+                   ORDER BY sp.start_time, sp.span_id) AS list
+          FROM span sp
+         GROUP BY sp.service
+    ), svc AS (
+        SELECT coalesce(sp.service, c.service) AS service, sp.span_count, sp.span_ms, sp.list,
+               coalesce(c.cpu_ms, 0) AS cpu_ms, coalesce(c.samples, 0) AS samples, c.hotspots,
+               c.top_function, c.top_pct, c.top_cpu_ms,
+               CASE WHEN sp.span_ms IS NULL OR c.cpu_ms IS NULL THEN NULL
+                    ELSE c.cpu_ms < 0.2 * sp.span_ms::float8 END AS mostly_waiting
+          FROM spans sp
+          FULL JOIN cpu c ON c.service = sp.service
+    ), out AS (
+        SELECT svc.*,
+               traceprof._service_verdict(svc.service, svc.span_count, svc.span_ms, svc.cpu_ms,
+                                          svc.mostly_waiting, svc.top_function, svc.top_pct,
+                                          svc.top_cpu_ms) AS verdict,
+               row_number() OVER (ORDER BY svc.cpu_ms DESC, svc.span_ms DESC NULLS LAST,
+                                  svc.service COLLATE "C") AS ord
+          FROM svc
+    ), bounds AS (
+        SELECT min(sp.start_time) AS t0,
+               max(sp.start_time + sp.duration_us * interval '1 microsecond') AS t1
+          FROM span sp
+    )
+    SELECT jsonb_build_object(
+               'trace_id', traceprof.trace_id_text(arg.tid),
+               'start', b.t0,
+               'end', b.t1,
+               'duration_ms', round(extract(epoch FROM b.t1 - b.t0) * 1000, 3),
+               'cpu_ms', round(sum(o.cpu_ms)::numeric, 1),
+               'samples', sum(o.samples),
+               'verdict', string_agg(o.verdict, '; ' ORDER BY o.ord),
+               'services', jsonb_agg(jsonb_build_object(
+                   'service', o.service,
+                   'spans', coalesce(o.list, '[]'),
+                   'span_ms', o.span_ms,
+                   'cpu_ms', round(o.cpu_ms::numeric, 1),
+                   'samples', o.samples,
+                   'mostly_waiting', o.mostly_waiting,
+                   'hotspots', coalesce(o.hotspots, '[]'),
+                   'verdict', o.verdict) ORDER BY o.ord))
+      FROM arg, bounds b, out o
+     GROUP BY arg.tid, b.t0, b.t1
+$$;
