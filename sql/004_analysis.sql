@@ -181,10 +181,10 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- A function name made safe for folded stacks: ';' separates frames and a
--- line is one stack.
+-- line is one stack; a frame needs a name.
 CREATE FUNCTION traceprof._frame_label(name text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT translate($1, E';\n\r', ':  ')
+    SELECT coalesce(nullif(translate($1, E';\n\r', ':  '), ''), '[unknown]')
 $$;
 
 -- Frame labels of each distinct stack, root first. Functions missing from
@@ -269,6 +269,11 @@ BEGIN
          ORDER BY string_to_array(u.s, ';') COLLATE "C"
     LOOP
         n := cardinality(st.fr);
+        total := total + st.w;
+        IF n = 0 THEN                    -- empty stack: the root's own
+            o_self[1] := o_self[1] + st.w;
+            CONTINUE;
+        END IF;
         c := 0;
         WHILE c < k AND c < n AND st.fr[c + 1] = path[c + 1] LOOP
             c := c + 1;
@@ -293,9 +298,8 @@ BEGIN
         END LOOP;
         acc[n] := acc[n] + st.w;
         o_self[node[n]] := o_self[node[n]] + st.w;
-        total := total + st.w;
     END LOOP;
-    IF rows = 1 THEN
+    IF NOT FOUND THEN                    -- no stacks, no rows
         RETURN;
     END IF;
     WHILE k > 0 LOOP
