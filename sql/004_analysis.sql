@@ -91,10 +91,13 @@ END $$;
 -- Step 1: samples per stack -------------------------------------------------
 
 -- The samples of one trace per (service, stack id): raw count and CPU ms.
--- service NULL: every service.
+-- service NULL: every service. Both queries are hash index lookups whatever
+-- the trace, so one generic plan serves every call; the partitions outside
+-- the time window are pruned when it starts. (Planning afresh at each call
+-- cost more than running it.)
 CREATE FUNCTION traceprof._trace_stacks(p_trace uuid, p_service text)
 RETURNS TABLE (service text, stack_id bigint, samples bigint, cpu_ms double precision)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     lo timestamptz;
     hi timestamptz;
@@ -157,28 +160,51 @@ END $$;
 -- Per function of the given stacks: self and total samples and CPU ms, and
 -- the percentages of all the CPU of the given stacks. Inputs are aligned
 -- arrays (one entry per stack id).
+--
+-- Expanding stacks into functions is the costly step. When every stack has
+-- the same CPU per sample (one frequency, the common case) the sample counts
+-- follow from the CPU weights and one expansion does; otherwise (19 Hz and
+-- 99 Hz samples mixed) samples and CPU are expanded separately.
 CREATE FUNCTION traceprof._function_profile(stack_ids bigint[], samples bigint[], cpu_ms double precision[])
 RETURNS TABLE (function_id bigint, function text, module text,
                self_samples bigint, total_samples bigint,
                self_cpu_ms double precision, total_cpu_ms double precision,
                self_pct double precision, total_pct double precision)
-LANGUAGE sql STABLE AS $$
-    WITH n AS (
-        SELECT * FROM traceprof.stack_function_weights($1, $2::double precision[])
-    ), ms AS (
-        SELECT * FROM traceprof.stack_function_weights($1, $3)
-    ), total AS (
-        SELECT nullif(sum(u.ms), 0) AS ms FROM unnest($3) AS u(ms)
-    )
-    SELECT ms.function_id, coalesce(f.name, '[unknown]'), coalesce(f.module, ''),
-           round(n.self_weight)::bigint, round(n.total_weight)::bigint,
-           ms.self_weight, ms.total_weight,
-           100 * ms.self_weight / total.ms, 100 * ms.total_weight / total.ms
-      FROM ms
-      JOIN n ON n.function_id = ms.function_id
-     CROSS JOIN total
-      LEFT JOIN traceprof.functions f ON f.function_id = ms.function_id
-$$;
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    total_ms double precision;
+    ms_per_sample double precision;
+    lo double precision;
+    hi double precision;
+BEGIN
+    SELECT sum(u.ms), sum(u.ms) / sum(u.n), min(u.ms / u.n), max(u.ms / u.n)
+      INTO total_ms, ms_per_sample, lo, hi
+      FROM unnest(samples, cpu_ms) AS u(n, ms)
+     WHERE u.n > 0;
+    IF total_ms IS NULL OR total_ms <= 0 THEN
+        RETURN;
+    END IF;
+    IF hi - lo <= 1e-9 * hi THEN
+        RETURN QUERY
+        SELECT w.function_id, coalesce(f.name, '[unknown]'), coalesce(f.module, ''),
+               round(w.self_weight / ms_per_sample)::bigint, round(w.total_weight / ms_per_sample)::bigint,
+               w.self_weight, w.total_weight,
+               100 * w.self_weight / total_ms, 100 * w.total_weight / total_ms
+          FROM traceprof.stack_function_weights(stack_ids, cpu_ms) w
+          LEFT JOIN traceprof.functions f ON f.function_id = w.function_id;
+    ELSE
+        RETURN QUERY
+        SELECT w.function_id, coalesce(f.name, '[unknown]'), coalesce(f.module, ''),
+               round(n.self_weight)::bigint, round(n.total_weight)::bigint,
+               w.self_weight, w.total_weight,
+               100 * w.self_weight / total_ms, 100 * w.total_weight / total_ms
+          FROM traceprof.stack_function_weights(stack_ids, cpu_ms) w
+          JOIN traceprof.stack_function_weights(stack_ids, samples::double precision[]) n
+            ON n.function_id = w.function_id
+          LEFT JOIN traceprof.functions f ON f.function_id = w.function_id;
+    END IF;
+END $$;
 
 -- A function name made safe for folded stacks: ';' separates frames and a
 -- line is one stack; a frame needs a name.
@@ -240,27 +266,29 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT round($1 * 1000)::bigin
 -- sorted by label (byte order); value = own weight + children's values,
 -- self = own weight. Rows come out in that order.
 --
--- The stacks are sorted as label arrays, so every node's stacks are
--- adjacent: one pass keeps the path of open nodes, closes the nodes that
--- the next stack leaves (adding their value to the parent) and opens the
--- new ones. Work is proportional to the stacks' lengths.
+-- The stacks are sorted as label arrays, so the stacks under a node are
+-- adjacent. One pass keeps the path of open nodes: a stack closes the nodes
+-- it leaves and opens its new ones. With cum the weight of the stacks seen
+-- so far, a node's value is cum at its close minus cum at its open. Work is
+-- a few assignments per node and per shared frame.
 CREATE FUNCTION traceprof._flamegraph(stacks text[], weights bigint[])
 RETURNS TABLE (level integer, value bigint, self bigint, label text)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     st record;
-    n integer;                       -- frames of the current stack
+    fr text[];                       -- the current stack's labels
+    n integer;                       -- its frames
     c integer;                       -- frames it shares with the open path
     k integer := 0;                  -- depth of the open path
+    i integer;
+    rows integer := 1;               -- output rows so far; row 1 is the root
+    cum bigint := 0;                 -- weight of the stacks seen so far
     path text[] := '{}';             -- labels of the open path, by depth
-    node integer[] := '{}';          -- output row of the open node, by depth
-    acc bigint[] := '{}';            -- value gathered so far, by depth
+    node integer[] := '{}';          -- output row of each open node, by depth
     o_level integer[] := '{0}';
-    o_value bigint[] := '{0}';
-    o_self bigint[] := '{0}';
+    o_value bigint[] := '{0}';       -- -cum at open, then + cum at close
+    o_self bigint[] := '{NULL}';     -- NULL: no own weight
     o_label text[] := '{total}';
-    rows integer := 1;
-    total bigint := 0;
 BEGIN
     FOR st IN
         SELECT string_to_array(u.s, ';') AS fr, u.w
@@ -268,85 +296,83 @@ BEGIN
          WHERE u.s IS NOT NULL AND u.w IS NOT NULL
          ORDER BY string_to_array(u.s, ';') COLLATE "C"
     LOOP
-        n := cardinality(st.fr);
-        total := total + st.w;
-        IF n = 0 THEN                    -- empty stack: the root's own
-            o_self[1] := o_self[1] + st.w;
-            CONTINUE;
-        END IF;
+        fr := st.fr;
+        n := cardinality(fr);
         c := 0;
-        WHILE c < k AND c < n AND st.fr[c + 1] = path[c + 1] LOOP
+        WHILE c < k AND c < n AND fr[c + 1] = path[c + 1] LOOP
             c := c + 1;
         END LOOP;
-        WHILE k > c LOOP                 -- close nodes the stack leaves
-            o_value[node[k]] := acc[k];
-            IF k > 1 THEN
-                acc[k - 1] := acc[k - 1] + acc[k];
-            END IF;
-            k := k - 1;
+        FOR d IN REVERSE k .. c + 1 LOOP     -- close the nodes the stack leaves
+            o_value[node[d]] := o_value[node[d]] + cum;
         END LOOP;
-        WHILE k < n LOOP                 -- open the stack's new nodes
-            k := k + 1;
-            rows := rows + 1;
-            path[k] := st.fr[k];
-            node[k] := rows;
-            acc[k] := 0;
-            o_level[rows] := k;
-            o_value[rows] := 0;
-            o_self[rows] := 0;
-            o_label[rows] := st.fr[k];
+        FOR d IN c + 1 .. n LOOP             -- open its new ones
+            i := rows + d - c;
+            node[d] := i;
+            o_level[i] := d;
+            o_label[i] := fr[d];
+            o_value[i] := -cum;
         END LOOP;
-        acc[n] := acc[n] + st.w;
-        o_self[node[n]] := o_self[node[n]] + st.w;
+        rows := rows + n - c;
+        k := n;
+        path := fr;
+        i := CASE WHEN n = 0 THEN 1 ELSE node[n] END;  -- an empty stack is the root's own
+        o_self[i] := coalesce(o_self[i], 0) + st.w;
+        cum := cum + st.w;
     END LOOP;
     IF NOT FOUND THEN                    -- no stacks, no rows
         RETURN;
     END IF;
-    WHILE k > 0 LOOP
-        o_value[node[k]] := acc[k];
-        IF k > 1 THEN
-            acc[k - 1] := acc[k - 1] + acc[k];
-        END IF;
-        k := k - 1;
+    FOR d IN REVERSE k .. 1 LOOP
+        o_value[node[d]] := o_value[node[d]] + cum;
     END LOOP;
-    o_value[1] := total;
-    RETURN QUERY SELECT * FROM unnest(o_level, o_value, o_self, o_label);
+    o_value[1] := cum;
+    RETURN QUERY
+    SELECT u.l, u.v, coalesce(u.s, 0), u.lab FROM unnest(o_level, o_value, o_self, o_label) AS u(l, v, s, lab);
 END $$;
 
--- Internal forms of the trace functions, taking a parsed trace id ------------
+-- Internal forms of the trace functions, taking a parsed trace id. PL/pgSQL
+-- with generic plans, so that a session plans their queries once: the trace
+-- id only reaches the functions they call, and re-planning each call took
+-- longer than running the query.
 
 CREATE FUNCTION traceprof._trace_profile(p_trace uuid, p_service text)
 RETURNS TABLE (service text, function text, module text,
                self_samples bigint, total_samples bigint,
                self_cpu_ms double precision, total_cpu_ms double precision,
                self_pct double precision, total_pct double precision)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT g.service, p.function, p.module, p.self_samples, p.total_samples,
            p.self_cpu_ms, p.total_cpu_ms, p.self_pct, p.total_pct
       FROM (SELECT s.service, array_agg(s.stack_id) AS ids,
                    array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
-              FROM traceprof._trace_stacks($1, $2) s
+              FROM traceprof._trace_stacks(p_trace, p_service) s
              GROUP BY s.service) g
      CROSS JOIN LATERAL traceprof._function_profile(g.ids, g.n, g.ms) p
      ORDER BY g.service COLLATE "C", traceprof._cpu_us(p.total_cpu_ms) DESC,
-              traceprof._cpu_us(p.self_cpu_ms) DESC, p.function COLLATE "C", p.module COLLATE "C"
-$$;
+              traceprof._cpu_us(p.self_cpu_ms) DESC, p.function COLLATE "C", p.module COLLATE "C";
+END $$;
 
 CREATE FUNCTION traceprof._trace_folded(p_trace uuid, p_service text)
 RETURNS TABLE (service text, stack text, samples bigint, cpu_ms double precision)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     SELECT x.service, x.stack, x.samples, x.cpu_ms
       FROM (SELECT g.service,
-                   CASE WHEN $2 IS NULL THEN traceprof._frame_label(g.service) || ';' ELSE '' END
+                   CASE WHEN p_service IS NULL THEN traceprof._frame_label(g.service) || ';' ELSE '' END
                        || f.stack AS stack,
                    f.samples, f.cpu_ms
               FROM (SELECT s.service, array_agg(s.stack_id) AS ids,
                            array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
-                      FROM traceprof._trace_stacks($1, $2) s
+                      FROM traceprof._trace_stacks(p_trace, p_service) s
                      GROUP BY s.service) g
              CROSS JOIN LATERAL traceprof._folded(g.ids, g.n, g.ms) f) x
-     ORDER BY x.service COLLATE "C", x.stack COLLATE "C"
-$$;
+     ORDER BY x.service COLLATE "C", x.stack COLLATE "C";
+END $$;
 
 -- One trace -----------------------------------------------------------------
 
@@ -491,21 +517,23 @@ $$;
 -- (CPU under 20 % of its spans' duration) and a one-line verdict. NULL when
 -- the trace has neither spans nor samples.
 CREATE FUNCTION traceprof.trace_summary(trace_id text) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    WITH arg AS (
-        SELECT traceprof._arg_trace($1, 'trace_summary') AS tid
-    ), span AS (
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    tid uuid := traceprof._arg_trace($1, 'trace_summary');
+BEGIN
+    RETURN (
+    WITH span AS (
         SELECT s.service, r.span_id, r.parent_span_id, r.start_time, r.duration_us, r.status_code,
                coalesce(rt.method, '') AS method, coalesce(rt.route, '') AS route
-          FROM arg
-          JOIN traceprof.requests r ON r.trace_id = arg.tid
+          FROM traceprof.requests r
           JOIN traceprof.sources s ON s.source_id = r.source_id
           LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id
+         WHERE r.trace_id = tid
     ), prof AS (
         SELECT p.*, row_number() OVER (PARTITION BY p.service
                                        ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC,
                                                 p.function COLLATE "C") AS rank
-          FROM arg, traceprof._trace_profile(arg.tid, NULL) p
+          FROM traceprof._trace_profile(tid, NULL) p
     ), cpu AS (
         SELECT p.service, sum(p.self_cpu_ms) AS cpu_ms, sum(p.self_samples) AS samples,
                jsonb_agg(jsonb_build_object(
@@ -552,7 +580,7 @@ LANGUAGE sql STABLE AS $$
           FROM span sp
     )
     SELECT jsonb_build_object(
-               'trace_id', traceprof.trace_id_text(arg.tid),
+               'trace_id', traceprof.trace_id_text(tid),
                'start', b.t0,
                'end', b.t1,
                'duration_ms', round(extract(epoch FROM b.t1 - b.t0) * 1000, 3),
@@ -568,6 +596,6 @@ LANGUAGE sql STABLE AS $$
                    'mostly_waiting', o.mostly_waiting,
                    'hotspots', coalesce(o.hotspots, '[]'),
                    'verdict', o.verdict) ORDER BY o.ord))
-      FROM arg, bounds b, out o
-     GROUP BY arg.tid, b.t0, b.t1
-$$;
+      FROM bounds b, out o
+     GROUP BY b.t0, b.t1);
+END $$;
