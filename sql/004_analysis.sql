@@ -206,54 +206,57 @@ BEGIN
     END IF;
 END $$;
 
--- A function name made safe for folded stacks: ';' separates frames and a
--- line is one stack; a frame needs a name.
+-- A function name made safe for folded stacks: ';' separates frames, a
+-- line is one stack, byte 0x01 is the flame graph builder's sort separator;
+-- a frame needs a name.
 CREATE FUNCTION traceprof._frame_label(name text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT coalesce(nullif(translate($1, E';\n\r', ':  '), ''), '[unknown]')
+    SELECT coalesce(nullif(translate($1, E';\n\r\x01', ':   '), ''), '[unknown]')
 $$;
 
--- Frame labels of each distinct stack, root first. Functions missing from
--- the dictionaries read "[unknown]", as in stack_function_weights. A name
--- that two functions of different modules share within these stacks gets
--- its module: "name [module]".
-CREATE FUNCTION traceprof._stack_labels(stack_ids bigint[])
-RETURNS TABLE (stack_id bigint, frames text[])
+-- The folded form ("root;...;leaf") of each distinct stack. Functions
+-- missing from the dictionaries read "[unknown]", as in
+-- stack_function_weights. A name that two functions of different modules
+-- share within these stacks gets its module: "name [module]". Labels are
+-- made once per distinct frame, then strung together per stack.
+CREATE FUNCTION traceprof._stack_folded(stack_ids bigint[])
+RETURNS TABLE (stack_id bigint, stack text)
 LANGUAGE sql STABLE AS $$
-    WITH fr AS (
-        SELECT st.id AS stack_id, x.ord, coalesce(fm.function_id, 0) AS function_id
-          FROM (SELECT DISTINCT u.id FROM unnest($1) AS u(id)) st
-          LEFT JOIN traceprof.stacks s ON s.stack_id = st.id
-          LEFT JOIN LATERAL unnest(coalesce(s.frame_ids, ARRAY[NULL::bigint]))
-                    WITH ORDINALITY AS x(frame_id, ord) ON true
-          LEFT JOIN traceprof.frames fm ON fm.frame_id = x.frame_id
+    WITH st AS (
+        SELECT u.id AS stack_id, coalesce(s.frame_ids, ARRAY[NULL::bigint]) AS frame_ids
+          FROM (SELECT DISTINCT u.id FROM unnest($1) AS u(id)) u
+          LEFT JOIN traceprof.stacks s ON s.stack_id = u.id
+    ), fr AS (
+        SELECT d.frame_id, coalesce(fm.function_id, 0) AS function_id
+          FROM (SELECT DISTINCT x.frame_id FROM st CROSS JOIN LATERAL unnest(st.frame_ids) AS x(frame_id)) d
+          LEFT JOIN traceprof.frames fm ON fm.frame_id = d.frame_id
     ), fn AS (
-        SELECT d.function_id, coalesce(f.name, '[unknown]') AS name, coalesce(f.module, '') AS module
+        SELECT d.function_id,
+               traceprof._frame_label(
+                   CASE WHEN f.module <> '' AND count(*) OVER (PARTITION BY f.name) > 1
+                        THEN f.name || ' [' || f.module || ']'
+                        ELSE f.name END) AS label
           FROM (SELECT DISTINCT fr.function_id FROM fr) d
           LEFT JOIN traceprof.functions f ON f.function_id = d.function_id
     ), label AS (
-        SELECT fn.function_id,
-               traceprof._frame_label(
-                   CASE WHEN fn.module <> '' AND count(*) OVER (PARTITION BY fn.name) > 1
-                        THEN fn.name || ' [' || fn.module || ']'
-                        ELSE fn.name END) AS label
-          FROM fn
+        SELECT fr.frame_id, fn.label FROM fr JOIN fn ON fn.function_id = fr.function_id
     )
-    SELECT fr.stack_id, array_agg(label.label ORDER BY fr.ord)
-      FROM fr
-      JOIN label ON label.function_id = fr.function_id
-     GROUP BY fr.stack_id
+    SELECT st.stack_id, string_agg(coalesce(label.label, '[unknown]'), ';' ORDER BY x.ord)
+      FROM st
+     CROSS JOIN LATERAL unnest(st.frame_ids) WITH ORDINALITY AS x(frame_id, ord)
+      LEFT JOIN label ON label.frame_id = x.frame_id
+     GROUP BY st.stack_id
 $$;
 
--- Folded stacks ("root;...;leaf") of the given stacks: stacks with the same
--- labels are merged.
+-- Folded stacks of the given stacks (aligned arrays); stacks that read the
+-- same are merged.
 CREATE FUNCTION traceprof._folded(stack_ids bigint[], samples bigint[], cpu_ms double precision[])
 RETURNS TABLE (stack text, samples bigint, cpu_ms double precision)
 LANGUAGE sql STABLE AS $$
-    SELECT array_to_string(l.frames, ';'), sum(u.n)::bigint, sum(u.ms)
+    SELECT l.stack, sum(u.n)::bigint, sum(u.ms)
       FROM unnest($1, $2, $3) AS u(id, n, ms)
-      JOIN traceprof._stack_labels($1) l ON l.stack_id = u.id
-     GROUP BY l.frames
+      JOIN traceprof._stack_folded($1) l ON l.stack_id = u.id
+     GROUP BY l.stack
 $$;
 
 -- Whole microseconds of CPU: the unit of folded text and flame graph rows.
@@ -264,15 +267,23 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT round($1 * 1000)::bigin
 -- the nested set that Grafana's flame graph panel reads. One root "total"
 -- at level 0; a node's children follow it (depth-first pre-order), siblings
 -- sorted by label (byte order); value = own weight + children's values,
--- self = own weight. Rows come out in that order.
+-- self = own weight. _flamegraph_arrays returns the rows' columns as arrays
+-- in that order; _flamegraph streams them as rows (RETURN QUERY from
+-- PL/pgSQL would copy them into a tuplestore first).
 --
 -- The stacks are sorted as label arrays, so the stacks under a node are
--- adjacent. One pass keeps the path of open nodes: a stack closes the nodes
+-- adjacent. (They are sorted as strings with byte 0x01 in place of ';',
+-- which gives the same order at a third of the cost; labels must not
+-- contain ';' or 0x01, which _frame_label sees to.) One pass keeps the path
+-- of open nodes: a stack closes the nodes
 -- it leaves and opens its new ones. With cum the weight of the stacks seen
--- so far, a node's value is cum at its close minus cum at its open. Work is
--- a few assignments per node and per shared frame.
-CREATE FUNCTION traceprof._flamegraph(stacks text[], weights bigint[])
-RETURNS TABLE (level integer, value bigint, self bigint, label text)
+-- so far, a node's value is cum at its close minus cum at its open. The
+-- nodes one stack opens are consecutive rows and share that opening cum,
+-- so the open path is kept as a few segments (first depth, row offset,
+-- cum), and a node costs two array writes when opened and one when closed.
+CREATE FUNCTION traceprof._flamegraph_arrays(stacks text[], weights bigint[],
+                                             OUT levels integer[], OUT vals bigint[],
+                                             OUT selfs bigint[], OUT labels text[])
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     st record;
@@ -280,21 +291,26 @@ DECLARE
     n integer;                       -- its frames
     c integer;                       -- frames it shares with the open path
     k integer := 0;                  -- depth of the open path
-    i integer;
+    lo integer;
+    b integer;
+    v bigint;
     rows integer := 1;               -- output rows so far; row 1 is the root
     cum bigint := 0;                 -- weight of the stacks seen so far
     path text[] := '{}';             -- labels of the open path, by depth
-    node integer[] := '{}';          -- output row of each open node, by depth
+    m integer := 0;                  -- segments of the open path
+    seg_lo integer[] := '{}';        -- first depth of a segment
+    seg_base integer[] := '{}';      -- row of depth d in it: seg_base + d
+    seg_cum bigint[] := '{}';        -- cum when it was opened
     o_level integer[] := '{0}';
-    o_value bigint[] := '{0}';       -- -cum at open, then + cum at close
-    o_self bigint[] := '{NULL}';     -- NULL: no own weight
+    o_value bigint[] := '{0}';
+    o_self bigint[] := '{0}';        -- NULL or missing: no own weight
     o_label text[] := '{total}';
 BEGIN
     FOR st IN
         SELECT string_to_array(u.s, ';') AS fr, u.w
           FROM unnest(stacks, weights) AS u(s, w)
          WHERE u.s IS NOT NULL AND u.w IS NOT NULL
-         ORDER BY string_to_array(u.s, ';') COLLATE "C"
+         ORDER BY replace(u.s, ';', E'\x01') COLLATE "C"
     LOOP
         fr := st.fr;
         n := cardinality(fr);
@@ -302,33 +318,62 @@ BEGIN
         WHILE c < k AND c < n AND fr[c + 1] = path[c + 1] LOOP
             c := c + 1;
         END LOOP;
-        FOR d IN REVERSE k .. c + 1 LOOP     -- close the nodes the stack leaves
-            o_value[node[d]] := o_value[node[d]] + cum;
+        WHILE k > c LOOP                     -- close the nodes the stack leaves
+            lo := greatest(seg_lo[m], c + 1);
+            b := seg_base[m];
+            v := cum - seg_cum[m];
+            FOR d IN lo .. k LOOP
+                o_value[b + d] := v;
+            END LOOP;
+            IF lo = seg_lo[m] THEN
+                m := m - 1;
+            END IF;
+            k := lo - 1;
         END LOOP;
-        FOR d IN c + 1 .. n LOOP             -- open its new ones
-            i := rows + d - c;
-            node[d] := i;
-            o_level[i] := d;
-            o_label[i] := fr[d];
-            o_value[i] := -cum;
-        END LOOP;
-        rows := rows + n - c;
+        IF n > c THEN                        -- open its new ones
+            m := m + 1;
+            seg_lo[m] := c + 1;
+            seg_base[m] := rows - c;
+            seg_cum[m] := cum;
+            FOR d IN c + 1 .. n LOOP
+                o_level[rows - c + d] := d;
+                o_label[rows - c + d] := fr[d];
+            END LOOP;
+            rows := rows + n - c;
+        END IF;
         k := n;
         path := fr;
-        i := CASE WHEN n = 0 THEN 1 ELSE node[n] END;  -- an empty stack is the root's own
-        o_self[i] := coalesce(o_self[i], 0) + st.w;
+        b := CASE WHEN n = 0 THEN 1 ELSE seg_base[m] + n END;  -- an empty stack is the root's own
+        o_self[b] := coalesce(o_self[b], 0) + st.w;
         cum := cum + st.w;
     END LOOP;
-    IF NOT FOUND THEN                    -- no stacks, no rows
+    IF NOT FOUND THEN                        -- no stacks: NULLs, no rows
         RETURN;
     END IF;
-    FOR d IN REVERSE k .. 1 LOOP
-        o_value[node[d]] := o_value[node[d]] + cum;
+    WHILE m > 0 LOOP
+        FOR d IN seg_lo[m] .. k LOOP
+            o_value[seg_base[m] + d] := cum - seg_cum[m];
+        END LOOP;
+        k := seg_lo[m] - 1;
+        m := m - 1;
     END LOOP;
     o_value[1] := cum;
-    RETURN QUERY
-    SELECT u.l, u.v, coalesce(u.s, 0), u.lab FROM unnest(o_level, o_value, o_self, o_label) AS u(l, v, s, lab);
+    levels := o_level;
+    vals := o_value;
+    selfs := o_self;
+    labels := o_label;
 END $$;
+
+-- Set-returning functions in the select list stream their rows; in FROM
+-- each would be copied into a tuplestore first.
+CREATE FUNCTION traceprof._flamegraph(stacks text[], weights bigint[])
+RETURNS TABLE (level integer, value bigint, self bigint, label text)
+LANGUAGE sql STABLE AS $$
+    SELECT x.level, x.value, coalesce(x.self, 0), x.label
+      FROM (SELECT unnest(g.levels) AS level, unnest(g.vals) AS value,
+                   unnest(g.selfs) AS self, unnest(g.labels) AS label
+              FROM traceprof._flamegraph_arrays($1, $2) g) x
+$$;
 
 -- Internal forms of the trace functions, taking a parsed trace id. PL/pgSQL
 -- with generic plans, so that a session plans their queries once: the trace
