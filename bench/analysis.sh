@@ -25,3 +25,7 @@ run trace_folded_text "SELECT length(traceprof.trace_folded_text(md5(:r::text)))
 run trace_flamegraph "SELECT count(*) FROM traceprof.trace_flamegraph(md5(:r::text))"
 run trace_summary "SELECT length(traceprof.trace_summary(md5(:r::text))::text)"
 run unknown_trace "SELECT count(*) FROM traceprof.trace_profile(md5('x' || :r))"
+traces=1000
+run large_trace_profile "SELECT count(*) FROM traceprof.trace_profile(md5('big' || :r))"
+run large_trace_flamegraph "SELECT count(*) FROM traceprof.trace_flamegraph(md5('big' || :r))"
+run large_trace_summary "SELECT length(traceprof.trace_summary(md5('big' || :r))::text)"

@@ -8,7 +8,8 @@
 -- 8 services x 25 pods, 5 000 distinct stacks per service (depth 8-40,
 -- shared prefixes), two rows per traced request, one row in ten untagged,
 -- one trace in ten at 99 Hz (the rest 19 Hz). Trace i has the id md5(i),
--- i = 1 .. rows / 2, which bench/analysis.sh picks at random.
+-- i = 1 .. rows / 2, which bench/analysis.sh picks at random. Plus 1000
+-- large traces of 450 samples each.
 \set ON_ERROR_STOP 1
 \if :{?rows}
 \else
@@ -57,6 +58,17 @@ SELECT timestamptz '2030-02-01' + tr * (interval '7 days' / (:rows / 2 + 1)) - i
        (1 + tr % 8) * 100 + 1 + tr % 25, md5(tr::text)::uuid, tr, 0,
        1500000, 200
   FROM generate_series(1, :rows / 2) tr;
+
+-- 1000 large traces (a slow request at 99 Hz): 5 rows of 90 samples,
+-- 450 samples of up to 300 distinct stacks each; ids md5('big' || i).
+INSERT INTO traceprof.samples (bucket, source_id, span_id, trace_id, hz, stacks, counts)
+SELECT timestamptz '2030-02-04' + t * interval '1 minute' + r * interval '1 second', 201, t,
+       md5('big' || t)::uuid, 99,
+       ARRAY(SELECT 200000 + floor(random() * 300)::int + t * 0 + r * 0 FROM generate_series(1, 90)), NULL
+  FROM generate_series(1, 1000) t, generate_series(0, 4) r;
+INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, route_id, duration_us, status_code)
+SELECT timestamptz '2030-02-04' + t * interval '1 minute', 201, md5('big' || t)::uuid, t, 0, 4500000, 200
+  FROM generate_series(1, 1000) t;
 
 ANALYZE traceprof.samples;
 ANALYZE traceprof.requests;
