@@ -25,7 +25,9 @@
 --    "name [module]"; ';' and line breaks in names become ':' and ' ';
 --  * text parameters are bound values, never SQL text. A required value that
 --    is NULL or empty is an error naming the parameter; an unknown trace or
---    service is an empty result (NULL for the functions returning a value).
+--    service is an empty result (NULL for the functions returning a value);
+--  * what the dictionaries miss (a source, stack, frame or function an
+--    agent has not written yet) reads "[unknown]", so totals stay right.
 
 -- A trace's samples are looked for between the earliest start of its
 -- requests minus this margin and the latest end plus this margin, so that
@@ -74,7 +76,7 @@ $$;
 -- Checks a time range [from_time, until_time).
 CREATE FUNCTION traceprof._arg_range(from_time timestamptz, until_time timestamptz, fn text)
 RETURNS void
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
 BEGIN
     IF from_time IS NULL THEN
         RAISE EXCEPTION '%: from_time must not be null', fn USING ERRCODE = 'invalid_parameter_value';
@@ -118,17 +120,19 @@ BEGIN
     END IF;
     -- Aggregate per (source, hz, stack) in integers first; one division per
     -- group keeps the CPU time exact up to rounding of the final sum.
+    -- A source not (yet) in the dictionary counts as service "[unknown]".
     RETURN QUERY
-    SELECT src.service, x.stack_id, sum(x.n)::bigint, sum(x.n * 1000.0::float8 / x.hz)
+    SELECT coalesce(src.service, '[unknown]'), x.stack_id, sum(x.n)::bigint,
+           sum(x.n * 1000.0::float8 / x.hz)
       FROM (SELECT s.source_id, s.hz, u.stack_id, sum(coalesce(u.n, 1)) AS n
               FROM traceprof.samples s
               CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
              WHERE s.trace_id = p_trace
                AND s.bucket >= lo AND s.bucket <= hi
              GROUP BY s.source_id, s.hz, u.stack_id) x
-      JOIN traceprof.sources src ON src.source_id = x.source_id
-     WHERE p_service IS NULL OR src.service = p_service
-     GROUP BY src.service, x.stack_id;
+      LEFT JOIN traceprof.sources src ON src.source_id = x.source_id
+     WHERE p_service IS NULL OR coalesce(src.service, '[unknown]') = p_service
+     GROUP BY 1, x.stack_id;
 END $$;
 
 -- The samples of one service in [from_time, until_time) per stack id, all
@@ -568,10 +572,10 @@ DECLARE
 BEGIN
     RETURN (
     WITH span AS (
-        SELECT s.service, r.span_id, r.parent_span_id, r.start_time, r.duration_us, r.status_code,
-               coalesce(rt.method, '') AS method, coalesce(rt.route, '') AS route
+        SELECT coalesce(s.service, '[unknown]') AS service, r.span_id, r.parent_span_id, r.start_time,
+               r.duration_us, r.status_code, coalesce(rt.method, '') AS method, coalesce(rt.route, '') AS route
           FROM traceprof.requests r
-          JOIN traceprof.sources s ON s.source_id = r.source_id
+          LEFT JOIN traceprof.sources s ON s.source_id = r.source_id
           LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id
          WHERE r.trace_id = tid
     ), prof AS (

@@ -48,13 +48,18 @@ INSERT INTO traceprof.routes (route_id, method, route) VALUES
 --   in it; 99 Hz stack 3 x2 = 20.2020 ms.
 -- Trace D (t.tid(13)): no request rows; worker-svc rows on 1 and 3 January:
 --   99 Hz stack 21 x99; 19 Hz stacks 22, 23 and 999 (not in the dictionary).
+-- Trace E (t.tid(14)), on 1 January: payment-svc spans 5 and 6 (100 ms and
+--   200 ms), 19 Hz stack 3 x2 = 105.2631578947 ms; plus 19 Hz stack 3 x1
+--   from source 99, which is not in the sources dictionary ("[unknown]").
 -- Untagged: payment-svc 19 Hz stack 2 x19 = 1000 ms.
 INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, parent_span_id, route_id,
                                 duration_us, status_code) VALUES
     ('2030-01-02 10:00:00+00', 3, t.tid(10), 1, NULL, 3, 5800000, 200),
     ('2030-01-02 10:00:00.05+00', 2, t.tid(10), 2, 1, 2, 5700000, 200),
     ('2030-01-02 10:00:00.2+00', 1, t.tid(10), 3, 2, 1, 5500000, 200),
-    ('2030-01-02 10:01:00+00', 1, t.tid(11), 4, NULL, 4, 30000, 500);
+    ('2030-01-02 10:01:00+00', 1, t.tid(11), 4, NULL, 4, 30000, 500),
+    ('2030-01-01 11:00:00+00', 1, t.tid(14), 5, NULL, 1, 100000, 200),
+    ('2030-01-01 11:00:01+00', 1, t.tid(14), 6, NULL, 1, 200000, 200);
 INSERT INTO traceprof.samples (bucket, source_id, span_id, trace_id, hz, stacks, counts) VALUES
     ('2030-01-02 10:00:00+00', 1, 3, t.tid(10), 99, '{1,1,2,1,3}', NULL),
     ('2030-01-02 10:00:01+00', 1, 3, t.tid(10), 99, '{1,4,1}', '{390,3,3}'),
@@ -65,7 +70,9 @@ INSERT INTO traceprof.samples (bucket, source_id, span_id, trace_id, hz, stacks,
     ('2030-01-02 10:01:00+00', 1, 4, t.tid(11), 99, '{3}', '{2}'),
     ('2030-01-01 12:00:00+00', 4, 5, t.tid(13), 99, '{21}', '{99}'),
     ('2030-01-03 08:00:00+00', 4, 5, t.tid(13), 19, '{22,23,999}', NULL),
-    ('2030-01-02 10:00:30+00', 1, NULL, NULL, 19, '{2}', '{19}');
+    ('2030-01-02 10:00:30+00', 1, NULL, NULL, 19, '{2}', '{19}'),
+    ('2030-01-01 11:00:00+00', 1, 5, t.tid(14), 19, '{3}', '{2}'),
+    ('2030-01-01 11:00:00+00', 99, 7, t.tid(14), 19, '{3}', NULL);
 
 -- trace_profile -------------------------------------------------------------
 CREATE TEMP TABLE p AS
@@ -99,6 +106,10 @@ SELECT t.eq((SELECT module FROM p WHERE service = 'checkout-svc' AND function = 
             'module column');
 SELECT t.near((SELECT sum(self_pct) FROM p WHERE service = 'checkout-svc'), 100, 1e-9,
               'self shares of a service add up to 100');
+SELECT t.eq((SELECT array[self_samples, total_samples] FROM p WHERE function = 'handleCheckout'), '{1,2}'::bigint[],
+            'samples of a service sampled at one frequency');
+SELECT t.near((SELECT self_cpu_ms FROM p WHERE function = 'serializeJson'), 1000 / 19.0, 1e-9,
+              'one sample at 19 Hz');
 SELECT t.near((SELECT self_cpu_ms FROM p WHERE function = 'consume'), 1000, 1e-9,
               'service with samples but no span is profiled');
 SELECT t.eq((SELECT count(*) FROM p WHERE service = 'gateway'), 0::bigint, 'span without samples: no functions');
@@ -110,6 +121,11 @@ SELECT t.eq((SELECT count(*) FROM traceprof.trace_profile('000000000000000000000
             0::bigint, 'unknown trace: empty');
 SELECT t.near((SELECT sum(self_cpu_ms) FROM traceprof.trace_profile('0000000000000000000000000000000d')),
               1000 + 3 * 1000 / 19.0, 1e-9, 'trace without requests: every partition');
+SELECT t.eq((SELECT string_agg(service || ' ' || function || ' ' || self_samples, ', ')
+               FROM traceprof.trace_profile('0000000000000000000000000000000e') WHERE self_samples > 0),
+            '[unknown] handlePayment 1, payment-svc handlePayment 2', 'samples of an unknown source');
+SELECT t.eq((SELECT count(*) FROM traceprof.trace_profile('0000000000000000000000000000000e', '[unknown]')),
+            2::bigint, 'the unknown source as a service filter');
 SELECT t.near((SELECT self_cpu_ms FROM traceprof.trace_profile('0000000000000000000000000000000b')
                 WHERE function = 'handlePayment'), 20.2020202020, 1e-8, 'trace B: 2 samples at 99 Hz');
 
@@ -193,8 +209,10 @@ SELECT t.near((SELECT total_cpu_ms FROM traceprof.service_top_functions(
               5386.4965443913, 1e-8, 'only_requests leaves out untagged samples');
 SELECT t.eq((SELECT count(*) FROM traceprof.service_top_functions('payment-svc', '2030-01-02', '2030-01-03', 2)),
             2::bigint, 'lim');
+-- 1 to 4 January adds trace A's late row (stack 3 x99 at 99 Hz) and trace E
+-- (stack 3 x2 at 19 Hz): handlePayment self = 102 at 99 Hz + 2 at 19 Hz.
 SELECT t.near((SELECT self_cpu_ms FROM traceprof.service_top_functions('payment-svc', '2030-01-01', '2030-01-04')
-                WHERE function = 'handlePayment'), 1030.3030303030, 1e-8, 'wider range takes the late row');
+                WHERE function = 'handlePayment'), 1135.5661881978, 1e-8, 'wider range takes the late row');
 SELECT t.eq((SELECT count(*) FROM traceprof.service_top_functions('no-such-svc', '2030-01-01', '2030-01-04')),
             0::bigint, 'unknown service: empty');
 SELECT t.eq(traceprof.service_folded_text('payment-svc', '2030-01-02', '2030-01-03'),
@@ -257,6 +275,9 @@ SELECT t.eq((SELECT (j->'services'->3) - 'spans' FROM j),
             '{"service": "gateway", "span_ms": 5800.0, "cpu_ms": 0, "samples": 0, "mostly_waiting": null,
               "hotspots": [], "verdict": "gateway: 5800 ms span, no CPU samples"}'::jsonb,
             'gateway: span without samples');
+SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000e')->>'verdict',
+            'payment-svc: 2 spans, 300 ms, handlePayment 100 % (105 ms CPU); '
+            '[unknown]: no span, handlePayment 100 % (53 ms CPU)', 'summary with two spans of a service');
 SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000d')->>'verdict',
             'worker-svc: no span, consume 86 % (1000 ms CPU)', 'summary of a trace without spans');
 SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000d')->'start', 'null'::jsonb,
