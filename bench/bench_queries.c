@@ -1,10 +1,12 @@
 /*
  * bench_queries - latency of the per-request SQL functions on a filled store.
  *
- * Picks random trace ids from the requests table, runs each query once per
+ * Picks random trace ids - any trace with samples, or only traces with a
+ * span slower than 1 s (the ones users open) - runs each query once per
  * trace through a prepared statement, and reports client-side latency
  * percentiles (over a Unix socket, so the figure includes a round trip).
- * A warm-up pass runs first; results are printed as a Markdown table row.
+ * A warm-up pass runs first; results are printed as Markdown table rows.
+ * usage: bench_queries CONNINFO [N] [any|slow]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,7 @@ int main(int argc, char **argv)
 {
 	const char *conninfo = argc > 1 ? argv[1] : "";
 	int n = argc > 2 ? atoi(argv[2]) : 2000;
+	const char *pick = argc > 3 ? argv[3] : "any";
 	PGconn *conn = PQconnectdb(conninfo);
 	PGresult *res;
 	char **traces;
@@ -65,10 +68,17 @@ int main(int argc, char **argv)
 	if (n < 10)
 		n = 10;
 	/* Random traces that have samples (a profile to compute). */
-	snprintf(sql, sizeof(sql),
-		 "SELECT traceprof.trace_id_text(trace_id) FROM traceprof.samples "
-		 "TABLESAMPLE SYSTEM (1) WHERE trace_id IS NOT NULL ORDER BY random() LIMIT %d",
-		 n);
+	if (strcmp(pick, "slow") == 0)
+		snprintf(sql, sizeof(sql),
+			 "SELECT DISTINCT traceprof.trace_id_text(trace_id) FROM traceprof.requests "
+			 "TABLESAMPLE SYSTEM (5) WHERE duration_us > 1000000 LIMIT %d",
+			 n);
+	else
+		snprintf(sql, sizeof(sql),
+			 "SELECT traceprof.trace_id_text(trace_id) FROM traceprof.samples "
+			 "TABLESAMPLE SYSTEM (1) WHERE trace_id IS NOT NULL ORDER BY random() "
+			 "LIMIT %d",
+			 n);
 	res = PQexec(conn, sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 10) {
 		fprintf(stderr, "bench_queries: need a filled store: %s",
@@ -82,7 +92,7 @@ int main(int argc, char **argv)
 		traces[i] = strdup(PQgetvalue(res, i, 0));
 	PQclear(res);
 
-	printf("| query | traces | p50 ms | p90 ms | p99 ms | max ms | rows/trace |\n");
+	printf("| query | traces (%s) | p50 ms | p90 ms | p99 ms | max ms | rows/trace |\n", pick);
 	printf("|---|---|---|---|---|---|---|\n");
 	for (size_t q = 0; q < sizeof(queries) / sizeof(queries[0]); q++) {
 		char name[16];

@@ -15,6 +15,24 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT count * 1000.0 / hz $$;
 INSERT INTO traceprof.functions (function_id, name, module, kind)
 VALUES (0, '[unknown]', '', 2) ON CONFLICT DO NOTHING;
 
+-- Fills stacks.function_ids from frames when a writer leaves it NULL.
+-- Writers flush frames before the stacks that use them (in one transaction);
+-- a frame still missing maps to the unknown function 0.
+CREATE FUNCTION traceprof._stacks_fill_function_ids() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.function_ids IS NULL THEN
+        SELECT array_agg(coalesce(f.function_id, 0) ORDER BY x.ord)
+          INTO NEW.function_ids
+          FROM unnest(NEW.frame_ids) WITH ORDINALITY AS x(frame_id, ord)
+          LEFT JOIN traceprof.frames f ON f.frame_id = x.frame_id;
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER stacks_fill_function_ids BEFORE INSERT ON traceprof.stacks
+    FOR EACH ROW EXECUTE FUNCTION traceprof._stacks_fill_function_ids();
+
 -- stack_ids[i] has weights[i] (duplicates allowed; they add up).
 CREATE FUNCTION traceprof.stack_function_weights(stack_ids bigint[], weights double precision[])
 RETURNS TABLE (function_id bigint, self_weight double precision, total_weight double precision)
@@ -23,24 +41,21 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         SELECT u.s, sum(u.w) AS w
         FROM unnest(stack_ids, weights) AS u(s, w)
         GROUP BY u.s
-    ), fr AS (
-        SELECT sw.s, sw.w, coalesce(f.function_id, 0) AS function_id,
-               x.ord = coalesce(cardinality(st.frame_ids), 1) AS is_leaf
+    ), per_stack AS (
+        -- one row per (stack, distinct function): recursion counts once
+        SELECT sw.s, x.fn, max(sw.w) AS w,
+               bool_or(x.ord = cardinality(fns.ids)) AS is_leaf
         FROM sw
         LEFT JOIN traceprof.stacks st ON st.stack_id = sw.s
-        LEFT JOIN LATERAL unnest(coalesce(st.frame_ids, ARRAY[NULL::bigint]))
-                  WITH ORDINALITY AS x(frame_id, ord) ON true
-        LEFT JOIN traceprof.frames f ON f.frame_id = x.frame_id
-    ), per_stack AS (
-        SELECT fr.s, fr.function_id, max(fr.w) AS w, bool_or(fr.is_leaf) AS is_leaf
-        FROM fr
-        GROUP BY fr.s, fr.function_id
+        CROSS JOIN LATERAL (SELECT coalesce(st.function_ids, ARRAY[0::bigint]) AS ids) fns
+        CROSS JOIN LATERAL unnest(fns.ids) WITH ORDINALITY AS x(fn, ord)
+        GROUP BY sw.s, x.fn
     )
-    SELECT p.function_id,
+    SELECT p.fn AS function_id,
            coalesce(sum(p.w) FILTER (WHERE p.is_leaf), 0) AS self_weight,
            sum(p.w) AS total_weight
     FROM per_stack p
-    GROUP BY p.function_id
+    GROUP BY p.fn
 $$;
 
 -- Source ids of a service (all pods, nodes and builds).

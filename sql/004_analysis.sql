@@ -227,28 +227,23 @@ CREATE FUNCTION traceprof._stack_folded(stack_ids bigint[])
 RETURNS TABLE (stack_id bigint, stack text)
 LANGUAGE sql STABLE AS $$
     WITH st AS (
-        SELECT u.id AS stack_id, coalesce(s.frame_ids, ARRAY[NULL::bigint]) AS frame_ids
+        SELECT u.id AS stack_id, coalesce(s.function_ids, ARRAY[0::bigint]) AS function_ids
           FROM (SELECT DISTINCT u.id FROM unnest($1) AS u(id)) u
           LEFT JOIN traceprof.stacks s ON s.stack_id = u.id
-    ), fr AS (
-        SELECT d.frame_id, coalesce(fm.function_id, 0) AS function_id
-          FROM (SELECT DISTINCT x.frame_id FROM st CROSS JOIN LATERAL unnest(st.frame_ids) AS x(frame_id)) d
-          LEFT JOIN traceprof.frames fm ON fm.frame_id = d.frame_id
     ), fn AS (
         SELECT d.function_id,
                traceprof._frame_label(
                    CASE WHEN f.module <> '' AND count(*) OVER (PARTITION BY f.name) > 1
                         THEN f.name || ' [' || f.module || ']'
                         ELSE f.name END) AS label
-          FROM (SELECT DISTINCT fr.function_id FROM fr) d
+          FROM (SELECT DISTINCT x.function_id
+                  FROM st CROSS JOIN LATERAL unnest(st.function_ids) AS x(function_id)) d
           LEFT JOIN traceprof.functions f ON f.function_id = d.function_id
-    ), label AS (
-        SELECT fr.frame_id, fn.label FROM fr JOIN fn ON fn.function_id = fr.function_id
     )
-    SELECT st.stack_id, string_agg(coalesce(label.label, '[unknown]'), ';' ORDER BY x.ord)
+    SELECT st.stack_id, string_agg(coalesce(fn.label, '[unknown]'), ';' ORDER BY x.ord)
       FROM st
-     CROSS JOIN LATERAL unnest(st.frame_ids) WITH ORDINALITY AS x(frame_id, ord)
-      LEFT JOIN label ON label.frame_id = x.frame_id
+     CROSS JOIN LATERAL unnest(st.function_ids) WITH ORDINALITY AS x(function_id, ord)
+      LEFT JOIN fn ON fn.function_id = x.function_id
      GROUP BY st.stack_id
 $$;
 

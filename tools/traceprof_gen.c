@@ -193,16 +193,23 @@ struct gen_opts {
 	double raised_fraction; /* share of requests sampled at raised_hz */
 	double slow_fraction;	/* share of payment requests in the slow tail */
 	double error_fraction;	/* share of requests failing with 5xx */
-	double cpu_scale;	/* multiplies per-request CPU (to reach N samples/request) */
+	double work_scale;	/* multiplies normal requests' duration and CPU */
 	bool quiet;		/* no summary */
 };
 
-/* Precomputed stack ids: service x kind x path, plus background. */
+#define TAIL_POOL   24 /* helper functions a sample's stack may end in */
+#define PATH_FRAMES (MAX_FRAMES - 4)
+
+/* Frames of every modelled path: service x kind (or background) x path. */
 struct stack_table {
-	uint64_t ids[SERVICE_COUNT][REQ_KINDS + 1][8]; /* [svc][kind or background][path] */
-	int weights[SERVICE_COUNT][REQ_KINDS + 1][8];  /* relative weights */
-	int n[SERVICE_COUNT][REQ_KINDS + 1];	       /* paths per slot */
-	int total[SERVICE_COUNT][REQ_KINDS + 1];       /* sum of weights */
+	uint64_t frames[SERVICE_COUNT][REQ_KINDS + 1][8][PATH_FRAMES]; /* frame ids, root first */
+	uint64_t functions[SERVICE_COUNT][REQ_KINDS + 1][8][PATH_FRAMES]; /* their function ids */
+	int depth[SERVICE_COUNT][REQ_KINDS + 1][8];			  /* frames per path */
+	int weights[SERVICE_COUNT][REQ_KINDS + 1][8];			  /* relative weights */
+	int n[SERVICE_COUNT][REQ_KINDS + 1];				  /* paths per slot */
+	int total[SERVICE_COUNT][REQ_KINDS + 1];			  /* sum of weights */
+	uint64_t tail_frames[TAIL_POOL];				  /* helper frames (libc) */
+	uint64_t tail_functions[TAIL_POOL];				  /* their function ids */
 };
 
 struct gen {
@@ -233,45 +240,79 @@ static int add_or_flush(struct gen *g, int rc)
 	return rc;
 }
 
-static int define_stack(struct gen *g, int svc, const struct path *p, uint64_t *out)
+static const char *const tail_names[TAIL_POOL] = {
+    "memcpy",
+    "memset",
+    "malloc",
+    "free",
+    "strlen",
+    "strcmp",
+    "memmove",
+    "calloc",
+    "realloc",
+    "pthread_mutex_lock",
+    "pthread_mutex_unlock",
+    "__memcmp_avx2",
+    "qsort",
+    "bsearch",
+    "strchr",
+    "strtol",
+    "snprintf",
+    "vfprintf",
+    "read",
+    "write",
+    "clock_gettime",
+    "__tls_get_addr",
+    "_int_malloc",
+    "_int_free",
+};
+
+static const char *build_id_of(const char *module)
 {
-	const struct service_model *m = &services[svc];
-	uint64_t frames[MAX_FRAMES];
-	const char *build_id = "5f3e9a1c0b7d4e21";
-	size_t n = 0;
+	return strcmp(module, "libc.so.6") == 0 ? "a3c0e5d2f1b94c7e" : "5f3e9a1c0b7d4e21";
+}
+
+/* Adds function and frame of `name` in `module`; returns the ids. */
+static int define_frame(struct gen *g, const char *module, const char *name, uint64_t *frame,
+			uint64_t *function)
+{
 	int rc;
 
-	for (int i = 0; common_prefix[i] && n < MAX_FRAMES; i++) {
-		uint64_t f = ids_function(m->module, common_prefix[i]);
+	*function = ids_function(module, name);
+	rc = store_add_function(g->st, *function, name, module, 0);
+	if (rc)
+		return rc;
+	*frame = ids_frame(*function, build_id_of(module), NULL, 0, 0);
+	return store_add_frame(g->st, *frame, *function, build_id_of(module), NULL, 0, 0);
+}
 
-		rc = store_add_function(g->st, f, common_prefix[i], m->module, 0);
-		if (rc)
-			return rc;
-		frames[n] = ids_frame(f, build_id, NULL, 0, 0);
-		rc = store_add_frame(g->st, frames[n], f, build_id, NULL, 0, 0);
-		if (rc)
-			return rc;
-		n++;
-	}
-	for (int i = 0; p->frames[i] && n < MAX_FRAMES; i++) {
-		const char *mod = strcmp(p->frames[i], "vfprintf") == 0 ||
-					  strcmp(p->frames[i], "snprintf") == 0 ||
-					  strcmp(p->frames[i], "nanosleep") == 0
-				      ? "libc.so.6"
-				      : m->module;
-		uint64_t f = ids_function(mod, p->frames[i]);
+static bool is_libc(const char *name)
+{
+	return strcmp(name, "vfprintf") == 0 || strcmp(name, "snprintf") == 0 ||
+	       strcmp(name, "nanosleep") == 0;
+}
 
-		rc = store_add_function(g->st, f, p->frames[i], mod, 0);
+static int define_path(struct gen *g, int svc, int kind, int i, const struct path *p)
+{
+	const struct service_model *m = &services[svc];
+	uint64_t *frames = g->stacks.frames[svc][kind][i];
+	uint64_t *functions = g->stacks.functions[svc][kind][i];
+	int n = 0;
+	int rc;
+
+	for (int k = 0; common_prefix[k] && n < PATH_FRAMES; k++, n++) {
+		rc = define_frame(g, m->module, common_prefix[k], &frames[n], &functions[n]);
 		if (rc)
 			return rc;
-		frames[n] = ids_frame(f, build_id, NULL, 0, 0);
-		rc = store_add_frame(g->st, frames[n], f, build_id, NULL, 0, 0);
-		if (rc)
-			return rc;
-		n++;
 	}
-	*out = ids_stack(frames, n);
-	return store_add_stack(g->st, *out, frames, n);
+	for (int k = 0; p->frames[k] && n < PATH_FRAMES; k++, n++) {
+		rc = define_frame(g, is_libc(p->frames[k]) ? "libc.so.6" : m->module, p->frames[k],
+				  &frames[n], &functions[n]);
+		if (rc)
+			return rc;
+	}
+	g->stacks.depth[svc][kind][i] = n;
+	return 0;
 }
 
 static int define_dictionaries(struct gen *g)
@@ -308,7 +349,7 @@ static int define_dictionaries(struct gen *g)
 			g->stacks.n[s][k] = 0;
 			g->stacks.total[s][k] = 0;
 			for (int i = 0; paths[i].weight && i < 8; i++) {
-				rc = define_stack(g, s, &paths[i], &g->stacks.ids[s][k][i]);
+				rc = define_path(g, s, k, i, &paths[i]);
 				if (rc)
 					return rc;
 				g->stacks.weights[s][k][i] = paths[i].weight;
@@ -317,19 +358,55 @@ static int define_dictionaries(struct gen *g)
 			}
 		}
 	}
+	for (int i = 0; i < TAIL_POOL; i++) {
+		rc = define_frame(g, "libc.so.6", tail_names[i], &g->stacks.tail_frames[i],
+				  &g->stacks.tail_functions[i]);
+		if (rc)
+			return rc;
+	}
 	return store_flush(g->st);
 }
 
+/*
+ * Draws a stack for a sample: a path of the request kind by weight, then a
+ * tail of 0-3 helper calls (as real leaves vary: memcpy under json_encode,
+ * malloc under parse_json...), so a long request has hundreds of distinct
+ * stacks like a real one. Adds the stack to the store (which sends each id
+ * once) and returns its id, or 0 on error.
+ */
 static uint64_t pick_stack(struct gen *g, int svc, int kind)
 {
+	uint64_t frames[MAX_FRAMES];
+	uint64_t functions[MAX_FRAMES];
 	int x = (int)(rng_next(&g->rng) % (uint64_t)g->stacks.total[svc][kind]);
+	int path = 0;
+	int n;
+	int tail;
+	double u = rng_unit(&g->rng);
+	uint64_t id;
+	int rc;
 
 	for (int i = 0; i < g->stacks.n[svc][kind]; i++) {
 		x -= g->stacks.weights[svc][kind][i];
-		if (x < 0)
-			return g->stacks.ids[svc][kind][i];
+		if (x < 0) {
+			path = i;
+			break;
+		}
 	}
-	return g->stacks.ids[svc][kind][0];
+	n = g->stacks.depth[svc][kind][path];
+	memcpy(frames, g->stacks.frames[svc][kind][path], n * sizeof(frames[0]));
+	memcpy(functions, g->stacks.functions[svc][kind][path], n * sizeof(functions[0]));
+	tail = u < 0.4 ? 0 : u < 0.7 ? 1 : u < 0.9 ? 2 : 3;
+	for (int i = 0; i < tail && n < MAX_FRAMES; i++, n++) {
+		int h = (int)(rng_next(&g->rng) % TAIL_POOL);
+
+		frames[n] = g->stacks.tail_frames[h];
+		functions[n] = g->stacks.tail_functions[h];
+	}
+	id = ids_stack(frames, n);
+	while ((rc = add_or_flush(g, store_add_stack(g->st, id, frames, n))) == 1)
+		;
+	return rc ? 0 : id;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -348,8 +425,13 @@ static int emit_span_samples(struct gen *g, int svc, int pod, int kind, const ui
 {
 	static int64_t times[MAX_SAMPLES];
 	static uint64_t stacks[MAX_SAMPLES];
-	unsigned n = rng_poisson(&g->rng, cpu_ms * hz / 1000.0);
+	unsigned n;
 	unsigned i = 0;
+
+	/* One thread serves a request: it cannot burn more CPU than wall time. */
+	if (cpu_ms > dur_us / 1000.0)
+		cpu_ms = dur_us / 1000.0;
+	n = rng_poisson(&g->rng, cpu_ms * hz / 1000.0);
 
 	if (n > MAX_SAMPLES)
 		n = MAX_SAMPLES;
@@ -364,6 +446,8 @@ static int emit_span_samples(struct gen *g, int svc, int pod, int kind, const ui
 
 		while (j < n && times[j] / BUCKET_US * BUCKET_US == bucket) {
 			stacks[j - i] = pick_stack(g, svc, kind);
+			if (!stacks[j - i])
+				return -EIO;
 			j++;
 		}
 		memset(&row, 0, sizeof(row));
@@ -422,7 +506,7 @@ static int emit_trace(struct gen *g, int64_t start_us)
 	int fe_pod = (int)(rng_next(&g->rng) % PODS);
 	int hz = rng_unit(&g->rng) < g->o.raised_fraction ? g->o.raised_hz : g->o.hz;
 	bool error = rng_unit(&g->rng) < g->o.error_fraction;
-	double fe_ms = lognormal_ms(g, services[0].median_ms, services[0].sigma);
+	double fe_ms = lognormal_ms(g, services[0].median_ms * g->o.work_scale, services[0].sigma);
 	double fe_cpu;
 	int64_t total_us;
 	int rc;
@@ -431,15 +515,16 @@ static int emit_trace(struct gen *g, int64_t start_us)
 		trace[i] = (uint8_t)(hi >> (56 - 8 * i));
 		trace[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
 	}
-	fe_cpu = fe_ms * services[0].cpu_fraction * g->o.cpu_scale;
+	fe_cpu = fe_ms * services[0].cpu_fraction;
 	if (route == 2) {
 		/* Checkout: frontend waits for payment-svc. */
 		int pay_pod = (int)(rng_next(&g->rng) % PODS);
 		bool slow = rng_unit(&g->rng) < g->o.slow_fraction;
 		int kind = error ? REQ_ERROR : slow ? REQ_SLOW : REQ_NORMAL;
 		double pay_ms = slow ? 1000 + rng_unit(&g->rng) * 4000
-				     : lognormal_ms(g, services[1].median_ms, services[1].sigma);
-		double pay_cpu = pay_ms * (slow ? 0.9 : services[1].cpu_fraction) * g->o.cpu_scale;
+				     : lognormal_ms(g, services[1].median_ms * g->o.work_scale,
+						    services[1].sigma);
+		double pay_cpu = pay_ms * (slow ? 0.9 : services[1].cpu_fraction);
 		int64_t pay_start = start_us + (int64_t)(fe_ms * 300); /* 30 % into frontend */
 		int64_t pay_us = (int64_t)(pay_ms * 1000);
 
@@ -461,17 +546,17 @@ static int emit_trace(struct gen *g, int64_t start_us)
 		total_us = (int64_t)(fe_ms * 1000);
 		if (route == 0 && !error) {
 			/* Product pages consult inventory-svc. */
-			double inv_ms = lognormal_ms(g, services[2].median_ms, services[2].sigma);
+			double inv_ms = lognormal_ms(g, services[2].median_ms * g->o.work_scale,
+						     services[2].sigma);
 			int64_t inv_start = start_us + (int64_t)(fe_ms * 200);
 			int inv_pod = (int)(rng_next(&g->rng) % PODS);
 
 			rc = emit_request(g, 2, inv_pod, 0, trace, child, root, inv_start,
 					  (int64_t)(inv_ms * 1000), 200);
 			if (!rc)
-				rc = emit_span_samples(
-				    g, 2, inv_pod, REQ_NORMAL, trace, child, inv_start,
-				    (int64_t)(inv_ms * 1000),
-				    inv_ms * services[2].cpu_fraction * g->o.cpu_scale, hz);
+				rc = emit_span_samples(g, 2, inv_pod, REQ_NORMAL, trace, child,
+						       inv_start, (int64_t)(inv_ms * 1000),
+						       inv_ms * services[2].cpu_fraction, hz);
 			if (rc)
 				return rc;
 			total_us += (int64_t)(inv_ms * 1000);
@@ -488,34 +573,35 @@ static int emit_trace(struct gen *g, int64_t start_us)
 /* Background CPU of every pod in one bucket: one untagged row per pod. */
 static int emit_background(struct gen *g, int64_t bucket_us)
 {
-	uint64_t stacks[8];
-	uint32_t counts[8];
+	enum { MAXN = 256 };
+	uint64_t stacks[MAXN];
+	uint32_t counts[MAXN];
 
 	for (int s = 0; s < SERVICE_COUNT; s++) {
 		for (int p = 0; p < PODS; p++) {
 			double ms = services[s].background_ms_per_s * (BUCKET_US / 1e6);
 			unsigned n = rng_poisson(&g->rng, ms * g->o.hz / 1000.0);
 			struct store_sample_row row = {0};
-			int k = g->stacks.n[s][REQ_KINDS];
 			int rc;
 
-			if (!n)
-				continue;
-			memset(counts, 0, sizeof(counts));
 			for (unsigned i = 0; i < n; i++) {
 				uint64_t id = pick_stack(g, s, REQ_KINDS);
+				uint32_t j = 0;
 
-				for (int j = 0; j < k; j++)
-					if (g->stacks.ids[s][REQ_KINDS][j] == id)
-						counts[j]++;
-			}
-			row.n = 0;
-			for (int j = 0; j < k; j++)
-				if (counts[j]) {
-					stacks[row.n] = g->stacks.ids[s][REQ_KINDS][j];
-					counts[row.n] = counts[j];
-					row.n++;
+				if (!id)
+					return -EIO;
+				while (j < row.n && stacks[j] != id)
+					j++;
+				if (j == row.n) {
+					if (row.n == MAXN)
+						continue;
+					stacks[row.n] = id;
+					counts[row.n++] = 0;
 				}
+				counts[j]++;
+			}
+			if (!row.n)
+				continue;
 			row.bucket_us = bucket_us;
 			row.source_id = g->sources[s][p];
 			row.hz = (uint16_t)g->o.hz;
@@ -525,7 +611,8 @@ static int emit_background(struct gen *g, int64_t bucket_us)
 				;
 			if (rc)
 				return rc;
-			g->samples += n;
+			for (uint32_t j = 0; j < row.n; j++)
+				g->samples += counts[j];
 			g->sample_rows++;
 		}
 	}
@@ -604,7 +691,8 @@ static void usage(FILE *out)
 	    "  --raised-fraction F  share of requests sampled at --raised-hz (default 0.05)\n"
 	    "  --slow-fraction F    share of checkouts in payment-svc's slow tail (default 0.02)\n"
 	    "  --error-fraction F   share of requests failing with 5xx (default 0.02)\n"
-	    "  --cpu-scale F        multiply every request's CPU time (default 1)\n"
+	    "  --work-scale F       multiply normal requests' duration and CPU (default 1):\n"
+	    "                       heavier services, more samples per request\n"
 	    "  -q, --quiet          no summary on stdout\n"
 	    "  -v, --verbose        debug output\n"
 	    "  -h, --help           this help\n");
@@ -649,7 +737,7 @@ int main(int argc, char **argv)
 	    {"raised-fraction", required_argument, NULL, 'R'},
 	    {"slow-fraction", required_argument, NULL, 'S'},
 	    {"error-fraction", required_argument, NULL, 'E'},
-	    {"cpu-scale", required_argument, NULL, 'c'},
+	    {"work-scale", required_argument, NULL, 'c'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
@@ -674,7 +762,7 @@ int main(int argc, char **argv)
 	g->o.raised_fraction = 0.05;
 	g->o.slow_fraction = 0.02;
 	g->o.error_fraction = 0.02;
-	g->o.cpu_scale = 1;
+	g->o.work_scale = 1;
 	while ((c = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
 		rc = 0;
 		switch (c) {
@@ -717,7 +805,7 @@ int main(int argc, char **argv)
 			rc = parse_fraction("--error-fraction", optarg, &g->o.error_fraction);
 			break;
 		case 'c':
-			rc = parse_positive("--cpu-scale", optarg, 1000, &g->o.cpu_scale);
+			rc = parse_positive("--work-scale", optarg, 1000, &g->o.work_scale);
 			break;
 		case 'q':
 			g->o.quiet = true;
