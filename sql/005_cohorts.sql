@@ -1,0 +1,798 @@
+-- 005_cohorts: cohort comparison. Which functions take a larger share of
+-- the CPU of one set of requests (cohort A: say, slower than 1 s) than of
+-- another (cohort B: faster than 100 ms), and is the difference more than
+-- noise? docs/cohorts.md has the user's side; this header has the design.
+--
+-- The unit of observation is the request. Samples of one request are
+-- correlated (a request that takes the slow path takes it for all of its
+-- samples), so the test works on per-request sums: t_i = CPU ms of request
+-- i, f_i = CPU ms of request i on stacks containing function f. The share
+-- R = sum(f)/sum(t) is a ratio estimator with the cluster-robust variance
+--   Var(R) = n/(n-1) * sum((f_i - R t_i)^2) / sum(t)^2
+--          = n/(n-1) * (S_ff - 2 R S_ft + R^2 S_tt) / S_t^2
+-- which needs only the moments n, S_t, S_tt (per cohort) and S_f, S_ff,
+-- S_ft (per function). Moments add up, so they can be precomputed per
+-- group and combined later: that is the rollup.
+--
+-- Workload: one service at 1,000 requests/s is 3.6 M requests an hour, of
+-- which a few percent have a sample at 19 Hz. Joining requests to samples
+-- and expanding stacks for an hour costs seconds; reading the per-minute
+-- rollup of that hour costs a fraction of a second. The rollup is keyed by
+-- (minute, service, route_id, status_code, duration bucket), the duration
+-- buckets following a 1-2-5 series, so a cohort whose bounds lie on the
+-- series is a set of whole rollup rows. Whatever the rollup does not cover
+-- exactly (minutes not yet rolled, partial minutes at the ends of the time
+-- range, duration buckets cut by a bound off the series) is computed from
+-- the raw tables by the same SQL that builds the rollup
+-- (traceprof._cohort_moments), so both paths give the same numbers.
+
+INSERT INTO traceprof.config (key, value, description) VALUES
+    ('request_sample_window', '1 minute',
+     'samples of a request are looked for in buckets from its start minus this to its end plus this (bucket width and clock skew)')
+ON CONFLICT (key) DO NOTHING;
+
+-- ---------------------------------------------------------------------
+-- The normal tail.
+--
+-- erfc(x) for x >= 0 is computed as t * exp(-x^2 + P(t)), t = 2 / (2 + x),
+-- where P is a degree-20 polynomial fitted (Chebyshev nodes on t in (0, 1],
+-- 50-digit reference values) to log(erfc(x) / t) + x^2. That function is
+-- analytic in t on [0, 1], including the tail t -> 0, so the fit holds its
+-- accuracy everywhere: relative error below 6e-13 for all x where erfc(x)
+-- is a normal double, measured in double arithmetic. erfc(x) is 0 past
+-- x = 26.55, where the true value drops below the smallest normal double.
+CREATE FUNCTION traceprof.erfc(x double precision) RETURNS double precision
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    ax double precision := abs(x);
+    t double precision := 2.0 / (2.0 + abs(x));
+    p double precision;
+    r double precision;
+BEGIN
+    IF x = 'NaN'::double precision THEN
+        RETURN x;
+    END IF;
+    IF ax > 26.55 THEN
+        r := 0;
+    ELSIF ax = 0 THEN
+        r := 1;  -- exact, where the fit is 1e-13 off
+    ELSE
+        -- Horner, highest degree first.
+        p := 0.13842798492384864;
+        p := p * t - 1.5516810551526157;
+        p := p * t + 7.903453498412299;
+        p := p * t - 24.121285420494438;
+        p := p * t + 48.928493577980085;
+        p := p * t - 69.12595654794663;
+        p := p * t + 69.40905627702548;
+        p := p * t - 50.00718723559132;
+        p := p * t + 26.369337277783313;
+        p := p * t - 10.725293458254654;
+        p := p * t + 3.3867148420548148;
+        p := p * t - 0.6193021796619832;
+        p := p * t + 0.15868109658432594;
+        p := p * t - 0.10792827466771283;
+        p := p * t - 0.14233433657229339;
+        p := p * t - 0.08602015001829581;
+        p := p * t + 0.08333628236320327;
+        p := p * t + 0.37499994429949746;
+        p := p * t + 1.00000000041813;
+        p := p * t - 1.2655121234851678;
+        r := t * exp(p - ax * ax);
+    END IF;
+    RETURN CASE WHEN x < 0 THEN 2.0 - r ELSE r END;
+END $$;
+
+-- Two-sided p-value of a standard normal statistic: P(|Z| >= |z|).
+CREATE FUNCTION traceprof.normal_p_two_sided(z double precision) RETURNS double precision
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT traceprof.erfc(abs(z) / sqrt(2.0::double precision))
+$$;
+
+-- Cluster-robust variance of the ratio estimator R = sum_f / sum_t from
+-- the moments of n clusters (requests). NULL when undefined: fewer than two
+-- requests or no CPU. The residual sum of squares is computed from moments,
+-- so rounding can leave a tiny value (even a negative one) where the exact
+-- result is zero, e.g. for a function on every stack; a residual below
+-- 1e-9 of the terms it came from is taken as zero.
+CREATE FUNCTION traceprof.ratio_variance(
+    n bigint, sum_t double precision, sum_tt double precision,
+    sum_f double precision, sum_ff double precision, sum_ft double precision)
+RETURNS double precision
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    r double precision;
+    ss double precision;
+BEGIN
+    IF n IS NULL OR n < 2 OR sum_t IS NULL OR sum_t <= 0 THEN
+        RETURN NULL;
+    END IF;
+    sum_f := coalesce(sum_f, 0);
+    sum_ff := coalesce(sum_ff, 0);
+    sum_ft := coalesce(sum_ft, 0);
+    r := sum_f / sum_t;
+    ss := sum_ff - 2 * r * sum_ft + r * r * sum_tt;
+    IF ss <= 1e-9 * (sum_ff + r * r * sum_tt) THEN
+        ss := 0;
+    END IF;
+    RETURN n::double precision / (n - 1) * ss / (sum_t * sum_t);
+END $$;
+
+-- Two-sample z statistic of two independent estimates with variances.
+-- NULL when a variance is undefined. When both variances are zero (every
+-- request of each cohort has the same share) the test cannot scale the
+-- difference: z is 0 if the shares agree (to 1e-12) and NULL otherwise.
+CREATE FUNCTION traceprof.two_sample_z(
+    a double precision, var_a double precision, b double precision, var_b double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN a IS NULL OR b IS NULL OR var_a IS NULL OR var_b IS NULL THEN NULL
+        WHEN abs(a - b) <= 1e-12 THEN 0
+        WHEN var_a + var_b = 0 THEN NULL
+        ELSE (a - b) / sqrt(var_a + var_b)
+    END
+$$;
+
+-- ---------------------------------------------------------------------
+-- Duration buckets: a 1-2-5 series of milliseconds. Bucket 0 is [0, 1 ms),
+-- bucket 1 [1, 2 ms), 2 [2, 5 ms), 3 [5, 10 ms), ..., 9 [500 ms, 1 s),
+-- 10 [1, 2 s), ..., 24 [50000 s, infinity).
+CREATE FUNCTION traceprof.duration_thresholds_us() RETURNS bigint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '{1000,2000,5000,10000,20000,50000,100000,200000,500000,
+             1000000,2000000,5000000,10000000,20000000,50000000,
+             100000000,200000000,500000000,1000000000,2000000000,5000000000,
+             10000000000,20000000000,50000000000}'::bigint[]
+$$;
+
+CREATE FUNCTION traceprof.duration_bucket(duration_us bigint) RETURNS smallint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT width_bucket(duration_us, traceprof.duration_thresholds_us())::smallint
+$$;
+
+-- The durations (microseconds, [lower, upper)) of one bucket.
+CREATE FUNCTION traceprof.duration_bucket_range(bucket integer) RETURNS int8range
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT int8range(CASE WHEN bucket = 0 THEN 0 ELSE th[bucket] END, th[bucket + 1])
+    FROM (SELECT traceprof.duration_thresholds_us() AS th) x
+    WHERE bucket BETWEEN 0 AND cardinality(th)
+$$;
+
+-- The minute a timestamp falls in (UTC minutes, whatever the session's time
+-- zone) and the first minute boundary at or after it.
+CREATE FUNCTION traceprof.minute_floor(ts timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT date_bin('1 minute', ts, timestamptz '2000-01-01 00:00:00+00')
+$$;
+
+CREATE FUNCTION traceprof.minute_ceil(ts timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN traceprof.minute_floor(ts) = ts THEN ts
+                ELSE traceprof.minute_floor(ts) + interval '1 minute' END
+$$;
+
+-- ---------------------------------------------------------------------
+-- The rollup. One row per (minute, service, route, status, duration bucket)
+-- with function_id NULL holds the group's totals; one row per function seen
+-- in the group holds that function's moments. w is t_i in a totals row and
+-- f_i (inclusive) in a function row, so every row has the same meaning:
+-- the moments of some per-request CPU figure w against the request's t.
+-- Requests without samples count in `requests` and nowhere else.
+CREATE TABLE traceprof.cohort_rollup (
+    minute           timestamptz NOT NULL,  -- requests that started in [minute, minute + 1 min)
+    service          text NOT NULL,
+    route_id         bigint NOT NULL,
+    status_code      smallint NOT NULL,
+    duration_bucket  smallint NOT NULL,     -- traceprof.duration_bucket(duration_us)
+    function_id      bigint,                -- NULL: the totals row of the group
+    requests         integer,               -- totals row: requests in the group
+    sampled_requests integer,               -- totals row: requests with at least one sample
+    samples          integer,               -- totals row: samples of those requests
+    sum_w            double precision,      -- sum over requests of w_i (ms)
+    sum_ww           double precision,      -- sum of w_i^2
+    sum_wt           double precision,      -- sum of w_i * t_i
+    sum_s            double precision,      -- function row: sum of self ms s_i; NULL when 0
+    sum_ss           double precision,      -- function row: sum of s_i^2
+    sum_st           double precision       -- function row: sum of s_i * t_i
+) PARTITION BY RANGE (minute);
+CREATE INDEX cohort_rollup_service_idx ON traceprof.cohort_rollup (service, minute);
+
+-- Which time the rollup covers: minute-aligned ranges of request start
+-- times whose rows are in cohort_rollup (for every service).
+CREATE TABLE traceprof.cohort_rollup_state (
+    singleton    boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    rolled       tstzmultirange NOT NULL DEFAULT '{}',  -- covered start times
+    refreshed_at timestamptz                            -- last refresh
+);
+INSERT INTO traceprof.cohort_rollup_state DEFAULT VALUES;
+
+-- Register the rollup with the partition manager, keeping whatever earlier
+-- migrations registered.
+DO $$
+DECLARE
+    tables text[] := traceprof._partitioned_tables();
+BEGIN
+    IF NOT 'cohort_rollup' = ANY (tables) THEN
+        tables := tables || 'cohort_rollup'::text;
+    END IF;
+    EXECUTE format('CREATE OR REPLACE FUNCTION traceprof._partitioned_tables() RETURNS text[] '
+                   'LANGUAGE sql IMMUTABLE AS $f$ SELECT %L::text[] $f$', tables);
+END $$;
+
+-- Partitions for every day that already has samples or requests, so a
+-- database upgraded with data in it can roll that data up.
+SELECT traceprof.create_partitions(
+    least(now() - interval '1 day',
+          (SELECT min(to_date(right(c.relname, 8), 'YYYYMMDD'))::timestamp AT TIME ZONE 'UTC'
+           FROM pg_inherits i
+           JOIN pg_class c ON c.oid = i.inhrelid
+           JOIN pg_class p ON p.oid = i.inhparent
+           JOIN pg_namespace n ON n.oid = p.relnamespace
+           WHERE n.nspname = 'traceprof' AND p.relname IN ('samples', 'requests')
+             AND c.relname ~ '_p[0-9]{8}$')),
+    NULL);
+
+-- ---------------------------------------------------------------------
+-- Cohort specs. A spec is a jsonb object of parameters (docs/cohorts.md);
+-- parsing turns it into a filter and never into SQL text.
+CREATE TYPE traceprof.cohort_filter AS (
+    min_us    bigint,          -- durations >= this (NULL: no lower bound)
+    max_us    bigint,          -- durations < this (NULL: no upper bound)
+    statuses  int4multirange,  -- status codes (NULL: any)
+    route_ids bigint[]         -- routes matching route/method (NULL: any)
+);
+
+-- A duration value: a JSON number of milliseconds or a string such as
+-- "250us", "100ms", "1.5s", "2m". Returns microseconds, rounded up (a
+-- duration in whole microseconds is >= x exactly when it is >= ceil(x),
+-- and < x exactly when it is < ceil(x)).
+CREATE FUNCTION traceprof._cohort_duration_us(v jsonb, key text, cohort text) RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    m text[];
+    ms numeric;
+BEGIN
+    IF jsonb_typeof(v) = 'number' THEN
+        ms := (v #>> '{}')::numeric;
+    ELSIF jsonb_typeof(v) = 'string' THEN
+        m := regexp_match(v #>> '{}', '^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(us|µs|ms|s|m|min|h)?\s*$');
+        IF m IS NOT NULL THEN
+            ms := m[1]::numeric * CASE coalesce(m[2], 'ms')
+                WHEN 'us' THEN 0.001 WHEN 'µs' THEN 0.001 WHEN 'ms' THEN 1
+                WHEN 's' THEN 1000 WHEN 'm' THEN 60000 WHEN 'min' THEN 60000
+                WHEN 'h' THEN 3600000 END;
+        END IF;
+    END IF;
+    IF ms IS NULL OR ms < 0 OR ms > 1e12 THEN
+        RAISE EXCEPTION 'invalid duration "%" for % in %',
+            left(coalesce(v #>> '{}', 'null'), 80), key, cohort
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'a duration is a number of milliseconds or a string such as "250us", "100ms", "1.5s" or "2m"';
+    END IF;
+    RETURN ceil(ms * 1000)::bigint;
+END $$;
+
+-- A status value: "5xx", "404", "4xx,5xx", a JSON number, or an array of
+-- those. Returns the matching codes as a multirange.
+CREATE FUNCTION traceprof._cohort_statuses(v jsonb, cohort text) RETURNS int4multirange
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    items text[] := '{}';
+    item text;
+    e jsonb;
+    code integer;
+    result int4multirange := '{}';
+BEGIN
+    FOR e IN SELECT x FROM jsonb_array_elements(CASE WHEN jsonb_typeof(v) = 'array' THEN v
+                                                     ELSE jsonb_build_array(v) END) x LOOP
+        IF jsonb_typeof(e) = 'string' THEN
+            items := items || string_to_array(e #>> '{}', ',');
+        ELSE
+            items := items || e::text;  -- a number; anything else fails below
+        END IF;
+    END LOOP;
+    IF cardinality(items) = 0 THEN  -- "" or []
+        items := ARRAY[CASE WHEN jsonb_typeof(v) = 'string' THEN v #>> '{}' ELSE v::text END];
+    END IF;
+    FOREACH item IN ARRAY items LOOP
+        item := lower(btrim(item));
+        IF item ~ '^[1-5]xx$' THEN
+            code := left(item, 1)::integer * 100;
+            result := result + int4multirange(int4range(code, code + 100));
+        ELSIF item ~ '^[1-5][0-9][0-9]$' THEN
+            result := result + int4multirange(int4range(item::integer, item::integer + 1));
+        ELSE
+            RAISE EXCEPTION 'invalid status "%" for status in %', left(item, 80), cohort
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'a status is a code such as 404 or "404", a class such as "5xx", a comma-separated list such as "4xx,5xx", or an array of those';
+        END IF;
+    END LOOP;
+    RETURN result;
+END $$;
+
+-- A route glob: * matches any run of characters, ? one character, a
+-- backslash makes the next character literal; everything else, % and _
+-- included, is literal. Returns the equivalent LIKE pattern.
+CREATE FUNCTION traceprof.glob_to_like(glob text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    out text := '';
+    ch text;
+    escaped boolean := false;
+BEGIN
+    FOREACH ch IN ARRAY regexp_split_to_array(glob, '') LOOP
+        IF escaped THEN
+            out := out || CASE WHEN ch IN ('\', '%', '_') THEN '\' || ch ELSE ch END;
+            escaped := false;
+        ELSIF ch = '\' THEN
+            escaped := true;
+        ELSIF ch = '*' THEN
+            out := out || '%';
+        ELSIF ch = '?' THEN
+            out := out || '_';
+        ELSIF ch IN ('%', '_') THEN
+            out := out || '\' || ch;
+        ELSE
+            out := out || ch;
+        END IF;
+    END LOOP;
+    IF escaped THEN
+        out := out || '\\';
+    END IF;
+    RETURN out;
+END $$;
+
+-- A string or an array of strings; anything else is an error naming key.
+CREATE FUNCTION traceprof._cohort_strings(v jsonb, key text, what text, cohort text) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF jsonb_typeof(v) = 'string' THEN
+        RETURN ARRAY[v #>> '{}'];
+    END IF;
+    IF jsonb_typeof(v) = 'array' AND jsonb_array_length(v) > 0
+       AND NOT EXISTS (SELECT FROM jsonb_array_elements(v) x WHERE jsonb_typeof(x) <> 'string') THEN
+        RETURN ARRAY(SELECT x #>> '{}' FROM jsonb_array_elements(v) x);
+    END IF;
+    RAISE EXCEPTION 'invalid % % for % in %', what, left(v::text, 80), key, cohort
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = format('%s is a string or an array of strings', key);
+END $$;
+
+-- Parses one cohort spec; cohort names it in error messages ("cohort_a").
+CREATE FUNCTION traceprof.parse_cohort(spec jsonb, cohort text DEFAULT 'cohort')
+RETURNS traceprof.cohort_filter
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    f traceprof.cohort_filter;
+    k text;
+    patterns text[];
+    methods text[];
+BEGIN
+    IF spec IS NULL OR jsonb_typeof(spec) <> 'object' THEN
+        RAISE EXCEPTION '% must be a JSON object, not %', cohort, coalesce(left(spec::text, 80), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'use ''{}'' for all requests, or keys such as {"min_duration": "1s", "status": "5xx"}';
+    END IF;
+    FOR k IN SELECT jsonb_object_keys(spec) LOOP
+        IF k NOT IN ('min_duration', 'max_duration', 'status', 'route', 'method') THEN
+            RAISE EXCEPTION 'unknown cohort key "%" in %', left(k, 80), cohort
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'cohort keys are min_duration, max_duration, status, route and method';
+        END IF;
+    END LOOP;
+    -- A JSON null means the key is not set.
+    spec := jsonb_strip_nulls(spec);
+    IF spec ? 'min_duration' THEN
+        f.min_us := traceprof._cohort_duration_us(spec -> 'min_duration', 'min_duration', cohort);
+    END IF;
+    IF spec ? 'max_duration' THEN
+        f.max_us := traceprof._cohort_duration_us(spec -> 'max_duration', 'max_duration', cohort);
+    END IF;
+    IF f.min_us >= f.max_us THEN
+        RAISE EXCEPTION 'min_duration "%" is not below max_duration "%" in %',
+            left(spec ->> 'min_duration', 80), left(spec ->> 'max_duration', 80), cohort
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'min_duration is inclusive and max_duration exclusive, so min_duration must be the smaller';
+    END IF;
+    IF spec ? 'status' THEN
+        f.statuses := traceprof._cohort_statuses(spec -> 'status', cohort);
+    END IF;
+    IF spec ? 'route' THEN
+        SELECT array_agg(traceprof.glob_to_like(g))
+          INTO patterns
+          FROM unnest(traceprof._cohort_strings(spec -> 'route', 'route', 'route pattern', cohort)) g;
+    END IF;
+    IF spec ? 'method' THEN
+        SELECT array_agg(upper(m))
+          INTO methods
+          FROM unnest(traceprof._cohort_strings(spec -> 'method', 'method', 'method', cohort)) m;
+    END IF;
+    IF patterns IS NOT NULL OR methods IS NOT NULL THEN
+        -- route_id 0 is the request without a route: method '' and route ''.
+        SELECT coalesce(array_agg(r.route_id), '{}')
+          INTO f.route_ids
+          FROM (SELECT rt.route_id, rt.method, rt.route FROM traceprof.routes rt
+                UNION ALL
+                SELECT 0, '', '' WHERE NOT EXISTS (SELECT FROM traceprof.routes WHERE route_id = 0)) r
+         WHERE (patterns IS NULL OR r.route LIKE ANY (patterns))
+           AND (methods IS NULL OR upper(r.method) = ANY (methods));
+    END IF;
+    RETURN f;
+END $$;
+
+-- ---------------------------------------------------------------------
+-- The per-request moments: the one piece of SQL behind both the rollup and
+-- the exact path of compare_cohorts. For the requests of source_ids that
+-- started in [from_time, until_time) and pass the filters, returns per
+-- (minute, route, status, duration bucket) a totals row (function_id NULL)
+-- and, when with_functions, a row per function, shaped like cohort_rollup.
+--
+-- A request's samples are the samples rows of the same service with its
+-- (trace_id, span_id) whose bucket lies within config
+-- 'request_sample_window' of [start, end]. Counts are summed as integers per
+-- (request, frequency) before they become milliseconds, so a function on
+-- every stack of a request gets exactly the request's t.
+CREATE FUNCTION traceprof._cohort_moments(
+    source_ids bigint[],
+    from_time timestamptz,
+    until_time timestamptz,
+    durations int8multirange DEFAULT NULL,
+    statuses int4multirange DEFAULT NULL,
+    route_ids bigint[] DEFAULT NULL,
+    with_functions boolean DEFAULT true)
+RETURNS TABLE (minute timestamptz, route_id bigint, status_code smallint, duration_bucket smallint,
+               function_id bigint, requests bigint, sampled_requests bigint, samples bigint,
+               sum_w double precision, sum_ww double precision, sum_wt double precision,
+               sum_s double precision, sum_ss double precision, sum_st double precision)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    slack interval := (SELECT value::interval FROM traceprof.config WHERE key = 'request_sample_window');
+BEGIN
+    -- EXECUTE plans with the actual values (partition pruning, row
+    -- estimates); they are passed as parameters, never spliced.
+    RETURN QUERY EXECUTE $q$
+    WITH req AS NOT MATERIALIZED (
+        SELECT r.trace_id, r.span_id, r.start_time,
+               r.start_time + r.duration_us * interval '1 microsecond' AS end_time,
+               traceprof.minute_floor(r.start_time) AS minute,
+               r.route_id, r.status_code,
+               traceprof.duration_bucket(r.duration_us) AS duration_bucket
+        FROM traceprof.requests r
+        WHERE r.source_id = ANY ($1) AND r.start_time >= $2 AND r.start_time < $3
+          AND ($4::int8multirange IS NULL OR r.duration_us <@ $4::int8multirange)
+          AND ($5::int4multirange IS NULL OR r.status_code::integer <@ $5::int4multirange)
+          AND ($6::bigint[] IS NULL OR r.route_id = ANY ($6))
+    ), groups AS MATERIALIZED (
+        SELECT q.minute, q.route_id, q.status_code, q.duration_bucket,
+               count(*) AS requests, max(q.end_time) AS last_end
+        FROM req q
+        GROUP BY 1, 2, 3, 4
+    ), hits AS MATERIALIZED (
+        -- sample counts per request, frequency and stack
+        SELECT q.trace_id, q.span_id, q.minute, q.route_id, q.status_code, q.duration_bucket,
+               s.hz, u.stack_id, sum(coalesce(u.n, 1))::bigint AS n
+        FROM req q
+        JOIN traceprof.samples s ON s.trace_id = q.trace_id AND s.span_id = q.span_id
+        CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
+        WHERE s.source_id = ANY ($1)
+          AND s.bucket >= $2 - $8 AND s.bucket <= (SELECT max(last_end) FROM groups) + $8
+          AND s.bucket >= q.start_time - $8 AND s.bucket <= q.end_time + $8
+        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+    ), per_request AS MATERIALIZED (
+        SELECT h.trace_id, h.span_id, h.minute, h.route_id, h.status_code, h.duration_bucket,
+               sum(traceprof.cpu_ms(h.n, h.hz)) AS t, sum(h.n)::bigint AS samples
+        FROM (SELECT trace_id, span_id, minute, route_id, status_code, duration_bucket, hz, sum(n)::bigint AS n
+              FROM hits GROUP BY 1, 2, 3, 4, 5, 6, 7) h
+        GROUP BY 1, 2, 3, 4, 5, 6
+    ), stack_functions AS (
+        -- each distinct stack's functions, by the rules of stack_function_weights
+        SELECT d.stack_id, w.function_id, w.self_weight > 0 AS is_self
+        FROM (SELECT DISTINCT stack_id FROM hits WHERE $7) d
+        CROSS JOIN LATERAL traceprof.stack_function_weights(ARRAY[d.stack_id], ARRAY[1.0::double precision]) w
+    ), per_function AS (
+        SELECT x.trace_id, x.span_id, x.function_id,
+               sum(traceprof.cpu_ms(x.n, x.hz)) AS f,
+               sum(traceprof.cpu_ms(x.n_self, x.hz)) AS s
+        FROM (SELECT h.trace_id, h.span_id, h.hz, k.function_id, sum(h.n)::bigint AS n,
+                     sum(h.n) FILTER (WHERE k.is_self)::bigint AS n_self
+              FROM hits h JOIN stack_functions k USING (stack_id)
+              GROUP BY 1, 2, 3, 4) x
+        GROUP BY 1, 2, 3
+    )
+    SELECT g.minute, g.route_id, g.status_code, g.duration_bucket, NULL::bigint,
+           g.requests, coalesce(p.sampled, 0), coalesce(p.samples, 0),
+           p.sum_t, p.sum_tt, p.sum_tt, NULL::double precision, NULL::double precision, NULL::double precision
+    FROM groups g
+    LEFT JOIN (SELECT minute, route_id, status_code, duration_bucket,
+                      count(*) AS sampled, sum(samples)::bigint AS samples,
+                      sum(t) AS sum_t, sum(t * t) AS sum_tt
+               FROM per_request GROUP BY 1, 2, 3, 4) p
+           USING (minute, route_id, status_code, duration_bucket)
+    UNION ALL
+    SELECT p.minute, p.route_id, p.status_code, p.duration_bucket, f.function_id,
+           NULL::bigint, NULL::bigint, NULL::bigint,
+           sum(f.f), sum(f.f * f.f), sum(f.f * p.t),
+           sum(f.s), sum(f.s * f.s), sum(f.s * p.t)
+    FROM per_function f
+    JOIN per_request p USING (trace_id, span_id)
+    GROUP BY 1, 2, 3, 4, 5
+    $q$ USING source_ids, from_time, until_time, durations, statuses, route_ids,
+              coalesce(with_functions, true), slack;
+END $fn$;
+
+-- ---------------------------------------------------------------------
+-- Rolling up.
+
+-- Rolls up requests that started in [from_time, until_time), widened to
+-- whole minutes, for every service, replacing what the rollup held for that
+-- time. Use it for late data: spans or samples that arrived after their
+-- minute was rolled. Returns the number of minutes rolled.
+CREATE FUNCTION traceprof.refresh_rollups_range(from_time timestamptz, until_time timestamptz)
+RETURNS integer
+LANGUAGE plpgsql
+SET work_mem = '64MB'
+AS $$
+DECLARE
+    lo timestamptz := traceprof.minute_floor(from_time);
+    hi timestamptz := traceprof.minute_ceil(until_time);
+    chunk_lo timestamptz;
+    chunk_hi timestamptz;
+    svc text;
+BEGIN
+    IF from_time IS NULL OR until_time IS NULL OR until_time < from_time THEN
+        RAISE EXCEPTION 'refresh_rollups_range: invalid range % .. %', from_time, until_time
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF hi <= lo THEN
+        RETURN 0;
+    END IF;
+    -- One refresh at a time; a second waits, then finds its work done.
+    PERFORM pg_advisory_xact_lock(7353042127005);
+    PERFORM traceprof.create_partitions(lo, hi);
+    DELETE FROM traceprof.cohort_rollup WHERE minute >= lo AND minute < hi;
+    -- An hour at a time bounds the memory of the joins.
+    chunk_lo := lo;
+    WHILE chunk_lo < hi LOOP
+        chunk_hi := least(hi, chunk_lo + interval '1 hour');
+        FOR svc IN SELECT DISTINCT service FROM traceprof.sources ORDER BY 1 LOOP
+            INSERT INTO traceprof.cohort_rollup
+            SELECT m.minute, svc, m.route_id, m.status_code, m.duration_bucket, m.function_id,
+                   m.requests, m.sampled_requests, m.samples,
+                   m.sum_w, m.sum_ww, m.sum_wt, m.sum_s, m.sum_ss, m.sum_st
+            FROM traceprof._cohort_moments(traceprof.service_sources(svc), chunk_lo, chunk_hi) m;
+        END LOOP;
+        chunk_lo := chunk_hi;
+    END LOOP;
+    UPDATE traceprof.cohort_rollup_state
+       SET rolled = rolled + tstzmultirange(tstzrange(lo, hi)), refreshed_at = now();
+    RETURN (extract(epoch FROM hi - lo) / 60)::integer;
+END $$;
+
+-- Rolls up every complete minute not rolled yet, from the oldest request to
+-- until_time (default: now() minus config 'rollup_settle', which leaves time
+-- for late spans and samples). Call it every minute or so (cron, pg_cron).
+-- Returns the number of minutes rolled.
+CREATE FUNCTION traceprof.refresh_rollups(until_time timestamptz DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    hi timestamptz;
+    lo timestamptz;
+    todo tstzmultirange;
+    r tstzrange;
+    rolled integer := 0;
+BEGIN
+    hi := traceprof.minute_floor(coalesce(until_time,
+              now() - (SELECT value::interval FROM traceprof.config WHERE key = 'rollup_settle')));
+    -- The oldest request: one index probe per source.
+    SELECT traceprof.minute_floor(min(x.first))
+      INTO lo
+      FROM traceprof.sources s,
+           LATERAL (SELECT min(q.start_time) AS first FROM traceprof.requests q
+                    WHERE q.source_id = s.source_id) x;
+    IF lo IS NULL OR lo >= hi THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock(7353042127005);
+    todo := tstzmultirange(tstzrange(lo, hi)) - (SELECT st.rolled FROM traceprof.cohort_rollup_state st);
+    FOR r IN SELECT unnest(todo) LOOP
+        rolled := rolled + traceprof.refresh_rollups_range(lower(r), upper(r));
+    END LOOP;
+    RETURN rolled;
+END $$;
+
+-- ---------------------------------------------------------------------
+-- Comparing.
+
+-- The summed moments of both cohorts: per function_id (NULL: the totals)
+-- the request counts and the moments of cohort a and of cohort b, from the
+-- rollup where it covers the cohort exactly and from
+-- traceprof._cohort_moments for the rest. use_rollup false computes
+-- everything from the raw tables.
+CREATE FUNCTION traceprof._cohort_sums(
+    service text, from_time timestamptz, until_time timestamptz,
+    cohort_a jsonb, cohort_b jsonb, with_functions boolean, use_rollup boolean)
+RETURNS TABLE (function_id bigint,
+               a_requests bigint, a_sampled bigint, a_samples bigint,
+               a_w double precision, a_ww double precision, a_wt double precision,
+               a_s double precision, a_ss double precision, a_st double precision,
+               b_requests bigint, b_sampled bigint, b_samples bigint,
+               b_w double precision, b_ww double precision, b_wt double precision,
+               b_s double precision, b_ss double precision, b_st double precision)
+LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    fa traceprof.cohort_filter := traceprof.parse_cohort(cohort_a, 'cohort_a');
+    fb traceprof.cohort_filter := traceprof.parse_cohort(cohort_b, 'cohort_b');
+    durs_a int8multirange := int8multirange(int8range(coalesce(fa.min_us, 0), fa.max_us));
+    durs_b int8multirange := int8multirange(int8range(coalesce(fb.min_us, 0), fb.max_us));
+    fast_a smallint[];
+    fast_b smallint[];
+    part_a int8multirange;
+    part_b int8multirange;
+    aligned tstzrange;
+    covered tstzmultirange := '{}';
+    uncovered tstzmultirange;
+    job_cohort text[] := '{}';
+    job_from timestamptz[] := '{}';
+    job_until timestamptz[] := '{}';
+    job_durs int8multirange[] := '{}';
+    r tstzrange;
+BEGIN
+    IF service IS NULL OR from_time IS NULL OR until_time IS NULL OR until_time <= from_time THEN
+        RAISE EXCEPTION 'cohorts of service % need a time range with from_time before until_time, got % .. %',
+            coalesce(quote_literal(service), 'NULL'), from_time, until_time
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Duration buckets wholly inside each cohort's range come from the
+    -- rollup; the parts of buckets its bounds cut through do not.
+    SELECT coalesce(array_agg(b::smallint), '{}'),
+           durs_a - coalesce(range_agg(traceprof.duration_bucket_range(b)), '{}')
+      INTO fast_a, part_a
+      FROM generate_series(0, cardinality(traceprof.duration_thresholds_us())) b
+     WHERE traceprof.duration_bucket_range(b) <@ int8range(fa.min_us, fa.max_us);
+    SELECT coalesce(array_agg(b::smallint), '{}'),
+           durs_b - coalesce(range_agg(traceprof.duration_bucket_range(b)), '{}')
+      INTO fast_b, part_b
+      FROM generate_series(0, cardinality(traceprof.duration_thresholds_us())) b
+     WHERE traceprof.duration_bucket_range(b) <@ int8range(fb.min_us, fb.max_us);
+    -- Whole minutes of the range that the rollup holds.
+    aligned := tstzrange(traceprof.minute_ceil(from_time), traceprof.minute_floor(until_time));
+    IF use_rollup AND NOT isempty(aligned) THEN
+        covered := (SELECT st.rolled FROM traceprof.cohort_rollup_state st) * tstzmultirange(aligned);
+    END IF;
+    uncovered := tstzmultirange(tstzrange(from_time, until_time)) - covered;
+    -- The exact path's jobs: uncovered time for all of a cohort's
+    -- durations, covered time for the cut buckets only.
+    FOR r IN SELECT unnest(uncovered) LOOP
+        job_cohort := job_cohort || ARRAY['a', 'b'];
+        job_from := job_from || ARRAY[lower(r), lower(r)];
+        job_until := job_until || ARRAY[upper(r), upper(r)];
+        job_durs := job_durs || ARRAY[durs_a, durs_b];
+    END LOOP;
+    FOR r IN SELECT unnest(covered) LOOP
+        IF NOT isempty(part_a) THEN
+            job_cohort := job_cohort || 'a'::text;
+            job_from := job_from || lower(r);
+            job_until := job_until || upper(r);
+            job_durs := job_durs || part_a;
+        END IF;
+        IF NOT isempty(part_b) THEN
+            job_cohort := job_cohort || 'b'::text;
+            job_from := job_from || lower(r);
+            job_until := job_until || upper(r);
+            job_durs := job_durs || part_b;
+        END IF;
+    END LOOP;
+
+    RETURN QUERY EXECUTE $q$
+    WITH rolled AS (
+        SELECT x.function_id, x.in_a, x.in_b, x.requests, x.sampled_requests, x.samples,
+               x.sum_w, x.sum_ww, x.sum_wt, x.sum_s, x.sum_ss, x.sum_st
+        FROM (SELECT c.*,
+                     c.duration_bucket = ANY ($5)
+                       AND ($6::int4multirange IS NULL OR c.status_code::integer <@ $6::int4multirange)
+                       AND ($7::bigint[] IS NULL OR c.route_id = ANY ($7)) AS in_a,
+                     c.duration_bucket = ANY ($8)
+                       AND ($9::int4multirange IS NULL OR c.status_code::integer <@ $9::int4multirange)
+                       AND ($10::bigint[] IS NULL OR c.route_id = ANY ($10)) AS in_b
+              FROM traceprof.cohort_rollup c
+              WHERE c.service = $1
+                AND c.minute >= lower($2::tstzmultirange) AND c.minute < upper($2::tstzmultirange)
+                AND c.minute <@ $2::tstzmultirange
+                AND ($4 OR c.function_id IS NULL)) x
+        WHERE x.in_a OR x.in_b
+    ), raw AS (
+        SELECT m.function_id, j.cohort = 'a' AS in_a, j.cohort = 'b' AS in_b,
+               m.requests, m.sampled_requests, m.samples,
+               m.sum_w, m.sum_ww, m.sum_wt, m.sum_s, m.sum_ss, m.sum_st
+        FROM unnest($11::text[], $12::timestamptz[], $13::timestamptz[], $14::int8multirange[])
+             AS j(cohort, from_time, until_time, durations)
+        CROSS JOIN LATERAL traceprof._cohort_moments(
+             $3, j.from_time, j.until_time, j.durations,
+             CASE j.cohort WHEN 'a' THEN $6::int4multirange ELSE $9::int4multirange END,
+             CASE j.cohort WHEN 'a' THEN $7::bigint[] ELSE $10::bigint[] END,
+             $4) m
+    ), parts AS (
+        SELECT * FROM rolled UNION ALL SELECT * FROM raw
+    )
+    SELECT p.function_id,
+           sum(p.requests) FILTER (WHERE p.in_a)::bigint, sum(p.sampled_requests) FILTER (WHERE p.in_a)::bigint,
+           sum(p.samples) FILTER (WHERE p.in_a)::bigint,
+           sum(p.sum_w) FILTER (WHERE p.in_a), sum(p.sum_ww) FILTER (WHERE p.in_a), sum(p.sum_wt) FILTER (WHERE p.in_a),
+           sum(p.sum_s) FILTER (WHERE p.in_a), sum(p.sum_ss) FILTER (WHERE p.in_a), sum(p.sum_st) FILTER (WHERE p.in_a),
+           sum(p.requests) FILTER (WHERE p.in_b)::bigint, sum(p.sampled_requests) FILTER (WHERE p.in_b)::bigint,
+           sum(p.samples) FILTER (WHERE p.in_b)::bigint,
+           sum(p.sum_w) FILTER (WHERE p.in_b), sum(p.sum_ww) FILTER (WHERE p.in_b), sum(p.sum_wt) FILTER (WHERE p.in_b),
+           sum(p.sum_s) FILTER (WHERE p.in_b), sum(p.sum_ss) FILTER (WHERE p.in_b), sum(p.sum_st) FILTER (WHERE p.in_b)
+    FROM parts p
+    GROUP BY p.function_id
+    $q$ USING service, covered, traceprof.service_sources(service), coalesce(with_functions, true),
+              fast_a, fa.statuses, fa.route_ids, fast_b, fb.statuses, fb.route_ids,
+              job_cohort, job_from, job_until, job_durs;
+END $fn$;
+
+-- How much data backs a comparison: per cohort ('a', 'b') the requests
+-- that match, those with at least one sample, their samples and CPU ms.
+CREATE FUNCTION traceprof.cohort_sizes(
+    service text, from_time timestamptz, until_time timestamptz,
+    cohort_a jsonb, cohort_b jsonb, use_rollup boolean DEFAULT true)
+RETURNS TABLE (cohort text, requests bigint, sampled_requests bigint, samples bigint, cpu_ms double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT c.cohort, coalesce(v.requests, 0), coalesce(v.sampled, 0), coalesce(v.samples, 0),
+           coalesce(v.cpu_ms, 0)
+    FROM (VALUES ('a'), ('b')) AS c(cohort)
+    LEFT JOIN (
+        SELECT v.*
+        FROM traceprof._cohort_sums($1, $2, $3, $4, $5, false, $6) s
+        CROSS JOIN LATERAL (VALUES ('a', s.a_requests, s.a_sampled, s.a_samples, s.a_w),
+                                   ('b', s.b_requests, s.b_sampled, s.b_samples, s.b_w))
+                   AS v(cohort, requests, sampled, samples, cpu_ms)
+        WHERE s.function_id IS NULL) v USING (cohort)
+    ORDER BY 1
+$$;
+
+-- Per function: CPU ms in each cohort, the inclusive share of the cohort's
+-- request CPU (a_share, b_share), delta = a_share - b_share, the self
+-- shares, the request-level z statistic of delta and its two-sided p-value
+-- (and the p-value of the self-share difference). Ordered by |delta|.
+-- z and p are NULL when a cohort has fewer than two requests with samples,
+-- or when neither cohort varies between requests while the shares differ.
+CREATE FUNCTION traceprof.compare_cohorts(
+    service text, from_time timestamptz, until_time timestamptz,
+    cohort_a jsonb, cohort_b jsonb, use_rollup boolean DEFAULT true)
+RETURNS TABLE (function text, module text,
+               a_cpu_ms double precision, b_cpu_ms double precision,
+               a_share double precision, b_share double precision, delta double precision,
+               a_self_share double precision, b_self_share double precision,
+               z double precision, p_value double precision, p_value_self double precision)
+LANGUAGE sql STABLE AS $$
+    WITH s AS MATERIALIZED (
+        SELECT * FROM traceprof._cohort_sums($1, $2, $3, $4, $5, true, $6)
+    ), tot AS (
+        SELECT * FROM s WHERE s.function_id IS NULL
+    ), fn AS (
+        SELECT f.function_id,
+               coalesce(f.a_w, 0) AS a_cpu, coalesce(f.b_w, 0) AS b_cpu,
+               coalesce(f.a_w, 0) / nullif(t.a_w, 0) AS ra,
+               coalesce(f.b_w, 0) / nullif(t.b_w, 0) AS rb,
+               coalesce(f.a_s, 0) / nullif(t.a_w, 0) AS sa,
+               coalesce(f.b_s, 0) / nullif(t.b_w, 0) AS sb,
+               traceprof.ratio_variance(t.a_sampled, t.a_w, t.a_ww, f.a_w, f.a_ww, f.a_wt) AS va,
+               traceprof.ratio_variance(t.b_sampled, t.b_w, t.b_ww, f.b_w, f.b_ww, f.b_wt) AS vb,
+               traceprof.ratio_variance(t.a_sampled, t.a_w, t.a_ww, f.a_s, f.a_ss, f.a_st) AS vsa,
+               traceprof.ratio_variance(t.b_sampled, t.b_w, t.b_ww, f.b_s, f.b_ss, f.b_st) AS vsb
+        FROM s f CROSS JOIN tot t
+        WHERE f.function_id IS NOT NULL
+    ), zs AS (
+        SELECT fn.*, traceprof.two_sample_z(ra, va, rb, vb) AS z,
+               traceprof.two_sample_z(sa, vsa, sb, vsb) AS z_self
+        FROM fn
+    )
+    SELECT coalesce(f.name, '[function ' || zs.function_id || ']'), coalesce(f.module, ''),
+           zs.a_cpu, zs.b_cpu, zs.ra, zs.rb, zs.ra - zs.rb, zs.sa, zs.sb,
+           zs.z, traceprof.normal_p_two_sided(zs.z), traceprof.normal_p_two_sided(zs.z_self)
+    FROM zs
+    LEFT JOIN traceprof.functions f ON f.function_id = zs.function_id
+    ORDER BY abs(zs.ra - zs.rb) DESC NULLS LAST, 1, 2
+$$;
