@@ -630,7 +630,6 @@ DECLARE
     fast_b smallint[];
     part_a int8multirange;
     part_b int8multirange;
-    aligned tstzrange;
     covered tstzmultirange := '{}';
     uncovered tstzmultirange;
     job_cohort text[] := '{}';
@@ -657,9 +656,9 @@ BEGIN
       FROM generate_series(0, cardinality(traceprof.duration_thresholds_us())) b
      WHERE traceprof.duration_bucket_range(b) <@ int8range(fb.min_us, fb.max_us);
     -- Whole minutes of the range that the rollup holds.
-    aligned := tstzrange(traceprof.minute_ceil(from_time), traceprof.minute_floor(until_time));
-    IF use_rollup AND NOT isempty(aligned) THEN
-        covered := (SELECT st.rolled FROM traceprof.cohort_rollup_state st) * tstzmultirange(aligned);
+    IF use_rollup AND traceprof.minute_ceil(from_time) < traceprof.minute_floor(until_time) THEN
+        covered := (SELECT st.rolled FROM traceprof.cohort_rollup_state st)
+                   * tstzmultirange(tstzrange(traceprof.minute_ceil(from_time), traceprof.minute_floor(until_time)));
     END IF;
     uncovered := tstzmultirange(tstzrange(from_time, until_time)) - covered;
     -- The exact path's jobs: uncovered time for all of a cohort's
@@ -774,10 +773,11 @@ LANGUAGE sql STABLE AS $$
     ), fn AS (
         SELECT f.function_id,
                coalesce(f.a_w, 0) AS a_cpu, coalesce(f.b_w, 0) AS b_cpu,
-               coalesce(f.a_w, 0) / nullif(t.a_w, 0) AS ra,
-               coalesce(f.b_w, 0) / nullif(t.b_w, 0) AS rb,
-               coalesce(f.a_s, 0) / nullif(t.a_w, 0) AS sa,
-               coalesce(f.b_s, 0) / nullif(t.b_w, 0) AS sb,
+               -- rounding can put a share a hair above 1; the true value is not
+               least(coalesce(f.a_w, 0) / nullif(t.a_w, 0), 1) AS ra,
+               least(coalesce(f.b_w, 0) / nullif(t.b_w, 0), 1) AS rb,
+               least(coalesce(f.a_s, 0) / nullif(t.a_w, 0), 1) AS sa,
+               least(coalesce(f.b_s, 0) / nullif(t.b_w, 0), 1) AS sb,
                traceprof.ratio_variance(t.a_sampled, t.a_w, t.a_ww, f.a_w, f.a_ww, f.a_wt) AS va,
                traceprof.ratio_variance(t.b_sampled, t.b_w, t.b_ww, f.b_w, f.b_ww, f.b_wt) AS vb,
                traceprof.ratio_variance(t.a_sampled, t.a_w, t.a_ww, f.a_s, f.a_ss, f.a_st) AS vsa,
@@ -785,14 +785,17 @@ LANGUAGE sql STABLE AS $$
         FROM s f CROSS JOIN tot t
         WHERE f.function_id IS NOT NULL
     ), zs AS (
-        SELECT fn.*, traceprof.two_sample_z(ra, va, rb, vb) AS z,
+        SELECT fn.*,
+               -- differences within rounding error are none (as in two_sample_z)
+               CASE WHEN abs(ra - rb) <= 1e-12 THEN 0 ELSE ra - rb END AS delta,
+               traceprof.two_sample_z(ra, va, rb, vb) AS z,
                traceprof.two_sample_z(sa, vsa, sb, vsb) AS z_self
         FROM fn
     )
     SELECT coalesce(f.name, '[function ' || zs.function_id || ']'), coalesce(f.module, ''),
-           zs.a_cpu, zs.b_cpu, zs.ra, zs.rb, zs.ra - zs.rb, zs.sa, zs.sb,
+           zs.a_cpu, zs.b_cpu, zs.ra, zs.rb, zs.delta, zs.sa, zs.sb,
            zs.z, traceprof.normal_p_two_sided(zs.z), traceprof.normal_p_two_sided(zs.z_self)
     FROM zs
     LEFT JOIN traceprof.functions f ON f.function_id = zs.function_id
-    ORDER BY abs(zs.ra - zs.rb) DESC NULLS LAST, 1, 2
+    ORDER BY abs(zs.delta) DESC NULLS LAST, 1, 2
 $$;
