@@ -137,7 +137,8 @@ $$;
 -- ---------------------------------------------------------------------
 -- Duration buckets: a 1-2-5 series of milliseconds. Bucket 0 is [0, 1 ms),
 -- bucket 1 [1, 2 ms), 2 [2, 5 ms), 3 [5, 10 ms), ..., 9 [500 ms, 1 s),
--- 10 [1, 2 s), ..., 24 [50000 s, infinity).
+-- 10 [1, 2 s), ..., 24 [50000 s, infinity). The small SQL functions from
+-- here on are not STRICT, so that the planner can inline them.
 CREATE FUNCTION traceprof.duration_thresholds_us() RETURNS bigint[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT '{1000,2000,5000,10000,20000,50000,100000,200000,500000,
@@ -147,29 +148,30 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 CREATE FUNCTION traceprof.duration_bucket(duration_us bigint) RETURNS smallint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT width_bucket(duration_us, traceprof.duration_thresholds_us())::smallint
 $$;
 
 -- The durations (microseconds, [lower, upper)) of one bucket.
 CREATE FUNCTION traceprof.duration_bucket_range(bucket integer) RETURNS int8range
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT int8range(CASE WHEN bucket = 0 THEN 0 ELSE th[bucket] END, th[bucket + 1])
     FROM (SELECT traceprof.duration_thresholds_us() AS th) x
     WHERE bucket BETWEEN 0 AND cardinality(th)
 $$;
 
--- The minute a timestamp falls in (UTC minutes, whatever the session's time
--- zone) and the first minute boundary at or after it.
-CREATE FUNCTION traceprof.minute_floor(ts timestamptz) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT date_bin('1 minute', ts, timestamptz '2000-01-01 00:00:00+00')
+-- The start of the minute (or hour: any width that divides a day) that a
+-- timestamp falls in, in UTC whatever the session's time zone, and the
+-- first such boundary at or after it.
+CREATE FUNCTION traceprof.time_floor(ts timestamptz, width interval DEFAULT '1 minute') RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT date_bin(width, ts, timestamptz '2000-01-01 00:00:00+00')
 $$;
 
-CREATE FUNCTION traceprof.minute_ceil(ts timestamptz) RETURNS timestamptz
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN traceprof.minute_floor(ts) = ts THEN ts
-                ELSE traceprof.minute_floor(ts) + interval '1 minute' END
+CREATE FUNCTION traceprof.time_ceil(ts timestamptz, width interval DEFAULT '1 minute') RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN traceprof.time_floor(ts, width) = ts THEN ts
+                ELSE traceprof.time_floor(ts, width) + width END
 $$;
 
 -- ---------------------------------------------------------------------
@@ -179,8 +181,14 @@ $$;
 -- f_i (inclusive) in a function row, so every row has the same meaning:
 -- the moments of some per-request CPU figure w against the request's t.
 -- Requests without samples count in `requests` and nowhere else.
+--
+-- Each hour whose 60 minutes are all rolled also gets rows with minutes =
+-- 60, the sums of its minute rows: a query over whole hours reads those,
+-- which are many times fewer (a busy service has tens of thousands of
+-- function rows a minute, not many more an hour).
 CREATE TABLE traceprof.cohort_rollup (
-    minute           timestamptz NOT NULL,  -- requests that started in [minute, minute + 1 min)
+    minute           timestamptz NOT NULL,  -- requests that started in [minute, minute + minutes)
+    minutes          smallint NOT NULL CHECK (minutes IN (1, 60)),  -- 1: a minute row, 60: an hour row
     service          text NOT NULL,
     route_id         bigint NOT NULL,
     status_code      smallint NOT NULL,
@@ -430,9 +438,7 @@ END $$;
 --
 -- A request's samples are the samples rows of the same service with its
 -- (trace_id, span_id) whose bucket lies within config
--- 'request_sample_window' of [start, end]. Counts are summed as integers per
--- (request, frequency) before they become milliseconds, so a function on
--- every stack of a request gets exactly the request's t.
+-- 'request_sample_window' of [start, end].
 CREATE FUNCTION traceprof._cohort_moments(
     source_ids bigint[],
     from_time timestamptz,
@@ -455,7 +461,7 @@ BEGIN
     WITH req AS NOT MATERIALIZED (
         SELECT r.trace_id, r.span_id, r.start_time,
                r.start_time + r.duration_us * interval '1 microsecond' AS end_time,
-               traceprof.minute_floor(r.start_time) AS minute,
+               traceprof.time_floor(r.start_time) AS minute,
                r.route_id, r.status_code,
                traceprof.duration_bucket(r.duration_us) AS duration_bucket
         FROM traceprof.requests r
@@ -469,36 +475,35 @@ BEGIN
         FROM req q
         GROUP BY 1, 2, 3, 4
     ), hits AS MATERIALIZED (
-        -- sample counts per request, frequency and stack
+        -- CPU ms and sample count per request and stack
         SELECT q.trace_id, q.span_id, q.minute, q.route_id, q.status_code, q.duration_bucket,
-               s.hz, u.stack_id, sum(coalesce(u.n, 1))::bigint AS n
+               u.stack_id, sum(traceprof.cpu_ms(coalesce(u.n, 1), s.hz)) AS w,
+               sum(coalesce(u.n, 1))::bigint AS n
         FROM req q
         JOIN traceprof.samples s ON s.trace_id = q.trace_id AND s.span_id = q.span_id
         CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
         WHERE s.source_id = ANY ($1)
           AND s.bucket >= $2 - $8 AND s.bucket <= (SELECT max(last_end) FROM groups) + $8
           AND s.bucket >= q.start_time - $8 AND s.bucket <= q.end_time + $8
-        GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+        GROUP BY 1, 2, 3, 4, 5, 6, 7
     ), per_request AS MATERIALIZED (
         SELECT h.trace_id, h.span_id, h.minute, h.route_id, h.status_code, h.duration_bucket,
-               sum(traceprof.cpu_ms(h.n, h.hz)) AS t, sum(h.n)::bigint AS samples
-        FROM (SELECT trace_id, span_id, minute, route_id, status_code, duration_bucket, hz, sum(n)::bigint AS n
-              FROM hits GROUP BY 1, 2, 3, 4, 5, 6, 7) h
+               sum(h.w) AS t, sum(h.n)::bigint AS samples
+        FROM hits h
         GROUP BY 1, 2, 3, 4, 5, 6
-    ), stack_functions AS (
+    ), stack_functions AS MATERIALIZED (
         -- each distinct stack's functions, by the rules of stack_function_weights
         SELECT d.stack_id, w.function_id, w.self_weight > 0 AS is_self
         FROM (SELECT DISTINCT stack_id FROM hits WHERE $7) d
         CROSS JOIN LATERAL traceprof.stack_function_weights(ARRAY[d.stack_id], ARRAY[1.0::double precision]) w
     ), per_function AS (
-        SELECT x.trace_id, x.span_id, x.function_id,
-               sum(traceprof.cpu_ms(x.n, x.hz)) AS f,
-               sum(traceprof.cpu_ms(x.n_self, x.hz)) AS s
-        FROM (SELECT h.trace_id, h.span_id, h.hz, k.function_id, sum(h.n)::bigint AS n,
-                     sum(h.n) FILTER (WHERE k.is_self)::bigint AS n_self
-              FROM hits h JOIN stack_functions k USING (stack_id)
-              GROUP BY 1, 2, 3, 4) x
-        GROUP BY 1, 2, 3
+        -- f and s of each request and function, with the request's t
+        SELECT h.minute, h.route_id, h.status_code, h.duration_bucket, k.function_id, p.t,
+               sum(h.w) AS f, sum(h.w) FILTER (WHERE k.is_self) AS s
+        FROM hits h
+        JOIN per_request p USING (trace_id, span_id)
+        JOIN stack_functions k USING (stack_id)
+        GROUP BY h.trace_id, h.span_id, h.minute, h.route_id, h.status_code, h.duration_bucket, k.function_id, p.t
     )
     SELECT g.minute, g.route_id, g.status_code, g.duration_bucket, NULL::bigint,
            g.requests, coalesce(p.sampled, 0), coalesce(p.samples, 0),
@@ -510,12 +515,11 @@ BEGIN
                FROM per_request GROUP BY 1, 2, 3, 4) p
            USING (minute, route_id, status_code, duration_bucket)
     UNION ALL
-    SELECT p.minute, p.route_id, p.status_code, p.duration_bucket, f.function_id,
+    SELECT f.minute, f.route_id, f.status_code, f.duration_bucket, f.function_id,
            NULL::bigint, NULL::bigint, NULL::bigint,
-           sum(f.f), sum(f.f * f.f), sum(f.f * p.t),
-           sum(f.s), sum(f.s * f.s), sum(f.s * p.t)
+           sum(f.f), sum(f.f * f.f), sum(f.f * f.t),
+           sum(f.s), sum(f.s * f.s), sum(f.s * f.t)
     FROM per_function f
-    JOIN per_request p USING (trace_id, span_id)
     GROUP BY 1, 2, 3, 4, 5
     $q$ USING source_ids, from_time, until_time, durations, statuses, route_ids,
               coalesce(with_functions, true), slack;
@@ -534,11 +538,12 @@ LANGUAGE plpgsql
 SET work_mem = '64MB'
 AS $$
 DECLARE
-    lo timestamptz := traceprof.minute_floor(from_time);
-    hi timestamptz := traceprof.minute_ceil(until_time);
+    lo timestamptz := traceprof.time_floor(from_time);
+    hi timestamptz := traceprof.time_ceil(until_time);
     chunk_lo timestamptz;
     chunk_hi timestamptz;
     svc text;
+    h timestamptz;
 BEGIN
     IF from_time IS NULL OR until_time IS NULL OR until_time < from_time THEN
         RAISE EXCEPTION 'refresh_rollups_range: invalid range % .. %', from_time, until_time
@@ -550,14 +555,14 @@ BEGIN
     -- One refresh at a time; a second waits, then finds its work done.
     PERFORM pg_advisory_xact_lock(7353042127005);
     PERFORM traceprof.create_partitions(lo, hi);
-    DELETE FROM traceprof.cohort_rollup WHERE minute >= lo AND minute < hi;
-    -- An hour at a time bounds the memory of the joins.
+    DELETE FROM traceprof.cohort_rollup WHERE minutes = 1 AND minute >= lo AND minute < hi;
+    -- A few minutes at a time keeps the joins in memory.
     chunk_lo := lo;
     WHILE chunk_lo < hi LOOP
-        chunk_hi := least(hi, chunk_lo + interval '1 hour');
+        chunk_hi := least(hi, chunk_lo + interval '10 minutes');
         FOR svc IN SELECT DISTINCT service FROM traceprof.sources ORDER BY 1 LOOP
             INSERT INTO traceprof.cohort_rollup
-            SELECT m.minute, svc, m.route_id, m.status_code, m.duration_bucket, m.function_id,
+            SELECT m.minute, 1, svc, m.route_id, m.status_code, m.duration_bucket, m.function_id,
                    m.requests, m.sampled_requests, m.samples,
                    m.sum_w, m.sum_ww, m.sum_wt, m.sum_s, m.sum_ss, m.sum_st
             FROM traceprof._cohort_moments(traceprof.service_sources(svc), chunk_lo, chunk_hi) m;
@@ -566,6 +571,19 @@ BEGIN
     END LOOP;
     UPDATE traceprof.cohort_rollup_state
        SET rolled = rolled + tstzmultirange(tstzrange(lo, hi)), refreshed_at = now();
+    -- The hours this touched: rebuilt from their minutes if wholly rolled.
+    FOR h IN SELECT generate_series(traceprof.time_floor(lo, '1 hour'), hi - interval '1 minute', interval '1 hour') LOOP
+        DELETE FROM traceprof.cohort_rollup WHERE minutes = 60 AND minute = h;
+        IF (SELECT st.rolled FROM traceprof.cohort_rollup_state st) @> tstzrange(h, h + interval '1 hour') THEN
+            INSERT INTO traceprof.cohort_rollup
+            SELECT h, 60, c.service, c.route_id, c.status_code, c.duration_bucket, c.function_id,
+                   sum(c.requests), sum(c.sampled_requests), sum(c.samples),
+                   sum(c.sum_w), sum(c.sum_ww), sum(c.sum_wt), sum(c.sum_s), sum(c.sum_ss), sum(c.sum_st)
+            FROM traceprof.cohort_rollup c
+            WHERE c.minutes = 1 AND c.minute >= h AND c.minute < h + interval '1 hour'
+            GROUP BY c.service, c.route_id, c.status_code, c.duration_bucket, c.function_id;
+        END IF;
+    END LOOP;
     RETURN (extract(epoch FROM hi - lo) / 60)::integer;
 END $$;
 
@@ -583,10 +601,10 @@ DECLARE
     r tstzrange;
     rolled integer := 0;
 BEGIN
-    hi := traceprof.minute_floor(coalesce(until_time,
+    hi := traceprof.time_floor(coalesce(until_time,
               now() - (SELECT value::interval FROM traceprof.config WHERE key = 'rollup_settle')));
     -- The oldest request: one index probe per source.
-    SELECT traceprof.minute_floor(min(x.first))
+    SELECT traceprof.time_floor(min(x.first))
       INTO lo
       FROM traceprof.sources s,
            LATERAL (SELECT min(q.start_time) AS first FROM traceprof.requests q
@@ -631,6 +649,7 @@ DECLARE
     part_a int8multirange;
     part_b int8multirange;
     covered tstzmultirange := '{}';
+    covered_hours tstzmultirange := '{}';
     uncovered tstzmultirange;
     job_cohort text[] := '{}';
     job_from timestamptz[] := '{}';
@@ -656,10 +675,17 @@ BEGIN
       FROM generate_series(0, cardinality(traceprof.duration_thresholds_us())) b
      WHERE traceprof.duration_bucket_range(b) <@ int8range(fb.min_us, fb.max_us);
     -- Whole minutes of the range that the rollup holds.
-    IF use_rollup AND traceprof.minute_ceil(from_time) < traceprof.minute_floor(until_time) THEN
+    IF use_rollup AND traceprof.time_ceil(from_time) < traceprof.time_floor(until_time) THEN
         covered := (SELECT st.rolled FROM traceprof.cohort_rollup_state st)
-                   * tstzmultirange(tstzrange(traceprof.minute_ceil(from_time), traceprof.minute_floor(until_time)));
+                   * tstzmultirange(tstzrange(traceprof.time_ceil(from_time), traceprof.time_floor(until_time)));
     END IF;
+    -- Whole hours of that are read from the hour rows.
+    FOR r IN SELECT unnest(covered) LOOP
+        IF traceprof.time_ceil(lower(r), '1 hour') < traceprof.time_floor(upper(r), '1 hour') THEN
+            covered_hours := covered_hours + tstzmultirange(tstzrange(
+                traceprof.time_ceil(lower(r), '1 hour'), traceprof.time_floor(upper(r), '1 hour')));
+        END IF;
+    END LOOP;
     uncovered := tstzmultirange(tstzrange(from_time, until_time)) - covered;
     -- The exact path's jobs: uncovered time for all of a cohort's
     -- durations, covered time for the cut buckets only.
@@ -698,7 +724,8 @@ BEGIN
               FROM traceprof.cohort_rollup c
               WHERE c.service = $1
                 AND c.minute >= lower($2::tstzmultirange) AND c.minute < upper($2::tstzmultirange)
-                AND c.minute <@ $2::tstzmultirange
+                AND CASE c.minutes WHEN 60 THEN c.minute <@ $15::tstzmultirange
+                                   ELSE c.minute <@ $16::tstzmultirange END
                 AND ($4 OR c.function_id IS NULL)) x
         WHERE x.in_a OR x.in_b
     ), raw AS (
@@ -728,7 +755,7 @@ BEGIN
     GROUP BY p.function_id
     $q$ USING service, covered, traceprof.service_sources(service), coalesce(with_functions, true),
               fast_a, fa.statuses, fa.route_ids, fast_b, fb.statuses, fb.route_ids,
-              job_cohort, job_from, job_until, job_durs;
+              job_cohort, job_from, job_until, job_durs, covered_hours, covered - covered_hours;
 END $fn$;
 
 -- How much data backs a comparison: per cohort ('a', 'b') the requests

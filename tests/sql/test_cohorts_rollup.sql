@@ -106,6 +106,8 @@ BEGIN
     PERFORM pg_temp.same('2024-07-01 11:02+00', '2024-07-01 11:07+00',
                          '{"min_duration": "1ms", "max_duration": "2s"}', '{"route": "/api/100%_off", "status": [200, 201, "4xx"]}',
                          what || ': whole buckets, literal %');
+    PERFORM pg_temp.same('2024-07-01 10:58:30+00', '2024-07-01 12:00:30+00',
+                         '{"min_duration": "100ms"}', '{"max_duration": "100ms"}', what || ': a whole hour');
 END $$;
 
 -- No rollup at all: both paths are the raw path.
@@ -137,6 +139,17 @@ SELECT t.eq(traceprof.refresh_rollups('2024-07-01 11:10:30+00'), 0, 'nothing lef
 SELECT t.eq((SELECT rolled FROM traceprof.cohort_rollup_state),
             '{["2024-07-01 11:00:00+00","2024-07-01 11:10:00+00")}'::tstzmultirange, 'state merged');
 SELECT t.eq(traceprof.refresh_rollups('2024-07-01 12:00+00'), 50, 'refresh rolls to its argument');
+-- The hour 11:00 is now wholly rolled: it has hour rows, the sums of its minutes.
+SELECT t.ok(NOT EXISTS (
+    SELECT service, route_id, status_code, duration_bucket, function_id,
+           sum(requests), sum(samples), round(sum(sum_w)::numeric, 6), round(sum(sum_st)::numeric, 6)
+    FROM traceprof.cohort_rollup WHERE minutes = 1 GROUP BY 1, 2, 3, 4, 5
+    EXCEPT
+    SELECT service, route_id, status_code, duration_bucket, function_id,
+           requests, samples, round(sum_w::numeric, 6), round(sum_st::numeric, 6)
+    FROM traceprof.cohort_rollup WHERE minutes = 60 AND minute = '2024-07-01 11:00+00'),
+    'hour rows sum the minute rows');
+SELECT t.ok(EXISTS (SELECT FROM traceprof.cohort_rollup WHERE minutes = 60), 'hour rows exist');
 SELECT pg_temp.all_cases('fully rolled');
 
 -- Late data: a request that arrives after its minute was rolled is in the
