@@ -182,20 +182,21 @@ $$;
 -- the moments of some per-request CPU figure w against the request's t.
 -- Requests without samples count in `requests` and nowhere else.
 --
--- Each hour whose 60 minutes are all rolled also gets rows with minutes =
--- 60, the sums of its minute rows: a query over whole hours reads those,
--- which are many times fewer (a busy service has tens of thousands of
--- function rows a minute, not many more an hour).
+-- Blocks of 10 and 60 minutes that are wholly rolled also get rows (minutes
+-- = 10, 60), the sums of the rows of the next finer level. A busy service
+-- has tens of thousands of function rows a minute but not many more an
+-- hour, so a query reads the coarsest blocks that fit its range
+-- (traceprof._rollup_blocks).
 CREATE TABLE traceprof.cohort_rollup (
     minute           timestamptz NOT NULL,  -- requests that started in [minute, minute + minutes)
-    minutes          smallint NOT NULL CHECK (minutes IN (1, 60)),  -- 1: a minute row, 60: an hour row
+    minutes          smallint NOT NULL CHECK (minutes IN (1, 10, 60)),  -- the block's length
     service          text NOT NULL,
     route_id         bigint NOT NULL,
     status_code      smallint NOT NULL,
     duration_bucket  smallint NOT NULL,     -- traceprof.duration_bucket(duration_us)
     function_id      bigint,                -- NULL: the totals row of the group
     requests         integer,               -- totals row: requests in the group
-    sampled_requests integer,               -- totals row: requests with at least one sample
+    sampled_requests integer,               -- requests with a sample (function row: on the function)
     samples          integer,               -- totals row: samples of those requests
     sum_w            double precision,      -- sum over requests of w_i (ms)
     sum_ww           double precision,      -- sum of w_i^2
@@ -204,7 +205,11 @@ CREATE TABLE traceprof.cohort_rollup (
     sum_ss           double precision,      -- function row: sum of s_i^2
     sum_st           double precision       -- function row: sum of s_i * t_i
 ) PARTITION BY RANGE (minute);
-CREATE INDEX cohort_rollup_service_idx ON traceprof.cohort_rollup (service, minute);
+CREATE INDEX cohort_rollup_block_idx ON traceprof.cohort_rollup (service, minutes, minute);
+
+-- The block lengths, coarsest first; each divides the one before it.
+CREATE FUNCTION traceprof.rollup_block_minutes() RETURNS smallint[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT '{60,10,1}'::smallint[] $$;
 
 -- Which time the rollup covers: minute-aligned ranges of request start
 -- times whose rows are in cohort_rollup (for every service).
@@ -516,7 +521,7 @@ BEGIN
            USING (minute, route_id, status_code, duration_bucket)
     UNION ALL
     SELECT f.minute, f.route_id, f.status_code, f.duration_bucket, f.function_id,
-           NULL::bigint, NULL::bigint, NULL::bigint,
+           NULL::bigint, count(*), NULL::bigint,
            sum(f.f), sum(f.f * f.f), sum(f.f * f.t),
            sum(f.s), sum(f.s * f.s), sum(f.s * f.t)
     FROM per_function f
@@ -543,7 +548,10 @@ DECLARE
     chunk_lo timestamptz;
     chunk_hi timestamptz;
     svc text;
-    h timestamptz;
+    widths smallint[] := traceprof.rollup_block_minutes();
+    lvl integer;
+    w interval;
+    blk timestamptz;
 BEGIN
     IF from_time IS NULL OR until_time IS NULL OR until_time < from_time THEN
         RAISE EXCEPTION 'refresh_rollups_range: invalid range % .. %', from_time, until_time
@@ -571,18 +579,22 @@ BEGIN
     END LOOP;
     UPDATE traceprof.cohort_rollup_state
        SET rolled = rolled + tstzmultirange(tstzrange(lo, hi)), refreshed_at = now();
-    -- The hours this touched: rebuilt from their minutes if wholly rolled.
-    FOR h IN SELECT generate_series(traceprof.time_floor(lo, '1 hour'), hi - interval '1 minute', interval '1 hour') LOOP
-        DELETE FROM traceprof.cohort_rollup WHERE minutes = 60 AND minute = h;
-        IF (SELECT st.rolled FROM traceprof.cohort_rollup_state st) @> tstzrange(h, h + interval '1 hour') THEN
-            INSERT INTO traceprof.cohort_rollup
-            SELECT h, 60, c.service, c.route_id, c.status_code, c.duration_bucket, c.function_id,
-                   sum(c.requests), sum(c.sampled_requests), sum(c.samples),
-                   sum(c.sum_w), sum(c.sum_ww), sum(c.sum_wt), sum(c.sum_s), sum(c.sum_ss), sum(c.sum_st)
-            FROM traceprof.cohort_rollup c
-            WHERE c.minutes = 1 AND c.minute >= h AND c.minute < h + interval '1 hour'
-            GROUP BY c.service, c.route_id, c.status_code, c.duration_bucket, c.function_id;
-        END IF;
+    -- The coarser blocks this touched, finest level first: rebuilt from the
+    -- next finer level when wholly rolled.
+    FOR lvl IN REVERSE cardinality(widths) - 1 .. 1 LOOP
+        w := widths[lvl] * interval '1 minute';
+        FOR blk IN SELECT generate_series(traceprof.time_floor(lo, w), hi - interval '1 minute', w) LOOP
+            DELETE FROM traceprof.cohort_rollup WHERE minutes = widths[lvl] AND minute = blk;
+            IF (SELECT st.rolled FROM traceprof.cohort_rollup_state st) @> tstzrange(blk, blk + w) THEN
+                INSERT INTO traceprof.cohort_rollup
+                SELECT blk, widths[lvl], c.service, c.route_id, c.status_code, c.duration_bucket, c.function_id,
+                       sum(c.requests), sum(c.sampled_requests), sum(c.samples),
+                       sum(c.sum_w), sum(c.sum_ww), sum(c.sum_wt), sum(c.sum_s), sum(c.sum_ss), sum(c.sum_st)
+                FROM traceprof.cohort_rollup c
+                WHERE c.minutes = widths[lvl + 1] AND c.minute >= blk AND c.minute < blk + w
+                GROUP BY c.service, c.route_id, c.status_code, c.duration_bucket, c.function_id;
+            END IF;
+        END LOOP;
     END LOOP;
     RETURN (extract(epoch FROM hi - lo) / 60)::integer;
 END $$;
@@ -623,6 +635,51 @@ END $$;
 -- ---------------------------------------------------------------------
 -- Comparing.
 
+-- The rollup blocks whose signed sum covers [lo, hi) (minute-aligned, all
+-- rolled): whole blocks of the coarsest length that fits, then finer ones
+-- at the ends. An end that covers more than half of a wholly rolled block
+-- takes that block and subtracts the rest (sign -1), so at most half a
+-- block of each length is read at each end. rolled is the rolled time.
+CREATE FUNCTION traceprof._rollup_blocks(
+    lo timestamptz, hi timestamptz, rolled tstzmultirange, sgn integer DEFAULT 1, lvl integer DEFAULT 1)
+RETURNS TABLE (block_minutes smallint, block_start timestamptz, block_sign integer)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    widths smallint[] := traceprof.rollup_block_minutes();
+    w interval := widths[lvl] * interval '1 minute';
+    a timestamptz := traceprof.time_ceil(lo, w);
+    b timestamptz := traceprof.time_floor(hi, w);
+    parts tstzrange[];
+    p tstzrange;
+    blk timestamptz;
+BEGIN
+    IF lo >= hi THEN
+        RETURN;
+    END IF;
+    IF lvl = cardinality(widths) OR a > b THEN
+        -- finest level, or [lo, hi) inside one block of this length
+        parts := ARRAY[tstzrange(lo, hi)];
+    ELSE
+        RETURN QUERY SELECT widths[lvl], g, sgn FROM generate_series(a, b - w, w) g;
+        parts := ARRAY[tstzrange(lo, a), tstzrange(b, hi)];
+    END IF;
+    IF lvl = cardinality(widths) THEN
+        RETURN QUERY SELECT widths[lvl], g, sgn FROM generate_series(lo, hi - w, w) g;
+        RETURN;
+    END IF;
+    FOREACH p IN ARRAY parts LOOP
+        CONTINUE WHEN isempty(p);
+        blk := traceprof.time_floor(lower(p), w);
+        IF upper(p) - lower(p) > w / 2 AND rolled @> tstzrange(blk, blk + w) THEN
+            RETURN QUERY SELECT widths[lvl], blk, sgn;
+            RETURN QUERY SELECT * FROM traceprof._rollup_blocks(blk, lower(p), rolled, -sgn, lvl + 1);
+            RETURN QUERY SELECT * FROM traceprof._rollup_blocks(upper(p), blk + w, rolled, -sgn, lvl + 1);
+        ELSE
+            RETURN QUERY SELECT * FROM traceprof._rollup_blocks(lower(p), upper(p), rolled, sgn, lvl + 1);
+        END IF;
+    END LOOP;
+END $$;
+
 -- The summed moments of both cohorts: per function_id (NULL: the totals)
 -- the request counts and the moments of cohort a and of cohort b, from the
 -- rollup where it covers the cohort exactly and from
@@ -649,8 +706,10 @@ DECLARE
     part_a int8multirange;
     part_b int8multirange;
     covered tstzmultirange := '{}';
-    covered_hours tstzmultirange := '{}';
     uncovered tstzmultirange;
+    blk_minutes smallint[];
+    blk_start timestamptz[];
+    blk_sign integer[];
     job_cohort text[] := '{}';
     job_from timestamptz[] := '{}';
     job_until timestamptz[] := '{}';
@@ -679,13 +738,13 @@ BEGIN
         covered := (SELECT st.rolled FROM traceprof.cohort_rollup_state st)
                    * tstzmultirange(tstzrange(traceprof.time_ceil(from_time), traceprof.time_floor(until_time)));
     END IF;
-    -- Whole hours of that are read from the hour rows.
-    FOR r IN SELECT unnest(covered) LOOP
-        IF traceprof.time_ceil(lower(r), '1 hour') < traceprof.time_floor(upper(r), '1 hour') THEN
-            covered_hours := covered_hours + tstzmultirange(tstzrange(
-                traceprof.time_ceil(lower(r), '1 hour'), traceprof.time_floor(upper(r), '1 hour')));
-        END IF;
-    END LOOP;
+    -- The rollup blocks that add up to it.
+    SELECT coalesce(array_agg(x.block_minutes), '{}'), coalesce(array_agg(x.block_start), '{}'),
+           coalesce(array_agg(x.block_sign), '{}')
+      INTO blk_minutes, blk_start, blk_sign
+      FROM unnest(covered) AS cr(piece),
+           LATERAL traceprof._rollup_blocks(lower(cr.piece), upper(cr.piece),
+                                            (SELECT st.rolled FROM traceprof.cohort_rollup_state st)) x;
     uncovered := tstzmultirange(tstzrange(from_time, until_time)) - covered;
     -- The exact path's jobs: uncovered time for all of a cohort's
     -- durations, covered time for the cut buckets only.
@@ -712,21 +771,22 @@ BEGIN
 
     RETURN QUERY EXECUTE $q$
     WITH rolled AS (
-        SELECT x.function_id, x.in_a, x.in_b, x.requests, x.sampled_requests, x.samples,
-               x.sum_w, x.sum_ww, x.sum_wt, x.sum_s, x.sum_ss, x.sum_st
-        FROM (SELECT c.*,
+        SELECT x.function_id, x.in_a, x.in_b,
+               x.sign * x.requests AS requests, x.sign * x.sampled_requests AS sampled_requests,
+               x.sign * x.samples AS samples, x.sign * x.sum_w AS sum_w, x.sign * x.sum_ww AS sum_ww,
+               x.sign * x.sum_wt AS sum_wt, x.sign * x.sum_s AS sum_s, x.sign * x.sum_ss AS sum_ss,
+               x.sign * x.sum_st AS sum_st
+        FROM (SELECT c.*, b.sign,
                      c.duration_bucket = ANY ($5)
                        AND ($6::int4multirange IS NULL OR c.status_code::integer <@ $6::int4multirange)
                        AND ($7::bigint[] IS NULL OR c.route_id = ANY ($7)) AS in_a,
                      c.duration_bucket = ANY ($8)
                        AND ($9::int4multirange IS NULL OR c.status_code::integer <@ $9::int4multirange)
                        AND ($10::bigint[] IS NULL OR c.route_id = ANY ($10)) AS in_b
-              FROM traceprof.cohort_rollup c
-              WHERE c.service = $1
-                AND c.minute >= lower($2::tstzmultirange) AND c.minute < upper($2::tstzmultirange)
-                AND CASE c.minutes WHEN 60 THEN c.minute <@ $15::tstzmultirange
-                                   ELSE c.minute <@ $16::tstzmultirange END
-                AND ($4 OR c.function_id IS NULL)) x
+              FROM unnest($2::smallint[], $15::timestamptz[], $16::integer[]) AS b(minutes, start, sign)
+              JOIN traceprof.cohort_rollup c
+                ON c.service = $1 AND c.minutes = b.minutes AND c.minute = b.start
+              WHERE $4 OR c.function_id IS NULL) x
         WHERE x.in_a OR x.in_b
     ), raw AS (
         SELECT m.function_id, j.cohort = 'a' AS in_a, j.cohort = 'b' AS in_b,
@@ -741,21 +801,38 @@ BEGIN
              $4) m
     ), parts AS (
         SELECT * FROM rolled UNION ALL SELECT * FROM raw
+    ), summed AS (
+        SELECT p.function_id,
+               sum(p.requests) FILTER (WHERE p.in_a)::bigint AS a_requests,
+               sum(p.sampled_requests) FILTER (WHERE p.in_a)::bigint AS a_sampled,
+               sum(p.samples) FILTER (WHERE p.in_a)::bigint AS a_samples,
+               sum(p.sum_w) FILTER (WHERE p.in_a) AS a_w, sum(p.sum_ww) FILTER (WHERE p.in_a) AS a_ww,
+               sum(p.sum_wt) FILTER (WHERE p.in_a) AS a_wt, sum(p.sum_s) FILTER (WHERE p.in_a) AS a_s,
+               sum(p.sum_ss) FILTER (WHERE p.in_a) AS a_ss, sum(p.sum_st) FILTER (WHERE p.in_a) AS a_st,
+               sum(p.requests) FILTER (WHERE p.in_b)::bigint AS b_requests,
+               sum(p.sampled_requests) FILTER (WHERE p.in_b)::bigint AS b_sampled,
+               sum(p.samples) FILTER (WHERE p.in_b)::bigint AS b_samples,
+               sum(p.sum_w) FILTER (WHERE p.in_b) AS b_w, sum(p.sum_ww) FILTER (WHERE p.in_b) AS b_ww,
+               sum(p.sum_wt) FILTER (WHERE p.in_b) AS b_wt, sum(p.sum_s) FILTER (WHERE p.in_b) AS b_s,
+               sum(p.sum_ss) FILTER (WHERE p.in_b) AS b_ss, sum(p.sum_st) FILTER (WHERE p.in_b) AS b_st
+        FROM parts p
+        GROUP BY p.function_id
     )
-    SELECT p.function_id,
-           sum(p.requests) FILTER (WHERE p.in_a)::bigint, sum(p.sampled_requests) FILTER (WHERE p.in_a)::bigint,
-           sum(p.samples) FILTER (WHERE p.in_a)::bigint,
-           sum(p.sum_w) FILTER (WHERE p.in_a), sum(p.sum_ww) FILTER (WHERE p.in_a), sum(p.sum_wt) FILTER (WHERE p.in_a),
-           sum(p.sum_s) FILTER (WHERE p.in_a), sum(p.sum_ss) FILTER (WHERE p.in_a), sum(p.sum_st) FILTER (WHERE p.in_a),
-           sum(p.requests) FILTER (WHERE p.in_b)::bigint, sum(p.sampled_requests) FILTER (WHERE p.in_b)::bigint,
-           sum(p.samples) FILTER (WHERE p.in_b)::bigint,
-           sum(p.sum_w) FILTER (WHERE p.in_b), sum(p.sum_ww) FILTER (WHERE p.in_b), sum(p.sum_wt) FILTER (WHERE p.in_b),
-           sum(p.sum_s) FILTER (WHERE p.in_b), sum(p.sum_ss) FILTER (WHERE p.in_b), sum(p.sum_st) FILTER (WHERE p.in_b)
-    FROM parts p
-    GROUP BY p.function_id
-    $q$ USING service, covered, traceprof.service_sources(service), coalesce(with_functions, true),
+    -- Subtracted blocks leave rounding residue where nothing remains: the
+    -- request counts are exact, so they decide.
+    SELECT s.function_id, s.a_requests, s.a_sampled, s.a_samples,
+           CASE WHEN s.a_sampled > 0 THEN s.a_w END, CASE WHEN s.a_sampled > 0 THEN s.a_ww END,
+           CASE WHEN s.a_sampled > 0 THEN s.a_wt END, CASE WHEN s.a_sampled > 0 THEN s.a_s END,
+           CASE WHEN s.a_sampled > 0 THEN s.a_ss END, CASE WHEN s.a_sampled > 0 THEN s.a_st END,
+           s.b_requests, s.b_sampled, s.b_samples,
+           CASE WHEN s.b_sampled > 0 THEN s.b_w END, CASE WHEN s.b_sampled > 0 THEN s.b_ww END,
+           CASE WHEN s.b_sampled > 0 THEN s.b_wt END, CASE WHEN s.b_sampled > 0 THEN s.b_s END,
+           CASE WHEN s.b_sampled > 0 THEN s.b_ss END, CASE WHEN s.b_sampled > 0 THEN s.b_st END
+    FROM summed s
+    WHERE s.function_id IS NULL OR s.a_sampled > 0 OR s.b_sampled > 0
+    $q$ USING service, blk_minutes, traceprof.service_sources(service), coalesce(with_functions, true),
               fast_a, fa.statuses, fa.route_ids, fast_b, fb.statuses, fb.route_ids,
-              job_cohort, job_from, job_until, job_durs, covered_hours, covered - covered_hours;
+              job_cohort, job_from, job_until, job_durs, blk_start, blk_sign;
 END $fn$;
 
 -- How much data backs a comparison: per cohort ('a', 'b') the requests

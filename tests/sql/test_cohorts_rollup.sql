@@ -163,3 +163,38 @@ SELECT t.ok((SELECT requests FROM traceprof.cohort_sizes('edge', '2024-07-01 11:
             'late request not in the rollup yet');
 SELECT traceprof.refresh_rollups_range('2024-07-01 11:03+00', '2024-07-01 11:04+00');
 SELECT pg_temp.all_cases('after late data');
+
+-- _rollup_blocks: the signed blocks add up to exactly the range, minute by
+-- minute, and read at most half a block of each length at each end.
+CREATE FUNCTION pg_temp.check_blocks(lo timestamptz, hi timestamptz, rolled tstzmultirange, max_blocks integer)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    bad timestamptz;
+    n integer;
+BEGIN
+    SELECT m INTO bad
+    FROM generate_series(lo - interval '2 hours', hi + interval '2 hours', interval '1 minute') m
+    LEFT JOIN traceprof._rollup_blocks(lo, hi, rolled) b
+           ON m >= b.block_start AND m < b.block_start + b.block_minutes * interval '1 minute'
+    GROUP BY m
+    HAVING coalesce(sum(b.block_sign), 0) <> CASE WHEN m >= lo AND m < hi THEN 1 ELSE 0 END
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'FAIL blocks for % .. %: minute % covered wrongly', lo, hi, bad;
+    END IF;
+    SELECT count(*) INTO n FROM traceprof._rollup_blocks(lo, hi, rolled);
+    IF n > max_blocks THEN
+        RAISE EXCEPTION 'FAIL blocks for % .. %: % blocks, expected at most %', lo, hi, n, max_blocks;
+    END IF;
+END $$;
+SELECT pg_temp.check_blocks('2024-07-01 10:07+00', '2024-07-01 11:52+00', '{[2024-07-01 10:00+00, 2024-07-01 12:00+00)}', 10);
+SELECT pg_temp.check_blocks('2024-07-01 10:07+00', '2024-07-01 11:52+00', '{[2024-07-01 10:05+00, 2024-07-01 11:55+00)}', 30);
+SELECT pg_temp.check_blocks('2024-07-01 09:00+00', '2024-07-01 14:00+00', '{[2024-07-01 00:00+00, 2024-07-02 00:00+00)}', 5);
+SELECT pg_temp.check_blocks('2024-07-01 10:03+00', '2024-07-01 10:04+00', '{[2024-07-01 00:00+00, 2024-07-02 00:00+00)}', 1);
+SELECT pg_temp.check_blocks('2024-07-01 10:01+00', '2024-07-01 10:59+00', '{[2024-07-01 00:00+00, 2024-07-02 00:00+00)}', 5);
+SELECT pg_temp.check_blocks('2024-07-01 10:16+00', '2024-07-01 10:44+00', '{[2024-07-01 00:00+00, 2024-07-02 00:00+00)}', 12);
+SELECT t.eq((SELECT array_agg(block_minutes || '@' || to_char(block_start AT TIME ZONE 'UTC', 'HH24:MI') || ':' || block_sign
+                              ORDER BY block_start, block_minutes DESC)
+             FROM traceprof._rollup_blocks('2024-07-01 10:01+00', '2024-07-01 10:59+00',
+                                           '{[2024-07-01 00:00+00, 2024-07-02 00:00+00)}')),
+            '{60@10:00:1,1@10:00:-1,1@10:59:-1}'::text[], 'an hour less two minutes');
