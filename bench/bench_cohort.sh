@@ -105,6 +105,8 @@ rows=$(
 top=$(sql -F ' | ' -c "SELECT function, round(a_share::numeric, 3), round(b_share::numeric, 3), round(delta::numeric, 3),
                               to_char(p_value, '9.9EEEE')
                        FROM traceprof.compare_cohorts('checkout', '$from', '$until', '$slow', '$fast') LIMIT 3")
+sizes_out=$(sql -F ' | ' -c "SELECT cohort, requests, sampled_requests, samples, round(cpu_ms)
+                             FROM traceprof.cohort_sizes('checkout', '$from', '$until', '$slow', '$fast')")
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 pgv=$(sql -c "SHOW server_version" | cut -d' ' -f1)
 per_hour=$(awk -v ms="$refresh_ms" -v m="$minutes" 'BEGIN { printf "%.1f", ms / 1000 * 60 / m }')
@@ -123,6 +125,12 @@ cat <<EOF
 | query (one hour of checkout) | median ms | min ms | max ms | runs |
 |---|---|---|---|---|
 $rows
+
+cohort_sizes of slow vs fast (cohort, requests, sampled_requests, samples, cpu_ms):
+
+\`\`\`
+$sizes_out
+\`\`\`
 
 Top of slow vs fast (function, a_share, b_share, delta, p):
 

@@ -617,8 +617,8 @@ END $$;
 
 -- Rolls up every complete minute not rolled yet, from the oldest request to
 -- until_time (default: now() minus config 'rollup_settle', which leaves time
--- for late spans and samples). Call it every minute or so (cron, pg_cron).
--- Returns the number of minutes rolled.
+-- for late spans and samples; never past the current minute). Call it
+-- every minute or so (cron, pg_cron). Returns the number of minutes rolled.
 CREATE FUNCTION traceprof.refresh_rollups(until_time timestamptz DEFAULT NULL)
 RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -631,6 +631,7 @@ DECLARE
 BEGIN
     hi := traceprof.time_floor(coalesce(until_time,
               now() - (SELECT value::interval FROM traceprof.config WHERE key = 'rollup_settle')));
+    hi := least(hi, traceprof.time_floor(now()));  -- a minute still running is not complete
     -- The oldest request: one index probe per source.
     SELECT traceprof.time_floor(min(x.first))
       INTO lo
@@ -736,6 +737,11 @@ BEGIN
         RAISE EXCEPTION 'cohorts of service % need a time range with from_time before until_time, got % .. %',
             coalesce(quote_literal(service), 'NULL'), from_time, until_time
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(traceprof.service_sources(service)) = 0 THEN
+        RAISE EXCEPTION 'unknown service "%"', left(service, 200)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'services are those of traceprof.sources: SELECT DISTINCT service FROM traceprof.sources';
     END IF;
     -- Duration buckets wholly inside each cohort's range come from the
     -- rollup; the parts of buckets its bounds cut through do not.

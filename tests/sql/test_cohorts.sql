@@ -219,6 +219,10 @@ SELECT t.raises($$SELECT * FROM traceprof.cohort_sizes('shop', now() - interval 
                 'cohort_b must be a JSON object', 'spec not an object');
 SELECT t.raises($$SELECT * FROM traceprof.cohort_sizes('shop', now(), now() - interval '1 hour', '{}', '{}')$$,
                 'from_time before until_time', 'reversed time range');
+SELECT t.raises($$SELECT * FROM traceprof.compare_cohorts('shopp', now() - interval '1 hour', now(), '{}', '{}')$$,
+                'unknown service "shopp"', 'unknown service');
+SELECT t.raises($$SELECT * FROM traceprof.compare_cohorts('shop''; DROP TABLE traceprof.samples; --', now() - interval '1 hour', now(), '{}', '{}')$$,
+                'unknown service', 'injection in the service');
 
 -- Injection attempts are errors or literal no-matches; nothing runs.
 SELECT t.raises($$SELECT * FROM traceprof.cohort_sizes('shop', now() - interval '1 hour', now(), '{"min_duration": "1s''; DROP TABLE traceprof.requests; --"}', '{}')$$,
