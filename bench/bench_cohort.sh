@@ -119,7 +119,7 @@ cat <<EOF
 - command: \`bench/bench_cohort.sh\` (MINUTES=$minutes RATE=$rate RUNS=$runs RAW_RUNS=$raw_runs)
 - data: $minutes minutes of service checkout at $rate requests/s ($svc_requests requests) plus service inventory at a fifth of that
   as background ($all_requests requests in all); $tagged_samples samples tagged with a request, $sample_rows samples rows; generated in ${gen_s} s
-- rollup: refresh_rollups_range over the $minutes minutes (both services) took $((refresh_ms / 1000)).$(((refresh_ms % 1000) / 100)) s,
+- rollup: refresh_rollups_range over the $minutes minutes (both services) took $(awk -v ms="$refresh_ms" 'BEGIN { printf "%.1f", ms / 1000 }') s,
   that is $per_hour s per hour of data; $rollup_counts, $rollup_size
 
 | query (one hour of checkout) | median ms | min ms | max ms | runs |

@@ -16,16 +16,16 @@
 --
 -- Workload: one service at 1,000 requests/s is 3.6 M requests an hour, of
 -- which a few percent have a sample at 19 Hz. Joining requests to samples
--- and expanding stacks costs about half a second per minute of such a
--- service; reading the rollup of an hour costs a fraction of a second. The
+-- and expanding stacks costs about a quarter of a second per minute of such
+-- a service; reading the rollup of an hour costs tens of milliseconds. The
 -- rollup is keyed by (minute, service, route_id, status_code, duration
 -- bucket), the duration buckets following a 1-2-5 series, so a cohort whose
 -- bounds lie on the series is a set of whole rollup rows; 10- and 60-minute
--- blocks summed from the minutes keep long ranges cheap. Whatever the rollup does not cover
--- exactly (minutes not yet rolled, partial minutes at the ends of the time
--- range, duration buckets cut by a bound off the series) is computed from
--- the raw tables by the same SQL that builds the rollup
--- (traceprof._cohort_moments), so both paths give the same numbers.
+-- blocks summed from the minutes keep long ranges cheap. Whatever the
+-- rollup does not cover exactly (minutes not yet rolled, partial minutes at
+-- the ends of the time range, duration buckets cut by a bound off the
+-- series) is computed from the raw tables by the same SQL that builds the
+-- rollup (traceprof._cohort_moments), so both paths give the same numbers.
 
 INSERT INTO traceprof.config (key, value, description) VALUES
     ('request_sample_window', '1 minute',
