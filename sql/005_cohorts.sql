@@ -206,7 +206,9 @@ CREATE TABLE traceprof.cohort_rollup (
     sum_ss           double precision,      -- function row: sum of s_i^2
     sum_st           double precision       -- function row: sum of s_i * t_i
 ) PARTITION BY RANGE (minute);
-CREATE INDEX cohort_rollup_block_idx ON traceprof.cohort_rollup (service, minutes, minute);
+-- Queries look up (service, block); refreshes delete and sum blocks of
+-- every service by time, so time leads.
+CREATE INDEX cohort_rollup_block_idx ON traceprof.cohort_rollup (minutes, minute, service);
 
 -- The block lengths, coarsest first; each divides the one before it.
 CREATE FUNCTION traceprof.rollup_block_minutes() RETURNS smallint[]
