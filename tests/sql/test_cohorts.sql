@@ -173,6 +173,10 @@ SELECT t.eq(pg_temp.n_requests('{"min_duration": "1.5s"}'), 3::bigint, 'min_dura
 SELECT t.eq(pg_temp.n_requests('{"max_duration": 50}'), 3::bigint, 'max_duration exclusive, number = ms');
 SELECT t.eq(pg_temp.n_requests('{"min_duration": "20000us", "max_duration": "0.08s"}'), 2::bigint, 'us and s');
 SELECT t.eq(pg_temp.n_requests('{"min_duration": "0.02m"}'), 4::bigint, 'minutes: 0.02m = 1.2 s');
+SELECT t.eq(pg_temp.n_requests('{"max_duration": "5001us"}'), 1::bigint, 'microseconds');
+SELECT t.eq(pg_temp.n_requests('{"max_duration": "5001µs"}'), 1::bigint, 'microseconds as µs');
+SELECT t.eq(pg_temp.n_requests('{"min_duration": "0.0005h"}'), 2::bigint, 'hours: 0.0005h = 1.8 s');
+SELECT t.eq(pg_temp.n_requests('{"min_duration": " 2 s "}'), 2::bigint, 'spaces around and inside');
 SELECT t.eq(pg_temp.n_requests('{"route": "/checkout", "method": "get"}'), 7::bigint, 'route and method');
 SELECT t.eq(pg_temp.n_requests('{"method": ["POST", "PUT"]}'), 3::bigint, 'method list');
 
