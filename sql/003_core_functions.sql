@@ -33,6 +33,24 @@ END $$;
 CREATE TRIGGER stacks_fill_function_ids BEFORE INSERT ON traceprof.stacks
     FOR EACH ROW EXECUTE FUNCTION traceprof._stacks_fill_function_ids();
 
+-- Every distinct (stack, function) of the given stacks, and whether the
+-- function is the stack's leaf. A function that recurs in a stack is one row
+-- (recursion counts once). Stacks missing from the dictionary read as the
+-- unknown function 0. The one definition of "the functions of a stack" that
+-- every analysis uses.
+-- Planned on its own (the SET keeps it from being inlined): a few thousand
+-- stacks are index lookups, whatever the calling query's settings.
+CREATE FUNCTION traceprof.stack_functions(stack_ids bigint[])
+RETURNS TABLE (stack_id bigint, function_id bigint, is_leaf boolean)
+LANGUAGE sql STABLE PARALLEL SAFE SET enable_nestloop = on AS $$
+    SELECT d.s, x.fn, bool_or(x.ord = cardinality(fns.ids))
+    FROM (SELECT DISTINCT u.s FROM unnest(stack_ids) AS u(s)) d
+    LEFT JOIN traceprof.stacks st ON st.stack_id = d.s
+    CROSS JOIN LATERAL (SELECT coalesce(st.function_ids, ARRAY[0::bigint]) AS ids) fns
+    CROSS JOIN LATERAL unnest(fns.ids) WITH ORDINALITY AS x(fn, ord)
+    GROUP BY d.s, x.fn
+$$;
+
 -- stack_ids[i] has weights[i] (duplicates allowed; they add up).
 CREATE FUNCTION traceprof.stack_function_weights(stack_ids bigint[], weights double precision[])
 RETURNS TABLE (function_id bigint, self_weight double precision, total_weight double precision)
@@ -41,21 +59,13 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         SELECT u.s, sum(u.w) AS w
         FROM unnest(stack_ids, weights) AS u(s, w)
         GROUP BY u.s
-    ), per_stack AS (
-        -- one row per (stack, distinct function): recursion counts once
-        SELECT sw.s, x.fn, max(sw.w) AS w,
-               bool_or(x.ord = cardinality(fns.ids)) AS is_leaf
-        FROM sw
-        LEFT JOIN traceprof.stacks st ON st.stack_id = sw.s
-        CROSS JOIN LATERAL (SELECT coalesce(st.function_ids, ARRAY[0::bigint]) AS ids) fns
-        CROSS JOIN LATERAL unnest(fns.ids) WITH ORDINALITY AS x(fn, ord)
-        GROUP BY sw.s, x.fn
     )
-    SELECT p.fn AS function_id,
-           coalesce(sum(p.w) FILTER (WHERE p.is_leaf), 0) AS self_weight,
-           sum(p.w) AS total_weight
-    FROM per_stack p
-    GROUP BY p.fn
+    SELECT sf.function_id,
+           coalesce(sum(sw.w) FILTER (WHERE sf.is_leaf), 0) AS self_weight,
+           sum(sw.w) AS total_weight
+    FROM sw
+    JOIN traceprof.stack_functions(stack_ids) sf ON sf.stack_id = sw.s
+    GROUP BY sf.function_id
 $$;
 
 -- Source ids of a service (all pods, nodes and builds).

@@ -463,7 +463,11 @@ LANGUAGE plpgsql STABLE
 -- The planner cannot estimate the CTEs (it guesses a handful of rows where
 -- there are 10^5) and then groups by sorting on eight keys, which costs
 -- twice what hashing does here. Nothing in this query needs an order.
+-- For the same reason, on partitions not analyzed yet, it joins requests
+-- to samples with a nested loop (thousands x thousands of rows, 0.5 s for
+-- ten minutes of a small service); these joins are always bulk, so hash.
 SET enable_sort = off
+SET enable_nestloop = off
 AS $fn$
 DECLARE
     slack interval := (SELECT value::interval FROM traceprof.config WHERE key = 'request_sample_window');
@@ -505,10 +509,9 @@ BEGIN
         FROM hits h
         GROUP BY 1, 2, 3, 4, 5, 6
     ), stack_functions AS MATERIALIZED (
-        -- each distinct stack's functions, by the rules of stack_function_weights
-        SELECT d.stack_id, w.function_id, w.self_weight > 0 AS is_self
-        FROM (SELECT DISTINCT stack_id FROM hits WHERE $7) d
-        CROSS JOIN LATERAL traceprof.stack_function_weights(ARRAY[d.stack_id], ARRAY[1.0::double precision]) w
+        -- each distinct stack's functions, expanded in one set
+        SELECT sf.stack_id, sf.function_id, sf.is_leaf AS is_self
+        FROM traceprof.stack_functions((SELECT array_agg(DISTINCT h.stack_id) FROM hits h WHERE $7)) sf
     ), per_function AS (
         -- f and s of each request and function, with the request's t. A
         -- request with one distinct stack (most, at 19 Hz) needs no summing:

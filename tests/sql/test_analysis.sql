@@ -250,6 +250,7 @@ SELECT t.eq((SELECT jsonb_path_query_array(j, '$.services[*].service') FROM j),
 SELECT t.eq((SELECT (j->'services'->0) - 'spans' - 'hotspots' FROM j),
             '{"service": "payment-svc", "span_ms": 5500.0, "cpu_ms": 5366.3, "samples": 426,
               "mostly_waiting": false,
+              "hot_path": [{"function": "validateSignature", "total_pct": 93.2, "total_cpu_ms": 5000.0}],
               "verdict": "payment-svc: 5500 ms span, validateSignature 93 % (5000 ms CPU)"}'::jsonb,
             'payment-svc summary');
 SELECT t.eq((SELECT j->'services'->0->'spans' FROM j),
@@ -273,13 +274,15 @@ SELECT t.eq((SELECT j->'services'->1->'spans' FROM j), '[]'::jsonb, 'worker-svc 
 SELECT t.eq((SELECT j->'services'->1->'mostly_waiting' FROM j), 'null'::jsonb, 'no span: waiting unknown');
 SELECT t.eq((SELECT (j->'services'->3) - 'spans' FROM j),
             '{"service": "gateway", "span_ms": 5800.0, "cpu_ms": 0, "samples": 0, "mostly_waiting": null,
-              "hotspots": [], "verdict": "gateway: 5800 ms span, no CPU samples"}'::jsonb,
+              "hotspots": [], "hot_path": [], "verdict": "gateway: 5800 ms span, no CPU samples"}'::jsonb,
             'gateway: span without samples');
 SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000e')->>'verdict',
             'payment-svc: 2 spans, 300 ms, handlePayment 100 % (105 ms CPU); '
             '[unknown]: no span, handlePayment 100 % (53 ms CPU)', 'summary with two spans of a service');
 SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000d')->>'verdict',
-            'worker-svc: no span, consume 86 % (1000 ms CPU)', 'summary of a trace without spans');
+            -- main;consume 1000 + main;consume;poll 52.63 of 1157.89 ms: consume holds 90.9 %
+            -- (main, at 95 %, is an entry point and never the answer)
+            'worker-svc: no span, consume 91 % (1053 ms CPU)', 'summary of a trace without spans');
 SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000d')->'start', 'null'::jsonb,
             'no spans: no start');
 SELECT t.eq(traceprof.trace_summary('00000000000000000000000000000063'), NULL::jsonb,
@@ -338,3 +341,38 @@ SELECT t.eq(traceprof.trace_summary('0000000000000000000000000000000b')->>'verdi
 SELECT t.ok(to_regclass('traceprof.samples') IS NOT NULL AND to_regclass('traceprof.requests') IS NOT NULL
             AND to_regclass('traceprof.routes') IS NOT NULL, 'tables still exist');
 SELECT t.eq((SELECT count(*) FROM traceprof.samples), (SELECT n FROM before), 'samples untouched');
+
+-- hot_path and the verdict of a deep chain. Stacks (root first) and CPU ms:
+--   main;serve;verify;rsa;modexp  60
+--   main;serve;verify;rsa;mul     20
+--   main;serve;log                15
+--   main;gc                        5       total 100
+-- Heaviest path: main 100, serve 95, verify 80, rsa 80, modexp 60.
+INSERT INTO traceprof.functions (function_id, name, module) VALUES
+    (9001, 'main', 'h'), (9002, 'serve', 'h'), (9003, 'verify', 'h'), (9004, 'rsa', 'h'),
+    (9005, 'modexp', 'h'), (9006, 'mul', 'h'), (9007, 'log', 'h'), (9008, 'gc', 'h');
+INSERT INTO traceprof.frames (frame_id, function_id)
+SELECT function_id + 100000, function_id FROM traceprof.functions WHERE function_id BETWEEN 9001 AND 9008;
+INSERT INTO traceprof.stacks (stack_id, frame_ids) VALUES
+    (9101, '{109001,109002,109003,109004,109005}'), (9102, '{109001,109002,109003,109004,109006}'),
+    (9103, '{109001,109002,109007}'), (9104, '{109001,109008}');
+SELECT t.eq((SELECT array_agg(function_id ORDER BY depth) FROM traceprof.hot_path('{9101,9102,9103,9104}', '{60,20,15,5}')),
+            '{9001,9002,9003,9004,9005}'::bigint[], 'hot path follows the heaviest child');
+SELECT t.eq((SELECT array_agg(round(share::numeric, 2) ORDER BY depth) FROM traceprof.hot_path('{9101,9102,9103,9104}', '{60,20,15,5}')),
+            '{1.00,0.95,0.80,0.80,0.60}'::numeric[], 'hot path shares');
+SELECT t.eq((SELECT count(*) FROM traceprof.hot_path('{}', '{}')), 0::bigint, 'empty input, empty path');
+-- A trace with exactly these samples (1 sample = 1000/hz ms at 20 Hz = 50 ms: weights 60:20:15:5 as 12:4:3:1 samples).
+INSERT INTO traceprof.sources (source_id, service) VALUES (9200, 'deep-svc');
+INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, duration_us, status_code)
+VALUES ('2030-01-02 11:00:00+00', 9200, t.tid(9300), 1, 2000000, 200);
+INSERT INTO traceprof.samples (bucket, source_id, trace_id, span_id, hz, stacks, counts)
+VALUES ('2030-01-02 11:00:00+00', 9200, t.tid(9300), 1, 20, '{9101,9102,9103,9104}', '{12,4,3,1}');
+SELECT t.eq(traceprof.trace_summary(traceprof.trace_id_text(t.tid(9300)))->>'verdict',
+            'deep-svc: 2000 ms span, serve 95 % (950 ms CPU) → modexp 60 %',
+            'verdict names where the CPU narrows and the deepest function holding half of it');
+SELECT t.eq(traceprof.trace_summary(traceprof.trace_id_text(t.tid(9300)))->'services'->0->'hot_path',
+            '[{"function": "serve", "total_pct": 95.0, "total_cpu_ms": 950.0},
+              {"function": "verify", "total_pct": 80.0, "total_cpu_ms": 800.0},
+              {"function": "rsa", "total_pct": 80.0, "total_cpu_ms": 800.0},
+              {"function": "modexp", "total_pct": 60.0, "total_cpu_ms": 600.0}]'::jsonb,
+            'hot_path in the summary');
