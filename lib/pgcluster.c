@@ -390,28 +390,54 @@ static int absolute_dir(const char *dir, char *out, bool create)
 	return 0;
 }
 
+/* A cluster directory resolved for running pg_ctl on it. */
+struct cluster {
+	char abs[PATH_MAX];	/* absolute cluster directory */
+	char datadir[PATH_MAX]; /* its data/ (PGDATA) */
+	struct runas ra;	/* the user the server runs as */
+};
+
+static int cluster_resolve(const char *dir, struct cluster *c)
+{
+	int rc = absolute_dir(dir, c->abs, false);
+
+	if (rc)
+		return rc;
+	if (path_join(c->datadir, sizeof(c->datadir), c->abs, "data"))
+		return -ENAMETOOLONG;
+	return resolve_runas(&c->ra);
+}
+
+/* Runs pg_ctl; on failure says what failed and quotes the server log. */
+static int run_pg_ctl(const struct cluster *c, const char *what, char *const argv[])
+{
+	int rc = run_tool(c->abs, &c->ra, argv);
+
+	if (rc != 0) {
+		log_error("PostgreSQL in %s did not %s (pg_ctl exit %d)", c->abs, what, rc);
+		quote_log_tail(c->abs);
+		return rc < 0 ? rc : -EIO;
+	}
+	return 0;
+}
+
 int pgcluster_status(const char *dir)
 {
-	char abs[PATH_MAX];
-	char datadir[PATH_MAX];
-	struct runas ra;
+	char version[PATH_MAX];
+	struct cluster c;
 	int rc;
 
-	rc = absolute_dir(dir, abs, false);
+	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	if (path_join(datadir, sizeof(datadir), abs, "data/PG_VERSION"))
+	if (path_join(version, sizeof(version), c.datadir, "PG_VERSION"))
 		return -ENAMETOOLONG;
-	if (!file_exists(datadir))
+	if (!file_exists(version))
 		return -ENOENT;
-	datadir[strlen(datadir) - strlen("/PG_VERSION")] = '\0';
-	rc = resolve_runas(&ra);
-	if (rc)
-		return rc;
 	{
-		char *argv[] = {"pg_ctl", "status", "-D", datadir, NULL};
+		char *argv[] = {"pg_ctl", "status", "-D", c.datadir, NULL};
 
-		rc = run_tool(abs, &ra, argv);
+		rc = run_tool(c.abs, &c.ra, argv);
 	}
 	if (rc == 0)
 		return 1;
@@ -422,10 +448,8 @@ int pgcluster_status(const char *dir)
 
 int pgcluster_start(const char *dir)
 {
-	char abs[PATH_MAX];
-	char datadir[PATH_MAX];
 	char logpath[PATH_MAX];
-	struct runas ra;
+	struct cluster c;
 	int rc;
 
 	rc = pgcluster_status(dir);
@@ -435,59 +459,36 @@ int pgcluster_start(const char *dir)
 		log_error("no PostgreSQL cluster in %s; create one first", dir);
 	if (rc < 0)
 		return rc;
-	rc = absolute_dir(dir, abs, false);
+	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	rc = resolve_runas(&ra);
-	if (rc)
-		return rc;
-	if (path_join(datadir, sizeof(datadir), abs, "data") ||
-	    path_join(logpath, sizeof(logpath), abs, "postgres.log"))
+	if (path_join(logpath, sizeof(logpath), c.abs, "postgres.log"))
 		return -ENAMETOOLONG;
 	{
-		char *argv[] = {"pg_ctl", "start", "-w", "-t",	  "120",
-				"-D",	  datadir, "-l", logpath, NULL};
+		char *argv[] = {"pg_ctl", "start",   "-w", "-t",    "120",
+				"-D",	  c.datadir, "-l", logpath, NULL};
 
-		rc = run_tool(abs, &ra, argv);
+		return run_pg_ctl(&c, "start", argv);
 	}
-	if (rc != 0) {
-		log_error("PostgreSQL did not start in %s (pg_ctl exit %d)", abs, rc);
-		quote_log_tail(abs);
-		return rc < 0 ? rc : -EIO;
-	}
-	return 0;
 }
 
 int pgcluster_stop(const char *dir)
 {
-	char abs[PATH_MAX];
-	char datadir[PATH_MAX];
-	struct runas ra;
+	struct cluster c;
 	int rc;
 
 	rc = pgcluster_status(dir);
 	if (rc <= 0)
 		return rc == 0 ? 0 : rc;
-	rc = absolute_dir(dir, abs, false);
+	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	rc = resolve_runas(&ra);
-	if (rc)
-		return rc;
-	if (path_join(datadir, sizeof(datadir), abs, "data"))
-		return -ENAMETOOLONG;
 	{
-		char *argv[] = {"pg_ctl", "stop", "-w", "-t",	 "120",
-				"-m",	  "fast", "-D", datadir, NULL};
+		char *argv[] = {"pg_ctl", "stop", "-w", "-t",	   "120",
+				"-m",	  "fast", "-D", c.datadir, NULL};
 
-		rc = run_tool(abs, &ra, argv);
+		return run_pg_ctl(&c, "stop", argv);
 	}
-	if (rc != 0) {
-		log_error("PostgreSQL in %s did not stop (pg_ctl exit %d)", abs, rc);
-		quote_log_tail(abs);
-		return rc < 0 ? rc : -EIO;
-	}
-	return 0;
 }
 
 int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len)
