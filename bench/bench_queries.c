@@ -69,10 +69,11 @@ int main(int argc, char **argv)
 		n = 10;
 	/* Random traces that have samples (a profile to compute). */
 	if (strcmp(pick, "slow") == 0)
-		snprintf(sql, sizeof(sql),
-			 "SELECT DISTINCT traceprof.trace_id_text(trace_id) FROM traceprof.requests "
-			 "TABLESAMPLE SYSTEM (5) WHERE duration_us > 1000000 LIMIT %d",
-			 n);
+		snprintf(
+		    sql, sizeof(sql),
+		    "SELECT DISTINCT traceprof.trace_id_text(trace_id) FROM traceprof.requests "
+		    "TABLESAMPLE SYSTEM (5) WHERE duration_us > 1000000 LIMIT %d",
+		    n);
 	else
 		snprintf(sql, sizeof(sql),
 			 "SELECT traceprof.trace_id_text(trace_id) FROM traceprof.samples "
