@@ -437,6 +437,16 @@ BEGIN
     RETURN f;
 END $$;
 
+-- traceprof.stack_functions planned on its own, with nested loops allowed:
+-- _cohort_moments runs with them off (its joins are bulk), but a few
+-- thousand stacks are best found by index lookups in the stacks table, not
+-- by reading all of it.
+CREATE FUNCTION traceprof._stack_functions_indexed(stack_ids bigint[])
+RETURNS TABLE (stack_id bigint, function_id bigint, is_leaf boolean)
+LANGUAGE sql STABLE SET enable_nestloop = on AS $$
+    SELECT * FROM traceprof.stack_functions(stack_ids)
+$$;
+
 -- ---------------------------------------------------------------------
 -- The per-request moments: the one piece of SQL behind both the rollup and
 -- the exact path of compare_cohorts. For the requests of source_ids that
@@ -511,7 +521,7 @@ BEGIN
     ), stack_functions AS MATERIALIZED (
         -- each distinct stack's functions, expanded in one set
         SELECT sf.stack_id, sf.function_id, sf.is_leaf AS is_self
-        FROM traceprof.stack_functions((SELECT array_agg(DISTINCT h.stack_id) FROM hits h WHERE $7)) sf
+        FROM traceprof._stack_functions_indexed((SELECT array_agg(DISTINCT h.stack_id) FROM hits h WHERE $7)) sf
     ), per_function AS (
         -- f and s of each request and function, with the request's t. A
         -- request with one distinct stack (most, at 19 Hz) needs no summing:
