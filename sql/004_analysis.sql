@@ -650,11 +650,19 @@ BEGIN
           LEFT JOIN traceprof.sources s ON s.source_id = r.source_id
           LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id
          WHERE r.trace_id = tid
+    ), stacks AS MATERIALIZED (
+        -- the trace's samples per service, read once for the profile and the hot path
+        SELECT t.service, array_agg(t.stack_id) AS ids, array_agg(t.samples) AS n,
+               array_agg(t.cpu_ms) AS ms
+          FROM traceprof._trace_stacks(tid, NULL) t
+         GROUP BY t.service
     ), prof AS (
-        SELECT p.*, row_number() OVER (PARTITION BY p.service
-                                       ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC,
-                                                p.function COLLATE "C") AS rank
-          FROM traceprof._trace_profile(tid, NULL) p
+        SELECT g.service, p.*,
+               row_number() OVER (PARTITION BY g.service
+                                  ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC,
+                                           p.function COLLATE "C") AS rank
+          FROM stacks g
+         CROSS JOIN LATERAL traceprof._function_profile(g.ids, g.n, g.ms) p
     ), hot AS (
         -- per service, the heaviest path below the point where it narrows
         SELECT h.service, jsonb_agg(jsonb_build_object(
@@ -673,11 +681,9 @@ BEGIN
                    FILTER (WHERE h.narrowed AND h.share >= 0.5))[1] AS deepest,
                count(*) FILTER (WHERE h.narrowed AND h.share >= 0.5) AS path_len
           -- the root level is skipped: entry points (main, thread starts) are never the answer
-          FROM (SELECT ts.service, hp.*, hp.depth > 1 AND hp.share < 0.9995 AS narrowed
-                  FROM (SELECT t.service, array_agg(t.stack_id) AS ids, array_agg(t.cpu_ms) AS ws
-                          FROM traceprof._trace_stacks(tid, NULL) t
-                         GROUP BY t.service) ts
-                 CROSS JOIN LATERAL traceprof.hot_path(ts.ids, ts.ws) hp) h
+          FROM (SELECT g.service, hp.*, hp.depth > 1 AND hp.share < 0.9995 AS narrowed
+                  FROM stacks g
+                 CROSS JOIN LATERAL traceprof.hot_path(g.ids, g.ms) hp) h
           LEFT JOIN traceprof.functions f ON f.function_id = h.function_id
          GROUP BY h.service
     ), cpu AS (
