@@ -33,6 +33,25 @@ END $$;
 CREATE TRIGGER stacks_fill_function_ids BEFORE INSERT ON traceprof.stacks
     FOR EACH ROW EXECUTE FUNCTION traceprof._stacks_fill_function_ids();
 
+-- Re-derives function_ids of stacks inserted before some of their frames
+-- (their unknown frames read as function 0, which no real function has).
+-- Returns how many stacks it mended; cheap when there is nothing to mend.
+CREATE FUNCTION traceprof.repair_stack_functions() RETURNS integer
+LANGUAGE sql AS $$
+    WITH mended AS (
+        UPDATE traceprof.stacks st
+           SET function_ids = (SELECT array_agg(coalesce(f.function_id, 0) ORDER BY x.ord)
+                                 FROM unnest(st.frame_ids) WITH ORDINALITY AS x(frame_id, ord)
+                                 LEFT JOIN traceprof.frames f ON f.frame_id = x.frame_id)
+         WHERE 0 = ANY (st.function_ids)
+           AND EXISTS (SELECT 1 FROM unnest(st.frame_ids) AS y(frame_id)
+                        JOIN traceprof.frames f ON f.frame_id = y.frame_id
+                        WHERE f.function_id <> 0
+                          AND st.function_ids[array_position(st.frame_ids, y.frame_id)] = 0)
+        RETURNING 1)
+    SELECT count(*)::integer FROM mended
+$$;
+
 -- Every distinct (stack, function) of the given stacks, and whether the
 -- function is the stack's leaf. A function that recurs in a stack is one row
 -- (recursion counts once). Stacks missing from the dictionary read as the

@@ -134,8 +134,8 @@ int store_add_frame(struct store *st, uint64_t frame_id, uint64_t function_id, c
 /*
  * frame_ids root first, 1..512 of them. Add the frames first (in the same
  * flush or an earlier one): when the stack is inserted the database derives
- * its function ids from them, and a frame unknown at that moment stays the
- * unknown function for good.
+ * its function ids from them; a frame unknown at that moment reads as the
+ * unknown function until traceprof.repair_stack_functions() runs.
  */
 int store_add_stack(struct store *st, uint64_t stack_id, const uint64_t *frame_ids, size_t n);
 int store_add_source(struct store *st, uint64_t source_id, const struct store_source *src);

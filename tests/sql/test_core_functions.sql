@@ -22,3 +22,12 @@ SELECT t.near((SELECT self_weight FROM w WHERE function_id = 0), 10, 1e-9, 'unkn
 SELECT t.near((SELECT sum(self_weight) FROM w), 85, 1e-9, 'self weights add up to the input');
 SELECT t.near(traceprof.cpu_ms(19, 19), 1000, 1e-9, '19 samples at 19 Hz are a second');
 SELECT t.near(traceprof.cpu_ms(99, 99), 1000, 1e-9, '99 samples at 99 Hz are a second');
+
+-- A stack written before one of its frames: the frame reads as unknown
+-- until repair_stack_functions() mends it; mending twice does nothing.
+INSERT INTO traceprof.stacks (stack_id, frame_ids) VALUES (6, '{100,104}');  -- main;<104 not yet known>
+SELECT t.eq((SELECT function_ids FROM traceprof.stacks WHERE stack_id = 6), '{10,0}'::bigint[], 'late frame reads as unknown');
+INSERT INTO traceprof.frames (frame_id, function_id) VALUES (104, 12);
+SELECT t.eq(traceprof.repair_stack_functions(), 1, 'one stack mended (stack 4 still has a frame that does not exist)');
+SELECT t.eq((SELECT function_ids FROM traceprof.stacks WHERE stack_id = 6), '{10,12}'::bigint[], 'late frame resolved');
+SELECT t.eq(traceprof.repair_stack_functions(), 0, 'nothing left to mend');
