@@ -164,6 +164,12 @@ int main(int argc, char **argv)
 		}
 		return with_conn(conninfo, strcmp(cmd, "migrate") == 0 ? do_migrate : do_version);
 	}
+	if (strcmp(cmd, "create") && strcmp(cmd, "start") && strcmp(cmd, "stop") &&
+	    strcmp(cmd, "remove") && strcmp(cmd, "status") && strcmp(cmd, "conninfo")) {
+		log_error("unknown command '%s'", cmd);
+		usage(stderr);
+		return 2;
+	}
 	if (optind != argc - 1) {
 		log_error("%s needs exactly one argument: the cluster directory", cmd);
 		usage(stderr);
@@ -206,7 +212,5 @@ int main(int argc, char **argv)
 		printf("%s\n", ci);
 		return 0;
 	}
-	log_error("unknown command '%s'", cmd);
-	usage(stderr);
-	return 2;
+	return 2; /* not reached: commands were checked above */
 }
