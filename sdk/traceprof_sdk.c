@@ -113,8 +113,11 @@ static bool encode_attrs(struct tp_record *r, const struct tp_sdk_attr *attrs, s
 		}
 		r->attrs_data[off] = (uint8_t)attrs[i].key;
 		r->attrs_data[off + 1] = (uint8_t)len;
-		memcpy(r->attrs_data + off + 2, attrs[i].value, len);
-		off += 2 + len;
+		off += 2;
+		/* values are short: a loop beats a call to memcpy */
+		for (uint32_t j = 0; j < len; j++)
+			r->attrs_data[off + j] = (uint8_t)attrs[i].value[j];
+		off += len;
 	}
 	r->attrs_data_size = (uint16_t)off;
 	return all;
