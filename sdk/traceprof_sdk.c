@@ -45,8 +45,8 @@ _Static_assert(offsetof(struct tp_record, attrs_data) == TP_SDK_RECORD_HEADER_SI
 _Static_assert(sizeof(struct tp_record) == TP_SDK_RECORD_SIZE, "record size");
 
 /* The spec's TLS variable: exported, global-dynamic, NULL until registered. */
-TP_SDK_EXPORT
-    __attribute__((tls_model("global-dynamic"))) __thread struct tp_record *otel_thread_ctx_v1;
+__thread struct tp_record *otel_thread_ctx_v1
+    __attribute__((visibility("default"), tls_model("global-dynamic")));
 
 /* The calling thread's record; a cache line aligned start (the spec needs 2). */
 static __thread struct tp_record thread_record __attribute__((aligned(64)));
