@@ -179,6 +179,7 @@ struct thread_arg {
 	uint8_t tid[16];      /* trace id this thread attaches */
 	const uint8_t *rec;   /* the record this thread's pointer held */
 	uint8_t seen[28];     /* its fixed part, read in the thread */
+	bool registered;      /* register alone set the pointer, record not valid */
 	pthread_barrier_t *b; /* both attached before either reads */
 };
 
@@ -188,6 +189,9 @@ static void *thread_main(void *p)
 	void *h = a->sym;
 	void **slot = dlsym(h, "otel_thread_ctx_v1");
 
+	tp_sdk_thread_register();
+	tp_sdk_thread_register();
+	a->registered = slot && *slot && ((const uint8_t *)*slot)[24] == 0;
 	tp_sdk_attach(a->tid, sid1, 1, NULL, 0);
 	pthread_barrier_wait(a->b);
 	a->rec = slot ? *slot : NULL;
@@ -214,6 +218,9 @@ static void test_threads(void *h)
 	pthread_barrier_destroy(&b);
 	CHECK(a[0].rec && a[1].rec && a[0].rec != a[1].rec, "one record per thread");
 	CHECK(a[0].rec != *tls_slot && a[1].rec != *tls_slot, "not the main thread's");
+	for (int i = 0; i < 2; i++)
+		CHECK(a[i].registered, "thread %d: register sets the pointer to an invalid record",
+		      i);
 	for (int i = 0; i < 2; i++)
 		CHECK(!memcmp(a[i].seen, a[i].tid, 16) && a[i].seen[24] == 1,
 		      "thread %d sees its own trace id", i);
