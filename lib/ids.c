@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "traceprof/hex.h"
 #include "traceprof/ids.h"
 
 #define IDS_GOLDEN 0x9e3779b97f4a7c15ULL
@@ -139,33 +140,12 @@ uint64_t ids_route(const char *method, const char *route)
 	return ids_end(&hs);
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int parse_hex(const char *text, uint8_t *out, size_t nbytes)
 {
-	uint8_t any = 0;
-
-	if (!text || strlen(text) != nbytes * 2)
+	if (!text || strlen(text) != nbytes * 2 || hex_decode(text, out, nbytes, false))
 		return -EINVAL;
-	for (size_t i = 0; i < nbytes; i++) {
-		int hi = hexval((unsigned char)text[2 * i]);
-		int lo = hexval((unsigned char)text[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return -EINVAL;
-		out[i] = (uint8_t)(hi << 4 | lo);
-		any |= out[i];
-	}
-	return any ? 0 : -EINVAL; /* all-zero ids are invalid in W3C trace context */
+	/* all-zero ids are invalid in W3C trace context */
+	return hex_all_zero(out, nbytes) ? -EINVAL : 0;
 }
 
 int ids_parse_trace_id(const char *text, uint8_t out[16])
@@ -188,12 +168,7 @@ int ids_parse_span_id(const char *text, uint64_t *out)
 
 static void format_hex(const uint8_t *in, size_t nbytes, char *out)
 {
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < nbytes; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 15];
-	}
+	hex_encode(in, nbytes, out);
 	out[2 * nbytes] = '\0';
 }
 

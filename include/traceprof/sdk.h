@@ -1,0 +1,135 @@
+/*
+ * sdk.h - the traceprof SDK: how an application tells an out-of-process
+ * profiler which request each thread is serving.
+ *
+ * Two OpenTelemetry formats, written exactly:
+ *  - the process context (OTEP 4719): resource attributes (service.name and
+ *    any others) in a mapping named OTEL_CTX that a reader finds through
+ *    /proc/<pid>/maps;
+ *  - the thread context (OTEP 4947): the TLS pointer otel_thread_ctx_v1
+ *    (exported in .dynsym) to a per-thread record holding trace id, span id,
+ *    trace flags and optional string attributes.
+ *
+ * A C ABI with plain types only, for use from any language through FFI.
+ * All functions return 0 or a negative errno value unless stated otherwise.
+ *
+ * Threads: the process context functions and tp_sdk_key_register may be
+ * called from any thread (they take an internal mutex). tp_sdk_attach and
+ * tp_sdk_detach act on the calling thread's record only; they never
+ * allocate, lock or enter the kernel, and are async-signal-safe after the
+ * thread's first attach.
+ */
+#ifndef TRACEPROF_SDK_H
+#define TRACEPROF_SDK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes of the fixed part of a thread context record (ids, valid, flags, size). */
+#define TP_SDK_RECORD_HEADER_SIZE 28
+/* Bytes of a whole record, attributes included: the limit OTEP 4947 recommends. */
+#define TP_SDK_RECORD_SIZE 640
+/* Bytes of a traceparent in text form, without the terminating NUL. */
+#define TP_SDK_TRACEPARENT_LEN 55
+
+/* One resource attribute of the process context (a string value). */
+struct tp_sdk_kv {
+	const char *key;   /* UTF-8, NUL-terminated; borrowed for the call */
+	const char *value; /* UTF-8, NUL-terminated; borrowed for the call */
+};
+
+/* One attribute of a thread context record. */
+struct tp_sdk_attr {
+	uint32_t key;	    /* index returned by tp_sdk_key_register */
+	uint32_t value_len; /* bytes at value; more than 255 is cut to 255 */
+	const char *value;  /* UTF-8, need not be NUL-terminated; borrowed */
+};
+
+/*
+ * Process context (OTEP 4719).
+ *
+ * tp_sdk_process_publish publishes service_name (as service.name) and the n
+ * attributes in attrs, plus the thread context reference data
+ * (threadlocal.schema_version, threadlocal.attribute_key_map). The first call
+ * creates the OTEL_CTX mapping; later calls update it in place with the
+ * update protocol (readers never see a torn payload). The SDK copies what it
+ * needs; the caller keeps ownership of its strings. service_name must be
+ * non-empty. Returns 0, -EINVAL, -ENOMEM or the errno of a failed mmap.
+ */
+int tp_sdk_process_publish(const char *service_name, const struct tp_sdk_kv *attrs, size_t n);
+/* Unmaps the process context; 0 when there was none. */
+int tp_sdk_process_remove(void);
+
+/*
+ * Registers an attribute name for thread records and returns its key index
+ * (0..255; the same name returns the same index), or -EINVAL for an empty
+ * name, -ENOSPC when 256 names exist, -ENOMEM. The key map is append-only;
+ * if the process context is published, it is updated to include the name.
+ */
+int tp_sdk_key_register(const char *name);
+
+/*
+ * Thread context (OTEP 4947).
+ *
+ * tp_sdk_attach publishes trace_id (16 bytes), span_id (8 bytes),
+ * trace_flags and n attributes as the calling thread's current context,
+ * replacing any attached one. Both ids must be non-zero (-EINVAL
+ * otherwise, and nothing changes). Attributes that do not fit in the record
+ * (TP_SDK_RECORD_SIZE) are left out: the context is still attached and the
+ * call returns -ENOSPC. Attributes with an unregistered key give -EINVAL
+ * before anything changes.
+ *
+ * The first attach on a thread calls tp_sdk_thread_register.
+ */
+int tp_sdk_attach(const uint8_t *trace_id, const uint8_t *span_id, uint8_t trace_flags,
+		  const struct tp_sdk_attr *attrs, size_t n);
+/* Marks the calling thread's record invalid: no context. Always 0. */
+int tp_sdk_detach(void);
+
+/*
+ * Points the calling thread's otel_thread_ctx_v1 at its record, once per
+ * thread (later calls do nothing), and calls tp_sdk_probe_thread_registered.
+ * Call it at thread start to let an agent learn the record early; attach
+ * calls it otherwise. Always 0.
+ */
+int tp_sdk_thread_register(void);
+/*
+ * Uprobe target, called once per thread by tp_sdk_thread_register with the
+ * thread's record and the address of its otel_thread_ctx_v1. It does
+ * nothing; applications do not call it.
+ */
+void tp_sdk_probe_thread_registered(const void *record, const void *tls_slot);
+
+/*
+ * W3C traceparent. tp_sdk_traceparent_parse reads len bytes at text
+ * strictly (W3C Trace Context level 2): lower case hex only, version ff
+ * invalid, version 00 exactly 55 bytes, later versions at least 55 bytes and
+ * a '-' after the first 55, all-zero ids invalid. Fills trace_id[16],
+ * span_id[8] and *trace_flags on success; returns 0 or -EINVAL.
+ */
+int tp_sdk_traceparent_parse(const char *text, size_t len, uint8_t *trace_id, uint8_t *span_id,
+			     uint8_t *trace_flags);
+/*
+ * Writes a version 00 traceparent and a NUL to out (out_size >= 56, else
+ * -ENOSPC). Returns 0, -EINVAL for zero ids, -ENOSPC.
+ */
+int tp_sdk_traceparent_format(const uint8_t *trace_id, const uint8_t *span_id, uint8_t trace_flags,
+			      char *out, size_t out_size);
+
+/*
+ * Random non-zero ids from a per-thread generator seeded once from
+ * getrandom(2): trace ids qualify for the W3C random trace-id flag (0x02).
+ * Not for cryptographic use. Always 0.
+ */
+int tp_sdk_new_trace_id(uint8_t *trace_id);
+int tp_sdk_new_span_id(uint8_t *span_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
