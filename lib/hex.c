@@ -17,7 +17,7 @@ static int hexval(int c, bool lower_only)
 	return -1;
 }
 
-int hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only)
+int tp_hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only)
 {
 	for (size_t i = 0; i < nbytes; i++) {
 		int hi = hexval((unsigned char)text[2 * i], lower_only);
@@ -30,7 +30,7 @@ int hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only)
 	return 0;
 }
 
-void hex_encode(const uint8_t *in, size_t nbytes, char *out)
+void tp_hex_encode(const uint8_t *in, size_t nbytes, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
 
@@ -40,7 +40,7 @@ void hex_encode(const uint8_t *in, size_t nbytes, char *out)
 	}
 }
 
-bool hex_all_zero(const uint8_t *in, size_t nbytes)
+bool tp_hex_all_zero(const uint8_t *in, size_t nbytes)
 {
 	uint8_t any = 0;
 

@@ -142,10 +142,10 @@ uint64_t ids_route(const char *method, const char *route)
 
 static int parse_hex(const char *text, uint8_t *out, size_t nbytes)
 {
-	if (!text || strlen(text) != nbytes * 2 || hex_decode(text, out, nbytes, false))
+	if (!text || strlen(text) != nbytes * 2 || tp_hex_decode(text, out, nbytes, false))
 		return -EINVAL;
 	/* all-zero ids are invalid in W3C trace context */
-	return hex_all_zero(out, nbytes) ? -EINVAL : 0;
+	return tp_hex_all_zero(out, nbytes) ? -EINVAL : 0;
 }
 
 int ids_parse_trace_id(const char *text, uint8_t out[16])
@@ -168,7 +168,7 @@ int ids_parse_span_id(const char *text, uint64_t *out)
 
 static void format_hex(const uint8_t *in, size_t nbytes, char *out)
 {
-	hex_encode(in, nbytes, out);
+	tp_hex_encode(in, nbytes, out);
 	out[2 * nbytes] = '\0';
 }
 

@@ -180,7 +180,7 @@ TP_SDK_EXPORT int tp_sdk_traceparent_parse(const char *text, size_t len, uint8_t
 
 	if (!text || !trace_id || !span_id || !trace_flags || len < TP_SDK_TRACEPARENT_LEN)
 		return -EINVAL;
-	if (hex_decode(text, &version, 1, true) || version == 0xff)
+	if (tp_hex_decode(text, &version, 1, true) || version == 0xff)
 		return -EINVAL;
 	if (version == 0 && len != TP_SDK_TRACEPARENT_LEN)
 		return -EINVAL;
@@ -189,8 +189,8 @@ TP_SDK_EXPORT int tp_sdk_traceparent_parse(const char *text, size_t len, uint8_t
 		return -EINVAL;
 	if (text[2] != '-' || text[35] != '-' || text[52] != '-')
 		return -EINVAL;
-	if (hex_decode(text + 3, tid, 16, true) || hex_decode(text + 36, sid, 8, true) ||
-	    hex_decode(text + 53, &flags, 1, true))
+	if (tp_hex_decode(text + 3, tid, 16, true) || tp_hex_decode(text + 36, sid, 8, true) ||
+	    tp_hex_decode(text + 53, &flags, 1, true))
 		return -EINVAL;
 	if (!ids_nonzero(tid, sid))
 		return -EINVAL;
@@ -208,11 +208,11 @@ TP_SDK_EXPORT int tp_sdk_traceparent_format(const uint8_t *trace_id, const uint8
 	if (out_size < TP_SDK_TRACEPARENT_LEN + 1)
 		return -ENOSPC;
 	memcpy(out, "00-", 3);
-	hex_encode(trace_id, 16, out + 3);
+	tp_hex_encode(trace_id, 16, out + 3);
 	out[35] = '-';
-	hex_encode(span_id, 8, out + 36);
+	tp_hex_encode(span_id, 8, out + 36);
 	out[52] = '-';
-	hex_encode(&trace_flags, 1, out + 53);
+	tp_hex_encode(&trace_flags, 1, out + 53);
 	out[TP_SDK_TRACEPARENT_LEN] = '\0';
 	return 0;
 }

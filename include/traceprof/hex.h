@@ -18,10 +18,10 @@
  * are accepted unless lower_only. Returns 0 or -EINVAL (out is then
  * partially written).
  */
-int hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only);
+int tp_hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only);
 /* Writes 2 * nbytes lower case digits to out, without a terminating NUL. */
-void hex_encode(const uint8_t *in, size_t nbytes, char *out);
+void tp_hex_encode(const uint8_t *in, size_t nbytes, char *out);
 /* True when all nbytes bytes are zero. */
-bool hex_all_zero(const uint8_t *in, size_t nbytes);
+bool tp_hex_all_zero(const uint8_t *in, size_t nbytes);
 
 #endif

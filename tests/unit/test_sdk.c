@@ -446,7 +446,7 @@ int main(void)
 	tls_slot = dlsym(h, "otel_thread_ctx_v1");
 	CHECK(tls_slot != NULL, "otel_thread_ctx_v1 in .dynsym");
 	CHECK(dlsym(h, "tp_sdk_attach") == (void *)tp_sdk_attach, "same library instance");
-	CHECK(dlsym(h, "hex_decode") == NULL, "internal helpers are not exported");
+	CHECK(dlsym(h, "tp_hex_decode") == NULL, "internal helpers are not exported");
 	if (!tls_slot)
 		return check_done();
 	CHECK(*tls_slot == NULL, "no record before the first attach");
