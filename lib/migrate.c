@@ -76,12 +76,12 @@ static int apply_one(PGconn *conn, const struct migration *m)
 
 	snprintf(version, sizeof(version), "%d", m->version);
 	params[0] = version;
-	params[1] = m->name;
-	params[2] = m->sql;
+	params[1] = m->sql;
+	params[2] = m->name;
 	res = PQexecParams(conn,
-			   "SELECT checksum = md5($3), checksum FROM traceprof.schema_migrations "
-			   "WHERE version = $1::int AND $2::text IS NOT NULL",
-			   3, NULL, params, NULL, NULL, 0);
+			   "SELECT checksum = md5($2) FROM traceprof.schema_migrations "
+			   "WHERE version = $1::int",
+			   2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		log_error("migrate: cannot read schema_migrations: %s", PQresultErrorMessage(res));
 		PQclear(res);
@@ -109,7 +109,7 @@ static int apply_one(PGconn *conn, const struct migration *m)
 	PQclear(res);
 	res = PQexecParams(conn,
 			   "INSERT INTO traceprof.schema_migrations (version, name, checksum) "
-			   "VALUES ($1::int, $2, md5($3))",
+			   "VALUES ($1::int, $3, md5($2))",
 			   3, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		log_error("migrate: cannot record migration %s: %s", m->name,

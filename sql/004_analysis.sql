@@ -557,7 +557,7 @@ DECLARE
     best bigint;
     best_w double precision;
 BEGIN
-    SELECT array_agg(x.f ORDER BY x.i, x.ord), NULL, NULL
+    SELECT array_agg(x.f ORDER BY x.i, x.ord)
       INTO fns
       FROM (SELECT u.i, f.f, f.ord
               FROM unnest(stack_ids) WITH ORDINALITY AS u(id, i)
@@ -565,11 +565,10 @@ BEGIN
              CROSS JOIN LATERAL unnest(coalesce(st.function_ids, ARRAY[0::bigint]))
                    WITH ORDINALITY AS f(f, ord)) x;
     SELECT array_agg(coalesce(cardinality(st.function_ids), 1) ORDER BY u.i),
-           array_agg(coalesce(w.w, 0) ORDER BY u.i)
+           array_agg(coalesce(u.w, 0) ORDER BY u.i)
       INTO lens, ws
-      FROM unnest(stack_ids) WITH ORDINALITY AS u(id, i)
-      LEFT JOIN traceprof.stacks st ON st.stack_id = u.id
-      LEFT JOIN unnest(weights) WITH ORDINALITY AS w(w, i) ON w.i = u.i;
+      FROM unnest(stack_ids, weights) WITH ORDINALITY AS u(id, w, i)
+      LEFT JOIN traceprof.stacks st ON st.stack_id = u.id;
     n := coalesce(cardinality(lens), 0);
     IF n = 0 THEN
         RETURN;
