@@ -233,6 +233,7 @@ int main(void)
 	test_eval_arith();
 	test_exe("exe PIE", WRITER_PIE, TLSLOC_LINK_MAP);
 	test_exe("exe non-PIE", WRITER_NOPIE, TLSLOC_LINK_MAP);
+	test_exe("exe, symbol not exported", WRITER_HIDDEN, TLSLOC_LINK_MAP);
 #ifdef WRITER_STATIC
 	run_case("static exe", WRITER_STATIC, NULL, 0, TP_TLS_STATIC, TLSLOC_PT_TLS, NULL);
 #endif
