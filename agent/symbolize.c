@@ -39,7 +39,7 @@ struct symbolizer *sym_new(const struct sym_opts *opts)
 	if (!sym->opts.max_elf_bytes)
 		sym->opts.max_elf_bytes = DEFAULT_MAX_ELF_BYTES;
 	if (sym->opts.addr_cache_entries) {
-		entries = 1;
+		entries = 2; /* one set of two ways at least */
 		while (entries < sym->opts.addr_cache_entries && entries < ((size_t)1 << 30))
 			entries <<= 1;
 	}
@@ -55,6 +55,9 @@ struct symbolizer *sym_new(const struct sym_opts *opts)
 		return NULL;
 	}
 	sym->cache_mask = entries - 1;
+	sym->cache_shift = 64;
+	for (size_t e = entries; e > 1; e >>= 1)
+		sym->cache_shift--;
 	sym->last_gc_ms = sym_now_ms();
 	return sym;
 }
@@ -78,24 +81,40 @@ void sym_free(struct symbolizer *sym)
 
 /* ---- address cache ---- */
 
-static struct sym_addr_entry *cache_slot(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip)
+/*
+ * The cache is 2-way set associative: a key may sit in either entry of its
+ * set, the most recently used first. Direct mapping lost a quarter of the
+ * lookups to collisions at a quarter load; two ways lose a few percent.
+ */
+static struct sym_addr_entry *cache_set(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip)
 {
 	uint64_t h =
 	    (ip ^ ((uint64_t)(uint32_t)pid << 40) ^ ((uint64_t)gen << 20)) * 0x9e3779b97f4a7c15ULL;
 
-	return &sym->cache[(h >> 29) & sym->cache_mask];
+	/* the top bits of a multiplicative hash are the well mixed ones */
+	return &sym->cache[(h >> sym->cache_shift) & sym->cache_mask & ~(size_t)1];
+}
+
+static bool entry_is(const struct sym_addr_entry *s, int pid, uint32_t gen, uint64_t ip)
+{
+	return s->frames && s->ip == ip && s->pid == pid && s->gen == gen;
 }
 
 static int cache_get(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip,
 		     struct sym_frame *out, int max)
 {
-	struct sym_addr_entry *s = cache_slot(sym, pid, gen, ip);
+	struct sym_addr_entry *set = cache_set(sym, pid, gen, ip), tmp;
 	int n;
 
-	if (!s->frames || s->ip != ip || s->pid != pid || s->gen != gen)
-		return 0;
-	n = (int)s->n < max ? (int)s->n : max;
-	memcpy(out, s->frames, (size_t)n * sizeof(*out));
+	if (!entry_is(&set[0], pid, gen, ip)) {
+		if (!entry_is(&set[1], pid, gen, ip))
+			return 0;
+		tmp = set[0];
+		set[0] = set[1];
+		set[1] = tmp;
+	}
+	n = (int)set[0].n < max ? (int)set[0].n : max;
+	memcpy(out, set[0].frames, (size_t)n * sizeof(*out));
 	sym->stats.cache_hits++;
 	return n;
 }
@@ -103,23 +122,25 @@ static int cache_get(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip,
 static void cache_put(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip,
 		      const struct sym_frame *frames, int n)
 {
-	struct sym_addr_entry *s = cache_slot(sym, pid, gen, ip);
+	struct sym_addr_entry *set = cache_set(sym, pid, gen, ip), old = set[1];
 	struct sym_frame *copy;
 
-	if (s->frames && s->n == (uint32_t)n) {
-		copy = s->frames; /* same size: reuse the allocation */
+	/* the least recently used way goes; its allocation is reused when it fits */
+	if (old.frames && old.n == (uint32_t)n) {
+		copy = old.frames;
 	} else {
 		copy = malloc((size_t)n * sizeof(*copy));
 		if (!copy)
 			return; /* uncached: resolved again next time */
-		free(s->frames);
+		free(old.frames);
 	}
 	memcpy(copy, frames, (size_t)n * sizeof(*copy));
-	s->frames = copy;
-	s->n = (uint32_t)n;
-	s->ip = ip;
-	s->pid = pid;
-	s->gen = gen;
+	set[1] = set[0];
+	set[0].frames = copy;
+	set[0].n = (uint32_t)n;
+	set[0].ip = ip;
+	set[0].pid = pid;
+	set[0].gen = gen;
 }
 
 /* ---- user frames ---- */
@@ -258,8 +279,11 @@ int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out
 	p = sym_proc_find(sym, pid);
 	if (p) {
 		n = cache_get(sym, pid, p->gen, ip, out, max);
-		if (n > 0)
+		if (n > 0) {
+			/* a coarse clock read (a few ns): keeps a busy process from looking idle */
+			p->last_used_ms = sym_now_ms();
 			return n;
+		}
 	}
 	now = sym_now_ms();
 	sym_procs_gc(sym, now);

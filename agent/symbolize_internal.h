@@ -104,11 +104,12 @@ struct symbolizer {
 	uint64_t last_gc_ms;			  /* last sweep of exited processes */
 	struct sym_addr_entry *cache;		  /* address cache, direct mapped */
 	size_t cache_mask;			  /* entries - 1 */
-	struct kallsyms *ks;			  /* kernel symbols, or NULL */
-	bool ks_tried;				  /* kallsyms load attempted */
-	uint64_t ks_loaded_ms;			  /* when it was (re)loaded */
-	uint32_t kernel_gen;			  /* address cache generation of ks */
-	struct sym_stats stats;			  /* counters; some are computed on read */
+	unsigned int cache_shift; /* 64 - log2(entries): selects the top bits of the hash */
+	struct kallsyms *ks;	  /* kernel symbols, or NULL */
+	bool ks_tried;		  /* kallsyms load attempted */
+	uint64_t ks_loaded_ms;	  /* when it was (re)loaded */
+	uint32_t kernel_gen;	  /* address cache generation of ks */
+	struct sym_stats stats;	  /* counters; some are computed on read */
 };
 
 uint64_t sym_now_ms(void);
