@@ -556,7 +556,9 @@ static int build_maps(struct symbolizer *sym, int pid, const struct sym_proc *ol
 			s->module = m->path[0] == '/'
 					? sym_intern_str(sym, basename_of(m->path), s->elf->module)
 					: s->elf->module;
-		} else if (m->path[0] == '/' || strncmp(m->path, "memfd:", 6) == 0) {
+		} else if (m->path[0] == '/' || strncmp(m->path, "memfd:", 6) == 0 ||
+			   strcmp(m->path, "[vdso]") == 0) {
+			/* unreadable or not ELF: "name+0xoffset" frames */
 			s->type = SYM_MAP_FILE;
 			s->module = sym_intern_str(sym, basename_of(m->path), "[unknown]");
 		} else {
@@ -627,12 +629,14 @@ void sym_proc_drop(struct symbolizer *sym, struct sym_proc *p)
 
 int sym_note_process(struct symbolizer *sym, int pid)
 {
-	uint64_t start_time = read_start_time(pid);
-	struct sym_proc *p = sym_proc_find(sym, pid);
+	uint64_t start_time;
+	struct sym_proc *p;
 	int err;
 
-	if (pid <= 0)
+	if (!sym || pid <= 0)
 		return -EINVAL;
+	start_time = read_start_time(pid);
+	p = sym_proc_find(sym, pid);
 	sym_procs_gc(sym, sym_now_ms());
 	if (p && (start_time == 0 || p->start_time == start_time))
 		return 0; /* known (or gone: keep what we have) */
