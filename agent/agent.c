@@ -1,0 +1,697 @@
+/*
+ * agent.c - the agent's pipeline, on one thread (the shipper has its own).
+ *
+ * Per sample from the BPF ring buffer: the process it came from is looked
+ * up in a table (first sight: service identity, thread-context location for
+ * the BPF side, SDK uprobe, symbol snapshot); its raw stack is turned into
+ * a stack id through a cache keyed by (process, raw frames), and only a
+ * cache miss symbolizes and registers functions, frames and the stack with
+ * the aggregator; then the sample is counted. Windows closed by the
+ * aggregator go to the shipper, which owns the database connection.
+ *
+ * Workload: tens to thousands of samples per second per node, dominated by
+ * repeats of the same hot stacks, so the steady state is a hash of the raw
+ * frames, one cache probe and one aggregator probe per sample, no
+ * allocation.
+ */
+#include "agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aggregate.h"
+#include "identity.h"
+#include "procmem.h"
+#include "sampler.h"
+#include "shipper.h"
+#include "symbolize.h"
+#include "tlsloc.h"
+#include "traceprof/ids.h"
+#include "traceprof/log.h"
+
+#define STACK_CACHE_SIZE 65536	/* raw stack -> stack id entries (power of two) */
+#define MAX_STACK_FRAMES 512	/* the store's limit on frames per stack */
+#define MAX_INLINE	 8	/* inlined frames kept per address */
+#define RECHECK_MIN_US	 500000 /* first re-look at an incomplete process */
+#define RECHECK_MAX_US	 30000000
+#define SWEEP_EVERY_US	 10000000 /* look for exited processes this often */
+#define STOP_FLUSH_MS	 10000	  /* final flush deadline */
+
+/* What the agent knows about one process. */
+struct proc {
+	int pid;		 /* 0: free slot */
+	uint32_t gen;		 /* bumped when the pid is looked at afresh (exec, reuse) */
+	uint64_t start_time;	 /* /proc/<pid>/stat starttime, to detect pid reuse */
+	uint64_t source_id;	 /* ids_source() of its identity */
+	bool complete;		 /* identity from the process context and TLS found */
+	bool sdk_uprobe;	 /* the SDK registration uprobe is attached for its library */
+	bool tls_known;		 /* its thread-context location is set in the sampler */
+	int64_t recheck_us;	 /* when to look again (incomplete processes) */
+	int64_t recheck_step_us; /* backoff of those looks */
+	int64_t last_sample_us;	 /* last sample seen (for sweeping) */
+};
+
+/* One cached raw stack. */
+struct stack_slot {
+	uint64_t key;	   /* hash of (pid, gen, frames); 0 = empty */
+	uint64_t stack_id; /* ids_stack() of its symbolized frames */
+};
+
+struct agent {
+	struct agent_config cfg;	      /* settings (copied) */
+	struct sampler *sampler;	      /* BPF side */
+	struct symbolizer *sym;		      /* symbol tables */
+	struct agg *agg;		      /* open window */
+	struct shipper *shipper;	      /* database side */
+	struct proc *procs;		      /* open-addressing table by pid */
+	size_t nprocs_cap;		      /* slots (power of two) */
+	size_t nprocs;			      /* used slots */
+	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
+	int64_t mono_to_real_us;	      /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
+	int self_pid;			      /* the agent's own pid, never sampled */
+	uint64_t frame_ids[MAX_STACK_FRAMES]; /* scratch for one stack */
+	/* counters (stats file) */
+	uint64_t samples;	  /* samples received */
+	uint64_t samples_self;	  /* of the agent itself, skipped */
+	uint64_t tagged;	  /* with a valid thread context */
+	uint64_t invalid_ctx;	  /* context record present but not valid */
+	uint64_t ctx_faults;	  /* context unreadable */
+	uint64_t stack_hits;	  /* raw stack cache hits */
+	uint64_t stack_misses;	  /* symbolized stacks */
+	uint64_t agg_refused;	  /* samples the aggregator refused */
+	uint64_t procs_seen;	  /* processes looked at */
+	uint64_t tls_found;	  /* of those, with a thread context location */
+	uint64_t tls_unsupported; /* symbol found, placement not supported */
+};
+
+static int64_t clock_us(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sync_clocks(struct agent *a)
+{
+	a->mono_to_real_us = clock_us(CLOCK_REALTIME) - clock_us(CLOCK_MONOTONIC);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* starttime (field 22) of /proc/<pid>/stat, 0 when unreadable. */
+static uint64_t proc_start_time(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long st = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+	if (!p)
+		return 0;
+	/* after ") " come fields 3..; starttime is field 22 */
+	if (sscanf(p + 2,
+		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+		   "%*d %*d %llu",
+		   &st) != 1)
+		return 0;
+	return st;
+}
+
+/* ---- process table ---- */
+
+static struct proc *proc_slot(struct agent *a, int pid, bool insert)
+{
+	size_t mask = a->nprocs_cap - 1, i = mix64((uint64_t)pid) & mask;
+
+	for (;;) {
+		struct proc *p = &a->procs[i];
+
+		if (p->pid == pid)
+			return p;
+		if (p->pid == 0) {
+			if (!insert)
+				return NULL;
+			memset(p, 0, sizeof(*p));
+			p->pid = pid;
+			a->nprocs++;
+			return p;
+		}
+		i = (i + 1) & mask;
+	}
+}
+
+static int procs_grow(struct agent *a)
+{
+	struct proc *old = a->procs;
+	size_t oldcap = a->nprocs_cap;
+
+	a->procs = calloc(oldcap * 2, sizeof(*a->procs));
+	if (!a->procs) {
+		a->procs = old;
+		return -ENOMEM;
+	}
+	a->nprocs_cap = oldcap * 2;
+	a->nprocs = 0;
+	for (size_t i = 0; i < oldcap; i++)
+		if (old[i].pid)
+			*proc_slot(a, old[i].pid, true) = old[i];
+	free(old);
+	return 0;
+}
+
+/* Removes p, re-inserting the run of entries after it (linear probing). */
+static void proc_remove(struct agent *a, struct proc *p)
+{
+	size_t mask = a->nprocs_cap - 1, i = (size_t)(p - a->procs);
+
+	p->pid = 0;
+	a->nprocs--;
+	for (i = (i + 1) & mask; a->procs[i].pid; i = (i + 1) & mask) {
+		struct proc tmp = a->procs[i];
+
+		a->procs[i].pid = 0;
+		a->nprocs--;
+		*proc_slot(a, tmp.pid, true) = tmp;
+	}
+}
+
+/* Attaches the SDK registration uprobe when pid maps libtraceprof-sdk. */
+static void attach_sdk_uprobe(struct agent *a, struct proc *p)
+{
+	struct procmem_maps maps = {0};
+
+	if (procmem_maps_read(p->pid, &maps) != 0)
+		return;
+	for (size_t i = 0; i < maps.n; i++) {
+		const char *path = maps.maps[i].path, *base = strrchr(path, '/');
+		char full[PROCMEM_PATH_MAX + 64];
+
+		if (!base || strncmp(base + 1, "libtraceprof-sdk.so", 19) != 0 ||
+		    !strchr(maps.maps[i].perms, 'x'))
+			continue;
+		snprintf(full, sizeof(full), "/proc/%d/root%s", p->pid, path);
+		if (sampler_attach_sdk_uprobe(a->sampler, full, -1) == 0)
+			p->sdk_uprobe = true;
+		break;
+	}
+	procmem_maps_free(&maps);
+}
+
+/*
+ * Looks at a process: identity -> source, thread-context location -> BPF,
+ * symbols snapshot. Called at first sight and again, with backoff, while
+ * the process has not published everything yet (an SDK that starts after
+ * the agent first saw the process).
+ */
+static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
+{
+	struct identity id;
+	struct tp_tls_loc loc;
+	struct tlsloc_info info;
+	struct store_source src;
+	bool has_ctx = false, has_tls = false;
+	int rc;
+
+	if (p->start_time == 0) {
+		a->procs_seen++;
+		p->start_time = proc_start_time(p->pid);
+		sym_note_process(a->sym, p->pid);
+	}
+	if (identity_read(p->pid, &id) == 0) {
+		memset(&src, 0, sizeof(src));
+		src.service = id.service_name;
+		src.namespace_ = "";
+		src.pod = id.pod_uid;
+		src.container = id.container_id;
+		src.node = a->cfg.node;
+		src.build_id = id.build_id;
+		p->source_id = ids_source(src.service, src.namespace_, src.pod, src.container,
+					  src.node, src.build_id);
+		if (!agg_has_source(a->agg, p->source_id))
+			agg_add_source(a->agg, p->source_id, &src);
+		has_ctx = id.source == IDENTITY_FROM_PROCCTX;
+		log_debug("process pid=%d service=%s from=%d build_id=%s", p->pid, id.service_name,
+			  (int)id.source, id.build_id);
+		identity_clear(&id);
+	} else if (p->source_id == 0) {
+		p->source_id = ids_source("[unknown]", "", "", "", a->cfg.node, "");
+		if (!agg_has_source(a->agg, p->source_id)) {
+			struct store_source unk = {"[unknown]", "", "", "", a->cfg.node, ""};
+
+			agg_add_source(a->agg, p->source_id, &unk);
+		}
+	}
+	rc = tlsloc_resolve(p->pid, 0, &loc, &info);
+	if (rc == 0 && loc.kind != TP_TLS_NONE) {
+		has_tls = true;
+		if (sampler_set_tls(a->sampler, p->pid, &loc) == 0 && !p->tls_known) {
+			p->tls_known = true;
+			a->tls_found++;
+		}
+		log_debug("thread context pid=%d module=%s kind=%u", p->pid, info.module, loc.kind);
+	} else if (rc == -EOPNOTSUPP && p->recheck_step_us == 0) {
+		a->tls_unsupported++;
+		log_info("thread context of pid=%d is in %s, whose TLS placement is not "
+			 "supported; its samples stay untagged unless it uses the traceprof SDK",
+			 p->pid, info.module);
+	}
+	if (!p->sdk_uprobe)
+		attach_sdk_uprobe(a, p);
+	p->complete = has_ctx && has_tls;
+	if (!p->complete) {
+		p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 2 : RECHECK_MIN_US;
+		if (p->recheck_step_us > RECHECK_MAX_US)
+			p->recheck_step_us = RECHECK_MAX_US;
+		p->recheck_us = now_us + p->recheck_step_us;
+	}
+}
+
+static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
+{
+	struct proc *p = proc_slot(a, pid, false);
+
+	if (p)
+		return p;
+	if ((a->nprocs + 1) * 2 > a->nprocs_cap && procs_grow(a) != 0)
+		return NULL;
+	p = proc_slot(a, pid, true);
+	proc_inspect(a, p, now_us);
+	return p;
+}
+
+/* Forgets processes that exited (or whose pid now names another process). */
+static void procs_sweep(struct agent *a)
+{
+	for (size_t i = 0; i < a->nprocs_cap; i++) {
+		struct proc *p = &a->procs[i];
+		uint64_t st;
+
+		if (!p->pid)
+			continue;
+		st = proc_start_time(p->pid);
+		if (st != 0 && st == p->start_time)
+			continue;
+		log_debug("process gone pid=%d", p->pid);
+		sampler_forget_pid(a->sampler, p->pid);
+		sym_forget_process(a->sym, p->pid);
+		if (a->cfg.target == CONFIG_TARGET_PIDS && st != 0)
+			sampler_add_target_pid(a->sampler, p->pid); /* still a target by pid */
+		proc_remove(a, p);
+		i--; /* the slot may now hold an entry moved back */
+	}
+}
+
+/* ---- stacks ---- */
+
+static int add_frame(struct agent *a, const struct sym_frame *f, size_t *n)
+{
+	uint64_t fn, fr;
+
+	if (*n >= MAX_STACK_FRAMES)
+		return 0; /* deeper than the store keeps: the leaf side is cut */
+	fn = ids_function(f->module, f->function);
+	fr = ids_frame(fn, f->build_id, f->file, f->line, f->address);
+	agg_add_function(a->agg, fn, f->function, f->module, f->kind);
+	agg_add_frame(a->agg, fr, fn, f->build_id, f->file, f->line, f->address);
+	a->frame_ids[(*n)++] = fr;
+	return 0;
+}
+
+/* Symbolizes a sample's frames (root first: user, then kernel) into a registered stack. */
+static uint64_t symbolize_stack(struct agent *a, const struct tp_sample *s)
+{
+	const uint64_t *kern = s->ips, *user = s->ips + s->kern_n;
+	struct sym_frame frames[MAX_INLINE];
+	size_t n = 0;
+	uint64_t id;
+
+	for (int i = (int)s->user_n - 1; i >= 0; i--) {
+		uint64_t ip = user[i] - (i > 0 ? 1 : 0);
+		int k = sym_user(a->sym, (int)s->pid, ip, frames, MAX_INLINE);
+
+		for (int j = 0; j < k; j++)
+			add_frame(a, &frames[j], &n);
+	}
+	for (int i = (int)s->kern_n - 1; i >= 0; i--) {
+		uint64_t ip = kern[i] - (i > 0 ? 1 : 0);
+
+		if (sym_kernel(a->sym, ip, frames) == 1)
+			add_frame(a, &frames[0], &n);
+	}
+	if (n == 0) {
+		struct sym_frame none = {.function = "[no stack]",
+					 .module = "",
+					 .build_id = "",
+					 .kind = SYM_KIND_UNKNOWN};
+
+		add_frame(a, &none, &n);
+	}
+	id = ids_stack(a->frame_ids, n);
+	agg_add_stack(a->agg, id, a->frame_ids, n);
+	return id;
+}
+
+static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struct proc *p)
+{
+	uint64_t key = ids_hash_bytes(((uint64_t)p->pid << 32) ^ p->gen ^ p->start_time, s->ips,
+				      ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t));
+	struct stack_slot *slot;
+
+	key = mix64(key ^ s->kern_n) | 1;
+	slot = &a->stacks[key & (STACK_CACHE_SIZE - 1)];
+	if (slot->key == key && agg_has_stack(a->agg, slot->stack_id)) {
+		a->stack_hits++;
+		return slot->stack_id;
+	}
+	a->stack_misses++;
+	slot->stack_id = symbolize_stack(a, s);
+	slot->key = key;
+	return slot->stack_id;
+}
+
+/* ---- the sample callback ---- */
+
+static void ship_closed(struct agent *a)
+{
+	struct agg_window *w;
+
+	while ((w = agg_take(a->agg)) != NULL) {
+		log_debug("window closed start=%" PRId64 " rows=%zu samples=%" PRIu64, w->start_us,
+			  w->nrows, w->nsamples);
+		shipper_submit(a->shipper, w);
+	}
+}
+
+static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
+{
+	struct agent *a = ctx;
+	int64_t t_us = (int64_t)(s->time_ns / 1000) + a->mono_to_real_us;
+	struct agg_sample as;
+	struct proc *p;
+
+	(void)len;
+	a->samples++;
+	if ((int)s->pid == a->self_pid) {
+		a->samples_self++;
+		return 0;
+	}
+	p = proc_get(a, (int)s->pid, t_us);
+	if (!p)
+		return 0;
+	p->last_sample_us = t_us;
+	memset(&as, 0, sizeof(as));
+	as.time_us = t_us;
+	as.source_id = p->source_id;
+	as.hz = s->hz;
+	switch (s->ctx_state) {
+	case TP_CTX_TAGGED: {
+		uint64_t span = 0;
+
+		for (int i = 0; i < 8; i++)
+			span = span << 8 | s->span_id[i];
+		memcpy(as.trace_id, s->trace_id, 16);
+		as.span_id = span;
+		a->tagged++;
+		/* a record with a zero trace or span id is not a request (the SDK refuses them) */
+		if (span == 0 || !memcmp(as.trace_id, (uint8_t[16]){0}, 16)) {
+			memset(as.trace_id, 0, 16);
+			as.span_id = 0;
+		}
+		break;
+	}
+	case TP_CTX_INVALID:
+		a->invalid_ctx++;
+		break;
+	case TP_CTX_FAULT:
+		a->ctx_faults++;
+		break;
+	default:
+		break;
+	}
+	as.stack_id = stack_of(a, s, p);
+	if (agg_add(a->agg, &as) < 0)
+		a->agg_refused++;
+	ship_closed(a);
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+/* Looks at every running process (all-process mode), so their first samples are tagged. */
+static void scan_processes(struct agent *a)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int64_t now = clock_us(CLOCK_REALTIME);
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == a->self_pid)
+			continue;
+		proc_get(a, (int)pid, now);
+	}
+	closedir(d);
+}
+
+struct agent *agent_new(const struct agent_config *cfg)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	struct sampler_opts so = {0};
+	struct sym_opts symo = {0};
+	struct agg_opts ao = {0};
+	struct shipper_opts sho = {0};
+
+	if (!a)
+		return NULL;
+	a->cfg = *cfg;
+	a->self_pid = getpid();
+	a->nprocs_cap = 1024;
+	a->procs = calloc(a->nprocs_cap, sizeof(*a->procs));
+	a->stacks = calloc(STACK_CACHE_SIZE, sizeof(*a->stacks));
+	if (!a->procs || !a->stacks)
+		goto out_free;
+	sync_clocks(a);
+
+	symo.max_elf_bytes = cfg->symbol_cache_bytes;
+	a->sym = sym_new(&symo);
+	ao.window_us = (int64_t)cfg->window_s * 1000000;
+	ao.max_keys = (uint32_t)cfg->max_keys;
+	ao.close_grace_us = 500000; /* samples wait in per-CPU buffers briefly */
+	a->agg = agg_new(&ao);
+	if (!a->sym || !a->agg) {
+		log_error("cannot start: %s", strerror(errno));
+		goto out_free;
+	}
+
+	so.hz = cfg->frequency;
+	so.ring_bytes = cfg->ring_bytes;
+	so.filter = cfg->target == CONFIG_TARGET_PIDS	  ? TP_FILTER_PIDS
+		    : cfg->target == CONFIG_TARGET_CGROUP ? TP_FILTER_CGROUP
+							  : TP_FILTER_ALL;
+	so.path = TP_PATH_RINGBUF;
+	a->sampler = sampler_open(&so);
+	if (!a->sampler)
+		goto out_free; /* sampler_open logged why */
+	for (int i = 0; i < cfg->npids && cfg->target == CONFIG_TARGET_PIDS; i++)
+		if (sampler_add_target_pid(a->sampler, cfg->pids[i]) != 0)
+			log_warn("cannot target pid=%d", cfg->pids[i]);
+	if (cfg->target == CONFIG_TARGET_CGROUP &&
+	    sampler_add_target_cgroup_path(a->sampler, cfg->cgroup) != 0) {
+		log_error("cannot target cgroup %s (want a cgroup v2 directory)", cfg->cgroup);
+		goto out_free;
+	}
+
+	sho.conninfo = cfg->db[0] ? cfg->db : NULL;
+	sho.max_queue_bytes = cfg->queue_bytes;
+	sho.store.app_name = "traceprof-agent";
+	a->shipper = shipper_start(&sho);
+	if (!a->shipper) {
+		log_error("cannot start the shipper: %s", strerror(errno));
+		goto out_free;
+	}
+
+	if (cfg->target == CONFIG_TARGET_PIDS) {
+		int64_t now = clock_us(CLOCK_REALTIME);
+
+		for (int i = 0; i < cfg->npids; i++)
+			proc_get(a, cfg->pids[i], now);
+	} else {
+		scan_processes(a);
+	}
+	log_info("sampling at %d Hz, window %ds, %zu processes known, node %s", cfg->frequency,
+		 cfg->window_s, a->nprocs, cfg->node);
+	return a;
+
+out_free:
+	agent_free(a);
+	return NULL;
+}
+
+static void write_stats(struct agent *a, double elapsed_s)
+{
+	struct sampler_stats ss = {0};
+	struct agg_stats ag;
+	struct shipper_stats sh;
+	struct sym_stats sy;
+	struct rusage ru;
+	FILE *f;
+
+	if (!a->cfg.stats_file[0])
+		return;
+	f = fopen(a->cfg.stats_file, "w");
+	if (!f) {
+		log_warn("cannot write stats file %s: %s", a->cfg.stats_file, strerror(errno));
+		return;
+	}
+	sampler_get_stats(a->sampler, &ss);
+	agg_get_stats(a->agg, &ag);
+	shipper_get_stats(a->shipper, &sh);
+	sym_get_stats(a->sym, &sy);
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(f, "elapsed_s=%.3f\n", elapsed_s);
+	fprintf(f, "cpu_user_s=%.6f\ncpu_sys_s=%.6f\nmax_rss_kb=%ld\n",
+		(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+		(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6, ru.ru_maxrss);
+	fprintf(f,
+		"bpf_samples=%" PRIu64 "\nbpf_filtered=%" PRIu64 "\nbpf_ringbuf_full=%" PRIu64
+		"\nbpf_tagged=%" PRIu64 "\nbpf_ctx_fault=%" PRIu64 "\nbpf_no_ustack=%" PRIu64
+		"\nbpf_run_time_ns=%" PRIu64 "\nbpf_run_cnt=%" PRIu64 "\n",
+		ss.counters[TP_CNT_SAMPLES], ss.counters[TP_CNT_FILTERED],
+		ss.counters[TP_CNT_RINGBUF_FULL], ss.counters[TP_CNT_TAGGED],
+		ss.counters[TP_CNT_CTX_FAULT], ss.counters[TP_CNT_NO_USTACK], ss.run_time_ns,
+		ss.run_cnt);
+	fprintf(f,
+		"samples=%" PRIu64 "\nsamples_self=%" PRIu64 "\ntagged=%" PRIu64
+		"\ninvalid_ctx=%" PRIu64 "\nctx_faults=%" PRIu64 "\nstack_hits=%" PRIu64
+		"\nstack_misses=%" PRIu64 "\nagg_refused=%" PRIu64 "\nprocesses=%" PRIu64
+		"\ntls_found=%" PRIu64 "\ntls_unsupported=%" PRIu64 "\n",
+		a->samples, a->samples_self, a->tagged, a->invalid_ctx, a->ctx_faults,
+		a->stack_hits, a->stack_misses, a->agg_refused, a->procs_seen, a->tls_found,
+		a->tls_unsupported);
+	fprintf(f,
+		"agg_samples=%" PRIu64 "\nagg_late=%" PRIu64 "\nagg_overflow=%" PRIu64
+		"\nagg_windows=%" PRIu64 "\n",
+		ag.samples, ag.samples_late, ag.samples_overflow, ag.windows);
+	fprintf(f,
+		"windows_submitted=%" PRIu64 "\nwindows_delivered=%" PRIu64
+		"\nwindows_dropped=%" PRIu64 "\nsamples_submitted=%" PRIu64
+		"\nsamples_delivered=%" PRIu64 "\nsamples_dropped=%" PRIu64
+		"\nsamples_undelivered=%" PRIu64 "\nflush_errors=%" PRIu64 "\n",
+		sh.windows_submitted, sh.windows_delivered, sh.windows_dropped,
+		sh.samples_submitted, sh.samples_delivered, sh.samples_dropped,
+		sh.samples_undelivered, sh.flush_errors);
+	fprintf(f,
+		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
+		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
+		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames);
+	fclose(f);
+}
+
+static void log_progress(struct agent *a)
+{
+	struct shipper_stats sh;
+
+	shipper_get_stats(a->shipper, &sh);
+	log_info("samples=%" PRIu64 " tagged=%" PRIu64 " windows delivered=%" PRIu64
+		 " dropped=%" PRIu64 " queued=%zu connected=%s%s%s",
+		 a->samples, a->tagged, sh.windows_delivered, sh.windows_dropped, sh.queue_windows,
+		 sh.connected ? "yes" : "no", sh.last_error[0] ? " last_error=" : "",
+		 sh.last_error);
+}
+
+int agent_run(struct agent *a, volatile sig_atomic_t *stop)
+{
+	int64_t t0 = clock_us(CLOCK_MONOTONIC), next_sweep = t0 + SWEEP_EVERY_US;
+	int64_t next_progress = t0 + 60000000;
+	int64_t end = a->cfg.duration_s > 0 ? t0 + (int64_t)(a->cfg.duration_s * 1e6) : 0;
+	int rc = 0, n;
+
+	while (!*stop) {
+		int64_t mono, real;
+
+		n = sampler_poll(a->sampler, 200, on_sample, a);
+		if (n < 0 && n != -EINTR) {
+			log_error("sampler failed: %s", strerror(-n));
+			rc = n;
+			break;
+		}
+		sync_clocks(a);
+		mono = clock_us(CLOCK_MONOTONIC);
+		real = mono + a->mono_to_real_us;
+		agg_tick(a->agg, real);
+		ship_closed(a);
+		for (size_t i = 0; i < a->nprocs_cap; i++) {
+			struct proc *p = &a->procs[i];
+
+			if (p->pid && !p->complete && p->recheck_us && real >= p->recheck_us)
+				proc_inspect(a, p, real);
+		}
+		if (mono >= next_sweep) {
+			procs_sweep(a);
+			next_sweep = mono + SWEEP_EVERY_US;
+		}
+		if (mono >= next_progress) {
+			log_progress(a);
+			next_progress = mono + 60000000;
+		}
+		if (end && mono >= end)
+			break;
+	}
+
+	/* Stop: take what the CPUs still hold, close the window, flush. */
+	while (sampler_poll(a->sampler, 0, on_sample, a) > 0)
+		;
+	agg_close(a->agg);
+	ship_closed(a);
+	if (shipper_stop(a->shipper, STOP_FLUSH_MS) != 0) {
+		struct shipper_stats sh;
+
+		shipper_get_stats(a->shipper, &sh);
+		log_warn("stopped with %" PRIu64 " samples not delivered (database %s)",
+			 sh.samples_undelivered, sh.last_error[0] ? sh.last_error : "unreachable");
+	}
+	log_progress(a);
+	write_stats(a, (double)(clock_us(CLOCK_MONOTONIC) - t0) / 1e6);
+	return rc;
+}
+
+void agent_free(struct agent *a)
+{
+	if (!a)
+		return;
+	sampler_free(a->sampler);
+	shipper_free(a->shipper);
+	agg_free(a->agg);
+	sym_free(a->sym);
+	free(a->procs);
+	free(a->stacks);
+	free(a);
+}

@@ -1,0 +1,63 @@
+/*
+ * config.h - traceprof-agent's settings: one table of names, types, defaults
+ * and help, read from a config file ("name = value" lines) and from command
+ * line flags with the same names ("--name value" or "--name=value"). Flags
+ * win over the file; the file wins over defaults.
+ */
+#ifndef TRACEPROF_AGENT_CONFIG_H
+#define TRACEPROF_AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define CONFIG_MAX_PIDS 64
+
+/* Which processes are sampled. */
+enum config_target {
+	CONFIG_TARGET_ALL = 0,	  /* every process on the node */
+	CONFIG_TARGET_PIDS = 1,	  /* only the processes in pids[] */
+	CONFIG_TARGET_CGROUP = 2, /* only processes in the cgroup (v2) at cgroup */
+};
+
+struct agent_config {
+	int frequency;		   /* base sampling frequency, Hz (1..1000) */
+	int window_s;		   /* aggregation window, seconds */
+	enum config_target target; /* which processes are sampled */
+	int pids[CONFIG_MAX_PIDS]; /* CONFIG_TARGET_PIDS: the processes */
+	int npids;		   /* entries in pids */
+	char cgroup[4096];	   /* CONFIG_TARGET_CGROUP: cgroup v2 directory */
+	char db[4096];		   /* libpq conninfo or URI; "" = PG* environment */
+	size_t queue_bytes;	   /* bound of windows waiting for the database */
+	size_t ring_bytes;	   /* BPF ring buffer size (power of two pages) */
+	size_t symbol_cache_bytes; /* bound of cached symbol tables */
+	size_t max_keys;	   /* distinct aggregation keys per window */
+	char node[256];		   /* node name recorded with every source */
+	int log_level;		   /* enum log_level */
+	double duration_s;	   /* stop after this long (0 = until SIGTERM) */
+	char stats_file[4096];	   /* write counters here at exit ("" = none) */
+};
+
+/* Sets every field to its default. */
+void config_defaults(struct agent_config *cfg);
+/*
+ * Reads a config file. Unknown names, bad values and unreadable files are
+ * errors, reported with the file name and line. Returns 0 or -errno
+ * (-EINVAL for content errors).
+ */
+int config_load_file(struct agent_config *cfg, const char *path);
+/*
+ * Applies one setting by name; value is the text form. Returns 0, -ENOENT
+ * for an unknown name or -EINVAL for a bad value; err (may be NULL) gets the
+ * reason.
+ */
+int config_set(struct agent_config *cfg, const char *name, const char *value, char *err,
+	       size_t errlen);
+/* True when name is a setting (for flag parsing). */
+bool config_known(const char *name);
+/* Prints the settings with their defaults and help, for --help. */
+void config_print_help(FILE *out);
+/* Prints the effective settings in config-file form (never the database password). */
+void config_print(const struct agent_config *cfg, FILE *out);
+
+#endif
