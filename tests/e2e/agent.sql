@@ -1,0 +1,86 @@
+-- Checks of the agent end-to-end test (run_agent_test.sh): the samples the
+-- agent stored against the load generator's ground truth (table truth).
+\set ON_ERROR_STOP 1
+
+-- One row per stored sample occurrence: its trace, span and stack functions.
+CREATE TEMP TABLE s AS
+SELECT sm.trace_id, sm.span_id, u.stack_id, coalesce(sm.counts[u.i], 1) AS n,
+       (SELECT array_agg(f.name) FROM unnest(st.function_ids) AS x(fid)
+          JOIN traceprof.functions f ON f.function_id = x.fid) AS fns
+  FROM traceprof.samples sm
+ CROSS JOIN LATERAL unnest(sm.stacks) WITH ORDINALITY AS u(stack_id, i)
+  JOIN traceprof.stacks st ON st.stack_id = u.stack_id;
+
+CREATE TEMP TABLE t AS
+SELECT traceprof.parse_trace_id(trace_id) AS trace_id,
+       traceprof.parse_span_id(nullif(server_span_id, '')) AS span_id, path, status
+  FROM truth;
+
+-- Functions that only one kind of request runs.
+CREATE TEMP TABLE exclusive(fn text, path text);
+INSERT INTO exclusive VALUES
+  ('validateSignature', 'slow'), ('rsa_verify', 'slow'), ('bn_mod_exp', 'slow'),
+  ('chargeCard', 'fail'), ('gatewayTimeout', 'fail'),
+  ('handle_inventory', 'inventory'), ('lookupInventory', 'inventory');
+
+SELECT t.ok((SELECT count(*) FROM t) = 400, 'the load generator recorded 400 requests');
+SELECT t.ok((SELECT sum(n) FROM s WHERE trace_id IS NOT NULL) >= 200,
+            'at least 200 trace-tagged samples');
+
+-- Attribution: a tagged sample is right when its trace and span are the
+-- request's (ground truth) and its stack runs nothing exclusive to another
+-- kind of request.
+CREATE TEMP TABLE verdict AS
+SELECT s.n,
+       t.trace_id IS NOT NULL AS known_trace,
+       t.span_id = s.span_id AS right_span,
+       NOT EXISTS (SELECT 1 FROM exclusive e
+                    WHERE e.fn = ANY (s.fns) AND e.path <> t.path) AS consistent
+  FROM s LEFT JOIN t ON t.trace_id = s.trace_id
+ WHERE s.trace_id IS NOT NULL;
+
+SELECT sum(n) AS tagged,
+       sum(n) FILTER (WHERE known_trace AND right_span AND consistent) AS right,
+       round(100.0 * sum(n) FILTER (WHERE known_trace AND right_span AND consistent) / sum(n), 2)
+           AS right_pct
+  FROM verdict;
+SELECT t.ok((SELECT sum(n) FILTER (WHERE known_trace AND right_span AND consistent)::numeric
+                    / sum(n) FROM verdict) >= 0.99,
+            'at least 99 % of tagged samples are attributed to the right trace and span');
+
+-- A slow-path function never appears in the profile of a request that did not take it.
+SELECT t.eq((SELECT coalesce(sum(s.n), 0) FROM s JOIN t USING (trace_id)
+              WHERE t.path <> 'slow'
+                AND s.fns && ARRAY['validateSignature', 'rsa_verify', 'bn_mod_exp']),
+            0::numeric, 'no slow-path function in a fast, failing or inventory trace');
+
+-- The top hotspot (self time) of every slow trace with enough samples is on the slow path.
+CREATE TEMP TABLE slow_top AS
+SELECT tt.trace_id,
+       (SELECT p.function FROM traceprof.trace_profile(traceprof.trace_id_text(tt.trace_id)) p
+         ORDER BY p.self_samples DESC, p.function LIMIT 1) AS top,
+       (SELECT sum(n) FROM s WHERE s.trace_id = tt.trace_id) AS samples
+  FROM t tt WHERE tt.path = 'slow';
+SELECT t.ok((SELECT count(*) FROM slow_top WHERE samples >= 10) >= 5,
+            'at least 5 slow traces with 10 samples or more');
+SELECT t.eq((SELECT count(*) FROM slow_top
+              WHERE samples >= 10 AND top NOT IN ('bn_mod_exp', 'bn_mul', 'rsa_verify',
+                                                  'validateSignature')),
+            0::bigint, 'every slow trace''s top self function is on the slow path');
+
+-- Work outside any request carries no trace id.
+SELECT t.ok((SELECT sum(n) FROM s WHERE 'refreshCache' = ANY (fns) AND trace_id IS NULL) > 0,
+            'background refreshCache samples were taken');
+SELECT t.eq((SELECT coalesce(sum(n), 0) FROM s
+              WHERE 'refreshCache' = ANY (fns) AND trace_id IS NOT NULL),
+            0::numeric, 'background samples are untagged');
+
+-- Names: the service from its process context, the demo's functions from its symbols.
+SELECT t.ok(EXISTS (SELECT 1 FROM traceprof.sources WHERE service = 'payment-svc'),
+            'service name from the process context');
+SELECT t.eq((SELECT count(DISTINCT name) FROM traceprof.functions
+              WHERE name IN ('parseOrder', 'computeTotal', 'serializeResponse',
+                             'validateSignature', 'rsa_verify', 'bn_mod_exp', 'refreshCache',
+                             'handle_checkout', 'worker_main')),
+            9::bigint, 'the demo''s function names');
+SELECT t.ok((SELECT count(*) FROM traceprof.functions WHERE kind = 1) > 0, 'kernel frames');
