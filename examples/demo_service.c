@@ -50,7 +50,11 @@
 #include "traceprof/log.h"
 #include "traceprof/sdk.h"
 
-#define NOINLINE	  __attribute__((noinline))
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE __attribute__((noipa)) /* no inlining and no renamed clones */
+#endif
 #define MAX_CONNS	  512	/* open connections; more are refused with 503 */
 #define MAX_THREADS	  64	/* largest --threads */
 #define IDLE_TIMEOUT_MS	  30000 /* an idle or half-sent connection is closed after this */
