@@ -13,9 +13,9 @@
  *
  * Per request: the head is parsed (demo_http.c); the span is the incoming
  * traceparent's trace (or a new trace when it is absent or invalid) with a
- * new server span id; the worker attaches it with tp_sdk_attach, runs the
- * handler (demo_work.c: fixed CPU per path), writes the response and only
- * then detaches. Writing is part of the server span and its kernel CPU
+ * new server span id; the worker attaches it with tp_sdk_attach, runs
+ * route_request (demo_routes.c; the CPU per path is in demo_work.c), writes
+ * the response and only then detaches. Writing is part of the server span and its kernel CPU
  * belongs to the request; waiting for the next request is not, and a
  * sampler only sees on-CPU time, so blocking in send() while attached
  * attributes nothing wrongly. A background thread runs refreshCache every
@@ -33,6 +33,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@
 #include <unistd.h>
 
 #include "demo_http.h"
+#include "demo_routes.h"
 #include "demo_work.h"
 #include "traceprof/hex.h"
 #include "traceprof/log.h"
@@ -63,8 +65,7 @@
 #define LINGER_BYTES	  (1 << 20)
 #define CACHE_INTERVAL_MS 1000 /* refreshCache period */
 #define CONN_BUF_SIZE	  (HTTP_MAX_HEAD + HTTP_MAX_BODY)
-#define BODY_BUF_SIZE	  8192
-#define RESP_BUF_SIZE	  (BODY_BUF_SIZE + 1024)
+#define RESP_BUF_SIZE	  (DEMO_BODY_SIZE + 1024)
 
 struct service_opts {
 	const char *bind;    /* IPv4 address to listen on */
@@ -111,37 +112,8 @@ struct server {
 struct worker {
 	struct server *s;	  /* the server it serves */
 	pthread_t thread;	  /* its thread */
-	char body[BODY_BUF_SIZE]; /* response body being built */
+	struct demo_reply reply;  /* reply being built */
 	char resp[RESP_BUF_SIZE]; /* whole response being written */
-};
-
-/* The context of one request: the server span. */
-struct span {
-	uint8_t trace_id[16];	/* from traceparent, or new */
-	uint8_t span_id[8];	/* the server span, always new */
-	uint8_t flags;		/* trace flags, from traceparent or 01 */
-	char trace_hex[33];	/* trace_id as text */
-	char traceresponse[56]; /* 00-trace-span-flags */
-	int64_t cpu_start_ns;	/* thread CPU time when it began */
-};
-
-/* What a handler answers. */
-struct reply {
-	int status;		  /* HTTP status */
-	const char *content_type; /* of body */
-	const char *body;	  /* response body, borrowed */
-	size_t body_len;	  /* bytes at body */
-	const char *allow;	  /* Allow header for 405, or NULL */
-	bool close;		  /* close the connection after it */
-};
-
-typedef void (*handler_fn)(struct worker *w, const struct http_request *req, const char *body,
-			   const struct span *sp, struct reply *r);
-
-struct route {
-	const char *method; /* the one method it serves */
-	const char *path;   /* exact path, query excluded */
-	handler_fn handler; /* what serves it */
 };
 
 static int64_t monotonic_ms(void)
@@ -150,148 +122,6 @@ static int64_t monotonic_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void reply_text(struct reply *r, int status, const char *text)
-{
-	r->status = status;
-	r->content_type = "text/plain";
-	r->body = text;
-	r->body_len = strlen(text);
-}
-
-/* A JSON error body {"error":"..."}; text is a literal without quotes. */
-static void reply_error(struct worker *w, struct reply *r, int status, const char *text)
-{
-	int n = snprintf(w->body, sizeof(w->body), "{\"error\":\"%s\"}\n", text);
-
-	r->status = status;
-	r->content_type = "application/json";
-	r->body = w->body;
-	r->body_len = n < 0 ? 0 : (size_t)n;
-}
-
-/* ---- handlers: the functions a profile shows ---- */
-
-enum checkout_path { PATH_FAST, PATH_SLOW, PATH_FAIL };
-
-static int checkout_path_of(const struct http_request *req, enum checkout_path *path)
-{
-	size_t n;
-	const struct http_header *h =
-	    http_find_header(req->headers, req->n_headers, "x-demo-path", &n);
-
-	*path = PATH_FAST;
-	if (!h)
-		return 0;
-	if (n != 1)
-		return -EINVAL;
-	if (h->value_len == 4 && !memcmp(h->value, "fast", 4))
-		*path = PATH_FAST;
-	else if (h->value_len == 4 && !memcmp(h->value, "slow", 4))
-		*path = PATH_SLOW;
-	else if (h->value_len == 4 && !memcmp(h->value, "fail", 4))
-		*path = PATH_FAIL;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-static NOINLINE void handle_checkout(struct worker *w, const struct http_request *req,
-				     const char *body, const struct span *sp, struct reply *r)
-{
-	enum checkout_path path;
-	struct demo_order order;
-	struct demo_total total;
-	size_t len;
-
-	if (checkout_path_of(req, &path))
-		return reply_error(w, r, 400, "X-Demo-Path must be fast, slow or fail");
-	if (parseOrder(body, req->content_length, &order))
-		return reply_error(w, r, 400, "invalid order");
-	if (path == PATH_SLOW && validateSignature(&order))
-		return reply_error(w, r, 500, "signature verification failed");
-	computeTotal(&order, &total);
-	if (path == PATH_FAIL && chargeCard(&order, &total))
-		return reply_error(w, r, 500, "payment gateway timeout");
-	if (serializeResponse(&order, &total, sp->trace_hex, w->body, sizeof(w->body), &len))
-		return reply_error(w, r, 500, "response too large");
-	r->status = 200;
-	r->content_type = "application/json";
-	r->body = w->body;
-	r->body_len = len;
-}
-
-/* The value of query parameter key in target, or NULL. */
-static const char *query_param(const struct http_request *req, const char *key, size_t *len)
-{
-	const char *q = memchr(req->target, '?', req->target_len);
-	const char *end = req->target + req->target_len;
-	size_t klen = strlen(key);
-
-	while (q && q < end) {
-		const char *p = q + 1;
-		const char *amp = memchr(p, '&', end - p);
-		const char *stop = amp ? amp : end;
-
-		if ((size_t)(stop - p) > klen && !memcmp(p, key, klen) && p[klen] == '=') {
-			*len = stop - p - klen - 1;
-			return p + klen + 1;
-		}
-		q = amp;
-	}
-	return NULL;
-}
-
-static NOINLINE void handle_inventory(struct worker *w, const struct http_request *req,
-				      const char *body, const struct span *sp, struct reply *r)
-{
-	struct demo_stock st;
-	size_t len = 8;
-	const char *sku = query_param(req, "sku", &len);
-	int n;
-
-	if (!sku)
-		sku = "SKU-0001";
-	if (lookupInventory(sku, len, &st))
-		return reply_error(w, r, 404, "unknown sku");
-	n = snprintf(w->body, sizeof(w->body),
-		     "{\"sku\":\"%s\",\"on_hand\":%u,\"warehouse\":%u,\"trace_id\":\"%s\"}\n",
-		     st.sku, st.on_hand, st.warehouse, sp->trace_hex);
-	r->status = 200;
-	r->content_type = "application/json";
-	r->body = w->body;
-	r->body_len = n < 0 ? 0 : (size_t)n;
-}
-
-static NOINLINE void handle_healthz(struct worker *w, const struct http_request *req,
-				    const char *body, const struct span *sp, struct reply *r)
-{
-	reply_text(r, 200, "ok\n");
-}
-
-static const struct route routes[] = {
-    {"POST", "/api/checkout", handle_checkout},
-    {"GET", "/api/inventory", handle_inventory},
-    {"GET", "/healthz", handle_healthz},
-};
-
-/* The route for the request's path, or NULL; *method_ok tells whether the method fits. */
-static const struct route *route_of(const struct http_request *req, bool *method_ok)
-{
-	const char *q = memchr(req->target, '?', req->target_len);
-	size_t plen = q ? (size_t)(q - req->target) : req->target_len;
-
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		const struct route *rt = &routes[i];
-
-		if (strlen(rt->path) != plen || memcmp(rt->path, req->target, plen))
-			continue;
-		*method_ok = strlen(rt->method) == req->method_len &&
-			     !memcmp(rt->method, req->method, req->method_len);
-		return rt;
-	}
-	return NULL;
 }
 
 /* ---- connections ---- */
@@ -324,7 +154,7 @@ static int write_all(int fd, const char *buf, size_t len)
 
 /* Head and body of a response in w->resp, then written. sp may be NULL. */
 static int send_reply(struct worker *w, struct conn *c, const struct http_request *req,
-		      const struct span *sp, const struct reply *r)
+		      const struct demo_span *sp, const struct demo_reply *r)
 {
 	size_t cap = sizeof(w->resp);
 	int n =
@@ -361,78 +191,52 @@ static int send_reply(struct worker *w, struct conn *c, const struct http_reques
 }
 
 /*
- * Starts the server span: the trace of a single valid traceparent header,
- * otherwise a new sampled trace; always a new span id.
- */
-static void span_start(struct span *sp, const struct http_request *req)
-{
-	size_t n;
-	const struct http_header *h =
-	    http_find_header(req->headers, req->n_headers, "traceparent", &n);
-	uint8_t parent[8];
-
-	if (!h || n != 1 ||
-	    tp_sdk_traceparent_parse(h->value, h->value_len, sp->trace_id, parent, &sp->flags)) {
-		tp_sdk_new_trace_id(sp->trace_id);
-		sp->flags = 0x01;
-	}
-	tp_sdk_new_span_id(sp->span_id);
-	tp_hex_encode(sp->trace_id, 16, sp->trace_hex);
-	sp->trace_hex[32] = '\0';
-	tp_sdk_traceparent_format(sp->trace_id, sp->span_id, sp->flags, sp->traceresponse,
-				  sizeof(sp->traceresponse));
-	sp->cpu_start_ns = demo_thread_cpu_ns();
-}
-
-/*
  * Serves one request whose head (and body, unless it is too large) is in
  * c->buf, inside its span. Returns 0 to keep the connection, or -ECONNRESET
  * when it must be closed.
  */
 static NOINLINE int handle_request(struct worker *w, struct conn *c, const struct http_request *req)
 {
-	struct reply r = {.content_type = "text/plain", .close = !req->keep_alive};
-	bool method_ok = false;
-	const struct route *rt = route_of(req, &method_ok);
+	struct demo_reply *r = &w->reply;
+	const char *route = demo_route_path(req);
 	struct tp_sdk_attr attr = {0};
-	struct span sp;
+	struct demo_span sp;
 	int rc;
 
-	span_start(&sp, req);
-	if (rt) {
+	memset(r, 0, offsetof(struct demo_reply, buf));
+	r->close = !req->keep_alive;
+	demo_span_start(&sp, req);
+	if (route) {
 		attr.key = (uint32_t)w->s->route_key;
-		attr.value = rt->path;
-		attr.value_len = (uint32_t)strlen(rt->path);
+		attr.value = route;
+		attr.value_len = (uint32_t)strlen(route);
 	}
-	tp_sdk_attach(sp.trace_id, sp.span_id, sp.flags, &attr, rt && w->s->route_key >= 0 ? 1 : 0);
+	tp_sdk_attach(sp.trace_id, sp.span_id, sp.flags, &attr,
+		      route && w->s->route_key >= 0 ? 1 : 0);
 	if (req->content_length > HTTP_MAX_BODY) {
-		reply_error(w, &r, 413, "request body too large");
-		r.close = true;
-	} else if (!rt) {
-		reply_error(w, &r, 404, "no such path");
-	} else if (!method_ok) {
-		reply_error(w, &r, 405, "method not allowed");
-		r.allow = rt->method;
+		demo_reply_error(r, 413, "request body too large");
+		r->close = true;
 	} else {
-		rt->handler(w, req, c->buf + req->head_len, &sp, &r);
+		route_request(req, c->buf + req->head_len, &sp, r);
 	}
-	rc = send_reply(w, c, req, &sp, &r);
+	rc = send_reply(w, c, req, &sp, r);
 	tp_sdk_detach();
 	atomic_fetch_add(&w->s->requests, 1);
 	log_debug("request method=%.*s target=%.*s status=%d trace_id=%s", (int)req->method_len,
-		  req->method, (int)req->target_len, req->target, r.status, sp.trace_hex);
-	return rc || r.close ? -ECONNRESET : 0;
+		  req->method, (int)req->target_len, req->target, r->status, sp.trace_hex);
+	return rc || r->close ? -ECONNRESET : 0;
 }
 
 /* Answers a malformed head without a span. Always -ECONNRESET. */
 static int reject_request(struct worker *w, struct conn *c, int status)
 {
-	struct reply r = {.close = true};
-	char text[64];
+	struct demo_reply *r = &w->reply;
 
-	snprintf(text, sizeof(text), "%s\n", http_reason(status));
-	reply_text(&r, status, text);
-	send_reply(w, c, NULL, NULL, &r);
+	memset(r, 0, offsetof(struct demo_reply, buf));
+	r->close = true;
+	snprintf(r->buf, sizeof(r->buf), "%s\n", http_reason(status));
+	demo_reply_text(r, status, r->buf);
+	send_reply(w, c, NULL, NULL, r);
 	atomic_fetch_add(&w->s->rejected, 1);
 	log_debug("rejected status=%d", status);
 	return -ECONNRESET;
@@ -442,7 +246,7 @@ static int reject_request(struct worker *w, struct conn *c, int status)
  * Serves the complete requests in c->buf. Returns 0 when it needs more
  * bytes, -ECONNRESET when the connection must be closed.
  */
-static int serve_buffered(struct worker *w, struct conn *c)
+static NOINLINE int serve_buffered(struct worker *w, struct conn *c)
 {
 	while (c->len) {
 		struct http_request req;
