@@ -446,7 +446,7 @@ static void accept_connections(struct server *s)
 			return;
 		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		c = s->n_conns < MAX_CONNS ? malloc(sizeof(*c)) : NULL;
+		c = malloc(sizeof(*c));
 		if (!c) {
 			refuse_connection(s, fd);
 			continue;
@@ -459,6 +459,12 @@ static void accept_connections(struct server *s)
 		ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 		ev.data.ptr = c;
 		pthread_mutex_lock(&s->lock);
+		if (s->n_conns == MAX_CONNS) {
+			pthread_mutex_unlock(&s->lock);
+			free(c);
+			refuse_connection(s, fd);
+			continue;
+		}
 		c->slot = s->n_conns;
 		s->conns[s->n_conns++] = c;
 		if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev)) {

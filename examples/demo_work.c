@@ -86,9 +86,10 @@ static struct rsa_key demo_key;
 static struct promo_rule promo_rules[PROMO_RULES];
 static uint16_t tax_bp[256]; /* tax in basis points by SKU hash */
 static struct inventory_entry inventory[DEMO_SKU_COUNT];
-static atomic_int gateway_reply;	/* never set: the gateway is down */
-static volatile uint64_t checksum_sink; /* keeps refreshCache's work */
-static volatile uint64_t backoff_sink;	/* keeps the backoff computation */
+static atomic_int gateway_reply; /* never set: the gateway is down */
+/* Sinks that keep loops from being optimised away; per thread, so race-free. */
+static _Thread_local volatile uint64_t checksum_sink; /* refreshCache's result */
+static _Thread_local volatile uint64_t backoff_sink;  /* gatewayTimeout's result */
 
 int64_t demo_thread_cpu_ns(void)
 {
