@@ -113,7 +113,7 @@ static void bench(const struct workload *wl, int runs)
 	double *add_ns = calloc((size_t)runs, sizeof(double));
 	double *close_ms = calloc((size_t)runs, sizeof(double));
 	int64_t t0 = 1767225600LL * SEC;
-	size_t rows = 0, keys = 0;
+	size_t rows = 0, keys = 0, bytes = 0;
 
 	if (!samples || !add_ns || !close_ms)
 		exit(1);
@@ -142,6 +142,7 @@ static void bench(const struct workload *wl, int runs)
 			win = agg_take(a);
 			if (win && r == 0 && w == wl->warmup) {
 				rows = win->nrows;
+				bytes = win->bytes;
 				for (size_t i = 0; i < win->nrows; i++)
 					keys += win->rows[i].n;
 			}
@@ -153,8 +154,8 @@ static void bench(const struct workload *wl, int runs)
 		close_ms[r] = closes / 1e6 / wl->windows;
 		agg_free(a);
 	}
-	printf("\n%s: %zu samples/window, %zu keys, %zu rows per window, %d runs\n\n", wl->name,
-	       wl->per_window, keys, rows, runs);
+	printf("\n%s: %zu samples/window, %zu keys, %zu rows, %zu bytes per window, %d runs\n\n",
+	       wl->name, wl->per_window, keys, rows, bytes, runs);
 	printf("| measure | median | min–max | unit |\n|---|---:|---:|---|\n");
 	report("agg_add", add_ns, runs, "ns/sample");
 	report("close", close_ms, runs, "ms/window");
