@@ -1,0 +1,526 @@
+/*
+ * aggregate.c - see aggregate.h.
+ *
+ * Workload: one thread, every sample of the node (2 CPUs x 99 Hz is 200
+ * samples/s, a large node a few thousand), a few thousand distinct keys per
+ * window. The hot path is one hash and one probe sequence in an
+ * open-addressing table with linear probing, 48-byte slots, load <= 1/2,
+ * count 0 marking an empty slot. The table doubles while the first windows
+ * find their working set and is never shrunk; a list of used slots clears
+ * it at a window close in O(keys), so later windows reuse it without
+ * allocating.
+ *
+ * At a close (once per window, not per sample) the used slots are copied
+ * and sorted by (source, trace, span, hz, stack), which makes each row a
+ * run; the dictionary closure is walked with a per-entry mark; the window
+ * is built in one allocation sized first. The dictionary lives in
+ * agg_dict.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg_dict.h"
+#include "aggregate.h"
+
+#define TABLE_MIN_SLOTS 1024
+
+struct slot {
+	uint64_t stack;	   /* stack id */
+	uint64_t source;   /* source id */
+	uint64_t span;	   /* span id, 0 untagged */
+	uint64_t trace[2]; /* trace id bytes, as two words */
+	uint16_t hz;	   /* sampling frequency */
+	uint32_t count;	   /* samples; 0 = empty slot */
+};
+
+struct agg {
+	struct agg_opts o;	       /* options with defaults filled in */
+	struct slot *slots;	       /* the table */
+	size_t cap;		       /* slots allocated, a power of two */
+	size_t cap_max;		       /* the table never grows past this */
+	uint32_t *used;		       /* indices of used slots, max_keys of them */
+	uint32_t nkeys;		       /* used slots */
+	struct slot *sorted;	       /* scratch for the close, grown to the largest window */
+	uint32_t sorted_cap;	       /* slots in sorted */
+	bool open;		       /* a window is open */
+	int64_t start_us;	       /* its start */
+	uint64_t seq;		       /* windows closed so far */
+	uint64_t win_overflow;	       /* samples of the open window dropped at max_keys */
+	struct agg_dict dict;	       /* registered entries and the closing window's closure */
+	struct agg_window *ready;      /* closed windows not taken, oldest first */
+	struct agg_window *ready_tail; /* last of them */
+	struct agg_stats st;	       /* counters */
+};
+
+/* ---- hashing ---- */
+
+static inline uint64_t rotl(uint64_t x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+static inline uint64_t slot_hash(const struct slot *k)
+{
+	return agg_mix64(k->stack ^ rotl(k->source, 21) ^ rotl(k->span, 42) ^ k->trace[0] ^
+			 rotl(k->trace[1], 11) ^ (uint64_t)k->hz * 0x9e3779b97f4a7c15ULL);
+}
+
+static inline bool slot_eq(const struct slot *a, const struct slot *b)
+{
+	return a->stack == b->stack && a->source == b->source && a->span == b->span &&
+	       a->trace[0] == b->trace[0] && a->trace[1] == b->trace[1] && a->hz == b->hz;
+}
+
+/* ---- creation ---- */
+
+static bool window_ok(int64_t w)
+{
+	return w > 0 && w <= 60000000LL && 60000000LL % w == 0;
+}
+
+struct agg *agg_new(const struct agg_opts *opts)
+{
+	struct agg *a;
+
+	if (opts && opts->window_us && !window_ok(opts->window_us)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (opts)
+		a->o = *opts;
+	if (!a->o.window_us)
+		a->o.window_us = AGG_DEFAULT_WINDOW_US;
+	if (!a->o.max_keys)
+		a->o.max_keys = AGG_DEFAULT_MAX_KEYS;
+	if (!a->o.dict_max)
+		a->o.dict_max = AGG_DEFAULT_DICT_MAX;
+	if (!a->o.dict_idle)
+		a->o.dict_idle = AGG_DEFAULT_DICT_IDLE;
+	if (a->o.close_grace_us < 0)
+		a->o.close_grace_us = 0;
+	a->cap_max = TABLE_MIN_SLOTS;
+	while (a->cap_max < (size_t)a->o.max_keys * 2)
+		a->cap_max *= 2;
+	a->cap = TABLE_MIN_SLOTS;
+	a->slots = calloc(a->cap, sizeof(*a->slots));
+	a->used =
+	    malloc(sizeof(*a->used) * (a->cap / 2 < a->o.max_keys ? a->cap / 2 : a->o.max_keys));
+	if (!a->slots || !a->used) {
+		agg_free(a);
+		errno = ENOMEM;
+		return NULL;
+	}
+	a->st.table_slots = a->cap;
+	return a;
+}
+
+void agg_free(struct agg *a)
+{
+	if (!a)
+		return;
+	while (a->ready) {
+		struct agg_window *w = a->ready;
+
+		a->ready = w->next;
+		agg_window_free(w);
+	}
+	agg_dict_free(&a->dict);
+	free(a->slots);
+	free(a->used);
+	free(a->sorted);
+	free(a);
+}
+
+/* ---- dictionary registration ---- */
+
+/* ---- dictionary (agg_dict.c) ---- */
+
+int agg_add_source(struct agg *a, uint64_t id, const struct store_source *src)
+{
+	return a ? agg_dict_add_source(&a->dict, a->seq, id, src) : -EINVAL;
+}
+
+int agg_add_function(struct agg *a, uint64_t id, const char *name, const char *module, int kind)
+{
+	return a ? agg_dict_add_function(&a->dict, a->seq, id, name, module, kind) : -EINVAL;
+}
+
+int agg_add_frame(struct agg *a, uint64_t id, uint64_t function_id, const char *build_id,
+		  const char *file, int line, uint64_t address)
+{
+	return a ? agg_dict_add_frame(&a->dict, a->seq, id, function_id, build_id, file, line,
+				      address)
+		 : -EINVAL;
+}
+
+int agg_add_stack(struct agg *a, uint64_t id, const uint64_t *frame_ids, size_t n)
+{
+	return a ? agg_dict_add_stack(&a->dict, a->seq, id, frame_ids, n) : -EINVAL;
+}
+
+bool agg_has_stack(const struct agg *a, uint64_t id)
+{
+	return a && agg_dict_has(&a->dict, AGG_DICT_STACKS, id);
+}
+
+bool agg_has_source(const struct agg *a, uint64_t id)
+{
+	return a && agg_dict_has(&a->dict, AGG_DICT_SOURCES, id);
+}
+
+/* ---- the table ---- */
+
+static int table_grow(struct agg *a)
+{
+	size_t cap = a->cap * 2;
+	struct slot *slots = calloc(cap, sizeof(*slots));
+	size_t nused = cap / 2 < a->o.max_keys ? cap / 2 : a->o.max_keys;
+	uint32_t *used = malloc(sizeof(*used) * nused);
+
+	if (!slots || !used) {
+		free(slots);
+		free(used);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < a->nkeys; k++) {
+		const struct slot *s = &a->slots[a->used[k]];
+		size_t i = slot_hash(s) & (cap - 1);
+
+		while (slots[i].count)
+			i = (i + 1) & (cap - 1);
+		slots[i] = *s;
+		used[k] = (uint32_t)i;
+	}
+	free(a->slots);
+	free(a->used);
+	a->slots = slots;
+	a->used = used;
+	a->cap = cap;
+	a->st.table_slots = cap;
+	return 0;
+}
+
+static bool sample_ok(const struct agg_sample *s)
+{
+	bool untagged = true;
+
+	for (int i = 0; i < 16; i++)
+		if (s->trace_id[i]) {
+			untagged = false;
+			break;
+		}
+	return s->hz >= 1 && s->hz <= 1000 && s->source_id && s->stack_id &&
+	       untagged == (s->span_id == 0);
+}
+
+static int64_t floor_to(int64_t t, int64_t w)
+{
+	int64_t q = t / w;
+
+	if (t % w < 0)
+		q--;
+	return q * w;
+}
+
+static int close_window(struct agg *a);
+
+int agg_add(struct agg *a, const struct agg_sample *s)
+{
+	struct slot k;
+	int64_t w;
+	size_t i;
+	int ret = 0;
+
+	if (!a || !s || !sample_ok(s)) {
+		if (a)
+			a->st.samples_invalid++;
+		return -EINVAL;
+	}
+	w = floor_to(s->time_us, a->o.window_us);
+	if (!a->open) {
+		a->open = true;
+		a->start_us = w;
+	} else if (w >= a->start_us + a->o.window_us) {
+		ret = close_window(a);
+		a->open = true;
+		a->start_us = w;
+	} else if (w < a->start_us) {
+		a->st.samples_late++;
+	}
+	k.stack = s->stack_id;
+	k.source = s->source_id;
+	k.span = s->span_id;
+	memcpy(k.trace, s->trace_id, 16);
+	k.hz = s->hz;
+	for (i = slot_hash(&k) & (a->cap - 1); a->slots[i].count; i = (i + 1) & (a->cap - 1)) {
+		if (slot_eq(&a->slots[i], &k)) {
+			a->slots[i].count++;
+			a->st.samples++;
+			return ret;
+		}
+	}
+	if (a->nkeys >= a->o.max_keys) {
+		a->st.samples_overflow++;
+		a->win_overflow++;
+		return ret;
+	}
+	if ((size_t)(a->nkeys + 1) * 2 > a->cap && a->cap < a->cap_max) {
+		if (table_grow(a)) {
+			a->st.samples_overflow++;
+			a->win_overflow++;
+			return ret ? ret : -ENOMEM;
+		}
+		for (i = slot_hash(&k) & (a->cap - 1); a->slots[i].count;
+		     i = (i + 1) & (a->cap - 1))
+			;
+	}
+	k.count = 1;
+	a->slots[i] = k;
+	a->used[a->nkeys++] = (uint32_t)i;
+	a->st.samples++;
+	return ret;
+}
+
+int agg_tick(struct agg *a, int64_t now_us)
+{
+	if (!a || !a->open || now_us < a->start_us + a->o.window_us + a->o.close_grace_us)
+		return 0;
+	return close_window(a);
+}
+
+int agg_close(struct agg *a)
+{
+	if (!a || !a->open)
+		return 0;
+	return close_window(a);
+}
+
+struct agg_window *agg_take(struct agg *a)
+{
+	struct agg_window *w = a ? a->ready : NULL;
+
+	errno = 0;
+	if (w) {
+		a->ready = w->next;
+		if (!a->ready)
+			a->ready_tail = NULL;
+		w->next = NULL;
+	}
+	return w;
+}
+
+void agg_get_stats(const struct agg *a, struct agg_stats *out)
+{
+	*out = a->st;
+	out->dict_entries = agg_dict_entries(&a->dict);
+	out->dict_evicted = a->dict.evicted;
+	out->missing_entries = a->dict.missing;
+}
+
+void agg_window_free(struct agg_window *w)
+{
+	free(w);
+}
+
+/* ---- closing a window ---- */
+
+static int cmp_slot(const void *pa, const void *pb)
+{
+	const struct slot *x = pa, *y = pb;
+
+#define CMP_FIELD(f)                                                                               \
+	if (x->f != y->f)                                                                          \
+		return x->f < y->f ? -1 : 1;
+	CMP_FIELD(source)
+	CMP_FIELD(trace[0])
+	CMP_FIELD(trace[1])
+	CMP_FIELD(span)
+	CMP_FIELD(hz)
+	CMP_FIELD(stack)
+#undef CMP_FIELD
+	return 0;
+}
+
+static bool same_row(const struct slot *x, const struct slot *y)
+{
+	return x->source == y->source && x->trace[0] == y->trace[0] && x->trace[1] == y->trace[1] &&
+	       x->span == y->span && x->hz == y->hz;
+}
+
+/* Collects the dictionary closure of the sorted keys. Returns missing ids or -ENOMEM. */
+static int64_t closure(struct agg *a, const struct slot *keys, uint32_t n)
+{
+	int64_t missing = 0, m;
+
+	agg_dict_closure_reset(&a->dict);
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == 0 || keys[i].source != keys[i - 1].source) {
+			m = agg_dict_mark_source(&a->dict, a->seq, keys[i].source);
+			if (m < 0)
+				return m;
+			missing += m;
+		}
+		m = agg_dict_mark_stack(&a->dict, a->seq, keys[i].stack);
+		if (m < 0)
+			return m;
+		missing += m;
+	}
+	return missing;
+}
+
+static size_t round8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* Counts the rows of the sorted keys (a run longer than AGG_ROW_MAX_STACKS splits). */
+static size_t count_rows(const struct slot *keys, uint32_t n)
+{
+	size_t rows = 0, run = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || run == AGG_ROW_MAX_STACKS) {
+			rows++;
+			run = 0;
+		}
+		run++;
+	}
+	return rows;
+}
+
+static void fill_rows(struct agg_window *w, const struct slot *keys, uint32_t n, uint64_t *stk,
+		      uint32_t *cnt)
+{
+	struct store_sample_row *r = w->rows - 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || r->n == AGG_ROW_MAX_STACKS) {
+			r++;
+			r->bucket_us = w->start_us;
+			r->source_id = keys[i].source;
+			memcpy(r->trace_id, keys[i].trace, 16);
+			r->span_id = keys[i].span;
+			r->hz = keys[i].hz;
+			r->n = 0;
+			r->stacks = stk;
+			r->counts = cnt;
+		}
+		stk[0] = keys[i].stack;
+		cnt[0] = keys[i].count;
+		stk++;
+		cnt++;
+		r->n++;
+		w->nsamples += keys[i].count;
+	}
+}
+
+/* Sizes and allocates the window for n sorted keys and the dictionary closure. */
+static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t n)
+{
+	size_t nrows = count_rows(keys, n), bytes;
+	struct agg_dict_size ds;
+	struct agg_window *w;
+	uint64_t *u64;
+	uint32_t *cnt;
+	char *p;
+
+	agg_dict_closure_size(&a->dict, &ds);
+	bytes = round8(sizeof(*w)) + nrows * sizeof(*w->rows) +
+		ds.entries[AGG_DICT_SOURCES] * sizeof(*w->sources) +
+		ds.entries[AGG_DICT_FUNCTIONS] * sizeof(*w->functions) +
+		ds.entries[AGG_DICT_FRAMES] * sizeof(*w->frames) +
+		ds.entries[AGG_DICT_STACKS] * sizeof(*w->stacks) +
+		((size_t)n + ds.frame_ids) * sizeof(uint64_t) + (size_t)n * sizeof(uint32_t) +
+		ds.chars;
+	w = calloc(1, bytes);
+	if (!w)
+		return NULL;
+	w->nrows = nrows;
+	w->nsources = ds.entries[AGG_DICT_SOURCES];
+	w->nfunctions = ds.entries[AGG_DICT_FUNCTIONS];
+	w->nframes = ds.entries[AGG_DICT_FRAMES];
+	w->nstacks = ds.entries[AGG_DICT_STACKS];
+	/* 8-byte aligned arrays first, then the counts, then the strings. */
+	p = (char *)w + round8(sizeof(*w));
+	w->rows = (struct store_sample_row *)p;
+	p += nrows * sizeof(*w->rows);
+	w->sources = (struct agg_source *)p;
+	p += w->nsources * sizeof(*w->sources);
+	w->functions = (struct agg_function *)p;
+	p += w->nfunctions * sizeof(*w->functions);
+	w->frames = (struct agg_frame *)p;
+	p += w->nframes * sizeof(*w->frames);
+	w->stacks = (struct agg_stack *)p;
+	p += w->nstacks * sizeof(*w->stacks);
+	u64 = (uint64_t *)p;
+	p += ((size_t)n + ds.frame_ids) * sizeof(uint64_t);
+	cnt = (uint32_t *)p;
+	p += (size_t)n * sizeof(uint32_t);
+	w->start_us = a->start_us;
+	w->window_us = a->o.window_us;
+	w->seq = a->seq;
+	w->bytes = bytes;
+	fill_rows(w, keys, n, u64, cnt);
+	agg_dict_fill(&a->dict, w, u64 + n, p);
+	return w;
+}
+
+static int close_window(struct agg *a)
+{
+	struct agg_window *w = NULL;
+	int64_t missing = 0;
+	uint32_t n = a->nkeys;
+	int ret = 1;
+
+	a->open = false;
+	if (n > a->sorted_cap) {
+		/* Scratch for the largest window so far: grows with the table, then reused. */
+		struct slot *sorted = realloc(a->sorted, sizeof(*sorted) * a->cap / 2);
+
+		if (sorted) {
+			a->sorted = sorted;
+			a->sorted_cap = (uint32_t)(a->cap / 2);
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	if (ret > 0) {
+		for (uint32_t k = 0; k < n; k++)
+			a->sorted[k] = a->slots[a->used[k]];
+		qsort(a->sorted, n, sizeof(*a->sorted), cmp_slot);
+		missing = closure(a, a->sorted, n);
+		if (missing < 0)
+			ret = -ENOMEM;
+	}
+	if (ret > 0) {
+		w = build(a, a->sorted, n);
+		if (!w)
+			ret = -ENOMEM;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		a->slots[a->used[k]].count = 0;
+	a->nkeys = 0;
+	if (w) {
+		w->missing_entries = (uint64_t)missing;
+		w->samples_overflow = a->win_overflow;
+		if (a->ready_tail)
+			a->ready_tail->next = w;
+		else
+			a->ready = w;
+		a->ready_tail = w;
+		a->st.windows++;
+	} else {
+		a->st.windows_nomem++;
+	}
+	a->win_overflow = 0;
+	if (agg_dict_entries(&a->dict) > a->o.dict_max && a->seq >= a->o.dict_idle)
+		agg_dict_sweep(&a->dict, a->seq - a->o.dict_idle + 1);
+	a->seq++;
+	return ret;
+}
