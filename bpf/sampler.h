@@ -8,6 +8,10 @@
  * resolved for that process (tls_locs) or learned for that thread from the
  * SDK's registration uprobe (thread_records), and emits one struct
  * tp_sample (header + kernel and user frames) into a ring buffer.
+ *
+ * The aggregation data path (tp_data_path, chosen before load) counts
+ * samples in the kernel instead: stacks go to a stack-trace map and one
+ * counter per struct tp_agg_key, which the agent reads and clears.
  */
 #ifndef TRACEPROF_BPF_SAMPLER_H
 #define TRACEPROF_BPF_SAMPLER_H
@@ -19,6 +23,19 @@
 /* Frames kept per stack (kernel and user each); deeper stacks are cut at the root. */
 #define TP_MAX_FRAMES 127
 
+/* Which processes are sampled (rodata option filter_mode, set before load). */
+enum tp_filter {
+	TP_FILTER_ALL = 0,    /* every process but the idle task */
+	TP_FILTER_PIDS = 1,   /* only tgids present in the map "targets" */
+	TP_FILTER_CGROUP = 2, /* only cgroup v2 ids present in the map "target_cgroups" */
+};
+
+/* How samples reach user space (rodata option data_path, set before load). */
+enum tp_data_path {
+	TP_PATH_RINGBUF = 0,   /* one struct tp_sample per sample in the ring "samples" */
+	TP_PATH_AGGREGATE = 1, /* a count per struct tp_agg_key in "aggregates" */
+};
+
 /* Where a process keeps its otel_thread_ctx_v1 TLS pointer (tp = thread pointer). */
 enum tp_tls_kind {
 	TP_TLS_NONE = 0,   /* no thread context in this process */
@@ -28,21 +45,21 @@ enum tp_tls_kind {
 
 /* Per process (key: tgid), written by the agent. */
 struct tp_tls_loc {
-	__u32 kind;	     /* enum tp_tls_kind */
-	__u32 dtv_stride;    /* bytes per dtv entry (16 on glibc) */
-	__s64 tp_offset;     /* TP_TLS_STATIC: pointer address minus thread pointer */
-	__u64 dtv_offset;    /* TP_TLS_DTV: offset of the dtv pointer from the thread pointer */
-	__u64 modid;	     /* TP_TLS_DTV: the module's TLS module id (dtv index) */
-	__u64 sym_offset;    /* TP_TLS_DTV: the variable's offset in the module's TLS block */
+	__u32 kind;	      /* enum tp_tls_kind */
+	__u32 dtv_stride;     /* bytes per dtv entry (16 on glibc) */
+	__s64 tp_offset;      /* TP_TLS_STATIC: pointer address minus thread pointer */
+	__u64 dtv_offset;     /* TP_TLS_DTV: offset of the dtv pointer from the thread pointer */
+	__u64 modid;	      /* TP_TLS_DTV: the module's TLS module id (dtv index) */
+	__u64 sym_offset;     /* TP_TLS_DTV: the variable's offset in the module's TLS block */
 	__u64 dtv_val_offset; /* TP_TLS_DTV: offset of the block pointer inside a dtv entry */
 };
 
 /* The fixed part of an OTEP 4947 record, as the writer lays it out. */
 #define TP_CTX_TRACE_ID_OFF 0
-#define TP_CTX_SPAN_ID_OFF 16
-#define TP_CTX_VALID_OFF 24
-#define TP_CTX_FLAGS_OFF 25
-#define TP_CTX_HEADER_SIZE 28
+#define TP_CTX_SPAN_ID_OFF  16
+#define TP_CTX_VALID_OFF    24
+#define TP_CTX_FLAGS_OFF    25
+#define TP_CTX_HEADER_SIZE  28
 
 /* What the sampler found for the thread's context. */
 enum tp_ctx_state {
@@ -54,31 +71,46 @@ enum tp_ctx_state {
 
 /* Ring buffer record; frames follow the header: kern_n kernel, then user_n user (leaf first). */
 struct tp_sample {
-	__u64 time_ns;	      /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
-	__u64 cgroup_id;      /* bpf_get_current_cgroup_id() */
-	__u32 pid;	      /* tgid */
-	__u32 tid;	      /* thread id */
-	__u8 trace_id[16];    /* TP_CTX_TAGGED only */
-	__u8 span_id[8];      /* TP_CTX_TAGGED only, bytes as in the record */
-	__u8 ctx_state;	      /* enum tp_ctx_state */
-	__u8 trace_flags;     /* TP_CTX_TAGGED only */
-	__u16 hz;	      /* sampling frequency of the event that fired (its bpf cookie) */
-	__u16 kern_n;	      /* kernel frames */
-	__u16 user_n;	      /* user frames */
-	__u32 cpu;	      /* CPU the sample was taken on */
-	char comm[16];	      /* thread name */
+	__u64 time_ns;	   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	__u64 cgroup_id;   /* bpf_get_current_cgroup_id() */
+	__u32 pid;	   /* tgid */
+	__u32 tid;	   /* thread id */
+	__u8 trace_id[16]; /* TP_CTX_TAGGED only */
+	__u8 span_id[8];   /* TP_CTX_TAGGED only, bytes as in the record */
+	__u8 ctx_state;	   /* enum tp_ctx_state */
+	__u8 trace_flags;  /* TP_CTX_TAGGED only */
+	__u16 hz;	   /* sampling frequency of the event that fired (its bpf cookie) */
+	__u16 kern_n;	   /* kernel frames */
+	__u16 user_n;	   /* user frames */
+	__u32 cpu;	   /* CPU the sample was taken on */
+	char comm[16];	   /* thread name */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
+};
+
+/* TP_PATH_AGGREGATE: key of the map "aggregates" (value: __u64 sample count). */
+struct tp_agg_key {
+	__u32 pid;	     /* tgid */
+	__s32 kern_stack_id; /* id in "stacks", or a negative errno when not stored */
+	__s32 user_stack_id; /* id in "stacks", or a negative errno when not stored */
+	__u16 hz;	     /* sampling frequency of the event that fired */
+	__u8 ctx_state;	     /* enum tp_ctx_state */
+	__u8 trace_flags;    /* TP_CTX_TAGGED only */
+	__u8 trace_id[16];   /* TP_CTX_TAGGED only */
+	__u8 span_id[8];     /* TP_CTX_TAGGED only */
 };
 
 /* Per-CPU counters (array map "counters", index = enum tp_counter). */
 enum tp_counter {
-	TP_CNT_SAMPLES = 0,	/* program runs that kept a sample */
-	TP_CNT_FILTERED = 1,	/* runs skipped by the target filter or idle */
-	TP_CNT_RINGBUF_FULL = 2, /* samples lost: ring buffer full */
-	TP_CNT_TAGGED = 3,	/* samples with TP_CTX_TAGGED */
-	TP_CNT_CTX_FAULT = 4,	/* samples with TP_CTX_FAULT */
-	TP_CNT_NO_USTACK = 5,	/* samples whose user stack could not be read */
-	TP_CNT_MAX = 6,
+	TP_CNT_SAMPLES = 0,	    /* program runs that kept a sample */
+	TP_CNT_FILTERED = 1,	    /* runs skipped by the target filter or idle */
+	TP_CNT_RINGBUF_FULL = 2,    /* samples lost: ring buffer full */
+	TP_CNT_TAGGED = 3,	    /* samples with TP_CTX_TAGGED */
+	TP_CNT_CTX_FAULT = 4,	    /* samples with TP_CTX_FAULT */
+	TP_CNT_NO_USTACK = 5,	    /* samples whose user stack could not be read */
+	TP_CNT_STACK_COLLISION = 6, /* aggregation: a stack dropped, its bucket held another */
+	TP_CNT_STACK_LOST = 7,	    /* aggregation: a stack not stored (map full, unreadable) */
+	TP_CNT_AGG_FULL = 8,	    /* aggregation: samples lost, "aggregates" full */
+	TP_CNT_MAX = 9,
 };
 
 #endif
