@@ -255,6 +255,8 @@ static int configure(struct sampler *s)
 
 	skel->rodata->filter_mode = s->opts.filter;
 	skel->rodata->data_path = s->opts.path;
+	skel->rodata->wakeup_bytes =
+	    s->opts.wakeup_bytes == SAMPLER_WAKEUP_EVERY ? 0 : (__u32)s->opts.wakeup_bytes;
 	/* the unused path's maps shrink to their minimum */
 	err = bpf_map__set_max_entries(skel->maps.samples,
 				       agg ? (uint32_t)sysconf(_SC_PAGESIZE) : s->opts.ring_bytes);
@@ -277,6 +279,8 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 		out->hz = DEFAULT_HZ;
 	if (!out->ring_bytes)
 		out->ring_bytes = DEFAULT_RING;
+	if (!out->wakeup_bytes)
+		out->wakeup_bytes = out->ring_bytes / 8;
 	if (!out->stack_entries)
 		out->stack_entries = DEFAULT_SLOTS;
 	if (!out->aggregate_slots)
@@ -289,6 +293,11 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 	    (out->ring_bytes & (out->ring_bytes - 1))) {
 		log_error("ring buffer size must be a power of 2 of at least a page bytes=%zu",
 			  out->ring_bytes);
+		return -EINVAL;
+	}
+	if (out->wakeup_bytes != SAMPLER_WAKEUP_EVERY && out->wakeup_bytes > out->ring_bytes) {
+		log_error("wakeup threshold larger than the ring bytes=%zu ring=%zu",
+			  out->wakeup_bytes, out->ring_bytes);
 		return -EINVAL;
 	}
 	if ((unsigned)out->filter > TP_FILTER_CGROUP || (unsigned)out->path > TP_PATH_AGGREGATE)
@@ -513,6 +522,9 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 	s->poll_ctx = ctx;
 	s->poll_n = 0;
 	err = ring_buffer__poll(s->ring, timeout_ms);
+	/* what is pending below the wakeup threshold */
+	if (err >= 0)
+		err = ring_buffer__consume(s->ring);
 	return err < 0 ? err : s->poll_n;
 }
 

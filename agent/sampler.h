@@ -27,10 +27,13 @@
 
 /* Largest sampling frequency the sampler accepts (Hz). */
 #define SAMPLER_MAX_HZ 1000
+/* sampler_opts.wakeup_bytes: wake the reader at every sample (lowest latency, most CPU). */
+#define SAMPLER_WAKEUP_EVERY ((size_t)-1)
 
 struct sampler_opts {
 	int hz;			  /* sampling frequency per CPU, 1..SAMPLER_MAX_HZ (0: 19) */
 	size_t ring_bytes;	  /* TP_PATH_RINGBUF ring size, a power of 2 >= page (0: 1 MiB) */
+	size_t wakeup_bytes;	  /* wake the reader at this much pending (0: ring/8; or EVERY) */
 	enum tp_filter filter;	  /* which processes are sampled */
 	enum tp_data_path path;	  /* how samples reach user space */
 	uint32_t stack_entries;	  /* TP_PATH_AGGREGATE: stacks map size (0: 16384) */
@@ -107,12 +110,17 @@ int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record);
 
 /*
  * TP_PATH_RINGBUF: waits up to timeout_ms (0: none, -1: forever) for
- * samples and calls cb for each available one. Returns the number of
+ * samples and calls cb for each available one. The kernel wakes the reader
+ * only once wakeup_bytes are pending, so a sample waits at most until the
+ * next poll's timeout: poll with a finite timeout (100-1000 ms). Returns the number of
  * samples delivered, cb's negative return, or a negative errno (-EINTR on
  * a signal).
  */
 int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *ctx);
-/* An fd that is readable when sampler_poll has samples (for epoll); borrowed. */
+/*
+ * An fd that becomes readable when wakeup_bytes are pending (for epoll);
+ * borrowed. Call sampler_poll(s, 0, ...) on a timer too.
+ */
 int sampler_fd(const struct sampler *s);
 
 /*

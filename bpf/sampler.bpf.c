@@ -36,6 +36,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Options, set by the loader before load. */
 const volatile __u32 filter_mode = TP_FILTER_ALL; /* enum tp_filter */
 const volatile __u32 data_path = TP_PATH_RINGBUF; /* enum tp_data_path */
+const volatile __u32 wakeup_bytes = 0; /* wake the reader at this much pending data; 0: always */
 
 /* tgid -> 1: processes sampled under TP_FILTER_PIDS. */
 struct {
@@ -246,6 +247,7 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 					const struct thread_ctx *tc)
 {
 	__u32 zero = 0, kn = 0, un = 0;
+	__u64 size, flags = 0;
 	struct tp_sample *s;
 	long n;
 
@@ -282,7 +284,17 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 	s->user_n = un;
 
 	/* only the frames taken: a shallow stack costs a fraction of the ring */
-	if (bpf_ringbuf_output(&samples, s, offsetof(struct tp_sample, ips) + (kn + un) * 8, 0)) {
+	size = offsetof(struct tp_sample, ips) + (kn + un) * 8;
+	/*
+	 * A wakeup per sample costs more than the rest of the program (an
+	 * irq_work and an IPI, a VM exit in a guest): batch them; the reader
+	 * also polls with a timeout.
+	 */
+	if (wakeup_bytes)
+		flags = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size < wakeup_bytes
+			    ? BPF_RB_NO_WAKEUP
+			    : BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, flags)) {
 		count(TP_CNT_RINGBUF_FULL);
 		return;
 	}
@@ -298,9 +310,11 @@ static __always_inline __s32 stack_id(struct bpf_perf_event_data *ctx, __u64 fla
 		return id;
 	if (id == -EEXIST)
 		count(TP_CNT_STACK_COLLISION);
-	else if (!(flags & BPF_F_USER_STACK) || !is_kernel_thread())
-		count(id == -EFAULT && (flags & BPF_F_USER_STACK) ? TP_CNT_NO_USTACK
-								  : TP_CNT_STACK_LOST);
+	else if (id != -EFAULT)
+		count(TP_CNT_STACK_LOST);
+	else if ((flags & BPF_F_USER_STACK) && !is_kernel_thread())
+		count(TP_CNT_NO_USTACK);
+	/* -EFAULT for the kernel stack: the sample interrupted user mode */
 	return id;
 }
 
