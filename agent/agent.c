@@ -344,7 +344,7 @@ static int add_frame(struct agent *a, const struct sym_frame *f, size_t *n)
 /* Symbolizes a sample's frames (root first: user, then kernel) into a registered stack. */
 static uint64_t symbolize_stack(struct agent *a, const struct tp_sample *s)
 {
-	const uint64_t *kern = s->ips, *user = s->ips + s->kern_n;
+	const __u64 *kern = s->ips, *user = s->ips + s->kern_n;
 	struct sym_frame frames[MAX_INLINE];
 	size_t n = 0;
 	uint64_t id;
@@ -512,7 +512,9 @@ struct agent *agent_new(const struct agent_config *cfg)
 	}
 
 	so.hz = cfg->frequency;
-	so.ring_bytes = cfg->ring_bytes;
+	so.ring_bytes = 4096;
+	while (so.ring_bytes < cfg->ring_bytes) /* the ring is a power-of-two number of pages */
+		so.ring_bytes *= 2;
 	so.filter = cfg->target == CONFIG_TARGET_PIDS	  ? TP_FILTER_PIDS
 		    : cfg->target == CONFIG_TARGET_CGROUP ? TP_FILTER_CGROUP
 							  : TP_FILTER_ALL;

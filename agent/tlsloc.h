@@ -19,7 +19,7 @@
 #include <sys/types.h>
 
 #include "procmem.h"
-#include "sampler.h"
+#include "bpf/sampler.h"
 
 /* The OTEP 4947 TLS symbol. */
 #define TLSLOC_SYMBOL "otel_thread_ctx_v1"

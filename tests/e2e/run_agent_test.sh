@@ -47,6 +47,7 @@ grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
 	fail "load generator"
 sleep 2 # background work outside any request
 
+[ -n "${KEEP_DB:-}" ] && echo "conninfo: $conn"
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 agent_pid=''

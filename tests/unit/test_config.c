@@ -65,8 +65,7 @@ int main(void)
 	CHECK(config_set(&cfg, "queue-bytes", "12Q", err, sizeof(err)) == -EINVAL &&
 		  strstr(err, "size"),
 	      "bad size: %s", err);
-	CHECK(config_set(&cfg, "duration", "1.5s", err, sizeof(err)) == 0 &&
-		  cfg.duration_s == 1.5,
+	CHECK(config_set(&cfg, "duration", "1.5s", err, sizeof(err)) == 0 && cfg.duration_s == 1.5,
 	      "duration 1.5s");
 	CHECK(config_set(&cfg, "target", "pid:12,34", err, sizeof(err)) == 0 &&
 		  cfg.target == CONFIG_TARGET_PIDS && cfg.npids == 2 && cfg.pids[1] == 34,

@@ -1,0 +1,626 @@
+/*
+ * sampler.c - loads the BPF CPU sampler (bpf/sampler.bpf.c through its
+ * skeleton) and delivers its samples.
+ *
+ * Order: open the skeleton -> configure (rodata options, map sizes) -> load
+ * -> attach (exit tracepoint, one CPU-clock perf event per online CPU with
+ * the event's Hz as bpf cookie) -> poll or drain; sampler_free is the one
+ * cleanup path, and every failure in sampler_open goes through it.
+ *
+ * The workload: 19-100 samples per second per CPU, a few hundred processes
+ * and uprobe targets at most, so the tables here are small fixed arrays.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "sampler.skel.h"
+#include "traceprof/log.h"
+
+#include "sampler.h"
+
+#define SDK_PROBE_FUNC	"tp_sdk_probe_thread_registered"
+#define KERNEL_BTF	"/sys/kernel/btf/vmlinux"
+#define CPUS_ONLINE	"/sys/devices/system/cpu/online"
+#define PARANOID	"/proc/sys/kernel/perf_event_paranoid"
+#define DEFAULT_HZ	19
+#define DEFAULT_RING	(1u << 20)
+#define DEFAULT_SLOTS	16384
+#define CAP_SYS_ADMIN_B 21
+#define CAP_PERFMON_B	38
+#define CAP_BPF_B	39
+
+/* One attached registration uprobe. */
+struct sdk_uprobe {
+	char *path;	       /* ELF file the probe is in; owned */
+	pid_t pid;	       /* process filter, -1 for all */
+	struct bpf_link *link; /* the attachment; owned */
+};
+
+struct sampler {
+	struct sampler_bpf *skel;			/* the loaded BPF object; owned */
+	struct sampler_opts opts;			/* options with defaults filled in */
+	struct bpf_link **cpu_links;			/* one perf event link per online CPU */
+	int ncpu_links;					/* entries used in cpu_links */
+	struct bpf_link *exit_link;			/* on_sched_process_exit attachment */
+	struct ring_buffer *ring;			/* TP_PATH_RINGBUF reader; owned */
+	sampler_sample_fn poll_cb;			/* callback of the sampler_poll running */
+	void *poll_ctx;					/* its context */
+	int poll_n;					/* samples delivered by this poll */
+	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
+	int nuprobes;					/* entries used in uprobes */
+};
+
+static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	log_vmsg(level == LIBBPF_WARN ? LOG_WARN : LOG_DEBUG, fmt, ap);
+	return 0;
+}
+
+static int read_int_file(const char *path, long *v)
+{
+	FILE *f = fopen(path, "r");
+	int ok;
+
+	if (!f)
+		return -errno;
+	ok = fscanf(f, "%ld", v) == 1;
+	fclose(f);
+	return ok ? 0 : -EINVAL;
+}
+
+/* Whether the effective capability set holds bit cap. */
+static bool have_cap(int cap)
+{
+	unsigned long long eff = 0;
+	char line[256];
+	bool found = false;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
+			found = true;
+			break;
+		}
+	fclose(f);
+	return found && (eff >> cap) & 1;
+}
+
+/* The reasons sampling cannot start that a user can fix, with the fix. */
+static int check_privileges(void)
+{
+	struct stat st;
+
+	if (stat(KERNEL_BTF, &st) != 0) {
+		log_error("no kernel BTF path=%s: the BPF sampler needs a kernel built with "
+			  "CONFIG_DEBUG_INFO_BTF=y",
+			  KERNEL_BTF);
+		return -ENOTSUP;
+	}
+	if (!have_cap(CAP_SYS_ADMIN_B) && !(have_cap(CAP_BPF_B) && have_cap(CAP_PERFMON_B))) {
+		log_error("not permitted to load BPF programs: run as root, or grant CAP_BPF and "
+			  "CAP_PERFMON");
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Parses /sys/devices/system/cpu/online ("0-3,5"); the caller frees *cpus. */
+static int online_cpus(int **cpus, int *n)
+{
+	char buf[1024], *p, *tok, *save = NULL;
+	int *list = NULL, cap = 0, cnt = 0, a, b, fd;
+	ssize_t len;
+
+	fd = open(CPUS_ONLINE, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -EIO;
+	buf[len] = '\0';
+	for (p = buf; (tok = strtok_r(p, ",\n", &save)); p = NULL) {
+		int m = sscanf(tok, "%d-%d", &a, &b);
+
+		if (m < 1 || a < 0)
+			goto out_inval;
+		if (m == 1)
+			b = a;
+		for (int c = a; c <= b; c++) {
+			if (cnt == cap) {
+				int *nl = realloc(list, (cap ? 2 * cap : 64) * sizeof(*list));
+
+				if (!nl) {
+					free(list);
+					return -ENOMEM;
+				}
+				list = nl;
+				cap = cap ? 2 * cap : 64;
+			}
+			list[cnt++] = c;
+		}
+	}
+	if (!cnt)
+		goto out_inval;
+	*cpus = list;
+	*n = cnt;
+	return 0;
+out_inval:
+	free(list);
+	return -EINVAL;
+}
+
+static int perf_clock_open(int cpu, int hz)
+{
+	struct perf_event_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.freq = 1;
+	attr.sample_freq = hz;
+	fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void explain_perf_error(int err, int cpu)
+{
+	long paranoid = -1;
+
+	if (err == -EACCES || err == -EPERM) {
+		read_int_file(PARANOID, &paranoid);
+		log_error("perf_event_open refused cpu=%d perf_event_paranoid=%ld: run as root or "
+			  "grant CAP_PERFMON (or lower kernel.perf_event_paranoid)",
+			  cpu, paranoid);
+	} else {
+		log_error("perf_event_open failed cpu=%d err=%s", cpu, strerror(-err));
+	}
+}
+
+/* Opens and attaches one CPU-clock event per online CPU, cookie = Hz. */
+static int attach_cpu_clock(struct sampler *s)
+{
+	LIBBPF_OPTS(bpf_perf_event_opts, popts, .bpf_cookie = (__u64)s->opts.hz);
+	int *cpus = NULL, ncpus = 0, err, fd;
+
+	err = online_cpus(&cpus, &ncpus);
+	if (err) {
+		log_error("cannot read online cpus path=%s err=%s", CPUS_ONLINE, strerror(-err));
+		return err;
+	}
+	s->cpu_links = calloc(ncpus, sizeof(*s->cpu_links));
+	if (!s->cpu_links) {
+		err = -ENOMEM;
+		goto out_free_cpus;
+	}
+	for (int i = 0; i < ncpus; i++) {
+		struct bpf_link *link;
+
+		fd = perf_clock_open(cpus[i], s->opts.hz);
+		if (fd == -ENODEV) /* went offline since we read the list */
+			continue;
+		if (fd < 0) {
+			err = fd;
+			explain_perf_error(err, cpus[i]);
+			goto out_free_cpus;
+		}
+		link = bpf_program__attach_perf_event_opts(s->skel->progs.on_cpu_clock, fd, &popts);
+		if (!link) {
+			err = -errno;
+			close(fd);
+			log_error("cannot attach sampler cpu=%d err=%s", cpus[i], strerror(-err));
+			goto out_free_cpus;
+		}
+		s->cpu_links[s->ncpu_links++] = link; /* the link owns fd now */
+	}
+	err = 0;
+out_free_cpus:
+	free(cpus);
+	return err;
+}
+
+static int ring_sample(void *ctx, void *data, size_t len)
+{
+	struct sampler *s = ctx;
+	int err;
+
+	if (len < offsetof(struct tp_sample, ips))
+		return 0; /* never written by sampler.bpf.c */
+	err = s->poll_cb(s->poll_ctx, data, len);
+	if (err < 0)
+		return err;
+	s->poll_n++;
+	return 0;
+}
+
+static int configure(struct sampler *s)
+{
+	struct sampler_bpf *skel = s->skel;
+	bool agg = s->opts.path == TP_PATH_AGGREGATE;
+	int err;
+
+	skel->rodata->filter_mode = s->opts.filter;
+	skel->rodata->data_path = s->opts.path;
+	skel->rodata->wakeup_bytes =
+	    s->opts.wakeup_bytes == SAMPLER_WAKEUP_EVERY ? 0 : (__u32)s->opts.wakeup_bytes;
+	/* the unused path's maps shrink to their minimum */
+	err = bpf_map__set_max_entries(skel->maps.samples,
+				       agg ? (uint32_t)sysconf(_SC_PAGESIZE) : s->opts.ring_bytes);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.stacks, agg ? s->opts.stack_entries : 1);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.aggregates,
+					       agg ? s->opts.aggregate_slots : 1);
+	return err;
+}
+
+static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	memset(out, 0, sizeof(*out));
+	if (in)
+		*out = *in;
+	if (!out->hz)
+		out->hz = DEFAULT_HZ;
+	if (!out->ring_bytes)
+		out->ring_bytes = DEFAULT_RING;
+	if (!out->wakeup_bytes)
+		out->wakeup_bytes = out->ring_bytes / 8;
+	if (!out->stack_entries)
+		out->stack_entries = DEFAULT_SLOTS;
+	if (!out->aggregate_slots)
+		out->aggregate_slots = DEFAULT_SLOTS;
+	if (out->hz < 1 || out->hz > SAMPLER_MAX_HZ) {
+		log_error("sampling frequency out of range hz=%d max=%d", out->hz, SAMPLER_MAX_HZ);
+		return -EINVAL;
+	}
+	if (out->ring_bytes < (size_t)page || out->ring_bytes > (1u << 30) ||
+	    (out->ring_bytes & (out->ring_bytes - 1))) {
+		log_error("ring buffer size must be a power of 2 of at least a page bytes=%zu",
+			  out->ring_bytes);
+		return -EINVAL;
+	}
+	if (out->wakeup_bytes != SAMPLER_WAKEUP_EVERY && out->wakeup_bytes > out->ring_bytes) {
+		log_error("wakeup threshold larger than the ring bytes=%zu ring=%zu",
+			  out->wakeup_bytes, out->ring_bytes);
+		return -EINVAL;
+	}
+	if ((unsigned)out->filter > TP_FILTER_CGROUP || (unsigned)out->path > TP_PATH_AGGREGATE)
+		return -EINVAL;
+	return 0;
+}
+
+struct sampler *sampler_open(const struct sampler_opts *opts)
+{
+	struct sampler *s;
+	int err;
+
+	libbpf_set_print(libbpf_to_log);
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = fill_defaults(opts, &s->opts);
+	if (err)
+		goto out_free;
+	err = check_privileges();
+	if (err)
+		goto out_free;
+	s->skel = sampler_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		log_error("cannot open the BPF sampler err=%s", strerror(-err));
+		goto out_free;
+	}
+	err = configure(s);
+	if (err) {
+		log_error("cannot size the BPF sampler maps err=%s", strerror(-err));
+		goto out_free;
+	}
+	err = sampler_bpf__load(s->skel);
+	if (err) {
+		log_error("cannot load the BPF sampler err=%s (run with -v for the verifier log)",
+			  strerror(-err));
+		goto out_free;
+	}
+	s->exit_link = bpf_program__attach(s->skel->progs.on_sched_process_exit);
+	if (!s->exit_link) {
+		err = -errno;
+		log_error("cannot attach to sched_process_exit err=%s", strerror(-err));
+		goto out_free;
+	}
+	if (s->opts.path == TP_PATH_RINGBUF) {
+		s->ring =
+		    ring_buffer__new(bpf_map__fd(s->skel->maps.samples), ring_sample, s, NULL);
+		if (!s->ring) {
+			err = -errno;
+			log_error("cannot map the sample ring err=%s", strerror(-err));
+			goto out_free;
+		}
+	}
+	err = attach_cpu_clock(s);
+	if (err)
+		goto out_free;
+	log_debug("sampler started hz=%d cpus=%d path=%s", s->opts.hz, s->ncpu_links,
+		  s->opts.path == TP_PATH_RINGBUF ? "ringbuf" : "aggregate");
+	return s;
+out_free:
+	sampler_free(s);
+	errno = -err;
+	return NULL;
+}
+
+void sampler_free(struct sampler *s)
+{
+	if (!s)
+		return;
+	/* perf events first: no new samples while the rest goes away */
+	for (int i = 0; i < s->ncpu_links; i++)
+		bpf_link__destroy(s->cpu_links[i]);
+	free(s->cpu_links);
+	for (int i = 0; i < s->nuprobes; i++) {
+		bpf_link__destroy(s->uprobes[i].link);
+		free(s->uprobes[i].path);
+	}
+	bpf_link__destroy(s->exit_link);
+	ring_buffer__free(s->ring);
+	sampler_bpf__destroy(s->skel);
+	free(s);
+}
+
+static int map_update(struct bpf_map *map, const void *key, size_t ksz, const void *val, size_t vsz)
+{
+	int err = bpf_map__update_elem(map, key, ksz, val, vsz, BPF_ANY);
+
+	return err == -E2BIG ? -ENOSPC : err;
+}
+
+static int map_delete(struct bpf_map *map, const void *key, size_t ksz)
+{
+	int err = bpf_map__delete_elem(map, key, ksz, 0);
+
+	return err == -ENOENT ? 0 : err;
+}
+
+int sampler_add_target_pid(struct sampler *s, pid_t pid)
+{
+	__u32 k = pid;
+	__u8 one = 1;
+
+	if (pid <= 0)
+		return -EINVAL;
+	return map_update(s->skel->maps.targets, &k, sizeof(k), &one, sizeof(one));
+}
+
+int sampler_remove_target_pid(struct sampler *s, pid_t pid)
+{
+	__u32 k = pid;
+
+	return map_delete(s->skel->maps.targets, &k, sizeof(k));
+}
+
+int sampler_add_target_cgroup(struct sampler *s, uint64_t cgroup_id)
+{
+	__u64 k = cgroup_id;
+	__u8 one = 1;
+
+	return map_update(s->skel->maps.target_cgroups, &k, sizeof(k), &one, sizeof(one));
+}
+
+int sampler_add_target_cgroup_path(struct sampler *s, const char *path)
+{
+	struct stat st;
+
+	/* on cgroup v2 the directory's inode number is the cgroup id */
+	if (stat(path, &st) != 0) {
+		log_error("cannot find cgroup path=%s err=%s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return sampler_add_target_cgroup(s, st.st_ino);
+}
+
+int sampler_set_tls(struct sampler *s, pid_t pid, const struct tp_tls_loc *loc)
+{
+	__u32 k = pid;
+
+	if (pid <= 0 || !loc || loc->kind > TP_TLS_DTV)
+		return -EINVAL;
+	if (loc->kind == TP_TLS_NONE)
+		return map_delete(s->skel->maps.tls_locs, &k, sizeof(k));
+	return map_update(s->skel->maps.tls_locs, &k, sizeof(k), loc, sizeof(*loc));
+}
+
+int sampler_forget_pid(struct sampler *s, pid_t pid)
+{
+	__u32 k = pid;
+	int err;
+
+	err = map_delete(s->skel->maps.tls_locs, &k, sizeof(k));
+	if (!err)
+		err = map_delete(s->skel->maps.targets, &k, sizeof(k));
+	return err;
+}
+
+int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t pid)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = SDK_PROBE_FUNC);
+	struct sdk_uprobe *u;
+	int err;
+
+	if (!binary_path || pid == 0 || pid < -1)
+		return -EINVAL;
+	for (int i = 0; i < s->nuprobes; i++)
+		if (s->uprobes[i].pid == pid && !strcmp(s->uprobes[i].path, binary_path))
+			return 0;
+	if (s->nuprobes == SAMPLER_MAX_UPROBES) {
+		log_warn("too many sdk uprobes max=%d path=%s", SAMPLER_MAX_UPROBES, binary_path);
+		return -ENOSPC;
+	}
+	if (access(binary_path, R_OK) != 0) {
+		err = -errno;
+		log_error("cannot read binary path=%s err=%s", binary_path, strerror(-err));
+		return err;
+	}
+	u = &s->uprobes[s->nuprobes];
+	u->path = strdup(binary_path);
+	if (!u->path)
+		return -ENOMEM;
+	u->pid = pid;
+	u->link = bpf_program__attach_uprobe_opts(s->skel->progs.on_thread_registered, pid,
+						  binary_path, 0, &uopts);
+	if (!u->link) {
+		err = -errno;
+		free(u->path);
+		/* libbpf says ENOENT when the ELF has no such function */
+		log_error("cannot attach sdk uprobe path=%s func=%s err=%s", binary_path,
+			  SDK_PROBE_FUNC, strerror(-err));
+		return err;
+	}
+	s->nuprobes++;
+	log_debug("sdk uprobe attached path=%s pid=%d", binary_path, (int)pid);
+	return 0;
+}
+
+int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record)
+{
+	__u32 k = tid;
+	__u64 v = 0;
+	int err;
+
+	err = bpf_map__lookup_elem(s->skel->maps.thread_records, &k, sizeof(k), &v, sizeof(v), 0);
+	if (err)
+		return err;
+	*record = v;
+	return 0;
+}
+
+int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *ctx)
+{
+	int err;
+
+	if (!s->ring || !cb)
+		return -EINVAL;
+	s->poll_cb = cb;
+	s->poll_ctx = ctx;
+	s->poll_n = 0;
+	err = ring_buffer__poll(s->ring, timeout_ms);
+	/* what is pending below the wakeup threshold */
+	if (err >= 0)
+		err = ring_buffer__consume(s->ring);
+	return err < 0 ? err : s->poll_n;
+}
+
+int sampler_fd(const struct sampler *s)
+{
+	return s->ring ? ring_buffer__epoll_fd(s->ring) : -EINVAL;
+}
+
+/* Frames of a stored stack; 0 frames when id is negative or gone. */
+static uint16_t stack_frames(struct sampler *s, __s32 id, uint64_t *ips)
+{
+	__u32 k = id;
+	uint16_t n = 0;
+
+	if (id < 0 || bpf_map__lookup_elem(s->skel->maps.stacks, &k, sizeof(k), ips,
+					   TP_MAX_FRAMES * sizeof(*ips), 0))
+		return 0;
+	while (n < TP_MAX_FRAMES && ips[n])
+		n++;
+	return n;
+}
+
+static void forget_stack(struct sampler *s, __s32 id)
+{
+	__u32 k = id;
+
+	if (id >= 0)
+		bpf_map__delete_elem(s->skel->maps.stacks, &k, sizeof(k), 0);
+}
+
+int sampler_drain(struct sampler *s, sampler_count_fn cb, void *ctx)
+{
+	int fd = bpf_map__fd(s->skel->maps.aggregates), n = 0, err = 0, delivered = 0;
+	uint64_t kips[TP_MAX_FRAMES], uips[TP_MAX_FRAMES];
+	struct tp_agg_key *keys, *prev = NULL;
+
+	if (s->opts.path != TP_PATH_AGGREGATE || !cb)
+		return -EINVAL;
+	keys = calloc(s->opts.aggregate_slots, sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	/* keys first: deleting while walking would restart the walk */
+	while (n < (int)s->opts.aggregate_slots && !bpf_map_get_next_key(fd, prev, &keys[n])) {
+		prev = &keys[n];
+		n++;
+	}
+	for (int i = 0; i < n; i++) {
+		struct sampler_count c = {.key = &keys[i], .kern_ips = kips, .user_ips = uips};
+
+		if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &c.count))
+			continue;
+		c.kern_n = stack_frames(s, keys[i].kern_stack_id, kips);
+		c.user_n = stack_frames(s, keys[i].user_stack_id, uips);
+		err = cb(ctx, &c);
+		if (err < 0)
+			break;
+		delivered++;
+	}
+	/* a stack may serve several keys: free them once all were read */
+	for (int i = 0; i < n; i++) {
+		forget_stack(s, keys[i].kern_stack_id);
+		forget_stack(s, keys[i].user_stack_id);
+	}
+	free(keys);
+	return err < 0 ? err : delivered;
+}
+
+int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
+{
+	int ncpu = libbpf_num_possible_cpus(), err = 0;
+	struct bpf_prog_info info;
+	__u32 info_len = sizeof(info);
+	__u64 *vals;
+
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	memset(st, 0, sizeof(*st));
+	for (__u32 k = 0; k < TP_CNT_MAX; k++) {
+		err = bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
+					   ncpu * sizeof(*vals), 0);
+		if (err)
+			goto out_free_vals;
+		for (int c = 0; c < ncpu; c++)
+			st->counters[k] += vals[c];
+	}
+	memset(&info, 0, sizeof(info));
+	err =
+	    bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.on_cpu_clock), &info, &info_len);
+	if (!err) {
+		st->run_time_ns = info.run_time_ns;
+		st->run_cnt = info.run_cnt;
+	}
+out_free_vals:
+	free(vals);
+	return err;
+}

@@ -1,0 +1,137 @@
+/*
+ * sampler.h - the agent's BPF CPU sampler: loads bpf/sampler.bpf.c, opens a
+ * software CPU-clock perf event per online CPU, attaches the sampler to
+ * each, and hands every sample (with the OpenTelemetry thread context of
+ * the thread it interrupted) to a callback.
+ *
+ * Data flow: sampler_open loads and attaches; the agent then tells the
+ * kernel side where each process keeps its thread context
+ * (sampler_set_tls) and/or attaches the SDK registration uprobe
+ * (sampler_attach_sdk_uprobe); sampler_poll (or sampler_drain in the
+ * aggregation data path) delivers what the CPUs sampled.
+ *
+ * Errors: int functions return 0 or a negative errno value; sampler_open
+ * returns NULL and sets errno. Failures a user can cause (not root,
+ * perf_event_paranoid, no kernel BTF) are logged through lib/log.c with
+ * what to do. One thread uses a struct sampler at a time.
+ */
+#ifndef TRACEPROF_AGENT_SAMPLER_H
+#define TRACEPROF_AGENT_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/sampler.h" /* struct tp_sample, enums, limits shared with the BPF side */
+
+/* Largest sampling frequency the sampler accepts (Hz). */
+#define SAMPLER_MAX_HZ 1000
+/* sampler_opts.wakeup_bytes: wake the reader at every sample (lowest latency, most CPU). */
+#define SAMPLER_WAKEUP_EVERY ((size_t)-1)
+
+struct sampler_opts {
+	int hz;			  /* sampling frequency per CPU, 1..SAMPLER_MAX_HZ (0: 19) */
+	size_t ring_bytes;	  /* TP_PATH_RINGBUF ring size, a power of 2 >= page (0: 1 MiB) */
+	size_t wakeup_bytes;	  /* wake the reader at this much pending (0: ring/8; or EVERY) */
+	enum tp_filter filter;	  /* which processes are sampled */
+	enum tp_data_path path;	  /* how samples reach user space */
+	uint32_t stack_entries;	  /* TP_PATH_AGGREGATE: stacks map size (0: 16384) */
+	uint32_t aggregate_slots; /* TP_PATH_AGGREGATE: aggregates map size (0: 16384) */
+};
+
+/* Counters summed over CPUs, plus the kernel's run statistics of on_cpu_clock. */
+struct sampler_stats {
+	uint64_t counters[TP_CNT_MAX]; /* enum tp_counter */
+	uint64_t run_time_ns;	       /* on_cpu_clock run time (kernel.bpf_stats_enabled=1) */
+	uint64_t run_cnt;	       /* on_cpu_clock runs (kernel.bpf_stats_enabled=1) */
+};
+
+/* TP_PATH_AGGREGATE: one aggregated count with its stacks, as sampler_drain gives it. */
+struct sampler_count {
+	const struct tp_agg_key *key; /* pid, ids, hz, stack ids; borrowed for the call */
+	uint64_t count;		      /* samples with this key since the last drain */
+	const uint64_t *kern_ips;     /* kernel frames, leaf first; borrowed for the call */
+	const uint64_t *user_ips;     /* user frames, leaf first; borrowed for the call */
+	uint16_t kern_n;	      /* kernel frames (0 when the stack was lost) */
+	uint16_t user_n;	      /* user frames (0 when the stack was lost) */
+};
+
+struct sampler;
+
+/*
+ * Called once per sample. sample and its frames (sample->ips) are borrowed
+ * for the call only; len is the record's length in bytes. A negative return
+ * stops the poll and is returned by sampler_poll.
+ */
+typedef int (*sampler_sample_fn)(void *ctx, const struct tp_sample *sample, size_t len);
+/* Called once per aggregated count by sampler_drain; same rules as above. */
+typedef int (*sampler_count_fn)(void *ctx, const struct sampler_count *count);
+
+/*
+ * Loads the BPF sampler with opts (NULL: defaults) and starts sampling on
+ * every online CPU. Returns the sampler (free with sampler_free) or NULL
+ * with errno set: EPERM (not root / no CAP_BPF and CAP_PERFMON), EACCES
+ * (perf_event_paranoid), ENOTSUP (no kernel BTF), EINVAL (bad opts), or what
+ * the kernel said.
+ */
+struct sampler *sampler_open(const struct sampler_opts *opts);
+/* Detaches everything and frees s; NULL is a no-op. */
+void sampler_free(struct sampler *s);
+
+/* TP_FILTER_PIDS: sample process pid too (-ENOSPC when the map is full). */
+int sampler_add_target_pid(struct sampler *s, pid_t pid);
+/* TP_FILTER_PIDS: stop sampling pid; 0 also when it was not a target. */
+int sampler_remove_target_pid(struct sampler *s, pid_t pid);
+/* TP_FILTER_CGROUP: sample the cgroup v2 with this id (its directory's inode number). */
+int sampler_add_target_cgroup(struct sampler *s, uint64_t cgroup_id);
+/* TP_FILTER_CGROUP: sample the cgroup v2 at path (e.g. under /sys/fs/cgroup). */
+int sampler_add_target_cgroup_path(struct sampler *s, const char *path);
+
+/* Where process pid keeps otel_thread_ctx_v1; replaces what was set before. */
+int sampler_set_tls(struct sampler *s, pid_t pid, const struct tp_tls_loc *loc);
+/*
+ * Forgets process pid: its TLS location and target entry (the kernel side
+ * also forgets them when the process exits). 0 also when nothing was known.
+ */
+int sampler_forget_pid(struct sampler *s, pid_t pid);
+
+/*
+ * Attaches the registration uprobe to tp_sdk_probe_thread_registered in the
+ * ELF file binary_path (libtraceprof-sdk.so, or an executable linking the
+ * static SDK), for process pid or for every process (-1). Attaching the same
+ * (path, pid) again does nothing and returns 0. -ENOENT when the file or the
+ * function is missing, -ENOSPC when SAMPLER_MAX_UPROBES are attached.
+ */
+#define SAMPLER_MAX_UPROBES 64
+int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t pid);
+/* The record address the uprobe learned for thread tid; -ENOENT when none. */
+int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record);
+
+/*
+ * TP_PATH_RINGBUF: waits up to timeout_ms (0: none, -1: forever) for
+ * samples and calls cb for each available one. The kernel wakes the reader
+ * only once wakeup_bytes are pending, so a sample waits at most until the
+ * next poll's timeout: poll with a finite timeout (100-1000 ms). Returns the number of
+ * samples delivered, cb's negative return, or a negative errno (-EINTR on
+ * a signal).
+ */
+int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *ctx);
+/*
+ * An fd that becomes readable when wakeup_bytes are pending (for epoll);
+ * borrowed. Call sampler_poll(s, 0, ...) on a timer too.
+ */
+int sampler_fd(const struct sampler *s);
+
+/*
+ * TP_PATH_AGGREGATE: calls cb for every aggregated count, then removes the
+ * counts and the stacks they used. Returns the number of counts delivered,
+ * cb's negative return, or a negative errno. Samples taken while it runs
+ * are kept for the next drain, or counted (at most once) in this one.
+ */
+int sampler_drain(struct sampler *s, sampler_count_fn cb, void *ctx);
+
+/* Fills *st; run_time_ns/run_cnt stay 0 unless kernel.bpf_stats_enabled is 1. */
+int sampler_get_stats(struct sampler *s, struct sampler_stats *st);
+
+#endif

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sampler.bpf.c - the always-on CPU sampler of traceprof (libbpf CO-RE).
+ *
+ * on_cpu_clock runs on a software CPU-clock perf event on every online CPU
+ * (19 Hz always, up to 100 Hz on demand; the event's bpf cookie is its Hz).
+ * For each sample of a wanted process it reads the interrupted thread's
+ * OpenTelemetry thread context (OTEP 4947) and emits the sample:
+ *  - TP_PATH_RINGBUF: one struct tp_sample (header, kernel then user frames)
+ *    per sample into the ring buffer "samples";
+ *  - TP_PATH_AGGREGATE: the stacks into the stack-trace map "stacks" and a
+ *    count per struct tp_agg_key into "aggregates".
+ *
+ * The thread's record address comes from "thread_records" (tid -> record,
+ * filled by on_thread_registered, a uprobe on the SDK's registration call)
+ * or is computed from the thread pointer and the process's TLS location in
+ * "tls_locs" (written by the agent). Every user memory read goes through
+ * bpf_probe_read_user, so a garbage pointer gives TP_CTX_FAULT, never more.
+ *
+ * The workload: tens to hundreds of samples per second per CPU, so a run
+ * costs 3-8 us on the measured machine (bench/results.md); no loops
+ * but those inside the BPF helpers.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "sampler.h"
+
+#define PF_KTHREAD 0x00200000 /* task->flags: a kernel thread, no user stack */
+#define EFAULT	   14	      /* errno values (no libc headers in BPF) */
+#define EEXIST	   17
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Options, set by the loader before load. */
+const volatile __u32 filter_mode = TP_FILTER_ALL; /* enum tp_filter */
+const volatile __u32 data_path = TP_PATH_RINGBUF; /* enum tp_data_path */
+const volatile __u32 wakeup_bytes = 0; /* wake the reader at this much pending data; 0: always */
+
+/* tgid -> 1: processes sampled under TP_FILTER_PIDS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+/* cgroup v2 id -> 1: cgroups sampled under TP_FILTER_CGROUP. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u8);
+} target_cgroups SEC(".maps");
+
+/* tid -> user address of the thread's OTEP 4947 record (from the uprobe). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} thread_records SEC(".maps");
+
+/* tgid -> where the process keeps otel_thread_ctx_v1 (from the agent). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct tp_tls_loc);
+} tls_locs SEC(".maps");
+
+/* TP_PATH_RINGBUF: the samples; the loader sets the size before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} samples SEC(".maps");
+
+/* TP_PATH_AGGREGATE: stacks by id; the loader sets the size before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, TP_MAX_FRAMES * sizeof(__u64));
+} stacks SEC(".maps");
+
+/* TP_PATH_AGGREGATE: sample counts; the loader sets the size before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tp_agg_key);
+	__type(value, __u64);
+} aggregates SEC(".maps");
+
+/* enum tp_counter -> count, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TP_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* One sample under construction per CPU (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_sample);
+} sample_buf SEC(".maps");
+
+/* The fixed part of an OTEP 4947 record, byte for byte. */
+struct ctx_header {
+	__u8 trace_id[16];     /* W3C trace id */
+	__u8 span_id[8];       /* W3C span id */
+	__u8 valid;	       /* 1: ids are current */
+	__u8 trace_flags;      /* W3C trace flags */
+	__u16 attrs_data_size; /* bytes of attributes after the header (not read) */
+};
+
+/* What the sampler found for the interrupted thread. */
+struct thread_ctx {
+	struct ctx_header hdr; /* meaningful when state == TP_CTX_TAGGED */
+	__u8 state;	       /* enum tp_ctx_state */
+};
+
+/* The arm64 layout of the thread pointer, for CO-RE on arm64 kernels. */
+struct thread_struct___arm64 {
+	struct {
+		unsigned long tp_value; /* TPIDR_EL0 of the task */
+	} uw;				/* user-visible registers */
+};
+
+struct task_struct___arm64 {
+	struct thread_struct___arm64 thread; /* arch state */
+};
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline bool wanted(__u32 tgid)
+{
+	if (filter_mode == TP_FILTER_PIDS)
+		return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+	if (filter_mode == TP_FILTER_CGROUP) {
+		__u64 cg = bpf_get_current_cgroup_id();
+
+		return bpf_map_lookup_elem(&target_cgroups, &cg) != NULL;
+	}
+	return true;
+}
+
+/* The user thread pointer of the current task (TLS base). */
+static __always_inline __u64 thread_pointer(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+#if defined(__TARGET_ARCH_arm64)
+	return BPF_CORE_READ((struct task_struct___arm64 *)task, thread.uw.tp_value);
+#else
+	return BPF_CORE_READ(task, thread.fsbase);
+#endif
+}
+
+/*
+ * Address of the thread's otel_thread_ctx_v1 variable from the process's
+ * TLS location; 0 when the location is unknown or the module's TLS block is
+ * not allocated in this thread (*state says which: NONE or FAULT).
+ */
+static __always_inline __u64 tls_slot_addr(const struct tp_tls_loc *loc, __u8 *state)
+{
+	__u64 tp = thread_pointer(), dtv = 0, block = 0;
+
+	if (!tp)
+		return 0;
+	if (loc->kind == TP_TLS_STATIC)
+		return tp + loc->tp_offset;
+	if (loc->kind != TP_TLS_DTV)
+		return 0;
+	if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(tp + loc->dtv_offset)) || !dtv) {
+		*state = TP_CTX_FAULT;
+		return 0;
+	}
+	if (bpf_probe_read_user(
+		&block, sizeof(block),
+		(void *)(dtv + loc->modid * loc->dtv_stride + loc->dtv_val_offset))) {
+		*state = TP_CTX_FAULT;
+		return 0;
+	}
+	/* glibc: NULL or TLS_DTV_UNALLOCATED until the thread first touches the module */
+	if (block == 0 || block == (__u64)-1)
+		return 0;
+	return block + loc->sym_offset;
+}
+
+/* Reads the interrupted thread's context record; never fails, only reports. */
+static __always_inline void read_thread_ctx(__u32 tgid, __u32 tid, struct thread_ctx *tc)
+{
+	__u64 record = 0, *known, slot;
+	struct tp_tls_loc *loc;
+
+	tc->state = TP_CTX_NONE;
+	known = bpf_map_lookup_elem(&thread_records, &tid);
+	if (known) {
+		record = *known;
+	} else {
+		loc = bpf_map_lookup_elem(&tls_locs, &tgid);
+		if (!loc)
+			return;
+		slot = tls_slot_addr(loc, &tc->state);
+		if (!slot)
+			return;
+		if (bpf_probe_read_user(&record, sizeof(record), (void *)slot)) {
+			tc->state = TP_CTX_FAULT;
+			return;
+		}
+	}
+	if (!record)
+		return;
+	if (bpf_probe_read_user(&tc->hdr, sizeof(tc->hdr), (void *)record)) {
+		tc->state = TP_CTX_FAULT;
+		return;
+	}
+	tc->state = tc->hdr.valid == 1 ? TP_CTX_TAGGED : TP_CTX_INVALID;
+}
+
+static __always_inline bool is_kernel_thread(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return BPF_CORE_READ(task, flags) & PF_KTHREAD;
+}
+
+static __always_inline void count_ctx(const struct thread_ctx *tc)
+{
+	if (tc->state == TP_CTX_TAGGED)
+		count(TP_CNT_TAGGED);
+	else if (tc->state == TP_CTX_FAULT)
+		count(TP_CNT_CTX_FAULT);
+}
+
+static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid,
+					const struct thread_ctx *tc)
+{
+	__u32 zero = 0, kn = 0, un = 0;
+	__u64 size, flags = 0;
+	struct tp_sample *s;
+	long n;
+
+	s = bpf_map_lookup_elem(&sample_buf, &zero);
+	if (!s)
+		return;
+	s->time_ns = bpf_ktime_get_ns();
+	s->cgroup_id = bpf_get_current_cgroup_id();
+	s->pid = tgid;
+	s->tid = tid;
+	s->ctx_state = tc->state;
+	if (tc->state == TP_CTX_TAGGED) {
+		__builtin_memcpy(s->trace_id, tc->hdr.trace_id, sizeof(s->trace_id));
+		__builtin_memcpy(s->span_id, tc->hdr.span_id, sizeof(s->span_id));
+		s->trace_flags = tc->hdr.trace_flags;
+	} else {
+		__builtin_memset(s->trace_id, 0, sizeof(s->trace_id));
+		__builtin_memset(s->span_id, 0, sizeof(s->span_id));
+		s->trace_flags = 0;
+	}
+	s->hz = (__u16)bpf_get_attach_cookie(ctx);
+	s->cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+
+	n = bpf_get_stack(ctx, s->ips, TP_MAX_FRAMES * sizeof(__u64), 0);
+	if (n > 0)
+		kn = (n / sizeof(__u64)) & 0x7f; /* <= TP_MAX_FRAMES, a bound the verifier sees */
+	n = bpf_get_stack(ctx, &s->ips[kn], TP_MAX_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
+	if (n > 0)
+		un = (n / sizeof(__u64)) & 0x7f;
+	else if (!is_kernel_thread())
+		count(TP_CNT_NO_USTACK);
+	s->kern_n = kn;
+	s->user_n = un;
+
+	/* only the frames taken: a shallow stack costs a fraction of the ring */
+	size = offsetof(struct tp_sample, ips) + (kn + un) * 8;
+	/*
+	 * A wakeup per sample costs more than the rest of the program (an
+	 * irq_work and an IPI, a VM exit in a guest): batch them; the reader
+	 * also polls with a timeout.
+	 */
+	if (wakeup_bytes)
+		flags = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) + size < wakeup_bytes
+			    ? BPF_RB_NO_WAKEUP
+			    : BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, flags)) {
+		count(TP_CNT_RINGBUF_FULL);
+		return;
+	}
+	count(TP_CNT_SAMPLES);
+	count_ctx(tc);
+}
+
+static __always_inline __s32 stack_id(struct bpf_perf_event_data *ctx, __u64 flags)
+{
+	long id = bpf_get_stackid(ctx, &stacks, flags);
+
+	if (id >= 0)
+		return id;
+	if (id == -EEXIST)
+		count(TP_CNT_STACK_COLLISION);
+	else if (id != -EFAULT)
+		count(TP_CNT_STACK_LOST);
+	else if ((flags & BPF_F_USER_STACK) && !is_kernel_thread())
+		count(TP_CNT_NO_USTACK);
+	/* -EFAULT for the kernel stack: the sample interrupted user mode */
+	return id;
+}
+
+static __always_inline void aggregate_sample(struct bpf_perf_event_data *ctx, __u32 tgid,
+					     const struct thread_ctx *tc)
+{
+	struct tp_agg_key key;
+	__u64 one = 1, *val;
+	long err;
+
+	__builtin_memset(&key, 0, sizeof(key));
+	key.pid = tgid;
+	key.hz = (__u16)bpf_get_attach_cookie(ctx);
+	key.ctx_state = tc->state;
+	if (tc->state == TP_CTX_TAGGED) {
+		__builtin_memcpy(key.trace_id, tc->hdr.trace_id, sizeof(key.trace_id));
+		__builtin_memcpy(key.span_id, tc->hdr.span_id, sizeof(key.span_id));
+		key.trace_flags = tc->hdr.trace_flags;
+	}
+	key.kern_stack_id = stack_id(ctx, 0);
+	key.user_stack_id = stack_id(ctx, BPF_F_USER_STACK);
+
+	val = bpf_map_lookup_elem(&aggregates, &key);
+	if (val) {
+		__sync_fetch_and_add(val, 1);
+	} else {
+		err = bpf_map_update_elem(&aggregates, &key, &one, BPF_NOEXIST);
+		if (err == -EEXIST) {
+			/* another CPU added the key meanwhile */
+			val = bpf_map_lookup_elem(&aggregates, &key);
+			if (val)
+				__sync_fetch_and_add(val, 1);
+		} else if (err) {
+			count(TP_CNT_AGG_FULL);
+			return;
+		}
+	}
+	count(TP_CNT_SAMPLES);
+	count_ctx(tc);
+}
+
+SEC("perf_event")
+int on_cpu_clock(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct thread_ctx tc;
+
+	if (tid == 0 || !wanted(tgid)) {
+		count(TP_CNT_FILTERED);
+		return 0;
+	}
+	read_thread_ctx(tgid, tid, &tc);
+	if (data_path == TP_PATH_AGGREGATE)
+		aggregate_sample(ctx, tgid, &tc);
+	else
+		emit_sample(ctx, tgid, tid, &tc);
+	return 0;
+}
+
+/* uprobe on tp_sdk_probe_thread_registered(record, tls_slot): learn the record. */
+SEC("uprobe")
+int BPF_KPROBE(on_thread_registered, const void *record)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 addr = (__u64)record;
+
+	bpf_map_update_elem(&thread_records, &tid, &addr, BPF_ANY);
+	return 0;
+}
+
+/* A thread exits: its tid may be reused; a dead process's TLS location goes too. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_sched_process_exit, struct task_struct *task)
+{
+	__u32 tid = task->pid, tgid = task->tgid;
+
+	bpf_map_delete_elem(&thread_records, &tid);
+	/* signal->live reaches 0 when the last thread of the group exits */
+	if (BPF_CORE_READ(task, signal, live.counter) == 0) {
+		bpf_map_delete_elem(&tls_locs, &tgid);
+		bpf_map_delete_elem(&targets, &tgid);
+	}
+	return 0;
+}

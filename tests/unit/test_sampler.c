@@ -1,0 +1,688 @@
+/*
+ * test_sampler: the BPF sampler, loaded by agent/sampler.c on the real
+ * kernel, samples what runs and tags each sample with the thread context.
+ *
+ * Each case forks a child that burns CPU in spin_leaf() and, for the thread
+ * context cases, publishes an OTEP 4947 record with known ids through a TLS
+ * pointer: static TLS in this executable (TP_TLS_STATIC), TLS of a library
+ * loaded with dlopen (TP_TLS_DTV), the shared SDK and the static SDK (the
+ * registration uprobe). The parent drives the child through phases in
+ * shared memory (tagged, invalid, garbage pointer, NULL) and checks every
+ * sample taken after the child acknowledged a phase. The in-kernel
+ * aggregation path is checked with the busy child too.
+ *
+ * Needs root and kernel BTF; otherwise it says why and exits 77 (skip).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <asm/prctl.h>
+#endif
+
+#include "check.h"
+#include "sampler.h"
+#include "traceprof/log.h"
+#include "traceprof/sdk.h"
+
+#define HZ 99
+
+/* What the parent asks the child to publish. */
+enum phase {
+	PH_START = 0,	/* nothing published yet */
+	PH_TAGGED = 1,	/* pointer to the record, valid = 1 */
+	PH_INVALID = 2, /* valid = 0 */
+	PH_GARBAGE = 3, /* pointer = 0x10 */
+	PH_NULL = 4,	/* pointer = NULL */
+};
+
+/* Parent <-> child, in a shared mapping. */
+struct ctl {
+	volatile int phase;	/* enum phase the parent wants */
+	volatile int ack;	/* enum phase the child has published */
+	volatile int ready;	/* the child filled loc (or err) */
+	volatile int err;	/* the child could not set up: a line number */
+	volatile pid_t aux_tid; /* a second thread of the child, 0 if none */
+	struct tp_tls_loc loc;	/* where the child keeps its pointer */
+};
+
+/* An OTEP 4947 record header, as a writer lays it out. */
+struct record {
+	uint8_t trace_id[16]; /* W3C trace id */
+	uint8_t span_id[8];   /* W3C span id */
+	uint8_t valid;	      /* 1: current */
+	uint8_t trace_flags;  /* W3C flags */
+	uint16_t attrs_size;  /* no attributes */
+} __attribute__((packed));
+
+static const uint8_t trace_id[16] = {0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6,
+				     0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36};
+static const uint8_t span_id[8] = {0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7};
+static const char *traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+static struct ctl *ctl;		     /* shared with the child */
+static struct record child_record;   /* the child's record */
+static __thread void *test_ctx_slot; /* static TLS: stands for otel_thread_ctx_v1 */
+static volatile uint64_t spin_sink;  /* keeps the spin loop */
+static int aux_samples;		     /* samples of the second thread of a child */
+
+static __attribute__((noinline)) void spin_leaf(void)
+{
+	for (int i = 0; i < 1000000; i++)
+		spin_sink += i;
+}
+
+static void publish(void **slot, int phase)
+{
+	switch (phase) {
+	case PH_TAGGED:
+		memcpy(child_record.trace_id, trace_id, 16);
+		memcpy(child_record.span_id, span_id, 8);
+		child_record.trace_flags = 1;
+		*(volatile uint8_t *)&child_record.valid = 1;
+		*(void *volatile *)slot = &child_record;
+		break;
+	case PH_INVALID:
+		*(volatile uint8_t *)&child_record.valid = 0;
+		break;
+	case PH_GARBAGE:
+		*(void *volatile *)slot = (void *)0x10;
+		break;
+	case PH_NULL:
+		*(void *volatile *)slot = NULL;
+		break;
+	}
+}
+
+/* The child's main loop: publish what the parent asks, burn CPU meanwhile. */
+static __attribute__((noreturn)) void child_loop(void **slot)
+{
+	for (;;) {
+		int want = ctl->phase;
+
+		if (slot && want != ctl->ack) {
+			publish(slot, want);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			ctl->ack = want;
+		}
+		spin_leaf();
+	}
+}
+
+static void child_busy(void)
+{
+	ctl->ready = 1;
+	child_loop(NULL);
+}
+
+static uint64_t thread_pointer(void)
+{
+#if defined(__x86_64__)
+	unsigned long fs = 0;
+
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+	return fs;
+#else
+	return (uint64_t)__builtin_thread_pointer();
+#endif
+}
+
+static void child_fail(int line)
+{
+	ctl->err = line;
+	ctl->ready = 1;
+	_exit(1);
+}
+
+static void child_static_tls(void)
+{
+	ctl->loc.kind = TP_TLS_STATIC;
+	ctl->loc.tp_offset = (int64_t)((uint64_t)&test_ctx_slot - thread_pointer());
+	ctl->ready = 1;
+	child_loop(&test_ctx_slot);
+}
+
+static void *aux_spin(void *arg)
+{
+	ctl->aux_tid = gettid();
+	for (;;)
+		spin_leaf();
+	return NULL;
+}
+
+/* TLS of a dlopen'ed library: located through the DTV, as glibc lays it out. */
+static void child_dtv_tls(void)
+{
+	void **(*slot_fn)(void);
+	void *h, *block = NULL;
+	uint64_t dtv, entry;
+	size_t modid = 0;
+	pthread_t aux;
+
+	h = dlopen(TP_TEST_TLS_LIB, RTLD_NOW);
+	if (!h)
+		child_fail(__LINE__);
+	*(void **)&slot_fn = dlsym(h, "sampler_tls_lib_slot");
+	if (!slot_fn)
+		child_fail(__LINE__);
+	void **slot = slot_fn(); /* allocates this thread's block */
+	if (dlinfo(h, RTLD_DI_TLS_MODID, &modid) || dlinfo(h, RTLD_DI_TLS_DATA, &block) || !block)
+		child_fail(__LINE__);
+#if defined(__x86_64__)
+	ctl->loc.dtv_offset = 8; /* tcbhead_t: tcb, dtv */
+#else
+	ctl->loc.dtv_offset = 0; /* aarch64 TCB: dtv first */
+#endif
+	ctl->loc.kind = TP_TLS_DTV;
+	ctl->loc.dtv_stride = 16;
+	ctl->loc.dtv_val_offset = 0;
+	ctl->loc.modid = modid;
+	ctl->loc.sym_offset = (uint64_t)slot - (uint64_t)block;
+	/* the layout the sampler assumes, checked here where it can be read */
+	memcpy(&dtv, (void *)(thread_pointer() + ctl->loc.dtv_offset), 8);
+	memcpy(&entry, (void *)(dtv + modid * 16), 8);
+	if (entry != (uint64_t)block)
+		child_fail(__LINE__);
+	/* a thread that never touches the library: its block stays unallocated */
+	if (pthread_create(&aux, NULL, aux_spin, NULL))
+		child_fail(__LINE__);
+	while (!ctl->aux_tid)
+		;
+	ctl->ready = 1;
+	child_loop(slot);
+}
+
+static void child_sdk(void)
+{
+	ctl->ready = 1;
+	while (ctl->phase != PH_TAGGED)
+		spin_leaf();
+	tp_sdk_attach(trace_id, span_id, 1, NULL, 0);
+	ctl->ack = PH_TAGGED;
+	while (ctl->phase != PH_INVALID)
+		spin_leaf();
+	tp_sdk_detach();
+	ctl->ack = PH_INVALID;
+	child_loop(NULL);
+}
+
+/* Forks a child running fn; waits until it is set up. */
+static pid_t spawn(void (*fn)(void))
+{
+	struct timespec ts = {0, 1000000};
+	pid_t pid;
+
+	memset(ctl, 0, sizeof(*ctl));
+	pid = fork();
+	if (pid == 0) {
+		fn();
+		_exit(0);
+	}
+	for (int i = 0; pid > 0 && !ctl->ready && i < 10000; i++)
+		nanosleep(&ts, NULL);
+	CHECK(pid > 0 && ctl->ready && !ctl->err, "child set up (failed at line %d)", ctl->err);
+	return pid;
+}
+
+static void reap(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* What the samples of one collection showed. */
+struct tally {
+	pid_t pid;	    /* the child */
+	pid_t tid;	    /* the thread whose states are checked (0: any) */
+	pid_t aux_tid;	    /* a second thread, tallied apart */
+	uint64_t text_lo;   /* the child's executable text */
+	uint64_t text_hi;   /* end of it */
+	int n;		    /* samples of the checked thread */
+	int other_pid;	    /* samples of other processes */
+	int bad_hz;	    /* hz != HZ */
+	int no_user;	    /* user_n == 0 */
+	int leaf_in_text;   /* user leaf in the executable's text */
+	int leaf_in_spin;   /* user leaf near spin_leaf */
+	int state[4];	    /* per enum tp_ctx_state */
+	int ids_ok;	    /* TAGGED with the expected ids and flags */
+	int aux_n;	    /* samples of aux_tid */
+	int aux_tagged;	    /* of which TAGGED */
+	uint64_t cgroup_id; /* when non-zero: samples of other cgroups are counted */
+	int other_cgroup;   /* samples whose cgroup_id differs */
+	int total;	    /* every sample delivered */
+};
+
+static int tally_sample(void *arg, const struct tp_sample *smp, size_t len)
+{
+	struct tally *t = arg;
+	uint64_t leaf;
+
+	t->total++;
+	if (t->cgroup_id && smp->cgroup_id != t->cgroup_id)
+		t->other_cgroup++;
+	if (smp->pid != (uint32_t)t->pid) {
+		t->other_pid++;
+		return 0;
+	}
+	if (t->aux_tid && smp->tid == (uint32_t)t->aux_tid) {
+		t->aux_n++;
+		t->aux_tagged += smp->ctx_state == TP_CTX_TAGGED;
+		return 0;
+	}
+	if (t->tid && smp->tid != (uint32_t)t->tid)
+		return 0;
+	t->n++;
+	t->bad_hz += smp->hz != HZ;
+	if (smp->ctx_state < 4)
+		t->state[smp->ctx_state]++;
+	if (smp->ctx_state == TP_CTX_TAGGED && !memcmp(smp->trace_id, trace_id, 16) &&
+	    !memcmp(smp->span_id, span_id, 8) && smp->trace_flags == 1)
+		t->ids_ok++;
+	if (!smp->user_n || smp->kern_n + smp->user_n > 2 * TP_MAX_FRAMES) {
+		t->no_user++;
+		return 0;
+	}
+	leaf = smp->ips[smp->kern_n];
+	t->leaf_in_text += leaf >= t->text_lo && leaf < t->text_hi;
+	t->leaf_in_spin += leaf >= (uint64_t)spin_leaf && leaf < (uint64_t)spin_leaf + 256;
+	return 0;
+}
+
+static int discard(void *arg, const struct tp_sample *smp, size_t len)
+{
+	return 0;
+}
+
+/* Delivers what the ring holds now, to nobody. */
+static void flush(struct sampler *s)
+{
+	while (sampler_poll(s, 0, discard, NULL) > 0)
+		;
+}
+
+static void collect(struct sampler *s, struct tally *t, int ms)
+{
+	struct timespec a, b;
+	int err = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		int n = sampler_poll(s, 100, tally_sample, t);
+
+		if (n < 0 && n != -EINTR)
+			err = n;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+	CHECK(err == 0, "poll: %s", strerror(-err));
+}
+
+/* Range of the executable's r-x mappings of process pid. */
+static void text_range(pid_t pid, struct tally *t)
+{
+	char path[64], exe[PATH_MAX], line[PATH_MAX + 128];
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	t->text_lo = UINT64_MAX;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+		char *file = strchr(line, '/');
+
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[2] != 'x' || !file)
+			continue;
+		file[strcspn(file, "\n")] = '\0';
+		if (strcmp(file, exe))
+			continue;
+		if (lo < t->text_lo)
+			t->text_lo = lo;
+		if (hi > t->text_hi)
+			t->text_hi = hi;
+	}
+	fclose(f);
+}
+
+static struct sampler *open_sampler(enum tp_filter filter)
+{
+	struct sampler_opts o = {.hz = HZ, .ring_bytes = 256 * 1024, .filter = filter};
+	struct sampler *s = sampler_open(&o);
+
+	CHECK(s != NULL, "sampler_open: %s", strerror(errno));
+	return s;
+}
+
+/* Asks the child for a phase and waits until it published it. */
+static bool enter_phase(struct sampler *s, int phase)
+{
+	struct timespec ts = {0, 1000000};
+
+	ctl->phase = phase;
+	for (int i = 0; ctl->ack != phase && i < 10000; i++)
+		nanosleep(&ts, NULL);
+	CHECK(ctl->ack == phase, "child acknowledged phase %d", phase);
+	flush(s);
+	return ctl->ack == phase;
+}
+
+/* (a) a busy child, target filter on its pid: stacks, hz, counters. */
+static void test_busy_child(void)
+{
+	struct sampler_stats st;
+	struct tally t = {0};
+	struct sampler *s;
+	pid_t pid;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	pid = spawn(child_busy);
+	t.pid = pid;
+	text_range(pid, &t);
+	CHECK(t.text_hi > t.text_lo, "child text found");
+	CHECK(sampler_add_target_pid(s, pid) == 0, "add target");
+	collect(s, &t, 2000);
+	reap(pid);
+	collect(s, &t, 200); /* what was still in the ring */
+	CHECK(t.n >= 20, "samples of the busy child: %d", t.n);
+	CHECK(t.other_pid == 0, "only the target: %d others", t.other_pid);
+	CHECK(t.bad_hz == 0, "hz = %d in every sample", HZ);
+	CHECK(t.no_user == 0, "user stacks in every sample (%d without)", t.no_user);
+	CHECK(t.leaf_in_text == t.n, "user leaf in the child's text: %d of %d", t.leaf_in_text,
+	      t.n);
+	CHECK(t.leaf_in_spin * 10 >= t.n * 9, "user leaf in spin_leaf: %d of %d", t.leaf_in_spin,
+	      t.n);
+	CHECK(t.state[TP_CTX_NONE] == t.n, "no context without a location");
+	CHECK(sampler_get_stats(s, &st) == 0, "stats");
+	CHECK(st.counters[TP_CNT_SAMPLES] == (uint64_t)t.total, "counted %llu, delivered %d",
+	      (unsigned long long)st.counters[TP_CNT_SAMPLES], t.total);
+	CHECK(st.counters[TP_CNT_RINGBUF_FULL] == 0, "ring never full");
+	CHECK(st.counters[TP_CNT_FILTERED] > 0, "other runs filtered");
+	CHECK(st.counters[TP_CNT_TAGGED] == 0 && st.counters[TP_CNT_CTX_FAULT] == 0, "no context");
+	sampler_free(s);
+}
+
+/* One phase of a context case: every sample after the ack in state want. */
+static void check_phase(struct sampler *s, pid_t pid, int phase, int want)
+{
+	struct tally t = {.pid = pid, .tid = pid, .aux_tid = ctl->aux_tid};
+
+	if (!enter_phase(s, phase))
+		return;
+	collect(s, &t, 1500);
+	CHECK(t.n >= 5, "phase %d: samples %d", phase, t.n);
+	CHECK(t.state[want] == t.n, "phase %d: %d of %d samples in state %d (%d/%d/%d/%d)", phase,
+	      t.state[want], t.n, want, t.state[0], t.state[1], t.state[2], t.state[3]);
+	if (want == TP_CTX_TAGGED)
+		CHECK(t.ids_ok == t.n, "phase %d: exact ids in %d of %d", phase, t.ids_ok, t.n);
+	CHECK(t.aux_tagged == 0, "phase %d: the other thread untagged (%d of %d)", phase,
+	      t.aux_tagged, t.aux_n);
+	aux_samples += t.aux_n;
+}
+
+/* (b), (c) thread context through a TLS location the agent gives. */
+static void test_tls(const char *name, void (*child)(void))
+{
+	struct sampler_stats st;
+	struct sampler *s;
+	pid_t pid;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	aux_samples = 0;
+	pid = spawn(child);
+	if (pid > 0 && ctl->ready && !ctl->err) {
+		CHECK(sampler_add_target_pid(s, pid) == 0, "%s: add target", name);
+		CHECK(sampler_set_tls(s, pid, &ctl->loc) == 0, "%s: set tls", name);
+		check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED);
+		check_phase(s, pid, PH_INVALID, TP_CTX_INVALID);
+		check_phase(s, pid, PH_GARBAGE, TP_CTX_FAULT);
+		check_phase(s, pid, PH_NULL, TP_CTX_NONE);
+		check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED);
+		CHECK(sampler_get_stats(s, &st) == 0 && st.counters[TP_CNT_TAGGED] > 0 &&
+			  st.counters[TP_CNT_CTX_FAULT] > 0,
+		      "%s: tagged and fault counted", name);
+		CHECK(sampler_forget_pid(s, pid) == 0, "%s: forget", name);
+		CHECK(sampler_add_target_pid(s, pid) == 0, "%s: target again", name);
+		check_phase(s, pid, PH_TAGGED, TP_CTX_NONE);
+		CHECK(!ctl->aux_tid || aux_samples > 0, "%s: samples of the second thread: %d",
+		      name, aux_samples);
+	}
+	reap(pid);
+	sampler_free(s);
+}
+
+/* (d) the SDK's registration uprobe fills thread_records; exit empties it. */
+static void test_sdk_uprobe(void)
+{
+	struct sampler *s;
+	uint64_t rec = 0;
+	pid_t pid;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	log_set_level(LOG_QUIET); /* the error it logs is expected */
+	CHECK(sampler_attach_sdk_uprobe(s, "/bin/true", -1) == -ENOENT, "no function in /bin/true");
+	log_set_level(LOG_WARN);
+	pid = spawn(child_sdk);
+	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "uprobe attached");
+	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "attaching again is a no-op");
+	CHECK(sampler_add_target_pid(s, pid) == 0, "add target");
+	CHECK(sampler_thread_record(s, pid, &rec) == -ENOENT, "no record before registration");
+	check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED);
+	CHECK(sampler_thread_record(s, pid, &rec) == 0 && rec != 0, "record learned");
+	check_phase(s, pid, PH_INVALID, TP_CTX_INVALID);
+	reap(pid);
+	CHECK(sampler_thread_record(s, pid, &rec) == -ENOENT, "record forgotten at exit");
+	sampler_free(s);
+}
+
+/* (d) the same with an executable that links the static SDK. */
+static void test_static_sdk_uprobe(void)
+{
+	struct timespec ts = {0, 1000000};
+	struct tally t = {0};
+	struct sampler *s;
+	uint64_t rec = 0;
+	int fds[2];
+	pid_t pid;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s || pipe(fds)) {
+		sampler_free(s);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[0], 0);
+		close(fds[1]);
+		execl(TP_SDK_CHILD, TP_SDK_CHILD, traceparent, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[0]);
+	/* the exec must have happened before a uprobe by path can see the child */
+	for (int i = 0; i < 5000; i++) {
+		char exe[PATH_MAX], path[64];
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+		n = readlink(path, exe, sizeof(exe) - 1);
+		if (n > 0 && (exe[n] = '\0', strstr(exe, "sampler_sdk_child")))
+			break;
+		nanosleep(&ts, NULL);
+	}
+	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_CHILD, pid) == 0, "uprobe in the executable");
+	CHECK(sampler_add_target_pid(s, pid) == 0, "add target");
+	CHECK(write(fds[1], "g", 1) == 1, "child started");
+	for (int i = 0; i < 5000 && sampler_thread_record(s, pid, &rec); i++)
+		nanosleep(&ts, NULL);
+	CHECK(rec != 0, "record learned from the static SDK");
+	nanosleep(&(struct timespec){0, 50000000}, NULL); /* attach follows registration */
+	flush(s);
+	t.pid = t.tid = pid;
+	collect(s, &t, 1500);
+	CHECK(t.n >= 5, "static sdk: samples %d", t.n);
+	CHECK(t.ids_ok == t.n, "static sdk: exact ids in %d of %d", t.ids_ok, t.n);
+	close(fds[1]);
+	reap(pid);
+	sampler_free(s);
+}
+
+/* What sampler_drain delivered. */
+struct drained {
+	pid_t pid;	  /* the child */
+	uint64_t samples; /* counts of the child summed */
+	uint64_t other;	  /* counts of other processes */
+	uint64_t bad_hz;  /* counts with hz != HZ */
+	uint64_t no_user; /* counts without user frames */
+	uint64_t in_spin; /* counts whose user leaf is near spin_leaf */
+	uint64_t all;	  /* every count summed */
+};
+
+static int drain_count(void *arg, const struct sampler_count *c)
+{
+	struct drained *d = arg;
+
+	d->all += c->count;
+	if (c->key->pid != (uint32_t)d->pid) {
+		d->other += c->count;
+		return 0;
+	}
+	d->samples += c->count;
+	d->bad_hz += c->key->hz != HZ ? c->count : 0;
+	if (!c->user_n) {
+		d->no_user += c->count;
+		return 0;
+	}
+	if (c->user_ips[0] >= (uint64_t)spin_leaf && c->user_ips[0] < (uint64_t)spin_leaf + 256)
+		d->in_spin += c->count;
+	return 0;
+}
+
+/* The in-kernel aggregation path: counts and stacks of a busy child. */
+static void test_aggregate(void)
+{
+	struct sampler_opts o = {.hz = HZ, .filter = TP_FILTER_PIDS, .path = TP_PATH_AGGREGATE};
+	struct timespec ts = {0, 500000000};
+	struct drained d = {0};
+	struct sampler_stats st;
+	struct sampler *s;
+	pid_t pid;
+	int n;
+
+	s = sampler_open(&o);
+	CHECK(s != NULL, "aggregate: sampler_open: %s", strerror(errno));
+	if (!s)
+		return;
+	CHECK(sampler_poll(s, 0, discard, NULL) == -EINVAL, "aggregate: no ring to poll");
+	pid = spawn(child_busy);
+	d.pid = pid;
+	CHECK(sampler_add_target_pid(s, pid) == 0, "aggregate: add target");
+	for (int i = 0; i < 4; i++) {
+		nanosleep(&ts, NULL);
+		n = sampler_drain(s, drain_count, &d);
+		CHECK(n >= 0, "aggregate: drain %d", n);
+	}
+	reap(pid);
+	CHECK(sampler_drain(s, drain_count, &d) >= 0, "aggregate: last drain");
+	CHECK(d.samples >= 20, "aggregate: samples of the busy child %llu",
+	      (unsigned long long)d.samples);
+	CHECK(d.other == 0 && d.bad_hz == 0, "aggregate: only the target, at %d Hz", HZ);
+	CHECK(d.no_user == 0, "aggregate: user stacks everywhere (%llu without)",
+	      (unsigned long long)d.no_user);
+	CHECK(d.in_spin * 10 >= d.samples * 9, "aggregate: leaf in spin_leaf %llu of %llu",
+	      (unsigned long long)d.in_spin, (unsigned long long)d.samples);
+	CHECK(sampler_get_stats(s, &st) == 0, "aggregate: stats");
+	CHECK(st.counters[TP_CNT_SAMPLES] == d.all, "aggregate: counted %llu, drained %llu",
+	      (unsigned long long)st.counters[TP_CNT_SAMPLES], (unsigned long long)d.all);
+	CHECK(sampler_drain(s, drain_count, &d) == 0, "aggregate: nothing left");
+	sampler_free(s);
+}
+
+/* The cgroup filter: samples of the child's cgroup v2 only. */
+static void test_cgroup_filter(void)
+{
+	char line[512], path[600];
+	struct tally t = {0};
+	struct sampler *s;
+	struct stat st;
+	FILE *f;
+	pid_t pid;
+
+	f = fopen("/proc/self/cgroup", "r");
+	path[0] = '\0';
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s", line + 3);
+		}
+	if (f)
+		fclose(f);
+	if (!path[0] || stat(path, &st)) {
+		printf("cgroup filter: skipped, no cgroup v2\n");
+		return;
+	}
+	s = open_sampler(TP_FILTER_CGROUP);
+	if (!s)
+		return;
+	CHECK(sampler_add_target_cgroup_path(s, path) == 0, "add cgroup %s", path);
+	pid = spawn(child_busy);
+	t.pid = pid;
+	t.cgroup_id = st.st_ino;
+	text_range(pid, &t);
+	collect(s, &t, 1500);
+	reap(pid);
+	CHECK(t.n >= 5, "cgroup: samples of the child %d", t.n);
+	CHECK(t.other_cgroup == 0, "cgroup: only its cgroup (%d others)", t.other_cgroup);
+	sampler_free(s);
+}
+
+int main(void)
+{
+	struct stat st;
+
+	if (geteuid() != 0) {
+		printf("skipped: the BPF sampler needs root\n");
+		return 77;
+	}
+	if (stat("/sys/kernel/btf/vmlinux", &st)) {
+		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
+		return 77;
+	}
+	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARN);
+	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (ctl == MAP_FAILED)
+		return 1;
+	test_busy_child();
+	test_tls("static tls", child_static_tls);
+	test_tls("dtv tls", child_dtv_tls);
+	test_sdk_uprobe();
+	test_static_sdk_uprobe();
+	test_cgroup_filter();
+	test_aggregate();
+	return check_done();
+}
