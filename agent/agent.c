@@ -51,7 +51,7 @@ struct proc {
 	uint64_t start_time;	 /* /proc/<pid>/stat starttime, to detect pid reuse */
 	uint64_t source_id;	 /* ids_source() of its identity */
 	bool complete;		 /* identity from the process context and TLS found */
-	bool sdk_uprobe;	 /* the SDK registration uprobe is attached for its library */
+	bool sdk_uprobe;	 /* the SDK registration uprobe was tried for its library */
 	bool tls_known;		 /* its thread-context location is set in the sampler */
 	int64_t recheck_us;	 /* when to look again (incomplete processes) */
 	int64_t recheck_step_us; /* backoff of those looks */
@@ -76,6 +76,7 @@ struct agent {
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	int64_t mono_to_real_us;	      /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
 	int self_pid;			      /* the agent's own pid, never sampled */
+	bool uprobe_warned;		      /* said once that the SDK uprobe is unavailable */
 	uint64_t frame_ids[MAX_STACK_FRAMES]; /* scratch for one stack */
 	/* counters (stats file) */
 	uint64_t samples;	  /* samples received */
@@ -203,6 +204,7 @@ static void proc_remove(struct agent *a, struct proc *p)
 static void attach_sdk_uprobe(struct agent *a, struct proc *p)
 {
 	struct procmem_maps maps = {0};
+	int rc;
 
 	if (procmem_maps_read(p->pid, &maps) != 0)
 		return;
@@ -214,8 +216,15 @@ static void attach_sdk_uprobe(struct agent *a, struct proc *p)
 		    !strchr(maps.maps[i].perms, 'x'))
 			continue;
 		snprintf(full, sizeof(full), "/proc/%d/root%s", p->pid, path);
-		if (sampler_attach_sdk_uprobe(a->sampler, full, -1) == 0)
-			p->sdk_uprobe = true;
+		rc = sampler_attach_sdk_uprobe(a->sampler, full, -1);
+		p->sdk_uprobe = true;
+		if (rc != 0 && !a->uprobe_warned) {
+			/* needs CAP_SYS_ADMIN; the TLS location finds the same records */
+			log_info("SDK registration uprobe unavailable (%s); threads are found "
+				 "through their TLS alone",
+				 strerror(-rc));
+			a->uprobe_warned = true;
+		}
 		break;
 	}
 	procmem_maps_free(&maps);

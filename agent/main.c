@@ -25,8 +25,8 @@ static void usage(FILE *out)
 		     "(OpenTelemetry thread context), symbolizes, aggregates into windows and\n"
 		     "streams them into the traceprof PostgreSQL store.\n"
 		     "\n"
-		     "Needs root, or CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE + CAP_SYS_RESOURCE\n"
-		     "(docs/agent.md says why each is needed).\n"
+		     "Needs root, or CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE + CAP_DAC_READ_SEARCH\n"
+		     "(docs/agent.md, \"Running the agent\", says why each is needed).\n"
 		     "\n"
 		     "settings (flags, or \"name = value\" lines in the config file):\n");
 	config_print_help(out);

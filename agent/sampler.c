@@ -476,7 +476,7 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
 	}
 	if (access(binary_path, R_OK) != 0) {
 		err = -errno;
-		log_error("cannot read binary path=%s err=%s", binary_path, strerror(-err));
+		log_debug("cannot read binary path=%s err=%s", binary_path, strerror(-err));
 		return err;
 	}
 	u = &s->uprobes[s->nuprobes];
@@ -484,13 +484,14 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
 	if (!u->path)
 		return -ENOMEM;
 	u->pid = pid;
+	/* the caller decides how loud a failure is: the uprobe is an optional shortcut */
 	u->link = bpf_program__attach_uprobe_opts(s->skel->progs.on_thread_registered, pid,
 						  binary_path, 0, &uopts);
 	if (!u->link) {
 		err = -errno;
 		free(u->path);
 		/* libbpf says ENOENT when the ELF has no such function */
-		log_error("cannot attach sdk uprobe path=%s func=%s err=%s", binary_path,
+		log_debug("cannot attach sdk uprobe path=%s func=%s err=%s", binary_path,
 			  SDK_PROBE_FUNC, strerror(-err));
 		return err;
 	}
