@@ -39,7 +39,7 @@ port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/service.out")
 "$agent" --db "$conn" --target "pid:$svc_pid" --frequency 99 --window 2s \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 100); do grep -q 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
 grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
 
 "$load" --port "$port" --requests 400 --concurrency 2 --slow-fraction 0.06 \
