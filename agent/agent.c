@@ -90,6 +90,7 @@ struct agent {
 	uint64_t procs_seen;	  /* processes looked at */
 	uint64_t tls_found;	  /* of those, with a thread context location */
 	uint64_t tls_unsupported; /* symbol found, placement not supported */
+	uint64_t sym_renewals;	  /* symbolizers replaced to bound interned names */
 };
 
 static int64_t clock_us(clockid_t clk)
@@ -509,7 +510,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 		goto out_free;
 	sync_clocks(a);
 
-	symo.max_elf_bytes = cfg->symbol_cache_bytes;
+	symo.max_elf_bytes = cfg->symbol_cache_bytes; /* renew_symbolizer() uses the same */
 	a->sym = sym_new(&symo);
 	ao.window_us = (int64_t)cfg->window_s * 1000000;
 	ao.max_keys = (uint32_t)cfg->max_keys;
@@ -626,6 +627,31 @@ static void write_stats(struct agent *a, double elapsed_s)
 	fclose(f);
 }
 
+/*
+ * The symbolizer interns every name it returns and frees them only with
+ * itself. Names are copied by the aggregator, so when the pool outgrows a
+ * quarter of the symbol cache budget the symbolizer is replaced: live
+ * processes are noted again at their next sample; stacks already cached
+ * keep their ids.
+ */
+static void renew_symbolizer(struct agent *a)
+{
+	struct sym_opts symo = {.max_elf_bytes = a->cfg.symbol_cache_bytes};
+	struct sym_stats st;
+	struct symbolizer *fresh;
+
+	sym_get_stats(a->sym, &st);
+	if (st.intern_bytes <= a->cfg.symbol_cache_bytes / 4)
+		return;
+	fresh = sym_new(&symo);
+	if (!fresh)
+		return;
+	log_info("symbolizer renewed: %" PRIu64 " bytes of names", st.intern_bytes);
+	sym_free(a->sym);
+	a->sym = fresh;
+	a->sym_renewals++;
+}
+
 static void log_progress(struct agent *a)
 {
 	struct shipper_stats sh;
@@ -667,6 +693,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		}
 		if (mono >= next_sweep) {
 			procs_sweep(a);
+			renew_symbolizer(a);
 			next_sweep = mono + SWEEP_EVERY_US;
 		}
 		if (mono >= next_progress) {
