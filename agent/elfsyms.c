@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buildid.h"
 #include "elfsyms.h"
 
 #define ELFSYMS_MAX_INLINE   32 /* nesting of inlined functions followed */
@@ -74,27 +75,6 @@ static Elf *open_elf(const struct elfsyms_source *src)
 	return elf_memory(src->image, src->image_len);
 }
 
-/* Copies a GNU build id from a buffer of notes; true when found. */
-static bool scan_notes(Elf_Data *data, struct elfsyms_header *h)
-{
-	size_t off = 0, name_off, desc_off;
-	GElf_Nhdr nh;
-
-	while (data && off < data->d_size &&
-	       (off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
-		    memcmp((const char *)data->d_buf + name_off, "GNU", 4) == 0) {
-			size_t n =
-			    nh.n_descsz < ELFSYMS_BUILD_ID_MAX ? nh.n_descsz : ELFSYMS_BUILD_ID_MAX;
-
-			memcpy(h->build_id, (const char *)data->d_buf + desc_off, n);
-			h->build_id_len = n;
-			return true;
-		}
-	}
-	return false;
-}
-
 static void read_sections(Elf *elf, struct elfsyms_header *h)
 {
 	size_t shstrndx;
@@ -111,9 +91,7 @@ static void read_sections(Elf *elf, struct elfsyms_header *h)
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
 		if (!name)
 			continue;
-		if (sh.sh_type == SHT_NOTE && h->build_id_len == 0) {
-			scan_notes(elf_getdata(scn, NULL), h);
-		} else if (strcmp(name, ".gnu_debuglink") == 0) {
+		if (strcmp(name, ".gnu_debuglink") == 0) {
 			Elf_Data *d = elf_getdata(scn, NULL);
 
 			if (d && d->d_size > 0 && memchr(d->d_buf, '\0', d->d_size) &&
@@ -129,7 +107,7 @@ int elfsyms_read_header(const struct elfsyms_source *src, struct elfsyms_header 
 {
 	Elf *elf = open_elf(src);
 	size_t nph;
-	int err = 0;
+	int err = 0, n;
 
 	memset(h, 0, sizeof(*h));
 	if (!elf)
@@ -153,12 +131,10 @@ int elfsyms_read_header(const struct elfsyms_source *src, struct elfsyms_header 
 			s->vaddr = ph.p_vaddr;
 			s->offset = ph.p_offset;
 			s->filesz = ph.p_filesz;
-		} else if (ph.p_type == PT_NOTE && h->build_id_len == 0 && ph.p_filesz > 0) {
-			scan_notes(elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
-							ELF_T_NHDR),
-				   h);
 		}
 	}
+	n = buildid_from_elf(elf, h->build_id);
+	h->build_id_len = n > 0 ? (size_t)n : 0; /* one too long counts as none */
 	read_sections(elf, h);
 	if (h->nsegments == 0)
 		err = -EIO;

@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ELFSYMS_BUILD_ID_MAX 64 /* bytes of a build id kept (GNU ids are 16-20) */
+#include "buildid.h"
+
 #define ELFSYMS_MAX_SEGMENTS 16 /* PT_LOAD segments kept (binaries have 2-5) */
 
 struct elfsyms_segment {
@@ -28,7 +29,7 @@ struct elfsyms_segment {
 };
 
 struct elfsyms_header {
-	uint8_t build_id[ELFSYMS_BUILD_ID_MAX];		       /* GNU build id note */
+	uint8_t build_id[BUILDID_MAX];			       /* GNU build id note */
 	size_t build_id_len;				       /* 0: the file has none */
 	struct elfsyms_segment segments[ELFSYMS_MAX_SEGMENTS]; /* PT_LOAD, in header order */
 	size_t nsegments;				       /* entries in segments */

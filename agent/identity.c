@@ -10,23 +10,21 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "buildid.h"
 #include "identity.h"
 #include "procctx.h"
-#include "traceprof/hex.h"
+#include "procmem.h"
 #include "traceprof/log.h"
 
-#define ENVIRON_MAX	     (1u << 20)	 /* bytes of /proc/<pid>/environ read */
-#define CGROUP_MAX	     (64u << 10) /* bytes of /proc/<pid>/cgroup read */
-#define ATTRS_MAX	     256	 /* resource attributes kept from the environment */
-#define NT_GNU_BUILD_ID_TYPE 3
+#define ENVIRON_MAX (1u << 20)	/* bytes of /proc/<pid>/environ read */
+#define CGROUP_MAX  (64u << 10) /* bytes of /proc/<pid>/cgroup read */
+#define ATTRS_MAX   256		/* resource attributes kept from the environment */
 
 /* Reads up to max - 1 bytes of a procfs file into a new NUL-terminated buffer. */
 static int read_file(const char *path, size_t max, char **out, size_t *len)
@@ -314,58 +312,6 @@ int identity_parse_resource_attrs(const char *text, struct identity_attr **attrs
 	return 0;
 }
 
-/* ------------------------------------------------------------------- build id */
-
-static int notes_build_id(Elf_Data *data, char *hex, size_t size)
-{
-	size_t off = 0, next, name_off, desc_off;
-	GElf_Nhdr nh;
-
-	while ((next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-		const char *base = data->d_buf;
-
-		if (nh.n_type == NT_GNU_BUILD_ID_TYPE && nh.n_namesz == 4 &&
-		    !memcmp(base + name_off, "GNU", 4) && nh.n_descsz > 0) {
-			if (nh.n_descsz > IDENTITY_BUILD_ID_MAX || size < 2 * nh.n_descsz + 1)
-				return -ENOSPC;
-			tp_hex_encode((const uint8_t *)base + desc_off, nh.n_descsz, hex);
-			hex[2 * nh.n_descsz] = '\0';
-			return 0;
-		}
-		off = next;
-	}
-	return -ENOENT;
-}
-
-int identity_build_id(int fd, char *hex, size_t size)
-{
-	int err = -ENOENT;
-	size_t phnum;
-	Elf *elf;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOTSUP;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &phnum)) {
-		elf_end(elf);
-		return -EINVAL;
-	}
-	/* PT_NOTE: present in stripped files too, unlike section headers */
-	for (size_t i = 0; i < phnum && err == -ENOENT; i++) {
-		GElf_Phdr ph;
-		Elf_Data *data;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		data = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz,
-					    ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
-		if (data)
-			err = notes_build_id(data, hex, size);
-	}
-	elf_end(elf);
-	return err;
-}
-
 /* --------------------------------------------------------------- the process */
 
 /* The value of name in a NUL-separated environment block, or NULL. */
@@ -494,20 +440,11 @@ out_free:
 /* The executable's file name, then the main thread's name. */
 static void from_exe(pid_t pid, struct identity *id)
 {
-	static const char deleted[] = " (deleted)";
-	char path[64], target[4096], *comm;
+	char path[64], target[PROCMEM_PATH_MAX], *comm;
 	const char *base;
-	ssize_t n;
 	size_t len;
 
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	n = readlink(path, target, sizeof(target) - 1);
-	if (n > 0) {
-		target[n] = '\0';
-		len = (size_t)n;
-		if (len > sizeof(deleted) - 1 &&
-		    !strcmp(target + len - (sizeof(deleted) - 1), deleted))
-			target[len - (sizeof(deleted) - 1)] = '\0';
+	if (procmem_exe_path(pid, target, sizeof(target), NULL) == 0) {
 		base = strrchr(target, '/');
 		base = base ? base + 1 : target;
 		if (*base) {
@@ -554,7 +491,7 @@ int identity_read(pid_t pid, struct identity *id)
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		if (identity_build_id(fd, id->build_id, sizeof(id->build_id)))
+		if (buildid_read_hex(fd, id->build_id, sizeof(id->build_id)))
 			id->build_id[0] = '\0';
 		close(fd);
 	}

@@ -15,10 +15,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "buildid.h"
+
 #define IDENTITY_NAME_MAX	  256 /* bytes of a service name, NUL included */
 #define IDENTITY_CONTAINER_ID_LEN 64  /* hex digits of a container id */
 #define IDENTITY_POD_UID_LEN	  36  /* a pod UID with dashes (static pods: 32 hex) */
-#define IDENTITY_BUILD_ID_MAX	  64  /* bytes of a build id kept */
 
 /* Where the service name came from. */
 enum identity_source {
@@ -44,7 +45,7 @@ struct identity {
 	enum identity_source source;			  /* where service_name came from */
 	char container_id[IDENTITY_CONTAINER_ID_LEN + 1]; /* lower case hex, or "" */
 	char pod_uid[IDENTITY_POD_UID_LEN + 1];		  /* Kubernetes pod UID, or "" */
-	char build_id[2 * IDENTITY_BUILD_ID_MAX + 1];	  /* GNU build id in hex, or "" */
+	char build_id[2 * BUILDID_MAX + 1];		  /* GNU build id in hex, or "" */
 	struct identity_attr *attrs; /* resource attributes other than service.name */
 	size_t nattrs;		     /* entries in attrs */
 };
@@ -81,12 +82,5 @@ int identity_parse_cgroup(const char *text, char container_id[IDENTITY_CONTAINER
 int identity_parse_resource_attrs(const char *text, struct identity_attr **attrs, size_t *n);
 /* Frees n attributes and the array; NULL is fine. */
 void identity_attrs_free(struct identity_attr *attrs, size_t n);
-
-/*
- * Writes the GNU build id of the ELF file open at fd as lower case hex to
- * hex (size bytes, 2 * IDENTITY_BUILD_ID_MAX + 1 fits all). Returns 0,
- * -ENOENT when the file has none, -ENOSPC, -EINVAL when it is no ELF.
- */
-int identity_build_id(int fd, char *hex, size_t size);
 
 #endif

@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "traceprof/hex.h"
+#include "buildid.h"
 #include "kallsyms.h"
 
 #define KALLSYMS_LAST_SPAN 4096 /* bytes the last symbol is assumed to cover */
-#define BUILD_ID_MAX	   64	/* bytes of a build id we keep */
 
 struct ksym {
 	uint64_t addr;	 /* symbol address */
@@ -250,53 +250,27 @@ void kallsyms_free(struct kallsyms *ks)
 	free(ks);
 }
 
-/*
- * Finds the GNU build id note in a buffer of raw ELF notes (the format of
- * /sys/kernel/notes). Returns its length, 0 if none.
- */
-static size_t find_build_id_note(const uint8_t *p, size_t len, uint8_t *out)
-{
-	size_t off = 0;
-
-	while (off + 12 <= len) {
-		uint32_t namesz, descsz, type;
-		size_t name_off = off + 12, desc_off;
-
-		memcpy(&namesz, p + off, 4);
-		memcpy(&descsz, p + off + 4, 4);
-		memcpy(&type, p + off + 8, 4);
-		desc_off = name_off + (((size_t)namesz + 3) & ~(size_t)3);
-		if (desc_off > len || descsz > len - desc_off)
-			return 0;
-		if (type == 3 && namesz == 4 && memcmp(p + name_off, "GNU", 4) == 0 && descsz > 0) {
-			size_t n = descsz < BUILD_ID_MAX ? descsz : BUILD_ID_MAX;
-
-			memcpy(out, p + desc_off, n);
-			return n;
-		}
-		off = desc_off + (((size_t)descsz + 3) & ~(size_t)3);
-	}
-	return 0;
-}
-
 static char *read_build_id(const char *module)
 {
 	char path[256];
-	uint8_t id[BUILD_ID_MAX];
+	uint8_t id[BUILDID_MAX];
 	char *text = NULL, *hex;
-	size_t len = 0, n = 0;
+	size_t len = 0;
+	int n = 0;
 
 	if (strcmp(module, "vmlinux") == 0)
 		snprintf(path, sizeof(path), "/sys/kernel/notes");
 	else
 		snprintf(path, sizeof(path), "/sys/module/%s/notes/.note.gnu.build-id", module);
 	if (read_file(path, &text, &len) == 0)
-		n = find_build_id_note((const uint8_t *)text, len, id);
+		n = buildid_from_notes(text, len, 4, id);
 	free(text);
-	hex = malloc(2 * n + 1);
+	if (n < 0)
+		n = 0; /* one too long counts as none */
+	hex = malloc(2 * (size_t)n + 1);
 	if (!hex)
 		return NULL;
-	tp_hex_encode(id, n, hex);
+	tp_hex_encode(id, (size_t)n, hex);
 	hex[2 * n] = '\0';
 	return hex;
 }

@@ -328,10 +328,9 @@ const char *procctx_get(const struct procctx *ctx, const char *key)
 static bool is_ctx_mapping(const struct procmem_map *m)
 {
 	static const char *const names[] = {
-	    "[anon_shmem:OTEL_CTX]",	 /* MAP_SHARED|MAP_ANONYMOUS named with prctl */
-	    "[anon:OTEL_CTX]",		 /* a private anonymous mapping named with prctl */
-	    "/memfd:OTEL_CTX (deleted)", /* memfd_create("OTEL_CTX") */
-	    "/memfd:OTEL_CTX",
+	    "[anon_shmem:OTEL_CTX]", /* MAP_SHARED|MAP_ANONYMOUS named with prctl */
+	    "[anon:OTEL_CTX]",	     /* a private anonymous mapping named with prctl */
+	    "/memfd:OTEL_CTX",	     /* memfd_create("OTEL_CTX"), shown as deleted */
 	};
 
 	if (m->perms[0] != 'r' || m->end - m->start < HEADER_SIZE)

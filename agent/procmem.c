@@ -1,10 +1,13 @@
 /*
- * procmem.c - mappings, memory and mapped files of another process.
+ * procmem.c - mappings, memory, executable, start time and mapped files of
+ * another process.
  *
- * /proc/<pid>/maps is read whole into memory first (a few hundred lines for
- * a typical service) and parsed line by line; lines that do not parse are
- * skipped rather than failing the whole read, since the kernel's format has
- * grown fields before.
+ * A maps line reads "start-end perms offset major:minor inode   path"; the
+ * path may contain spaces and ends the line. The file is read whole (a few
+ * hundred lines, tens of kilobytes for a typical service) and parsed in two
+ * passes: one to size the arrays, one to fill them, so a snapshot is three
+ * allocations. A line that does not parse fails the whole read: a process
+ * is better not looked into than looked into through a misread map.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,14 +15,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "procmem.h"
 
-/* Refuse maps files beyond this: a process with more mappings is not profiled. */
+/* Refuse maps files beyond this: a process with more mappings is not looked into. */
 #define MAPS_MAX_BYTES (64u << 20)
+#define DELETED_SUFFIX " (deleted)"
 
+/* Reads the file at path whole into a new buffer; -EFBIG past MAPS_MAX_BYTES. */
 static int read_whole(const char *path, char **out, size_t *out_len)
 {
 	size_t cap = 16384, len = 0;
@@ -36,7 +42,7 @@ static int read_whole(const char *path, char **out, size_t *out_len)
 	for (;;) {
 		ssize_t n;
 
-		if (len + 1 >= cap) {
+		if (len == cap) {
 			char *p;
 
 			if (cap >= MAPS_MAX_BYTES) {
@@ -51,11 +57,11 @@ static int read_whole(const char *path, char **out, size_t *out_len)
 			buf = p;
 			cap *= 2;
 		}
-		n = read(fd, buf + len, cap - len - 1);
+		n = read(fd, buf + len, cap - len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			err = -errno;
+			err = -errno; /* reading maps of an exited process fails with ESRCH */
 			goto out_close;
 		}
 		if (n == 0)
@@ -63,7 +69,6 @@ static int read_whole(const char *path, char **out, size_t *out_len)
 		len += (size_t)n;
 	}
 	close(fd);
-	buf[len] = '\0';
 	*out = buf;
 	*out_len = len;
 	return 0;
@@ -75,77 +80,157 @@ out_free:
 	return err;
 }
 
-/* Parses one maps line into m; false when it does not look like one. */
-static bool parse_line(const char *line, struct procmem_map *m)
+/* True when the n bytes at s end in " (deleted)". */
+static bool ends_deleted(const char *s, size_t n)
 {
-	unsigned long long start, end, off, inode;
-	unsigned dev_major, dev_minor;
-	char perms[5];
-	int pos = 0;
-	const char *path;
-	size_t n;
+	size_t dn = strlen(DELETED_SUFFIX);
 
-	if (sscanf(line, "%llx-%llx %4s %llx %x:%x %llu%n", &start, &end, perms, &off, &dev_major,
-		   &dev_minor, &inode, &pos) != 7)
-		return false;
-	path = line + pos;
-	while (*path == ' ' || *path == '\t')
-		path++;
-	n = strcspn(path, "\n");
-	if (n >= sizeof(m->path))
-		n = sizeof(m->path) - 1;
-	memcpy(m->path, path, n);
-	m->path[n] = '\0';
-	memcpy(m->perms, perms, sizeof(m->perms));
-	m->start = start;
-	m->end = end;
-	m->offset = off;
-	m->inode = inode;
-	return true;
+	return n > dn && memcmp(s + n - dn, DELETED_SUFFIX, dn) == 0;
+}
+
+static const char *skip_spaces(const char *p, const char *end)
+{
+	while (p < end && *p == ' ')
+		p++;
+	return p;
+}
+
+/* Parses a hex number; returns the position after it, or NULL. */
+static const char *parse_hex(const char *p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *start = p;
+
+	for (; p < end; p++) {
+		int d;
+
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (*p >= 'a' && *p <= 'f')
+			d = *p - 'a' + 10;
+		else if (*p >= 'A' && *p <= 'F')
+			d = *p - 'A' + 10;
+		else
+			break;
+		v = (v << 4) | (uint64_t)d;
+	}
+	*out = v;
+	return p == start ? NULL : p;
+}
+
+static const char *parse_dec(const char *p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *start = p;
+
+	for (; p < end && *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	*out = v;
+	return p == start ? NULL : p;
+}
+
+/*
+ * Parses one line [p, end). Returns 1 for a mapping (filled in but for its
+ * path, which is [*path, *path + *path_len)), 0 for one to skip, -EIO when
+ * malformed.
+ */
+static int parse_line(const char *p, const char *end, struct procmem_map *m, const char **path,
+		      size_t *path_len)
+{
+	uint64_t major, minor;
+
+	p = parse_hex(p, end, &m->start);
+	if (!p || p >= end || *p++ != '-')
+		return -EIO;
+	p = parse_hex(p, end, &m->end);
+	if (!p || end - p < 6 || *p++ != ' ' || p[4] != ' ')
+		return -EIO;
+	memcpy(m->perms, p, 4);
+	m->perms[4] = '\0';
+	p = parse_hex(skip_spaces(p + 4, end), end, &m->offset);
+	if (!p)
+		return -EIO;
+	p = parse_hex(skip_spaces(p, end), end, &major);
+	if (!p || p >= end || *p++ != ':')
+		return -EIO;
+	p = parse_hex(p, end, &minor);
+	if (!p)
+		return -EIO;
+	p = parse_dec(skip_spaces(p, end), end, &m->inode);
+	if (!p || (p < end && *p != ' '))
+		return -EIO;
+	if (m->end <= m->start)
+		return 0;
+	m->dev = (unsigned int)makedev((unsigned int)major, (unsigned int)minor);
+	p = skip_spaces(p, end);
+	*path = p;
+	*path_len = (size_t)(end - p);
+	m->deleted = ends_deleted(p, *path_len);
+	if (m->deleted)
+		*path_len -= strlen(DELETED_SUFFIX);
+	return 1;
+}
+
+int procmem_maps_parse(const char *text, size_t len, struct procmem_maps *maps)
+{
+	const char *end = text + len;
+	size_t nlines = 1, str_used = 0;
+	int err = -ENOMEM;
+
+	memset(maps, 0, sizeof(*maps));
+	for (const char *p = text; p < end; p++)
+		nlines += *p == '\n';
+	maps->maps = calloc(nlines, sizeof(*maps->maps));
+	maps->strings = malloc(len + nlines);
+	if (!maps->maps || !maps->strings)
+		goto out_free;
+	for (const char *p = text; p < end;) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		struct procmem_map *m = &maps->maps[maps->n];
+		const char *path = NULL;
+		size_t path_len = 0;
+		int r;
+
+		if (!eol)
+			eol = end;
+		r = eol > p ? parse_line(p, eol, m, &path, &path_len) : 0;
+		if (r < 0) {
+			err = r;
+			goto out_free;
+		}
+		if (r == 1) {
+			if (maps->n > 0 && m->start < maps->maps[maps->n - 1].end) {
+				err = -EIO; /* not sorted: not a maps file */
+				goto out_free;
+			}
+			memcpy(maps->strings + str_used, path, path_len);
+			maps->strings[str_used + path_len] = '\0';
+			m->path = maps->strings + str_used;
+			str_used += path_len + 1;
+			maps->n++;
+		}
+		p = eol + 1;
+	}
+	return 0;
+
+out_free:
+	procmem_maps_free(maps);
+	return err;
 }
 
 int procmem_maps_read(pid_t pid, struct procmem_maps *maps)
 {
-	char path[64], *text = NULL, *line;
-	size_t len = 0, cap = 0;
+	char path[64], *text = NULL;
+	size_t len = 0;
 	int err;
 
-	maps->maps = NULL;
-	maps->n = 0;
+	memset(maps, 0, sizeof(*maps));
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	err = read_whole(path, &text, &len);
 	if (err)
 		return err;
-	for (line = text; line < text + len && *line;) {
-		char *nl = strchr(line, '\n');
-		struct procmem_map m;
-
-		if (nl)
-			*nl = '\0';
-		if (parse_line(line, &m)) {
-			if (maps->n == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct procmem_map *p = realloc(maps->maps, ncap * sizeof(*p));
-
-				if (!p) {
-					err = -ENOMEM;
-					goto out_free;
-				}
-				maps->maps = p;
-				cap = ncap;
-			}
-			maps->maps[maps->n++] = m;
-		}
-		if (!nl)
-			break;
-		line = nl + 1;
-	}
+	err = procmem_maps_parse(text, len, maps);
 	free(text);
-	return 0;
-
-out_free:
-	free(text);
-	procmem_maps_free(maps);
 	return err;
 }
 
@@ -154,8 +239,8 @@ void procmem_maps_free(struct procmem_maps *maps)
 	if (!maps)
 		return;
 	free(maps->maps);
-	maps->maps = NULL;
-	maps->n = 0;
+	free(maps->strings);
+	memset(maps, 0, sizeof(*maps));
 }
 
 static int read_proc_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
@@ -209,25 +294,76 @@ bool procmem_map_is_file(const struct procmem_map *map)
 	return map->inode != 0 && map->path[0] == '/';
 }
 
-int procmem_open_mapped(pid_t pid, const struct procmem_map *map)
+int procmem_open_mapped(pid_t pid, const struct procmem_map *map, struct stat *st)
 {
 	char path[PROCMEM_PATH_MAX + 64];
-	const char *deleted = " (deleted)";
-	size_t n = strlen(map->path), dn = strlen(deleted);
+	struct stat tmp;
 	int fd;
 
+	if (!st)
+		st = &tmp;
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
 		 map->start, map->end);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
+	if (fd >= 0 && fstat(fd, st) == 0)
 		return fd;
-	if (!procmem_map_is_file(map))
+	if (fd >= 0)
+		close(fd);
+	/* the path names another file now, or none */
+	if (!procmem_map_is_file(map) || map->deleted)
 		return -ENOENT;
-	if (n > dn && !strcmp(map->path + n - dn, deleted))
-		return -ENOENT; /* the path names another file now, or none */
-	if (n == sizeof(map->path) - 1)
+	if (snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path) >=
+	    (int)sizeof(path))
 		return -ENAMETOOLONG;
-	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd >= 0 ? fd : -errno;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, st) == 0 && (uint64_t)st->st_ino == map->inode)
+		return fd;
+	close(fd);
+	return -ENOENT; /* replaced since it was mapped */
+}
+
+int procmem_exe_path(pid_t pid, char *buf, size_t size, bool *deleted)
+{
+	char link[64];
+	ssize_t n;
+	bool del;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, buf, size);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n >= size)
+		return -ENAMETOOLONG;
+	del = ends_deleted(buf, (size_t)n);
+	if (del)
+		n -= (ssize_t)strlen(DELETED_SUFFIX);
+	buf[n] = '\0';
+	if (deleted)
+		*deleted = del;
+	return 0;
+}
+
+uint64_t procmem_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* the command name may contain anything: fields start after the last ')' */
+	p = strrchr(buf, ')');
+	/* after ")": state is field 3; starttime is field 22 */
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
 }

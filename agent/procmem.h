@@ -1,12 +1,15 @@
 /*
  * procmem.h - another process seen from outside: its mappings
  * (/proc/<pid>/maps), its memory (process_vm_readv, /proc/<pid>/mem as the
- * fallback) and the files behind its mappings, opened the way that works
- * across mount namespaces (/proc/<pid>/map_files, then /proc/<pid>/root).
+ * fallback), the files behind its mappings, opened the way that works
+ * across mount namespaces (/proc/<pid>/map_files, then /proc/<pid>/root),
+ * its executable's path and its start time.
  *
- * Shared by the thread context locator (tlsloc), the process context reader
- * (procctx) and the identity reader (identity). Reads are rare (once per
- * process or per update), so nothing is cached here.
+ * The one place the agent reads these: the thread context locator
+ * (tlsloc), the process context reader (procctx), the identity reader
+ * (identity), the symbolizer (symcache) and the agent's process table.
+ * Reads are rare (once per process or per update), so nothing is cached
+ * here.
  */
 #ifndef TRACEPROF_AGENT_PROCMEM_H
 #define TRACEPROF_AGENT_PROCMEM_H
@@ -14,35 +17,62 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
-/* Longest path kept for a mapping; longer ones are cut (and not opened). */
-#define PROCMEM_PATH_MAX 512
+/* Longest path of a mapping the kernel writes (PATH_MAX); sizes buffers built from one. */
+#define PROCMEM_PATH_MAX 4096
 
 /* One line of /proc/<pid>/maps. */
 struct procmem_map {
-	uint64_t start;		     /* first address */
-	uint64_t end;		     /* one past the last address */
-	uint64_t offset;	     /* file offset of start */
-	uint64_t inode;		     /* inode of the file, 0 for anonymous memory */
-	char perms[5];		     /* "r-xp" and the like, NUL-terminated */
-	char path[PROCMEM_PATH_MAX]; /* file path or pseudo name ("[heap]"), may be empty */
+	uint64_t start;	  /* first address */
+	uint64_t end;	  /* one past the last address */
+	uint64_t offset;  /* file offset of start */
+	uint64_t inode;	  /* inode of the file, 0 for anonymous memory */
+	unsigned int dev; /* device of the file, makedev(major, minor) */
+	char perms[5];	  /* "r-xp" and the like, NUL-terminated */
+	bool deleted;	  /* the path ended in " (deleted)" (cut from path): the file is gone */
+	const char *path; /* file path, pseudo name ("[heap]") or "" (anonymous); owned by the
+			     procmem_maps */
 };
 
 /* All mappings of a process, in address order. */
 struct procmem_maps {
-	struct procmem_map *maps; /* n entries, malloc'd */
+	struct procmem_map *maps; /* n entries, sorted by start, non-overlapping */
 	size_t n;		  /* number of mappings */
+	char *strings;		  /* the paths, one allocation */
 };
 
 /*
- * Reads /proc/<pid>/maps into maps (overwritten). The caller frees with
- * procmem_maps_free. Returns 0, -ENOENT when the process is gone, -ENOMEM,
- * or the errno of the failed read.
+ * Parses the text of a maps file (len bytes, need not be NUL-terminated)
+ * into maps (overwritten). A path may hold spaces and runs to the end of
+ * the line; mappings that end before they start are skipped. The caller
+ * frees with procmem_maps_free. Returns 0, -EIO when a line is malformed or
+ * the mappings are out of order (not a maps file), or -ENOMEM.
+ */
+int procmem_maps_parse(const char *text, size_t len, struct procmem_maps *maps);
+/*
+ * Reads /proc/<pid>/maps into maps (overwritten), as procmem_maps_parse.
+ * The caller frees with procmem_maps_free. Returns 0, -ENOENT or -ESRCH
+ * when the process is gone, -EFBIG past 64 MiB, -EIO, -ENOMEM, or the
+ * errno of the failed read.
  */
 int procmem_maps_read(pid_t pid, struct procmem_maps *maps);
-/* Frees what procmem_maps_read allocated; a zeroed struct is fine. */
+/* Frees what procmem_maps_read/parse allocated and zeroes maps; a zeroed struct is fine. */
 void procmem_maps_free(struct procmem_maps *maps);
+
+/* True when the mapping is backed by a file (a path starting with '/' and an inode). */
+bool procmem_map_is_file(const struct procmem_map *map);
+
+/*
+ * Opens the file behind map read-only: /proc/<pid>/map_files/<range> (same
+ * file even in another mount namespace, after the path was replaced or
+ * deleted), else /proc/<pid>/root/<path> when the mapping's file still
+ * exists and that path still names its inode. Fills *st when st is not
+ * NULL. Returns a file descriptor the caller closes, or -errno (-ENOENT
+ * when no way leads to the mapped file).
+ */
+int procmem_open_mapped(pid_t pid, const struct procmem_map *map, struct stat *st);
 
 /*
  * Copies len bytes at addr in process pid to buf: process_vm_readv, then
@@ -52,14 +82,18 @@ void procmem_maps_free(struct procmem_maps *maps);
 int procmem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
 /*
- * Opens the file behind map read-only: /proc/<pid>/map_files/<range> (same
- * file even in another mount namespace or after the path was replaced),
- * else /proc/<pid>/root/<path>. Returns a file descriptor the caller closes,
- * or -errno.
+ * The path of pid's executable (the /proc/<pid>/exe link) in buf (size
+ * bytes), with a " (deleted)" suffix cut and reported in *deleted (may be
+ * NULL). Returns 0, -ENAMETOOLONG, or -errno of readlink (-ENOENT: gone or
+ * a kernel thread).
  */
-int procmem_open_mapped(pid_t pid, const struct procmem_map *map);
+int procmem_exe_path(pid_t pid, char *buf, size_t size, bool *deleted);
 
-/* True when the mapping is backed by a file (a path starting with '/' and an inode). */
-bool procmem_map_is_file(const struct procmem_map *map);
+/*
+ * The start time of pid (field 22 of /proc/<pid>/stat, clock ticks since
+ * boot): with the pid, it names one process even after the pid is reused.
+ * 0 when the process is gone.
+ */
+uint64_t procmem_start_time(pid_t pid);
 
 #endif

@@ -33,7 +33,7 @@
 #include "traceprof/hex.h"
 #include "traceprof/ids.h"
 #include "traceprof/log.h"
-#include "procmaps.h"
+#include "procmem.h"
 #include "symbolize_internal.h"
 
 #define INTERN_CHUNK_BYTES 65536
@@ -288,7 +288,7 @@ static const char *basename_of(const char *path)
 /* Opens a separate debug file: by build id, then by .gnu_debuglink, under root. */
 static int open_debug_file(const char *root, const char *path, const struct elfsyms_header *h)
 {
-	char buf[PATH_MAX], hex[2 * ELFSYMS_BUILD_ID_MAX + 1], dir[PATH_MAX];
+	char buf[PATH_MAX], hex[2 * BUILDID_MAX + 1], dir[PATH_MAX];
 	const char *slash;
 	int fd;
 
@@ -323,7 +323,7 @@ static struct sym_elf *elf_new(struct symbolizer *sym, const struct elfsyms_head
 			       const struct sym_ident *id, const char *module)
 {
 	struct sym_elf *e = calloc(1, sizeof(*e));
-	char hex[2 * ELFSYMS_BUILD_ID_MAX + 1];
+	char hex[2 * BUILDID_MAX + 1];
 
 	if (!e)
 		return NULL;
@@ -341,43 +341,8 @@ static struct sym_elf *elf_new(struct symbolizer *sym, const struct elfsyms_head
 	return e;
 }
 
-/*
- * Opens the file behind a mapping: /proc/P/map_files works for deleted
- * files and other mount namespaces; /proc/P/root/path for processes in
- * containers without that privilege; the path itself last. The last two
- * are checked against the mapping's inode.
- */
-static int open_mapped_file(int pid, const struct procmaps_entry *m, struct stat *st)
-{
-	char path[PATH_MAX + 64];
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && fstat(fd, st) == 0)
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	if (m->path[0] != '/')
-		return -ENOENT;
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (attempt == 0)
-			snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-		else
-			snprintf(path, sizeof(path), "%s", m->path);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (fstat(fd, st) == 0 && (m->inode == 0 || (uint64_t)st->st_ino == m->inode))
-			return fd;
-		close(fd);
-	}
-	return -ENOENT;
-}
-
 /* The entry for a file mapping: found by identity or build id, or new. NULL if not ELF. */
-static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struct procmaps_entry *m)
+static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struct procmem_map *m)
 {
 	struct elfsyms_header h;
 	struct elfsyms_source src = {.fd = -1, .image = NULL, .image_len = 0};
@@ -386,7 +351,7 @@ static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struc
 	struct stat st;
 	char root[64];
 
-	src.fd = open_mapped_file(pid, m, &st);
+	src.fd = procmem_open_mapped(pid, m, &st);
 	if (src.fd < 0)
 		return NULL;
 	id.dev = (uint64_t)st.st_dev;
@@ -413,22 +378,18 @@ static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struc
 }
 
 /* The vdso, copied out of the process: the same image for every process of a boot. */
-static struct sym_elf *elf_for_vdso(struct symbolizer *sym, int pid, const struct procmaps_entry *m)
+static struct sym_elf *elf_for_vdso(struct symbolizer *sym, int pid, const struct procmem_map *m)
 {
 	size_t len = (size_t)(m->end - m->start);
 	struct elfsyms_source src = {.fd = -1, .image = NULL, .image_len = len};
 	struct sym_ident id = {0};
 	struct elfsyms_header h;
 	struct sym_elf *e = NULL;
-	char path[64];
-	int fd;
 
 	if (len > (1u << 20))
 		return NULL;
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	src.image = malloc(len);
-	if (fd < 0 || !src.image || pread(fd, src.image, len, (off_t)m->start) != (ssize_t)len)
+	if (!src.image || procmem_read(pid, m->start, src.image, len) != 0)
 		goto out;
 	if (elfsyms_read_header(&src, &h) != 0)
 		goto out;
@@ -444,45 +405,15 @@ static struct sym_elf *elf_for_vdso(struct symbolizer *sym, int pid, const struc
 		}
 	}
 out:
-	if (fd >= 0)
-		close(fd);
 	free(src.image);
 	return e;
 }
 
 /* ---- process snapshots ---- */
 
-static uint64_t read_start_time(int pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long v = 0;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* the command name may contain anything: fields start after the last ')' */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	/* after ")": state is field 3; starttime is field 22 */
-	for (int field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoull(p + 1, NULL, 10);
-	return v;
-}
-
 bool sym_proc_alive(const struct sym_proc *p)
 {
-	uint64_t t = read_start_time(p->pid);
+	uint64_t t = procmem_start_time(p->pid);
 
 	return t != 0 && t == p->start_time;
 }
@@ -512,20 +443,25 @@ static const char *anon_module(const char *path)
 static int build_maps(struct symbolizer *sym, int pid, const struct sym_proc *old,
 		      struct sym_map **out, size_t *nout)
 {
-	struct procmaps *pm = procmaps_read(pid);
+	struct procmem_maps pm;
 	struct sym_map *maps;
+	size_t n = 0;
+	int err = procmem_maps_read(pid, &pm);
 
-	if (!pm)
-		return -errno;
-	maps = calloc(pm->n ? pm->n : 1, sizeof(*maps));
+	if (err)
+		return err;
+	maps = calloc(pm.n ? pm.n : 1, sizeof(*maps));
 	if (!maps) {
-		procmaps_free(pm);
+		procmem_maps_free(&pm);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < pm->n; i++) {
-		const struct procmaps_entry *m = &pm->entries[i];
-		struct sym_map *s = &maps[i];
+	for (size_t i = 0; i < pm.n; i++) {
+		const struct procmem_map *m = &pm.maps[i];
+		struct sym_map *s;
 
+		if (m->perms[2] != 'x')
+			continue; /* a sampled user IP always lies in an executable mapping */
+		s = &maps[n++];
 		s->start = m->start;
 		s->end = m->end;
 		s->offset = m->offset;
@@ -567,8 +503,8 @@ static int build_maps(struct symbolizer *sym, int pid, const struct sym_proc *ol
 		}
 	}
 	*out = maps;
-	*nout = pm->n;
-	procmaps_free(pm);
+	*nout = n;
+	procmem_maps_free(&pm);
 	return 0;
 }
 
@@ -635,7 +571,7 @@ int sym_note_process(struct symbolizer *sym, int pid)
 
 	if (!sym || pid <= 0)
 		return -EINVAL;
-	start_time = read_start_time(pid);
+	start_time = procmem_start_time(pid);
 	p = sym_proc_find(sym, pid);
 	sym_procs_gc(sym, sym_now_ms());
 	if (p && (start_time == 0 || p->start_time == start_time))

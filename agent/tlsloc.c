@@ -247,7 +247,7 @@ static void scan_module(pid_t pid, struct scan *s, struct module *m, unsigned fl
 	Elf *elf;
 	int fd;
 
-	fd = procmem_open_mapped(pid, m->map);
+	fd = procmem_open_mapped(pid, m->map, NULL);
 	if (fd < 0) {
 		log_debug("tlsloc: cannot open module pid=%d path=%s err=%d", (int)pid,
 			  m->map->path, fd);
@@ -275,17 +275,16 @@ out_end:
 
 static int scan_modules(pid_t pid, const struct procmem_maps *maps, unsigned flags, struct scan *s)
 {
-	char link[64], exe[PROCMEM_PATH_MAX];
-	ssize_t exe_len;
+	char exe[PROCMEM_PATH_MAX];
+	bool exe_deleted = false;
 
 	memset(s, 0, sizeof(*s));
 	s->exe = -1;
 	s->mods = calloc(maps->n ? maps->n : 1, sizeof(*s->mods));
 	if (!s->mods)
 		return -ENOMEM;
-	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	exe_len = readlink(link, exe, sizeof(exe) - 1);
-	exe[exe_len > 0 ? exe_len : 0] = '\0';
+	if (procmem_exe_path(pid, exe, sizeof(exe), &exe_deleted))
+		exe[0] = '\0';
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct procmem_map *mp = &maps->maps[i];
 		bool seen = false;
@@ -298,7 +297,7 @@ static int scan_modules(pid_t pid, const struct procmem_maps *maps, unsigned fla
 			continue;
 		memset(&s->mods[s->n], 0, sizeof(s->mods[s->n]));
 		s->mods[s->n].map = mp;
-		if (exe[0] && s->exe < 0 && !strcmp(mp->path, exe)) {
+		if (exe[0] && s->exe < 0 && mp->deleted == exe_deleted && !strcmp(mp->path, exe)) {
 			size_t before = s->n;
 
 			scan_module(pid, s, &s->mods[s->n], flags);

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "procmaps.h"
+#include "procmem.h"
 #include "symbolize.h"
 
 #define NADDR	  4096
@@ -69,32 +69,37 @@ static void report(const char *what, const char *unit, const struct run *runs, i
 	printf("| %s | %.4g | %.4g-%.4g | %s |\n", what, v[n / 2], v[0], v[n - 1], unit);
 }
 
+/* True for an executable mapping of the file libc was loaded from. */
+static bool is_libc_code(const struct procmem_map *m, const char *libc)
+{
+	return m->perms[2] == 'x' && (strcmp(m->path, libc) == 0 || strstr(m->path, "/libc.so"));
+}
+
 /* Addresses spread over the executable mappings of the file libc was loaded from. */
 static int libc_addresses(uint64_t *addr, size_t n)
 {
-	struct procmaps *pm = procmaps_read(getpid());
+	struct procmem_maps pm;
 	Dl_info info;
 	uint64_t total = 0, step, pos = 0;
 	size_t k = 0;
 
-	if (!pm || !dladdr(dlsym(RTLD_DEFAULT, "getpid"), &info))
+	if (!dladdr(dlsym(RTLD_DEFAULT, "getpid"), &info) || procmem_maps_read(getpid(), &pm) != 0)
 		return -1;
-	for (size_t i = 0; i < pm->n; i++) {
-		if (strcmp(pm->entries[i].path, info.dli_fname) == 0 ||
-		    strstr(pm->entries[i].path, "/libc.so"))
-			total += pm->entries[i].end - pm->entries[i].start;
+	for (size_t i = 0; i < pm.n; i++) {
+		if (is_libc_code(&pm.maps[i], info.dli_fname))
+			total += pm.maps[i].end - pm.maps[i].start;
 	}
 	step = total / n;
-	for (size_t i = 0; i < pm->n && k < n; i++) {
-		const struct procmaps_entry *e = &pm->entries[i];
+	for (size_t i = 0; i < pm.n && k < n; i++) {
+		const struct procmem_map *e = &pm.maps[i];
 
-		if (strcmp(e->path, info.dli_fname) != 0 && !strstr(e->path, "/libc.so"))
+		if (!is_libc_code(e, info.dli_fname))
 			continue;
 		for (; pos < e->end - e->start && k < n; pos += step, k++)
 			addr[k] = e->start + pos + (k * 13) % 7;
 		pos -= e->end - e->start;
 	}
-	procmaps_free(pm);
+	procmem_maps_free(&pm);
 	return k == n ? 0 : -1;
 }
 

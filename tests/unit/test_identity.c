@@ -166,18 +166,42 @@ static int own_build_id(struct dl_phdr_info *info, size_t size, void *data)
 
 static void test_build_id(void)
 {
-	char want[2 * IDENTITY_BUILD_ID_MAX + 1] = "", got[sizeof(want)], small[8];
+	char want[2 * BUILDID_MAX + 1] = "", got[sizeof(want)], small[8];
 	int fd = open("/proc/self/exe", O_RDONLY);
 
 	dl_iterate_phdr(own_build_id, want);
 	CHECK(want[0] != '\0', "this test has a build id");
-	CHECK(identity_build_id(fd, got, sizeof(got)) == 0 && !strcmp(got, want),
+	CHECK(buildid_read_hex(fd, got, sizeof(got)) == 0 && !strcmp(got, want),
 	      "build id of the executable file '%s' = loaded '%s'", got, want);
-	CHECK(identity_build_id(fd, small, sizeof(small)) == -ENOSPC, "small buffer");
+	CHECK(buildid_read_hex(fd, small, sizeof(small)) == -ENOSPC, "small buffer");
 	close(fd);
 	fd = open("/proc/self/cmdline", O_RDONLY);
-	CHECK(identity_build_id(fd, got, sizeof(got)) == -EINVAL, "no ELF: -EINVAL");
+	CHECK(buildid_read_hex(fd, got, sizeof(got)) == -EINVAL, "no ELF: -EINVAL");
 	close(fd);
+}
+
+/* Raw notes as the kernel exports them, 4- and 8-aligned, and cut short. */
+static void test_build_id_notes(void)
+{
+	/* a 6-byte name ("Linux") before the GNU note tests the padding */
+	static const uint8_t n4[] = {
+	    6, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 'L', 'i', 'n', 'u', 'x', 0, 0,	  0,	1,    2,
+	    3, 4, 4, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0,   0,	  'G', 'N', 'U', 0, 0xab, 0xcd, 0xef, 0};
+	static const uint8_t n8[] = {4,	  0,   0, 0, 16, 0,   0,   0,	5, 0,	 0,   0, 'G',
+				     'N', 'U', 0, 0, 0,	 0,   0,   0,	0, 0,	 0,   0, 0,
+				     0,	  0,   0, 0, 0,	 0,   4,   0,	0, 0,	 2,   0, 0,
+				     0,	  3,   0, 0, 0,	 'G', 'N', 'U', 0, 0x12, 0x34};
+	uint8_t big[12 + 4 + BUILDID_MAX + 4] = {
+	    4, 0, 0, 0, BUILDID_MAX + 4, 0, 0, 0, 3, 0, 0, 0, 'G', 'N', 'U', 0};
+	uint8_t id[BUILDID_MAX];
+
+	CHECK(buildid_from_notes(n4, sizeof(n4), 4, id) == 3 && id[0] == 0xab && id[2] == 0xef,
+	      "4-aligned notes");
+	CHECK(buildid_from_notes(n4, sizeof(n4) - 2, 4, id) == 0, "cut short: none");
+	CHECK(buildid_from_notes(n8, sizeof(n8), 8, id) == 2 && id[0] == 0x12 && id[1] == 0x34,
+	      "8-aligned notes");
+	CHECK(buildid_from_notes(big, sizeof(big), 4, id) == -ENOSPC, "too long: -ENOSPC");
+	CHECK(buildid_from_notes(n4, 5, 4, id) == 0, "no whole header");
 }
 
 /* A child: this program with argv[1] = mode, in environment env. */
@@ -319,6 +343,7 @@ int main(int argc, char **argv)
 	test_cgroup();
 	test_resource_attrs();
 	test_build_id();
+	test_build_id_notes();
 	test_processes();
 	return check_done();
 }

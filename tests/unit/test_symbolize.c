@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "procmaps.h"
 #include "symbolize.h"
 
 #define MAX_MAPS 4
@@ -627,32 +626,6 @@ static void test_kernel(void)
 	unlink(path);
 }
 
-static void test_procmaps_parse(void)
-{
-	static const char text[] =
-	    "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /usr/bin/prog\n"
-	    "55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 1234 /usr/bin/prog\n"
-	    "7f0000000000-7f0000001000 r-xp 00000000 00:00 0 \n"
-	    "7f0000002000-7f0000003000 r-xp 00002000 fd:02 99 /tmp/my lib.so (deleted)\n"
-	    "7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                  [vdso]\n";
-	struct procmaps *pm = procmaps_parse(text, sizeof(text) - 1);
-	const struct procmaps_entry *e;
-
-	CHECK(pm && pm->n == 4, "4 executable mappings, got %zu", pm ? pm->n : 0);
-	if (!pm)
-		return;
-	e = procmaps_find(pm, 0x55d0c0a01010ULL);
-	CHECK(e && e->offset == 0x1000 && e->inode == 1234 && str_eq(e->path, "/usr/bin/prog"),
-	      "prog mapping");
-	e = procmaps_find(pm, 0x7f0000002000ULL);
-	CHECK(e && e->deleted && str_eq(e->path, "/tmp/my lib.so"), "deleted path with a space");
-	e = procmaps_find(pm, 0x7ffd00000010ULL);
-	CHECK(e && str_eq(e->path, "[vdso]"), "vdso");
-	CHECK(procmaps_find(pm, 0x55d0c0a00010ULL) == NULL, "not executable: skipped");
-	procmaps_free(pm);
-	CHECK(procmaps_parse("garbage\n", 8) == NULL && errno == EIO, "malformed refused");
-}
-
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_symbolize.XXXXXX");
@@ -662,7 +635,6 @@ int main(void)
 	}
 	elf_version(EV_CURRENT);
 	signal(SIGPIPE, SIG_IGN);
-	test_procmaps_parse();
 	test_pie();
 	test_eviction();
 	test_builds();

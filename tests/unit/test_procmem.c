@@ -1,0 +1,131 @@
+/*
+ * test_procmem: the maps parser on hand-written text (the kernel's edge
+ * cases and malformed input), then the readers on this process itself:
+ * its maps, a mapped file opened from outside, its executable's path and
+ * its start time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "procmem.h"
+
+static bool str_eq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+static void test_parse(void)
+{
+	static const char text[] =
+	    "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 1234 /usr/bin/prog\n"
+	    "7f0000000000-7f0000001000 r-xp 00000000 00:00 0 \n"
+	    "7f0000002000-7f0000003000 r-xp 00002000 fd:02 99 /tmp/my lib.so (deleted)\n"
+	    "7f0000004000-7f0000005000 rw-s 00000000 00:01 7    /memfd:OTEL_CTX (deleted)\n"
+	    "7f0000006000-7f0000006000 rw-p 00000000 00:00 0\n"
+	    "\n"
+	    "7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                  [vdso]";
+	struct procmem_maps maps;
+	const struct procmem_map *m;
+
+	CHECK(procmem_maps_parse(text, sizeof(text) - 1, &maps) == 0 && maps.n == 6,
+	      "6 mappings, got %zu", maps.n);
+	if (maps.n != 6)
+		goto out;
+	m = &maps.maps[1];
+	CHECK(m->start == 0x55d0c0a01000ULL && m->end == 0x55d0c0a02000ULL && m->offset == 0x1000 &&
+		  m->inode == 1234 && m->dev == makedev(8, 1) && str_eq(m->perms, "r-xp") &&
+		  !m->deleted && str_eq(m->path, "/usr/bin/prog") && procmem_map_is_file(m),
+	      "prog mapping");
+	m = &maps.maps[2];
+	CHECK(str_eq(m->path, "") && m->inode == 0 && !procmem_map_is_file(m), "anonymous");
+	m = &maps.maps[3];
+	CHECK(m->deleted && str_eq(m->path, "/tmp/my lib.so") && m->dev == makedev(0xfd, 2),
+	      "deleted path with a space: '%s'", m->path);
+	m = &maps.maps[4];
+	CHECK(m->deleted && str_eq(m->path, "/memfd:OTEL_CTX") && str_eq(m->perms, "rw-s"),
+	      "memfd");
+	m = &maps.maps[5];
+	CHECK(str_eq(m->path, "[vdso]") && m->start == 0x7ffd00000000ULL,
+	      "empty mapping and blank line skipped, last line without newline");
+out:
+	procmem_maps_free(&maps);
+	procmem_maps_free(&maps); /* freed maps are zeroed */
+
+	static const char *const bad[] = {
+	    "garbage\n",
+	    "1000-2000 r-xp 00000000 08:01\n",				  /* no inode */
+	    "1000-2000 r-xp 00000000 0801 5 /x\n",			  /* no ':' in the device */
+	    "1000 r-xp 00000000 08:01 5 /x\n",				  /* no end */
+	    "1000-2000 r-x 00000000 08:01 5 /x\n",			  /* short perms */
+	    "1000-2000 r-xp 00000000 08:01 5x /x\n",			  /* junk after the inode */
+	    "0x1000-2000 r-xp 00000000 08:01 5 /x\n",			  /* not the kernel's hex */
+	    "3000-4000 r-xp 0 08:01 5 /a\n1000-2000 r-xp 0 08:01 5 /b\n", /* out of order */
+	    "1000-3000 r-xp 0 08:01 5 /a\n2000-4000 r-xp 0 08:01 5 /b\n", /* overlapping */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int err = procmem_maps_parse(bad[i], strlen(bad[i]), &maps);
+
+		CHECK(err == -EIO && maps.n == 0 && !maps.maps, "malformed #%zu refused: %d", i,
+		      err);
+	}
+	CHECK(procmem_maps_parse("", 0, &maps) == 0 && maps.n == 0, "empty text");
+	procmem_maps_free(&maps);
+}
+
+/* This process's maps: the mapping of test_parse's code, opened from outside. */
+static void test_self(void)
+{
+	uint64_t here = (uint64_t)(uintptr_t)&test_parse;
+	const struct procmem_map *code = NULL;
+	char exe[PROCMEM_PATH_MAX];
+	struct procmem_maps maps;
+	struct stat st, want;
+	bool deleted = true;
+	int fd;
+
+	CHECK(procmem_maps_read(getpid(), &maps) == 0 && maps.n > 0, "own maps");
+	for (size_t i = 0; i < maps.n; i++)
+		if (here >= maps.maps[i].start && here < maps.maps[i].end)
+			code = &maps.maps[i];
+	CHECK(code && code->perms[2] == 'x' && procmem_map_is_file(code), "code mapping");
+	CHECK(procmem_exe_path(getpid(), exe, sizeof(exe), &deleted) == 0 && !deleted &&
+		  exe[0] == '/',
+	      "exe path '%s'", exe);
+	if (code) {
+		CHECK(str_eq(code->path, exe), "code in %s, exe %s", code->path, exe);
+		fd = procmem_open_mapped(getpid(), code, &st);
+		CHECK(fd >= 0 && stat(exe, &want) == 0 && st.st_ino == want.st_ino &&
+			  st.st_ino == code->inode,
+		      "mapped file opened: %d", fd);
+		if (fd >= 0)
+			close(fd);
+	}
+	CHECK(procmem_exe_path(getpid(), exe, 4, NULL) == -ENAMETOOLONG, "short buffer");
+	procmem_maps_free(&maps);
+	CHECK(procmem_maps_read(0x7ffffff0, &maps) == -ENOENT, "no such process");
+}
+
+static void test_start_time(void)
+{
+	uint64_t t = procmem_start_time(getpid());
+
+	CHECK(t > 0 && t == procmem_start_time(getpid()), "own start time %llu",
+	      (unsigned long long)t);
+	CHECK(procmem_start_time(1) <= t, "init started first");
+	CHECK(procmem_start_time(0x7ffffff0) == 0, "no such process: 0");
+}
+
+int main(void)
+{
+	test_parse();
+	test_self();
+	test_start_time();
+	return check_done();
+}
