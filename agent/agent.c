@@ -47,7 +47,6 @@
 /* What the agent knows about one process. */
 struct proc {
 	int pid;		 /* 0: free slot */
-	uint32_t gen;		 /* bumped when the pid is looked at afresh (exec, reuse) */
 	uint64_t start_time;	 /* /proc/<pid>/stat starttime, to detect pid reuse */
 	uint64_t source_id;	 /* ids_source() of its identity */
 	bool complete;		 /* identity from the process context and TLS found */
@@ -60,7 +59,7 @@ struct proc {
 
 /* One cached raw stack. */
 struct stack_slot {
-	uint64_t key;	   /* hash of (pid, gen, frames); 0 = empty */
+	uint64_t key;	   /* hash of (pid, start time, frames); 0 = empty */
 	uint64_t stack_id; /* ids_stack() of its symbolized frames */
 };
 
@@ -106,48 +105,11 @@ static void sync_clocks(struct agent *a)
 	a->mono_to_real_us = clock_us(CLOCK_REALTIME) - clock_us(CLOCK_MONOTONIC);
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-/* starttime (field 22) of /proc/<pid>/stat, 0 when unreadable. */
-static uint64_t proc_start_time(int pid)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long st = 0;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
-	if (!p)
-		return 0;
-	/* after ") " come fields 3..; starttime is field 22 */
-	if (sscanf(p + 2,
-		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-		   "%*d %*d %llu",
-		   &st) != 1)
-		return 0;
-	return st;
-}
-
 /* ---- process table ---- */
 
 static struct proc *proc_slot(struct agent *a, int pid, bool insert)
 {
-	size_t mask = a->nprocs_cap - 1, i = mix64((uint64_t)pid) & mask;
+	size_t mask = a->nprocs_cap - 1, i = ids_hash_bytes(0, &pid, sizeof(pid)) & mask;
 
 	for (;;) {
 		struct proc *p = &a->procs[i];
@@ -248,7 +210,7 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 
 	if (p->start_time == 0) {
 		a->procs_seen++;
-		p->start_time = proc_start_time(p->pid);
+		p->start_time = procmem_start_time(p->pid);
 		sym_note_process(a->sym, p->pid);
 	}
 	if (identity_read(p->pid, &id) == 0) {
@@ -322,7 +284,7 @@ static void procs_sweep(struct agent *a)
 
 		if (!p->pid)
 			continue;
-		st = proc_start_time(p->pid);
+		st = procmem_start_time(p->pid);
 		if (st != 0 && st == p->start_time)
 			continue;
 		log_debug("process gone pid=%d", p->pid);
@@ -387,11 +349,13 @@ static uint64_t symbolize_stack(struct agent *a, const struct tp_sample *s)
 
 static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struct proc *p)
 {
-	uint64_t key = ids_hash_bytes(((uint64_t)p->pid << 32) ^ p->gen ^ p->start_time, s->ips,
-				      ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t));
+	/* kern_n in the seed: the same addresses split differently are another stack */
+	uint64_t key =
+	    ids_hash_bytes(((uint64_t)p->pid << 32) ^ ((uint64_t)s->kern_n << 16) ^ p->start_time,
+			   s->ips, ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t)) |
+	    1;
 	struct stack_slot *slot;
 
-	key = mix64(key ^ s->kern_n) | 1;
 	slot = &a->stacks[key & (STACK_CACHE_SIZE - 1)];
 	if (slot->key == key && agg_has_stack(a->agg, slot->stack_id)) {
 		a->stack_hits++;
