@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@
 struct proc {
 	int pid;		 /* 0: free slot */
 	uint64_t start_time;	 /* /proc/<pid>/stat starttime, to detect pid reuse */
+	uint64_t gen;		 /* unique per entry: a new program in the pid gets a new one */
 	uint64_t source_id;	 /* ids_source() of its identity */
 	bool complete;		 /* identity from the process context and TLS found */
 	bool sdk_uprobe;	 /* the SDK registration uprobe was tried for its library */
@@ -59,7 +61,7 @@ struct proc {
 
 /* One cached raw stack. */
 struct stack_slot {
-	uint64_t key;	   /* hash of (pid, start time, frames); 0 = empty */
+	uint64_t key;	   /* hash of (pid, start time, entry, frames); 0 = empty */
 	uint64_t stack_id; /* ids_stack() of its symbolized frames */
 };
 
@@ -75,6 +77,7 @@ struct agent {
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	int64_t mono_to_real_us;	      /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
 	int self_pid;			      /* the agent's own pid, never sampled */
+	uint64_t next_gen;		      /* proc.gen of the next entry */
 	bool uprobe_warned;		      /* said once that the SDK uprobe is unavailable */
 	uint64_t frame_ids[MAX_STACK_FRAMES]; /* scratch for one stack */
 	/* counters (stats file) */
@@ -90,6 +93,7 @@ struct agent {
 	uint64_t tls_found;	  /* of those, with a thread context location */
 	uint64_t tls_unsupported; /* symbol found, placement not supported */
 	uint64_t sym_renewals;	  /* symbolizers replaced to bound interned names */
+	uint64_t execs;		  /* new programs started by sampled processes */
 };
 
 static int64_t clock_us(clockid_t clk)
@@ -271,6 +275,7 @@ static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
 	if ((a->nprocs + 1) * 2 > a->nprocs_cap && procs_grow(a) != 0)
 		return NULL;
 	p = proc_slot(a, pid, true);
+	p->gen = ++a->next_gen;
 	proc_inspect(a, p, now_us);
 	return p;
 }
@@ -350,10 +355,10 @@ static uint64_t symbolize_stack(struct agent *a, const struct tp_sample *s)
 static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struct proc *p)
 {
 	/* kern_n in the seed: the same addresses split differently are another stack */
-	uint64_t key =
-	    ids_hash_bytes(((uint64_t)p->pid << 32) ^ ((uint64_t)s->kern_n << 16) ^ p->start_time,
-			   s->ips, ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t)) |
-	    1;
+	uint64_t key = ids_hash_bytes(((uint64_t)p->pid << 32) ^ ((uint64_t)s->kern_n << 16) ^
+					  p->start_time ^ (p->gen << 40),
+				      s->ips, ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t)) |
+		       1;
 	struct stack_slot *slot;
 
 	slot = &a->stacks[key & (STACK_CACHE_SIZE - 1)];
@@ -433,6 +438,31 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	return 0;
 }
 
+/*
+ * A sampled process started a new program: what the agent knew about it
+ * (symbols, thread-context location, identity) is of the old one. Look at
+ * it afresh now, while it runs, so its symbols are cached even if it exits
+ * before its samples are read.
+ */
+static int on_exec(void *ctx, pid_t pid)
+{
+	struct agent *a = ctx;
+	struct proc *p = proc_slot(a, pid, false);
+
+	if (pid == a->self_pid)
+		return 0;
+	a->execs++;
+	if (p) {
+		sampler_forget_pid(a->sampler, pid);
+		sym_forget_process(a->sym, pid);
+		if (a->cfg.target == CONFIG_TARGET_PIDS)
+			sampler_add_target_pid(a->sampler, pid);
+		proc_remove(a, p);
+	}
+	proc_get(a, pid, clock_us(CLOCK_REALTIME));
+	return 0;
+}
+
 /* ---- life cycle ---- */
 
 /* Looks at every running process (all-process mode), so their first samples are tagged. */
@@ -452,6 +482,35 @@ static void scan_processes(struct agent *a)
 			continue;
 		proc_get(a, (int)pid, now);
 	}
+	closedir(d);
+}
+
+/* Looks at the processes of a cgroup v2 directory and of its descendants. */
+static void scan_cgroup(struct agent *a, const char *dir, int depth)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	FILE *f;
+	DIR *d;
+	int pid;
+
+	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path))
+		return;
+	f = fopen(path, "r");
+	if (f) {
+		int64_t now = clock_us(CLOCK_REALTIME);
+
+		while (fscanf(f, "%d", &pid) == 1)
+			if (pid > 0 && pid != a->self_pid)
+				proc_get(a, pid, now);
+		fclose(f);
+	}
+	if (depth >= 16 || !(d = opendir(dir)))
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
+			scan_cgroup(a, path, depth + 1);
 	closedir(d);
 }
 
@@ -484,6 +543,12 @@ struct agent *agent_new(const struct agent_config *cfg)
 		log_error("cannot start: %s", strerror(errno));
 		goto out_free;
 	}
+	{
+		/* load kallsyms now, not while the first samples (and short-lived programs) wait */
+		struct sym_frame unused;
+
+		sym_kernel(a->sym, 0, &unused);
+	}
 
 	so.hz = cfg->frequency;
 	so.ring_bytes = 4096;
@@ -496,6 +561,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 	a->sampler = sampler_open(&so);
 	if (!a->sampler)
 		goto out_free; /* sampler_open logged why */
+	sampler_set_exec_fn(a->sampler, on_exec, a);
 	for (int i = 0; i < cfg->npids && cfg->target == CONFIG_TARGET_PIDS; i++)
 		if (sampler_add_target_pid(a->sampler, cfg->pids[i]) != 0)
 			log_warn("cannot target pid=%d", cfg->pids[i]);
@@ -519,6 +585,8 @@ struct agent *agent_new(const struct agent_config *cfg)
 
 		for (int i = 0; i < cfg->npids; i++)
 			proc_get(a, cfg->pids[i], now);
+	} else if (cfg->target == CONFIG_TARGET_CGROUP) {
+		scan_cgroup(a, cfg->cgroup, 0);
 	} else {
 		scan_processes(a);
 	}
@@ -568,10 +636,11 @@ static void write_stats(struct agent *a, double elapsed_s)
 		"samples=%" PRIu64 "\nsamples_self=%" PRIu64 "\ntagged=%" PRIu64
 		"\ninvalid_ctx=%" PRIu64 "\nctx_faults=%" PRIu64 "\nstack_hits=%" PRIu64
 		"\nstack_misses=%" PRIu64 "\nagg_refused=%" PRIu64 "\nprocesses=%" PRIu64
-		"\ntls_found=%" PRIu64 "\ntls_unsupported=%" PRIu64 "\n",
+		"\ntls_found=%" PRIu64 "\ntls_unsupported=%" PRIu64 "\nexecs=%" PRIu64
+		"\nsym_renewals=%" PRIu64 "\n",
 		a->samples, a->samples_self, a->tagged, a->invalid_ctx, a->ctx_faults,
 		a->stack_hits, a->stack_misses, a->agg_refused, a->procs_seen, a->tls_found,
-		a->tls_unsupported);
+		a->tls_unsupported, a->execs, a->sym_renewals);
 	fprintf(f,
 		"agg_samples=%" PRIu64 "\nagg_late=%" PRIu64 "\nagg_overflow=%" PRIu64
 		"\nagg_windows=%" PRIu64 "\n",

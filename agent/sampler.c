@@ -52,6 +52,9 @@ struct sampler {
 	struct bpf_link **cpu_links;			/* one perf event link per online CPU */
 	int ncpu_links;					/* entries used in cpu_links */
 	struct bpf_link *exit_link;			/* on_sched_process_exit attachment */
+	struct bpf_link *exec_link;			/* on_sched_process_exec attachment */
+	sampler_exec_fn exec_cb;			/* told about new programs, or NULL */
+	void *exec_ctx;					/* its context */
 	struct ring_buffer *ring;			/* TP_PATH_RINGBUF reader; owned */
 	sampler_sample_fn poll_cb;			/* callback of the sampler_poll running */
 	void *poll_ctx;					/* its context */
@@ -240,6 +243,11 @@ static int ring_sample(void *ctx, void *data, size_t len)
 
 	if (len < offsetof(struct tp_sample, ips))
 		return 0; /* never written by sampler.bpf.c */
+	if (((const struct tp_sample *)data)->kind == TP_REC_EXEC) {
+		const struct tp_sample *r = data;
+
+		return s->exec_cb ? s->exec_cb(s->exec_ctx, (pid_t)r->pid) : 0;
+	}
 	err = s->poll_cb(s->poll_ctx, data, len);
 	if (err < 0)
 		return err;
@@ -345,6 +353,12 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 		log_error("cannot attach to sched_process_exit err=%s", strerror(-err));
 		goto out_free;
 	}
+	s->exec_link = bpf_program__attach(s->skel->progs.on_sched_process_exec);
+	if (!s->exec_link) {
+		err = -errno;
+		log_error("cannot attach to sched_process_exec err=%s", strerror(-err));
+		goto out_free;
+	}
 	if (s->opts.path == TP_PATH_RINGBUF) {
 		s->ring =
 		    ring_buffer__new(bpf_map__fd(s->skel->maps.samples), ring_sample, s, NULL);
@@ -379,6 +393,7 @@ void sampler_free(struct sampler *s)
 		free(s->uprobes[i].path);
 	}
 	bpf_link__destroy(s->exit_link);
+	bpf_link__destroy(s->exec_link);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
 	free(s);
@@ -527,6 +542,12 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 	if (err >= 0)
 		err = ring_buffer__consume(s->ring);
 	return err < 0 ? err : s->poll_n;
+}
+
+void sampler_set_exec_fn(struct sampler *s, sampler_exec_fn cb, void *ctx)
+{
+	s->exec_cb = cb;
+	s->exec_ctx = ctx;
 }
 
 int sampler_fd(const struct sampler *s)

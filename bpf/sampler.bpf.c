@@ -255,6 +255,7 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 	s = bpf_map_lookup_elem(&sample_buf, &zero);
 	if (!s)
 		return;
+	s->kind = TP_REC_SAMPLE;
 	s->time_ns = bpf_ktime_get_ns();
 	s->cgroup_id = bpf_get_current_cgroup_id();
 	s->pid = tgid;
@@ -384,6 +385,38 @@ int BPF_KPROBE(on_thread_registered, const void *record)
 	__u64 addr = (__u64)record;
 
 	bpf_map_update_elem(&thread_records, &tid, &addr, BPF_ANY);
+	return 0;
+}
+
+/*
+ * A process starts a new program: its mappings, symbols and thread-context
+ * location change. The record goes through the sample ring, so the agent
+ * sees it between the samples of the old and of the new program, and looks
+ * at the process while it runs (so its symbols survive an early exit).
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_sched_process_exec, struct task_struct *task)
+{
+	__u32 tgid = task->tgid;
+	struct tp_sample *r;
+
+	if (data_path != TP_PATH_RINGBUF || !wanted(tgid))
+		return 0;
+	r = bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips), 0);
+	if (!r) {
+		count(TP_CNT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
+	r->kind = TP_REC_EXEC;
+	r->time_ns = bpf_ktime_get_ns();
+	r->cgroup_id = bpf_get_current_cgroup_id();
+	r->pid = tgid;
+	r->tid = task->pid;
+	r->cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	/* wake the agent now: a short-lived program may be gone by the next poll */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -69,6 +69,12 @@ enum tp_ctx_state {
 	TP_CTX_FAULT = 3,   /* pointer or record unreadable (garbage pointer, paged out) */
 };
 
+/* What a ring record is. */
+enum tp_record_kind {
+	TP_REC_SAMPLE = 0, /* a CPU sample */
+	TP_REC_EXEC = 1,   /* process pid started a new program (header only, no frames) */
+};
+
 /* Ring buffer record; frames follow the header: kern_n kernel, then user_n user (leaf first). */
 struct tp_sample {
 	__u64 time_ns;	   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
@@ -84,6 +90,7 @@ struct tp_sample {
 	__u16 user_n;	   /* user frames */
 	__u32 cpu;	   /* CPU the sample was taken on */
 	char comm[16];	   /* thread name */
+	__u32 kind;	   /* enum tp_record_kind */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 
