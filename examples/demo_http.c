@@ -8,10 +8,12 @@
  * Nothing is allocated; results point into the caller's buffer.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "demo_http.h"
+#include "traceprof/log.h"
 
 #define HTTP_MAX_METHOD 32 /* longest method token accepted */
 
@@ -369,4 +371,17 @@ const char *http_reason(int status)
 	default:
 		return "Unknown";
 	}
+}
+
+int demo_parse_number(const char *name, const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= min && v <= max)) {
+		log_error("%s: '%s' is not a number in [%g, %g]", name, s, min, max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
 }

@@ -84,4 +84,10 @@ const struct http_header *http_find_header(const struct http_header *headers, si
 /* The reason phrase of a status code the demo uses ("Unknown" otherwise). */
 const char *http_reason(int status);
 
+/*
+ * Command-line number: s must be a whole number or decimal within
+ * [min, max]. Returns 0, or -EINVAL after logging what was wrong with name.
+ */
+int demo_parse_number(const char *name, const char *s, double min, double max, double *out);
+
 #endif

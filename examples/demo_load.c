@@ -485,32 +485,6 @@ static void usage(FILE *out)
 		DEFAULT_REQUESTS, MAX_CONCURRENCY);
 }
 
-static int parse_double(const char *name, const char *s, double min, double max, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || *end || !(v >= min && v <= max)) {
-		log_error("%s: '%s' is not a number in [%g, %g]", name, s, min, max);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-static int parse_fraction(const char *name, const char *s, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || *end || !(v >= 0 && v <= 1)) {
-		log_error("%s: '%s' is not a fraction between 0 and 1", name, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 /* Options into o; returns 0, 1 for --help, or -EINVAL after a message. */
 static int parse_args(int argc, char **argv, struct load_opts *o)
 {
@@ -540,43 +514,45 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 			o->host = optarg;
 			break;
 		case 'p':
-			if (parse_double("--port", optarg, 1, 65535, &v) || v != (int)v)
+			if (demo_parse_number("--port", optarg, 1, 65535, &v) || v != (int)v)
 				return -EINVAL;
 			o->port = optarg;
 			break;
 		case 'n':
-			if (parse_double("--requests", optarg, 1, 1e12, &v) || v != (long)v)
+			if (demo_parse_number("--requests", optarg, 1, 1e12, &v) || v != (long)v)
 				return -EINVAL;
 			o->requests = (long)v;
 			break;
 		case 'd':
-			if (parse_double("--duration", optarg, 0.001, 1e7, &o->duration_s))
+			if (demo_parse_number("--duration", optarg, 0.001, 1e7, &o->duration_s))
 				return -EINVAL;
 			break;
 		case 'c':
-			if (parse_double("--concurrency", optarg, 1, MAX_CONCURRENCY, &v) ||
+			if (demo_parse_number("--concurrency", optarg, 1, MAX_CONCURRENCY, &v) ||
 			    v != (int)v)
 				return -EINVAL;
 			o->concurrency = (int)v;
 			break;
 		case 'r':
-			if (parse_double("--rate", optarg, 0, 1e7, &o->rate))
+			if (demo_parse_number("--rate", optarg, 0, 1e7, &o->rate))
 				return -EINVAL;
 			break;
 		case 'S':
-			if (parse_fraction("--slow-fraction", optarg, &o->slow_fraction))
+			if (demo_parse_number("--slow-fraction", optarg, 0, 1, &o->slow_fraction))
 				return -EINVAL;
 			break;
 		case 'E':
-			if (parse_fraction("--error-fraction", optarg, &o->error_fraction))
+			if (demo_parse_number("--error-fraction", optarg, 0, 1, &o->error_fraction))
 				return -EINVAL;
 			break;
 		case 'I':
-			if (parse_fraction("--inventory-fraction", optarg, &o->inventory_fraction))
+			if (demo_parse_number("--inventory-fraction", optarg, 0, 1,
+					      &o->inventory_fraction))
 				return -EINVAL;
 			break;
 		case 's':
-			if (parse_double("--seed", optarg, 0, 1e18, &v) || v != (double)(uint64_t)v)
+			if (demo_parse_number("--seed", optarg, 0, 1e18, &v) ||
+			    v != (double)(uint64_t)v)
 				return -EINVAL;
 			o->seed = (uint64_t)v;
 			break;

@@ -606,19 +606,6 @@ static void usage(FILE *out)
 		MAX_THREADS);
 }
 
-static int parse_number(const char *name, const char *s, double min, double max, double *out)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || *end || !(v >= min && v <= max)) {
-		log_error("%s: '%s' is not a number in [%g, %g]", name, s, min, max);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
 /* Options into o; returns 0, 1 for --help, or -EINVAL after a message. */
 static int parse_args(int argc, char **argv, struct service_opts *o)
 {
@@ -634,7 +621,7 @@ static int parse_args(int argc, char **argv, struct service_opts *o)
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (parse_number("--port", optarg, 0, 65535, &v) || v != (int)v)
+			if (demo_parse_number("--port", optarg, 0, 65535, &v) || v != (int)v)
 				return -EINVAL;
 			o->port = (int)v;
 			break;
@@ -642,12 +629,13 @@ static int parse_args(int argc, char **argv, struct service_opts *o)
 			o->bind = optarg;
 			break;
 		case 't':
-			if (parse_number("--threads", optarg, 1, MAX_THREADS, &v) || v != (int)v)
+			if (demo_parse_number("--threads", optarg, 1, MAX_THREADS, &v) ||
+			    v != (int)v)
 				return -EINVAL;
 			o->threads = (int)v;
 			break;
 		case 'w':
-			if (parse_number("--work-scale", optarg, 0, 1000, &o->work_scale))
+			if (demo_parse_number("--work-scale", optarg, 0, 1000, &o->work_scale))
 				return -EINVAL;
 			break;
 		case 's':
