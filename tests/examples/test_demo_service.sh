@@ -187,7 +187,7 @@ check "service --help" expect_exit 0 "usage: traceprof-demo-service" "$svc" --he
 check "service --threads 0" expect_exit 2 "not a number in \[1, 64\]" "$svc" --threads 0
 check "service on a busy port" expect_exit 1 "cannot listen on 127.0.0.1:$port" "$svc" --port "$port"
 check "load --help" expect_exit 0 "usage: traceprof-demo-load" "$load" --help
-check "load bad fraction" expect_exit 2 "not a fraction" "$load" --slow-fraction 2
+check "load bad fraction" expect_exit 2 "not a number in \[0, 1\]" "$load" --slow-fraction 2
 check "load fractions over 1" expect_exit 2 "add up to more than 1" "$load" --slow-fraction 0.6 --error-fraction 0.6
 check "load with nothing listening" expect_exit 1 "cannot connect" "$load" --port 1 --requests 1
 
