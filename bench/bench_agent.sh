@@ -135,10 +135,18 @@ results=$work/results
 : >"$results"
 # One result line: config round units/s interval_s cpu_ns bpf_ns bpf_runs
 # whole_cpu_s whole_s hwm_kb maxrss_kb samples/s tagged% stack_misses/s
-# elf_loads elf_mb load1 new_processes/s.
+# elf_loads elf_mb load1 new_processes/s, then units per CPU-second of
+# cpu_burn (units/s x RUN_SECONDS / its user + system time).
 record() {
-	echo "$*" >>"$results"
-	echo "$*" >&2
+	local per_cpu=0 u s
+	if [ -r "$work/burn.time" ]; then
+		read -r u s < <(tail -1 "$work/burn.time")
+		per_cpu=$(awk -v n="$3" -v t="$run_s" -v u="$u" -v s="$s" \
+			'BEGIN { printf "%.1f", (u + s > 0) ? n * t / (u + s) : 0 }')
+		rm -f "$work/burn.time"
+	fi
+	echo "$*" "$per_cpu" >>"$results"
+	echo "$*" "$per_cpu" >&2
 }
 
 # Runs the agent at HZ (target all) while COMMAND runs; records a line.
@@ -186,7 +194,11 @@ with_agent() {
 			'BEGIN { printf "%.1f", (n - k) / s }')"
 }
 
-burn_units() { "$burn" --threads "$threads" --seconds "$run_s" | awk '{ print $1 }'; }
+# Units/s of cpu_burn; its user + system time goes to burn.time for record.
+burn_units() {
+	/usr/bin/time -f "%U %S" -o "$work/burn.time" \
+		"$burn" --threads "$threads" --seconds "$run_s" | awk '{ print $1 }'
+}
 idle_wait() {
 	sleep "$run_s"
 	echo 0
@@ -240,7 +252,7 @@ configs=(none agent-19 agent-99 perf-99)
 start_load=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u +%Y-%m-%dT%H:%MZ)
 echo "# config round units/s interval_s cpu_ns bpf_ns bpf_runs whole_cpu_s whole_s" \
-	"hwm_kb maxrss_kb samples/s tagged% stack_misses/s elf_loads elf_mb load1 new_processes/s" >&2
+	"hwm_kb maxrss_kb samples/s tagged% stack_misses/s elf_loads elf_mb load1 new_processes/s units/cpu_s" >&2
 n=${#configs[@]}
 for ((r = 1; r <= rounds; r++)); do
 	for ((i = 0; i < n; i++)); do
@@ -286,9 +298,10 @@ mmm() { # "median (min–max)" with printf format F
 	read -r m lo hi < <(summary "$1" "$2")
 	echo "$(fmt "$m" "$3") ($(fmt "$lo" "$3")–$(fmt "$hi" "$3"))"
 }
-# Per-round slowdown of CONFIG against the same round's none run, %.
+# Per-round slowdown of CONFIG against the same round's none run, % (of
+# field F, default 3: units/s).
 paired() {
-	awk -v c="$1" '$1 == "none" { base[$2] = $3 } $1 == c { v[$2] = $3 }
+	awk -v c="$1" -v f="${2:-3}" '$1 == "none" { base[$2] = $f } $1 == c { v[$2] = $f }
 		END { for (r in v) if (base[r] > 0) printf "%.4f\n", (1 - v[r] / base[r]) * 100 }' \
 		"$results" | sort -g |
 		awk '{ v[NR] = $1 } END {
@@ -319,6 +332,23 @@ for c in none agent-19 agent-99 perf-99; do
 		echo "| $c | $(mmm "$c" '$3' %.0f) |" \
 			"$(awk -v b="$base" -v m="$(med "$c" '$3')" 'BEGIN { printf "%.2f %%", (1 - m / b) * 100 }') |" \
 			"$(paired "$c") % |"
+	fi
+done
+echo
+echo "Per CPU-second of cpu_burn (units/s × $run_s s / its user + system time): what the"
+echo "profiler costs the sampled task itself (the sample taken in its timer interrupt,"
+echo "caches), whatever else runs on the machine."
+echo
+echo "| profiler | units per CPU-second, median (min–max) | slowdown of the median | slowdown per round, median (min–max) |"
+echo "|---|---:|---:|---:|"
+base_cpu=$(med none '$19')
+for c in none agent-19 agent-99 perf-99; do
+	if [ "$c" = none ]; then
+		echo "| none | $(mmm none '$19' %.0f) | — | — |"
+	else
+		echo "| $c | $(mmm "$c" '$19' %.0f) |" \
+			"$(awk -v b="$base_cpu" -v m="$(med "$c" '$19')" 'BEGIN { printf "%.2f %%", (1 - m / b) * 100 }') |" \
+			"$(paired "$c" 19) % |"
 	fi
 done
 echo
