@@ -37,13 +37,14 @@
 #include "traceprof/ids.h"
 #include "traceprof/log.h"
 
-#define STACK_CACHE_SIZE 65536	/* raw stack -> stack id entries (power of two) */
-#define MAX_STACK_FRAMES 512	/* the store's limit on frames per stack */
-#define MAX_INLINE	 8	/* inlined frames kept per address */
-#define RECHECK_MIN_US	 500000 /* first re-look at an incomplete process */
-#define RECHECK_MAX_US	 30000000
-#define SWEEP_EVERY_US	 10000000 /* look for exited processes this often */
-#define STOP_FLUSH_MS	 10000	  /* final flush deadline */
+#define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
+#define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
+#define MAX_INLINE	 8	   /* inlined frames kept per address */
+#define RECHECK_MIN_US	 500000	   /* first re-look at an incomplete process */
+#define RECHECK_FAST_US	 8000000   /* looks double up to this step... */
+#define RECHECK_MAX_US	 120000000 /* ...then every 2 min, only if sampled meanwhile */
+#define SWEEP_EVERY_US	 10000000  /* look for exited processes this often */
+#define STOP_FLUSH_MS	 10000	   /* final flush deadline */
 
 /* What the agent knows about one process. */
 struct proc {
@@ -57,6 +58,7 @@ struct proc {
 	int64_t recheck_us;	 /* when to look again (incomplete processes) */
 	int64_t recheck_step_us; /* backoff of those looks */
 	int64_t last_sample_us;	 /* last sample seen (for sweeping) */
+	int64_t inspected_us;	 /* last proc_inspect() */
 };
 
 /* One cached raw stack. */
@@ -212,6 +214,7 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 	bool has_ctx = false, has_tls = false;
 	int rc;
 
+	p->inspected_us = now_us;
 	if (p->start_time == 0) {
 		a->procs_seen++;
 		p->start_time = procmem_start_time(p->pid);
@@ -260,7 +263,7 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 	p->complete = has_ctx && has_tls;
 	if (!p->complete) {
 		p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 2 : RECHECK_MIN_US;
-		if (p->recheck_step_us > RECHECK_MAX_US)
+		if (p->recheck_step_us > RECHECK_FAST_US)
 			p->recheck_step_us = RECHECK_MAX_US;
 		p->recheck_us = now_us + p->recheck_step_us;
 	}
@@ -721,7 +724,10 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		for (size_t i = 0; i < a->nprocs_cap; i++) {
 			struct proc *p = &a->procs[i];
 
-			if (p->pid && !p->complete && p->recheck_us && real >= p->recheck_us)
+			/* after the first seconds, only processes that run are worth a look */
+			if (p->pid && !p->complete && p->recheck_us && real >= p->recheck_us &&
+			    (p->recheck_step_us <= RECHECK_FAST_US ||
+			     p->last_sample_us > p->inspected_us))
 				proc_inspect(a, p, real);
 		}
 		if (mono >= next_sweep) {

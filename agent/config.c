@@ -50,7 +50,7 @@ static const struct setting settings[] = {
     {"db", SET_STRING, STR(db), 0, 0, "", "PostgreSQL conninfo or URI; empty: the PG* environment"},
     {"queue-bytes", SET_BYTES, FIELD(queue_bytes), 0, 4096, (double)(1ull << 40), "64M",
      "memory for windows waiting for the database; the oldest are dropped beyond it"},
-    {"ring-bytes", SET_BYTES, FIELD(ring_bytes), 0, 1 << 16, 1 << 30, "4M",
+    {"ring-bytes", SET_BYTES, FIELD(ring_bytes), 0, 1 << 16, 1 << 30, "1M",
      "BPF ring buffer size (rounded up to a power of two)"},
     {"symbol-cache-bytes", SET_BYTES, FIELD(symbol_cache_bytes), 0, 1 << 20, (double)(1ull << 40),
      "32M", "memory for cached symbol tables"},
