@@ -40,8 +40,8 @@
 #define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
 #define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
 #define MAX_INLINE	 8	   /* inlined frames kept per address */
-#define RECHECK_MIN_US	 500000	   /* first re-look at an incomplete process */
-#define RECHECK_FAST_US	 8000000   /* looks double up to this step... */
+#define RECHECK_MIN_US	 1000000   /* first re-look at an incomplete process */
+#define RECHECK_FAST_US	 4000000   /* looks (x4) up to this step... */
 #define RECHECK_MAX_US	 120000000 /* ...then every 2 min, only if sampled meanwhile */
 #define SWEEP_EVERY_US	 10000000  /* look for exited processes this often */
 #define STOP_FLUSH_MS	 10000	   /* final flush deadline */
@@ -211,7 +211,7 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 	struct tp_tls_loc loc;
 	struct tlsloc_info info;
 	struct store_source src;
-	bool has_ctx = false, has_tls = false;
+	bool has_ctx = false, has_tls = false, kernel_thread = false;
 	int rc;
 
 	p->inspected_us = now_us;
@@ -233,6 +233,7 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 		if (!agg_has_source(a->agg, p->source_id))
 			agg_add_source(a->agg, p->source_id, &src);
 		has_ctx = id.source == IDENTITY_FROM_PROCCTX;
+		kernel_thread = id.source == IDENTITY_FROM_COMM && !id.build_id[0];
 		log_debug("process pid=%d service=%s from=%d build_id=%s", p->pid, id.service_name,
 			  (int)id.source, id.build_id);
 		identity_clear(&id);
@@ -260,9 +261,9 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 	}
 	if (!p->sdk_uprobe)
 		attach_sdk_uprobe(a, p);
-	p->complete = has_ctx && has_tls;
+	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete) {
-		p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 2 : RECHECK_MIN_US;
+		p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 4 : RECHECK_MIN_US;
 		if (p->recheck_step_us > RECHECK_FAST_US)
 			p->recheck_step_us = RECHECK_MAX_US;
 		p->recheck_us = now_us + p->recheck_step_us;

@@ -243,6 +243,90 @@ static bool same_file(const struct procmem_map *a, const struct procmem_map *b)
 	return a->inode == b->inode && !strcmp(a->path, b->path);
 }
 
+/*
+ * Whether a file defines the thread-context symbol, remembered per file so
+ * that processes without any writer (nearly all of them) cost a stat() per
+ * mapped file instead of a scan of its symbol tables. The key includes size
+ * and modification time, so a file replaced under the same inode is read
+ * again.
+ */
+struct sym_memo {
+	uint64_t dev;	  /* st_dev; 0 = empty slot */
+	uint64_t ino;	  /* st_ino */
+	int64_t size;	  /* st_size */
+	int64_t mtime_ns; /* st_mtim */
+	bool defines;	  /* the file defines otel_thread_ctx_v1 */
+};
+
+#define SYM_MEMO_SLOTS 4096 /* power of two; probing stops after SYM_MEMO_PROBE */
+#define SYM_MEMO_PROBE 8
+static struct sym_memo sym_memo[SYM_MEMO_SLOTS];
+
+/* The slot of the file st, or the slot to fill for it (evicting within the probe run). */
+static struct sym_memo *memo_slot(const struct stat *st)
+{
+	uint64_t h = ((uint64_t)st->st_dev << 32) ^ (uint64_t)st->st_ino, i;
+
+	h *= 0x9e3779b97f4a7c15ULL;
+	h ^= h >> 31;
+	i = h & (SYM_MEMO_SLOTS - 1);
+	for (int k = 0; k < SYM_MEMO_PROBE; k++) {
+		struct sym_memo *m = &sym_memo[(i + (uint64_t)k) & (SYM_MEMO_SLOTS - 1)];
+
+		if (m->dev == 0 ||
+		    (m->dev == (uint64_t)st->st_dev && m->ino == (uint64_t)st->st_ino))
+			return m;
+	}
+	return &sym_memo[(i + (h >> 60) % SYM_MEMO_PROBE) & (SYM_MEMO_SLOTS - 1)];
+}
+
+/*
+ * True when some file mapped by the process may define the symbol (a file
+ * not remembered yet, or one that does). Files are identified through
+ * /proc/<pid>/map_files, which follows the mapping even across mount
+ * namespaces and deletions.
+ */
+static bool may_define_symbol(pid_t pid, const struct procmem_maps *maps)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct procmem_map *mp = &maps->maps[i];
+		char path[96];
+		struct stat st;
+		struct sym_memo *m;
+
+		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+			 mp->start, mp->end);
+		if (stat(path, &st) != 0)
+			return true; /* cannot tell: scan */
+		m = memo_slot(&st);
+		if (m->dev != (uint64_t)st.st_dev || m->ino != (uint64_t)st.st_ino ||
+		    m->size != (int64_t)st.st_size ||
+		    m->mtime_ns != (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec)
+			return true; /* not remembered */
+		if (m->defines)
+			return true;
+	}
+	return false;
+}
+
+/* Remembers whether the file open at fd defines the symbol. */
+static void remember_file(int fd, bool defines)
+{
+	struct stat st;
+	struct sym_memo *m;
+
+	if (fstat(fd, &st) != 0 || st.st_dev == 0)
+		return;
+	m = memo_slot(&st);
+	m->dev = (uint64_t)st.st_dev;
+	m->ino = (uint64_t)st.st_ino;
+	m->size = (int64_t)st.st_size;
+	m->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	m->defines = defines;
+}
+
 static void scan_module(pid_t pid, struct scan *s, struct module *m, unsigned flags)
 {
 	GElf_Sym sym;
@@ -256,10 +340,13 @@ static void scan_module(pid_t pid, struct scan *s, struct module *m, unsigned fl
 		return;
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || !module_read_phdrs(elf, m))
+	if (!elf || !module_read_phdrs(elf, m)) {
+		remember_file(fd, false); /* not a loadable ELF file (locale data, fonts...) */
 		goto out_end;
+	}
 	m->defines_sym =
 	    elf_find_symbol(elf, TLSLOC_SYMBOL, &sym) && GELF_ST_TYPE(sym.st_info) == STT_TLS;
+	remember_file(fd, m->defines_sym);
 	if (m->defines_sym)
 		m->sym_value = sym.st_value;
 	if (!(flags & TLSLOC_NO_LINK_MAP)) {
@@ -449,85 +536,6 @@ static int locate(pid_t pid, const struct scan *s, unsigned flags, struct tp_tls
 	return -EOPNOTSUPP;
 }
 
-/*
- * Whether a file defines the thread-context symbol, remembered per file so
- * that processes without any writer (nearly all of them) cost a stat() per
- * mapped file instead of a scan of its symbol tables. The key includes size
- * and modification time, so a file replaced under the same inode is read
- * again.
- */
-struct sym_memo {
-	uint64_t dev;	  /* st_dev; 0 = empty slot */
-	uint64_t ino;	  /* st_ino */
-	int64_t size;	  /* st_size */
-	int64_t mtime_ns; /* st_mtim */
-	bool defines;	  /* the file defines otel_thread_ctx_v1 */
-};
-
-#define SYM_MEMO_SLOTS 1024
-static struct sym_memo sym_memo[SYM_MEMO_SLOTS];
-
-static struct sym_memo *memo_slot(const struct stat *st)
-{
-	uint64_t h = ((uint64_t)st->st_dev * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)st->st_ino;
-
-	h ^= h >> 29;
-	return &sym_memo[(h * 0xbf58476d1ce4e5b9ULL >> 40) % SYM_MEMO_SLOTS];
-}
-
-/*
- * True when some file mapped by the process may define the symbol (a file
- * not remembered yet, or one that does). Files are identified through
- * /proc/<pid>/map_files, which follows the mapping even across mount
- * namespaces and deletions.
- */
-static bool may_define_symbol(pid_t pid, const struct procmem_maps *maps)
-{
-	for (size_t i = 0; i < maps->n; i++) {
-		const struct procmem_map *mp = &maps->maps[i];
-		char path[96];
-		struct stat st;
-		struct sym_memo *m;
-
-		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-			 mp->start, mp->end);
-		if (stat(path, &st) != 0)
-			return true; /* cannot tell: scan */
-		m = memo_slot(&st);
-		if (m->dev != (uint64_t)st.st_dev || m->ino != (uint64_t)st.st_ino ||
-		    m->size != (int64_t)st.st_size ||
-		    m->mtime_ns != (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec)
-			return true; /* not remembered */
-		if (m->defines)
-			return true;
-	}
-	return false;
-}
-
-/* Remembers what the scan found for each module file. */
-static void remember_modules(pid_t pid, const struct scan *s)
-{
-	for (size_t i = 0; i < s->n; i++) {
-		const struct procmem_map *mp = s->mods[i].map;
-		char path[96];
-		struct stat st;
-		struct sym_memo *m;
-
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-			 mp->start, mp->end);
-		if (stat(path, &st) != 0)
-			continue;
-		m = memo_slot(&st);
-		m->dev = (uint64_t)st.st_dev;
-		m->ino = (uint64_t)st.st_ino;
-		m->size = (int64_t)st.st_size;
-		m->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		m->defines = s->mods[i].defines_sym;
-	}
-}
-
 int tlsloc_resolve(pid_t pid, unsigned flags, struct tp_tls_loc *loc, struct tlsloc_info *info)
 {
 	struct procmem_maps maps;
@@ -552,7 +560,6 @@ int tlsloc_resolve(pid_t pid, unsigned flags, struct tp_tls_loc *loc, struct tls
 	err = scan_modules(pid, &maps, flags, &s);
 	if (err)
 		goto out_maps;
-	remember_modules(pid, &s);
 	for (size_t i = 0; i < s.n; i++)
 		any |= s.mods[i].defines_sym;
 	if (any)
