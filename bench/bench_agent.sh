@@ -309,7 +309,23 @@ paired() {
 			printf "%.2f (%.2f–%.2f)", m, v[1], v[NR] }'
 }
 
-base=$(med none '$3')
+# Rows of a slowdown table for field F of the run lines (3: units/s,
+# 19: units per CPU-second): median (min–max), slowdown of the median
+# against the runs without a profiler, per-round slowdown.
+slowdown_rows() {
+	local f=$1 b c
+	b=$(med none "\$$f")
+	for c in none agent-19 agent-99 perf-99; do
+		if [ "$c" = none ]; then
+			echo "| none | $(mmm none "\$$f" %.0f) | — | — |"
+		else
+			echo "| $c | $(mmm "$c" "\$$f" %.0f) |" \
+				"$(awk -v b="$b" -v m="$(med "$c" "\$$f")" 'BEGIN { printf "%.2f %%", (1 - m / b) * 100 }') |" \
+				"$(paired "$c" "$f") % |"
+		fi
+	done
+}
+
 echo "## Agent overhead, cost and memory"
 echo
 echo "- date: $started"
@@ -325,15 +341,7 @@ echo "### Workload slowdown: cpu_burn, $threads threads, ${run_s} s, $rounds int
 echo
 echo "| profiler | units/s, median (min–max) | slowdown of the median | slowdown per round vs its none run, median (min–max) |"
 echo "|---|---:|---:|---:|"
-for c in none agent-19 agent-99 perf-99; do
-	if [ "$c" = none ]; then
-		echo "| none | $(mmm none '$3' %.0f) | — | — |"
-	else
-		echo "| $c | $(mmm "$c" '$3' %.0f) |" \
-			"$(awk -v b="$base" -v m="$(med "$c" '$3')" 'BEGIN { printf "%.2f %%", (1 - m / b) * 100 }') |" \
-			"$(paired "$c") % |"
-	fi
-done
+slowdown_rows 3
 echo
 echo "Per CPU-second of cpu_burn (units/s × $run_s s / its user + system time): what the"
 echo "profiler costs the sampled task itself (the sample taken in its timer interrupt,"
@@ -341,16 +349,7 @@ echo "caches), whatever else runs on the machine."
 echo
 echo "| profiler | units per CPU-second, median (min–max) | slowdown of the median | slowdown per round, median (min–max) |"
 echo "|---|---:|---:|---:|"
-base_cpu=$(med none '$19')
-for c in none agent-19 agent-99 perf-99; do
-	if [ "$c" = none ]; then
-		echo "| none | $(mmm none '$19' %.0f) | — | — |"
-	else
-		echo "| $c | $(mmm "$c" '$19' %.0f) |" \
-			"$(awk -v b="$base_cpu" -v m="$(med "$c" '$19')" 'BEGIN { printf "%.2f %%", (1 - m / b) * 100 }') |" \
-			"$(paired "$c" 19) % |"
-	fi
-done
+slowdown_rows 19
 echo
 echo "### Profiler CPU over the workload's interval, % of one core"
 echo
