@@ -53,7 +53,7 @@ struct proc {
 	uint64_t gen;		 /* unique per entry: a new program in the pid gets a new one */
 	uint64_t source_id;	 /* ids_source() of its identity */
 	bool complete;		 /* identity from the process context and TLS found */
-	bool sdk_uprobe;	 /* the SDK registration uprobe was tried for its library */
+	bool sdk_uprobe;	 /* the SDK registration uprobe was tried on its writer module */
 	bool tls_known;		 /* its thread-context location is set in the sampler */
 	int64_t recheck_us;	 /* when to look again (incomplete processes) */
 	int64_t recheck_step_us; /* backoff of those looks */
@@ -169,34 +169,27 @@ static void proc_remove(struct agent *a, struct proc *p)
 	}
 }
 
-/* Attaches the SDK registration uprobe when pid maps libtraceprof-sdk. */
-static void attach_sdk_uprobe(struct agent *a, struct proc *p)
+/*
+ * Attaches the SDK registration uprobe to module, the file that defines the
+ * process's otel_thread_ctx_v1 (libtraceprof-sdk.so, or an executable
+ * linking the static SDK). Other writers have no probe function (-ENOENT):
+ * their threads are found through the TLS location alone.
+ */
+static void attach_sdk_uprobe(struct agent *a, struct proc *p, const char *module)
 {
-	struct procmem_maps maps = {0};
+	char full[PROCMEM_PATH_MAX + 64];
 	int rc;
 
-	if (procmem_maps_read(p->pid, &maps) != 0)
-		return;
-	for (size_t i = 0; i < maps.n; i++) {
-		const char *path = maps.maps[i].path, *base = strrchr(path, '/');
-		char full[PROCMEM_PATH_MAX + 64];
-
-		if (!base || strncmp(base + 1, "libtraceprof-sdk.so", 19) != 0 ||
-		    !strchr(maps.maps[i].perms, 'x'))
-			continue;
-		snprintf(full, sizeof(full), "/proc/%d/root%s", p->pid, path);
-		rc = sampler_attach_sdk_uprobe(a->sampler, full, -1);
-		p->sdk_uprobe = true;
-		if (rc != 0 && !a->uprobe_warned) {
-			/* needs CAP_SYS_ADMIN; the TLS location finds the same records */
-			log_info("SDK registration uprobe unavailable (%s); threads are found "
-				 "through their TLS alone",
-				 strerror(-rc));
-			a->uprobe_warned = true;
-		}
-		break;
+	p->sdk_uprobe = true;
+	snprintf(full, sizeof(full), "/proc/%d/root%s", p->pid, module);
+	rc = sampler_attach_sdk_uprobe(a->sampler, full, -1);
+	if (rc != 0 && rc != -ENOENT && !a->uprobe_warned) {
+		/* needs CAP_SYS_ADMIN; the TLS location finds the same records */
+		log_info("SDK registration uprobe unavailable (%s); threads are found "
+			 "through their TLS alone",
+			 strerror(-rc));
+		a->uprobe_warned = true;
 	}
-	procmem_maps_free(&maps);
 }
 
 /*
@@ -259,8 +252,8 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 			 "supported; its samples stay untagged unless it uses the traceprof SDK",
 			 p->pid, info.module);
 	}
-	if (!p->sdk_uprobe)
-		attach_sdk_uprobe(a, p);
+	if (!p->sdk_uprobe && info.module[0])
+		attach_sdk_uprobe(a, p, info.module);
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete) {
 		p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 4 : RECHECK_MIN_US;
