@@ -43,7 +43,9 @@
 #define RECHECK_MIN_US	 1000000   /* first re-look at an incomplete process */
 #define RECHECK_FAST_US	 4000000   /* looks (x4) up to this step... */
 #define RECHECK_MAX_US	 120000000 /* ...then every 2 min, only if sampled meanwhile */
-#define SWEEP_EVERY_US	 10000000  /* look for exited processes this often */
+#define SWEEP_EVERY_US	 300000000 /* look for dead processes whose exit record was lost */
+#define RENEW_EVERY_US	 10000000  /* check the symbolizer's name budget this often */
+#define POLL_MAX_MS	 1000	   /* longest sleep of the main loop */
 #define STOP_FLUSH_MS	 10000	   /* final flush deadline */
 
 /* What the agent knows about one process. */
@@ -78,6 +80,7 @@ struct agent {
 	size_t nprocs;			      /* used slots */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	int64_t mono_to_real_us;	      /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
+	int64_t next_recheck_us;	      /* earliest proc.recheck_us (CLOCK_REALTIME) */
 	int self_pid;			      /* the agent's own pid, never sampled */
 	uint64_t next_gen;		      /* proc.gen of the next entry */
 	bool uprobe_warned;		      /* said once that the SDK uprobe is unavailable */
@@ -96,6 +99,8 @@ struct agent {
 	uint64_t tls_unsupported; /* symbol found, placement not supported */
 	uint64_t sym_renewals;	  /* symbolizers replaced to bound interned names */
 	uint64_t execs;		  /* new programs started by sampled processes */
+	uint64_t exits;		  /* processes ended (exit records) */
+	uint64_t swept;		  /* dead processes found by the sweep (exit record lost) */
 };
 
 static int64_t clock_us(clockid_t clk)
@@ -260,6 +265,8 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 		if (p->recheck_step_us > RECHECK_FAST_US)
 			p->recheck_step_us = RECHECK_MAX_US;
 		p->recheck_us = now_us + p->recheck_step_us;
+		if (p->recheck_us < a->next_recheck_us)
+			a->next_recheck_us = p->recheck_us;
 	}
 }
 
@@ -290,6 +297,7 @@ static void procs_sweep(struct agent *a)
 		if (st != 0 && st == p->start_time)
 			continue;
 		log_debug("process gone pid=%d", p->pid);
+		a->swept++;
 		sampler_forget_pid(a->sampler, p->pid);
 		sym_forget_process(a->sym, p->pid);
 		if (a->cfg.target == CONFIG_TARGET_PIDS && st != 0)
@@ -399,6 +407,8 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	if (!p)
 		return 0;
 	p->last_sample_us = t_us;
+	if (!p->complete && p->recheck_us && t_us >= p->recheck_us && t_us < a->next_recheck_us)
+		a->next_recheck_us = t_us; /* a due process that runs: look at it now */
 	memset(&as, 0, sizeof(as));
 	as.time_us = t_us;
 	as.source_id = p->source_id;
@@ -439,14 +449,26 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
  * A sampled process started a new program: what the agent knew about it
  * (symbols, thread-context location, identity) is of the old one. Look at
  * it afresh now, while it runs, so its symbols are cached even if it exits
- * before its samples are read.
+ * before its samples are read. A process that ended (its last thread
+ * exited; all its samples came before this record) is forgotten.
  */
-static int on_exec(void *ctx, pid_t pid)
+static int on_event(void *ctx, enum tp_record_kind kind, pid_t pid)
 {
 	struct agent *a = ctx;
 	struct proc *p = proc_slot(a, pid, false);
 
 	if (pid == a->self_pid)
+		return 0;
+	if (kind == TP_REC_EXIT) {
+		a->exits++;
+		if (p) {
+			/* the BPF side already dropped its TLS location and target entry */
+			sym_forget_process(a->sym, pid);
+			proc_remove(a, p);
+		}
+		return 0;
+	}
+	if (kind != TP_REC_EXEC)
 		return 0;
 	a->execs++;
 	if (p) {
@@ -523,6 +545,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 		return NULL;
 	a->cfg = *cfg;
 	a->self_pid = getpid();
+	a->next_recheck_us = INT64_MAX;
 	a->nprocs_cap = 1024;
 	a->procs = calloc(a->nprocs_cap, sizeof(*a->procs));
 	a->stacks = calloc(STACK_CACHE_SIZE, sizeof(*a->stacks));
@@ -558,7 +581,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 	a->sampler = sampler_open(&so);
 	if (!a->sampler)
 		goto out_free; /* sampler_open logged why */
-	sampler_set_exec_fn(a->sampler, on_exec, a);
+	sampler_set_event_fn(a->sampler, on_event, a);
 	for (int i = 0; i < cfg->npids && cfg->target == CONFIG_TARGET_PIDS; i++)
 		if (sampler_add_target_pid(a->sampler, cfg->pids[i]) != 0)
 			log_warn("cannot target pid=%d", cfg->pids[i]);
@@ -634,10 +657,10 @@ static void write_stats(struct agent *a, double elapsed_s)
 		"\ninvalid_ctx=%" PRIu64 "\nctx_faults=%" PRIu64 "\nstack_hits=%" PRIu64
 		"\nstack_misses=%" PRIu64 "\nagg_refused=%" PRIu64 "\nprocesses=%" PRIu64
 		"\ntls_found=%" PRIu64 "\ntls_unsupported=%" PRIu64 "\nexecs=%" PRIu64
-		"\nsym_renewals=%" PRIu64 "\n",
+		"\nexits=%" PRIu64 "\nswept=%" PRIu64 "\nsym_renewals=%" PRIu64 "\n",
 		a->samples, a->samples_self, a->tagged, a->invalid_ctx, a->ctx_faults,
 		a->stack_hits, a->stack_misses, a->agg_refused, a->procs_seen, a->tls_found,
-		a->tls_unsupported, a->execs, a->sym_renewals);
+		a->tls_unsupported, a->execs, a->exits, a->swept, a->sym_renewals);
 	fprintf(f,
 		"agg_samples=%" PRIu64 "\nagg_late=%" PRIu64 "\nagg_overflow=%" PRIu64
 		"\nagg_windows=%" PRIu64 "\n",
@@ -694,9 +717,54 @@ static void log_progress(struct agent *a)
 		 sh.last_error);
 }
 
+/* Looks again at the incomplete processes that are due; finds the next due time. */
+static void recheck_processes(struct agent *a, int64_t real)
+{
+	a->next_recheck_us = INT64_MAX;
+	for (size_t i = 0; i < a->nprocs_cap; i++) {
+		struct proc *p = &a->procs[i];
+
+		if (!p->pid || p->complete || !p->recheck_us)
+			continue;
+		/* after the first seconds, only processes that run are worth a look */
+		if (real >= p->recheck_us) {
+			if (p->recheck_step_us > RECHECK_FAST_US &&
+			    p->last_sample_us <= p->inspected_us)
+				continue;	  /* due, but waits for a sample (on_sample) */
+			proc_inspect(a, p, real); /* sets a new recheck_us when still incomplete */
+		}
+		if (!p->complete && p->recheck_us && p->recheck_us < a->next_recheck_us)
+			a->next_recheck_us = p->recheck_us;
+	}
+}
+
+/*
+ * How long the main loop may sleep in the ring poll: until the next thing
+ * due (a window to close, a process to look at again, the sweep, the end),
+ * at most POLL_MAX_MS. Samples carry their own time, so sleeping longer
+ * delays them but never misfiles them; the BPF side wakes the loop early
+ * for an exec or when the ring fills up (wakeup_bytes).
+ */
+static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64_t end_mono)
+{
+	int64_t mono = clock_us(CLOCK_MONOTONIC), due = next_sweep_mono;
+	int64_t close_us = agg_next_close_us(a->agg);
+
+	if (close_us != INT64_MAX && close_us - a->mono_to_real_us < due)
+		due = close_us - a->mono_to_real_us;
+	if (a->next_recheck_us != INT64_MAX && a->next_recheck_us - a->mono_to_real_us < due)
+		due = a->next_recheck_us - a->mono_to_real_us;
+	if (end_mono && end_mono < due)
+		due = end_mono;
+	if (due - mono >= POLL_MAX_MS * 1000)
+		return POLL_MAX_MS;
+	return due <= mono ? 0 : (int)((due - mono + 999) / 1000);
+}
+
 int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 {
 	int64_t t0 = clock_us(CLOCK_MONOTONIC), next_sweep = t0 + SWEEP_EVERY_US;
+	int64_t next_renew = t0 + RENEW_EVERY_US;
 	int64_t next_progress = t0 + 60000000;
 	int64_t end = a->cfg.duration_s > 0 ? t0 + (int64_t)(a->cfg.duration_s * 1e6) : 0;
 	int rc = 0, n;
@@ -704,7 +772,10 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 	while (!*stop) {
 		int64_t mono, real;
 
-		n = sampler_poll(a->sampler, 200, on_sample, a);
+		n = sampler_poll(
+		    a->sampler,
+		    poll_timeout_ms(a, next_sweep < next_renew ? next_sweep : next_renew, end),
+		    on_sample, a);
 		if (n < 0 && n != -EINTR) {
 			log_error("sampler failed: %s", strerror(-n));
 			rc = n;
@@ -715,19 +786,15 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		real = mono + a->mono_to_real_us;
 		agg_tick(a->agg, real);
 		ship_closed(a);
-		for (size_t i = 0; i < a->nprocs_cap; i++) {
-			struct proc *p = &a->procs[i];
-
-			/* after the first seconds, only processes that run are worth a look */
-			if (p->pid && !p->complete && p->recheck_us && real >= p->recheck_us &&
-			    (p->recheck_step_us <= RECHECK_FAST_US ||
-			     p->last_sample_us > p->inspected_us))
-				proc_inspect(a, p, real);
-		}
+		if (real >= a->next_recheck_us)
+			recheck_processes(a, real);
 		if (mono >= next_sweep) {
 			procs_sweep(a);
-			renew_symbolizer(a);
 			next_sweep = mono + SWEEP_EVERY_US;
+		}
+		if (mono >= next_renew) {
+			renew_symbolizer(a);
+			next_renew = mono + RENEW_EVERY_US;
 		}
 		if (mono >= next_progress) {
 			log_progress(a);

@@ -294,6 +294,13 @@ int agg_tick(struct agg *a, int64_t now_us)
 	return close_window(a);
 }
 
+int64_t agg_next_close_us(const struct agg *a)
+{
+	if (!a || !a->open)
+		return INT64_MAX;
+	return a->start_us + a->o.window_us + a->o.close_grace_us;
+}
+
 int agg_close(struct agg *a)
 {
 	if (!a || !a->open)

@@ -163,6 +163,8 @@ bool agg_has_source(const struct agg *a, uint64_t id);
 int agg_add(struct agg *a, const struct agg_sample *s);
 /* Closes the open window when now_us >= its end + close_grace_us. Returns 1 if closed. */
 int agg_tick(struct agg *a, int64_t now_us);
+/* When agg_tick() will close the open window (end + grace), INT64_MAX when none is open. */
+int64_t agg_next_close_us(const struct agg *a);
 /* Closes the open window now, whatever the time (shutdown). Returns 1 if closed. */
 int agg_close(struct agg *a);
 /* The oldest closed window, or NULL (errno 0) when none; the caller frees it. */

@@ -53,8 +53,8 @@ struct sampler {
 	int ncpu_links;					/* entries used in cpu_links */
 	struct bpf_link *exit_link;			/* on_sched_process_exit attachment */
 	struct bpf_link *exec_link;			/* on_sched_process_exec attachment */
-	sampler_exec_fn exec_cb;			/* told about new programs, or NULL */
-	void *exec_ctx;					/* its context */
+	sampler_event_fn event_cb;			/* told about execs and exits, or NULL */
+	void *event_ctx;				/* its context */
 	struct ring_buffer *ring;			/* TP_PATH_RINGBUF reader; owned */
 	sampler_sample_fn poll_cb;			/* callback of the sampler_poll running */
 	void *poll_ctx;					/* its context */
@@ -243,10 +243,12 @@ static int ring_sample(void *ctx, void *data, size_t len)
 
 	if (len < offsetof(struct tp_sample, ips))
 		return 0; /* never written by sampler.bpf.c */
-	if (((const struct tp_sample *)data)->kind == TP_REC_EXEC) {
+	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE) {
 		const struct tp_sample *r = data;
 
-		return s->exec_cb ? s->exec_cb(s->exec_ctx, (pid_t)r->pid) : 0;
+		return s->event_cb
+			   ? s->event_cb(s->event_ctx, (enum tp_record_kind)r->kind, (pid_t)r->pid)
+			   : 0;
 	}
 	err = s->poll_cb(s->poll_ctx, data, len);
 	if (err < 0)
@@ -454,13 +456,22 @@ int sampler_add_target_cgroup_path(struct sampler *s, const char *path)
 
 int sampler_set_tls(struct sampler *s, pid_t pid, const struct tp_tls_loc *loc)
 {
+	struct tp_tls_loc cur, next;
 	__u32 k = pid;
 
 	if (pid <= 0 || !loc || loc->kind > TP_TLS_DTV)
 		return -EINVAL;
-	if (loc->kind == TP_TLS_NONE)
+	next = *loc;
+	next.registered = 0;
+	next.reserved = 0;
+	/* keep what the SDK uprobe learned: threads registered in thread_records */
+	if (bpf_map__lookup_elem(s->skel->maps.tls_locs, &k, sizeof(k), &cur, sizeof(cur), 0) ==
+		0 &&
+	    cur.registered)
+		next.registered = 1;
+	if (next.kind == TP_TLS_NONE && !next.registered)
 		return map_delete(s->skel->maps.tls_locs, &k, sizeof(k));
-	return map_update(s->skel->maps.tls_locs, &k, sizeof(k), loc, sizeof(*loc));
+	return map_update(s->skel->maps.tls_locs, &k, sizeof(k), &next, sizeof(next));
 }
 
 int sampler_forget_pid(struct sampler *s, pid_t pid)
@@ -544,10 +555,10 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 	return err < 0 ? err : s->poll_n;
 }
 
-void sampler_set_exec_fn(struct sampler *s, sampler_exec_fn cb, void *ctx)
+void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx)
 {
-	s->exec_cb = cb;
-	s->exec_ctx = ctx;
+	s->event_cb = cb;
+	s->event_ctx = ctx;
 }
 
 int sampler_fd(const struct sampler *s)
@@ -619,22 +630,23 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	int ncpu = libbpf_num_possible_cpus(), err = 0;
 	struct bpf_prog_info info;
 	__u32 info_len = sizeof(info);
+	size_t per_cpu = TP_CNT_MAX * sizeof(__u64); /* a multiple of 8: no padding */
+	__u32 zero = 0;
 	__u64 *vals;
 
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
-	vals = calloc(ncpu, sizeof(*vals));
+	vals = calloc(ncpu, per_cpu);
 	if (!vals)
 		return -ENOMEM;
 	memset(st, 0, sizeof(*st));
-	for (__u32 k = 0; k < TP_CNT_MAX; k++) {
-		err = bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals,
-					   ncpu * sizeof(*vals), 0);
-		if (err)
-			goto out_free_vals;
-		for (int c = 0; c < ncpu; c++)
-			st->counters[k] += vals[c];
-	}
+	err = bpf_map__lookup_elem(s->skel->maps.counters, &zero, sizeof(zero), vals,
+				   ncpu * per_cpu, 0);
+	if (err)
+		goto out_free_vals;
+	for (int c = 0; c < ncpu; c++)
+		for (int k = 0; k < TP_CNT_MAX; k++)
+			st->counters[k] += vals[(size_t)c * TP_CNT_MAX + k];
 	memset(&info, 0, sizeof(info));
 	err =
 	    bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.on_cpu_clock), &info, &info_len);

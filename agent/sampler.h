@@ -66,11 +66,12 @@ struct sampler;
  */
 typedef int (*sampler_sample_fn)(void *ctx, const struct tp_sample *sample, size_t len);
 /*
- * Called when a sampled process (one the target filter wants) starts a new
- * program (execve), in ring order: samples delivered before the call are of
- * the old program, after it of the new one. A negative return stops the poll.
+ * Called, in ring order, when a process the target filter wants starts a
+ * new program (kind TP_REC_EXEC: samples delivered before the call are of
+ * the old program, after it of the new one) or ends (TP_REC_EXIT: its last
+ * thread exited; no sample of it follows). A negative return stops the poll.
  */
-typedef int (*sampler_exec_fn)(void *ctx, pid_t pid);
+typedef int (*sampler_event_fn)(void *ctx, enum tp_record_kind kind, pid_t pid);
 /* Called once per aggregated count by sampler_drain; same rules as above. */
 typedef int (*sampler_count_fn)(void *ctx, const struct sampler_count *count);
 
@@ -123,8 +124,8 @@ int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record);
  * a signal).
  */
 int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *ctx);
-/* Sets the exec callback sampler_poll uses (NULL: exec records are skipped). */
-void sampler_set_exec_fn(struct sampler *s, sampler_exec_fn cb, void *ctx);
+/* Sets the exec/exit callback sampler_poll uses (NULL: those records are skipped). */
+void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx);
 /*
  * An fd that becomes readable when wakeup_bytes are pending (for epoll);
  * borrowed. Call sampler_poll(s, 0, ...) on a timer too.

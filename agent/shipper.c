@@ -207,10 +207,11 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 
 /* ---- the thread ---- */
 
-static void note_failure(struct shipper *s, int rc, const char *what)
+static void note_failure_detail(struct shipper *s, int rc, const char *what, const char *why)
 {
-	const char *detail =
-	    s->st && *store_last_error(s->st) ? store_last_error(s->st) : strerror(-rc);
+	const char *detail = why				 ? why
+			     : s->st && *store_last_error(s->st) ? store_last_error(s->st)
+								 : strerror(-rc);
 	bool first;
 
 	pthread_mutex_lock(&s->mu);
@@ -224,6 +225,11 @@ static void note_failure(struct shipper *s, int rc, const char *what)
 	if (first)
 		log_warn("shipper: %s failed, keeping the data and retrying error=\"%s\"", what,
 			 detail);
+}
+
+static void note_failure(struct shipper *s, int rc, const char *what)
+{
+	note_failure_detail(s, rc, what, NULL);
 }
 
 static void note_success(struct shipper *s)
@@ -246,10 +252,17 @@ static int ensure_store(struct shipper *s)
 	int rc;
 
 	if (!s->st) {
-		s->st = store_open(s->o.conninfo, &s->o.store);
+		struct store_opts so = s->o.store;
+		char why[sizeof(s->stats.last_error)] = "";
+
+		/* one log line per outage (note_failure), not one per retry */
+		so.quiet_open = true;
+		so.open_error = why;
+		so.open_error_len = sizeof(why);
+		s->st = store_open(s->o.conninfo, &so);
 		if (!s->st) {
 			rc = -errno;
-			note_failure(s, rc, "store open");
+			note_failure_detail(s, rc, "store open", why[0] ? why : NULL);
 			return rc;
 		}
 		s->need_reconnect = false;

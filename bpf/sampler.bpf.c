@@ -93,12 +93,16 @@ struct {
 	__type(value, __u64);
 } aggregates SEC(".maps");
 
-/* enum tp_counter -> count, per CPU. */
+/* The counters, one array per CPU (one lookup, adjacent cache lines). */
+struct counter_set {
+	__u64 n[TP_CNT_MAX]; /* index: enum tp_counter */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TP_CNT_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct counter_set);
 } counters SEC(".maps");
 
 /* One sample under construction per CPU (too large for the BPF stack). */
@@ -137,10 +141,11 @@ struct task_struct___arm64 {
 
 static __always_inline void count(__u32 which)
 {
-	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+	__u32 zero = 0;
+	struct counter_set *c = bpf_map_lookup_elem(&counters, &zero);
 
-	if (c)
-		*c += 1;
+	if (c && which < TP_CNT_MAX)
+		c->n[which] += 1;
 }
 
 static __always_inline bool wanted(__u32 tgid)
@@ -198,20 +203,24 @@ static __always_inline __u64 tls_slot_addr(const struct tp_tls_loc *loc, __u8 *s
 	return block + loc->sym_offset;
 }
 
-/* Reads the interrupted thread's context record; never fails, only reports. */
+/*
+ * Reads the interrupted thread's context record; never fails, only reports.
+ * A process without an entry in tls_locs has no context: one map lookup.
+ */
 static __always_inline void read_thread_ctx(__u32 tgid, __u32 tid, struct thread_ctx *tc)
 {
-	__u64 record = 0, *known, slot;
+	__u64 record = 0, *known = NULL, slot;
 	struct tp_tls_loc *loc;
 
 	tc->state = TP_CTX_NONE;
-	known = bpf_map_lookup_elem(&thread_records, &tid);
+	loc = bpf_map_lookup_elem(&tls_locs, &tgid);
+	if (!loc)
+		return;
+	if (loc->registered)
+		known = bpf_map_lookup_elem(&thread_records, &tid);
 	if (known) {
 		record = *known;
 	} else {
-		loc = bpf_map_lookup_elem(&tls_locs, &tgid);
-		if (!loc)
-			return;
 		slot = tls_slot_addr(loc, &tc->state);
 		if (!slot)
 			return;
@@ -227,6 +236,21 @@ static __always_inline void read_thread_ctx(__u32 tgid, __u32 tid, struct thread
 		return;
 	}
 	tc->state = tc->hdr.valid == 1 ? TP_CTX_TAGGED : TP_CTX_INVALID;
+}
+
+/* Whether the sample interrupted user mode (then the kernel stack is empty). */
+static __always_inline bool interrupted_user_mode(struct bpf_perf_event_data *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	/* the context allows only 8-byte loads of regs; cs shares its slot with csx */
+	__u64 cs = *(volatile __u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
+
+	return (cs & 3) == 3; /* CPL 3 */
+#elif defined(__TARGET_ARCH_arm64)
+	return (ctx->regs.pstate & 0xf) == 0; /* PSR_MODE_EL0t */
+#else
+	return false; /* unknown: always ask for the kernel stack */
+#endif
 }
 
 static __always_inline bool is_kernel_thread(void)
@@ -271,12 +295,14 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 		s->trace_flags = 0;
 	}
 	s->hz = (__u16)bpf_get_attach_cookie(ctx);
-	s->cpu = bpf_get_smp_processor_id();
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-	n = bpf_get_stack(ctx, s->ips, TP_MAX_FRAMES * sizeof(__u64), 0);
-	if (n > 0)
-		kn = (n / sizeof(__u64)) & 0x7f; /* <= TP_MAX_FRAMES, a bound the verifier sees */
+	/* a sample of user mode has no kernel frames: skip the helper call */
+	if (!interrupted_user_mode(ctx)) {
+		n = bpf_get_stack(ctx, s->ips, TP_MAX_FRAMES * sizeof(__u64), 0);
+		if (n > 0)
+			kn = (n / sizeof(__u64)) &
+			     0x7f; /* <= TP_MAX_FRAMES, a bound the verifier sees */
+	}
 	n = bpf_get_stack(ctx, &s->ips[kn], TP_MAX_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
 	if (n > 0)
 		un = (n / sizeof(__u64)) & 0x7f;
@@ -377,14 +403,32 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* uprobe on tp_sdk_probe_thread_registered(record, tls_slot): learn the record. */
+/*
+ * uprobe on tp_sdk_probe_thread_registered(record, tls_slot): learn the
+ * record, and mark the process's tls_locs entry (creating one without a
+ * TLS location if the agent has none yet) so the sampler looks it up.
+ */
 SEC("uprobe")
 int BPF_KPROBE(on_thread_registered, const void *record)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	__u64 addr = (__u64)record;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), addr = (__u64)record;
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
+	struct tp_tls_loc *loc, fresh;
 
 	bpf_map_update_elem(&thread_records, &tid, &addr, BPF_ANY);
+	loc = bpf_map_lookup_elem(&tls_locs, &tgid);
+	if (loc) {
+		loc->registered = 1;
+		return 0;
+	}
+	__builtin_memset(&fresh, 0, sizeof(fresh));
+	fresh.kind = TP_TLS_NONE;
+	fresh.registered = 1;
+	if (bpf_map_update_elem(&tls_locs, &tgid, &fresh, BPF_NOEXIST) == -EEXIST) {
+		loc = bpf_map_lookup_elem(&tls_locs, &tgid); /* the agent wrote it meanwhile */
+		if (loc)
+			loc->registered = 1;
+	}
 	return 0;
 }
 
@@ -413,24 +457,42 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	r->cgroup_id = bpf_get_current_cgroup_id();
 	r->pid = tgid;
 	r->tid = task->pid;
-	r->cpu = bpf_get_smp_processor_id();
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	/* wake the agent now: a short-lived program may be gone by the next poll */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
-/* A thread exits: its tid may be reused; a dead process's TLS location goes too. */
+/*
+ * A thread exits: its tid may be reused. When it is the process's last, the
+ * process's TLS location and target entry go, and an exit record tells the
+ * agent (no wakeup: it is read with the next samples), so the agent never
+ * has to poll /proc to find dead processes.
+ */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 {
 	__u32 tid = task->pid, tgid = task->tgid;
+	struct tp_sample *r;
 
 	bpf_map_delete_elem(&thread_records, &tid);
 	/* signal->live reaches 0 when the last thread of the group exits */
-	if (BPF_CORE_READ(task, signal, live.counter) == 0) {
-		bpf_map_delete_elem(&tls_locs, &tgid);
-		bpf_map_delete_elem(&targets, &tgid);
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	if (data_path == TP_PATH_RINGBUF && wanted(tgid)) {
+		r = bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips), 0);
+		if (r) {
+			__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
+			r->kind = TP_REC_EXIT;
+			r->time_ns = bpf_ktime_get_ns();
+			r->cgroup_id = bpf_get_current_cgroup_id();
+			r->pid = tgid;
+			r->tid = tid;
+			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+		} else {
+			count(TP_CNT_RINGBUF_FULL);
+		}
 	}
+	bpf_map_delete_elem(&tls_locs, &tgid);
+	bpf_map_delete_elem(&targets, &tgid);
 	return 0;
 }

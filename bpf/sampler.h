@@ -52,6 +52,8 @@ struct tp_tls_loc {
 	__u64 modid;	      /* TP_TLS_DTV: the module's TLS module id (dtv index) */
 	__u64 sym_offset;     /* TP_TLS_DTV: the variable's offset in the module's TLS block */
 	__u64 dtv_val_offset; /* TP_TLS_DTV: offset of the block pointer inside a dtv entry */
+	__u32 registered;     /* set by the SDK uprobe: threads may be in "thread_records" */
+	__u32 reserved;	      /* zero */
 };
 
 /* The fixed part of an OTEP 4947 record, as the writer lays it out. */
@@ -73,6 +75,7 @@ enum tp_ctx_state {
 enum tp_record_kind {
 	TP_REC_SAMPLE = 0, /* a CPU sample */
 	TP_REC_EXEC = 1,   /* process pid started a new program (header only, no frames) */
+	TP_REC_EXIT = 2,   /* the last thread of process pid exited (header only, no frames) */
 };
 
 /* Ring buffer record; frames follow the header: kern_n kernel, then user_n user (leaf first). */
@@ -88,9 +91,7 @@ struct tp_sample {
 	__u16 hz;	   /* sampling frequency of the event that fired (its bpf cookie) */
 	__u16 kern_n;	   /* kernel frames */
 	__u16 user_n;	   /* user frames */
-	__u32 cpu;	   /* CPU the sample was taken on */
-	char comm[16];	   /* thread name */
-	__u32 kind;	   /* enum tp_record_kind */
+	__u16 kind;	   /* enum tp_record_kind */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 
@@ -106,7 +107,8 @@ struct tp_agg_key {
 	__u8 span_id[8];     /* TP_CTX_TAGGED only */
 };
 
-/* Per-CPU counters (array map "counters", index = enum tp_counter). */
+/* Per-CPU counters (array map "counters": one __u64[TP_CNT_MAX] per CPU, index = enum tp_counter).
+ */
 enum tp_counter {
 	TP_CNT_SAMPLES = 0,	    /* program runs that kept a sample */
 	TP_CNT_FILTERED = 1,	    /* runs skipped by the target filter or idle */

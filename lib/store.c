@@ -270,7 +270,13 @@ struct store *store_open(const char *conninfo, const struct store_opts *opts)
 	if (!err)
 		err = check_schema(st);
 	if (err) {
-		log_error("store: %s", st->last_error);
+		if (st->opts.open_error && st->opts.open_error_len)
+			snprintf(st->opts.open_error, st->opts.open_error_len, "%s",
+				 st->last_error);
+		if (!st->opts.quiet_open)
+			log_error("store: %s", st->last_error);
+		else
+			log_debug("store: %s", st->last_error);
 		goto out_free;
 	}
 	read_retention(st);

@@ -128,6 +128,93 @@ int tp_sdk_traceparent_format(const uint8_t *trace_id, const uint8_t *span_id, u
 int tp_sdk_new_trace_id(uint8_t *trace_id);
 int tp_sdk_new_span_id(uint8_t *span_id);
 
+/*
+ * Server spans, exported as OTLP.
+ *
+ * A request handler calls tp_sdk_span_begin when the request arrives and
+ * tp_sdk_span_end when the response is sent, on the same thread:
+ *
+ *   struct tp_sdk_span sp;
+ *   tp_sdk_span_begin(&sp, traceparent_header, header_len); // attaches the context
+ *   ... serve the request ...
+ *   tp_sdk_span_end(&sp, "GET", "/api/pay", 200);           // detaches, queues the span
+ *
+ * Both calls take no lock, allocate nothing and make no system call (the
+ * clocks are read through the vDSO); tp_sdk_span_end copies the finished
+ * span into a bounded queue, and a background thread of the SDK batches
+ * the queue and exports it with OTLP/HTTP (protobuf, POST .../v1/traces).
+ * A full queue drops the span and counts it (tp_sdk_export_get_stats).
+ * The resource's service.name is the one given to tp_sdk_process_publish,
+ * else OTEL_SERVICE_NAME, else the executable's name.
+ */
+
+/* A span in progress: filled by tp_sdk_span_begin, read by tp_sdk_span_end. */
+struct tp_sdk_span {
+	uint8_t trace_id[16];	   /* the trace: the caller's, or a new one */
+	uint8_t span_id[8];	   /* this span, new */
+	uint8_t parent_span_id[8]; /* the caller's span from traceparent; zero for a root span */
+	uint8_t trace_flags;	   /* from traceparent, or 0x01 (sampled) for a new trace */
+	int64_t start_unix_ns;	   /* CLOCK_REALTIME at begin */
+	int64_t start_mono_ns;	   /* CLOCK_MONOTONIC at begin (the duration's base) */
+};
+
+/*
+ * Starts a server span on the calling thread. traceparent (len bytes, need
+ * not be NUL-terminated) is the incoming W3C header; NULL, empty or invalid
+ * starts a new trace. Fills *span and attaches its ids as the thread's
+ * context (tp_sdk_attach, no attributes). Returns 0 or -EINVAL (span NULL).
+ */
+int tp_sdk_span_begin(struct tp_sdk_span *span, const char *traceparent, size_t len);
+
+/*
+ * Ends the span begun on this thread: detaches the context and queues the
+ * span for export with its method (e.g. "GET"), route (e.g. "/api/pay",
+ * the template, not the full path) and HTTP status code (0 = unknown; 5xx
+ * marks the span as an error). method and route are copied (cut to 15 and
+ * 127 bytes) and may be NULL. Starts the exporter thread on the first call
+ * if tp_sdk_export_start was not called. Returns 0, -EINVAL, or -ENOBUFS
+ * when the queue was full (the span is dropped and counted).
+ */
+int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, const char *route,
+		    int status_code);
+
+/* Exporter settings; zero fields take the defaults. */
+struct tp_sdk_export_opts {
+	const char *endpoint; /* http://host:port[/path]; NULL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+			       * (used as is), else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces,
+			       * else http://127.0.0.1:4318/v1/traces */
+	uint32_t queue_spans; /* queue capacity in spans; 0: 2048 */
+	uint32_t batch_spans; /* spans per export request at most; 0: 512 */
+	uint32_t interval_ms; /* export at least this often when spans wait; 0: 1000 */
+	uint32_t timeout_ms;  /* per export request; 0: 5000 */
+};
+
+/*
+ * Starts the exporter thread with opts (NULL: defaults). Once per process;
+ * later calls return -EALREADY. Returns 0, -EINVAL (bad endpoint), -EALREADY,
+ * or the errno of a failed thread creation.
+ */
+int tp_sdk_export_start(const struct tp_sdk_export_opts *opts);
+/*
+ * Exports what is queued, waits up to timeout_ms, stops the thread.
+ * Returns 0 when everything queued was exported, -ETIMEDOUT otherwise
+ * (the rest is counted as dropped), 0 when the exporter never started.
+ */
+int tp_sdk_export_stop(int timeout_ms);
+
+/* What the exporter did since the process started. */
+struct tp_sdk_export_stats {
+	uint64_t spans_ended;	      /* tp_sdk_span_end calls that queued a span */
+	uint64_t spans_exported;      /* accepted by the endpoint */
+	uint64_t spans_dropped_full;  /* dropped: the queue was full */
+	uint64_t spans_dropped_error; /* dropped: the endpoint failed or refused them */
+	uint64_t requests;	      /* export requests sent */
+	uint64_t request_errors;      /* of which failed (connection, HTTP status, timeout) */
+};
+
+/* Fills *out (never fails for a non-NULL out; -EINVAL otherwise). */
+int tp_sdk_export_get_stats(struct tp_sdk_export_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,10 +51,13 @@
 struct store;
 
 struct store_opts {
-	size_t max_rows;      /* sample + request rows buffered at most; 0 = 100000 */
-	bool text_copy;	      /* COPY in text format instead of binary (for comparison) */
-	bool migrate;	      /* apply pending migrations at open instead of failing */
-	const char *app_name; /* application_name for the connection; NULL = "traceprof" */
+	size_t max_rows;       /* sample + request rows buffered at most; 0 = 100000 */
+	bool text_copy;	       /* COPY in text format instead of binary (for comparison) */
+	bool migrate;	       /* apply pending migrations at open instead of failing */
+	const char *app_name;  /* application_name for the connection; NULL = "traceprof" */
+	bool quiet_open;       /* store_open does not log why it failed (the caller does) */
+	char *open_error;      /* if set: store_open writes why it failed here (password removed) */
+	size_t open_error_len; /* bytes at open_error */
 };
 
 struct store_source {

@@ -495,7 +495,10 @@ static void test_sdk_uprobe(void)
 	CHECK(sampler_thread_record(s, pid, &rec) == -ENOENT, "no record before registration");
 	check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED);
 	CHECK(sampler_thread_record(s, pid, &rec) == 0 && rec != 0, "record learned");
-	check_phase(s, pid, PH_INVALID, TP_CTX_INVALID);
+	/* the agent finding no TLS location must not hide what the uprobe learned */
+	CHECK(sampler_set_tls(s, pid, &(struct tp_tls_loc){.kind = TP_TLS_NONE}) == 0,
+	      "no TLS location");
+	check_phase(s, pid, PH_INVALID, TP_CTX_INVALID); /* still read through the record */
 	reap(pid);
 	CHECK(sampler_thread_record(s, pid, &rec) == -ENOENT, "record forgotten at exit");
 	sampler_free(s);

@@ -1,0 +1,192 @@
+/*
+ * swevent_cost - time the kernel spends taking samples of software
+ * CPU-clock perf events, for comparing profilers' in-kernel cost.
+ *
+ * usage: swevent_cost [--seconds N] [-- COMMAND [ARG]...]
+ *
+ * A perf record and a BPF profiler both sample through a CPU-clock event:
+ * an hrtimer whose callback (perf_swevent_hrtimer) does the profiler's
+ * per-sample work in the interrupted task's time, where no per-process
+ * CPU figure sees it. This loads bpf/swevent_cost.bpf.c, which times that
+ * callback through the hrtimer_expire_entry/exit tracepoints, and prints,
+ * after N seconds or when COMMAND exits (COMMAND's exit status is
+ * swevent_cost's):
+ *
+ *   swevent_cost callbacks=C total_ns=T mean_ns=M median_ns=D max_ns=X wall_s=W core_pct=P
+ *
+ * (the median to 100 ns, from a histogram kept in the kernel)
+ * core_pct is T over W: the share of one core the callbacks took. Only
+ * meaningful with one profiler running at a time. Needs root (or
+ * CAP_BPF + CAP_PERFMON); exits 1 when the probe cannot be loaded.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/swevent_cost.h"
+#include "swevent_cost.skel.h"
+
+/* Address of a kernel text symbol from /proc/kallsyms; 0 when not found. */
+static uint64_t kallsyms_addr(const char *name)
+{
+	char line[512], sym[256], type;
+	unsigned long long addr;
+	uint64_t found = 0;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %c %255s", &addr, &type, sym) == 3 &&
+		    strcmp(sym, name) == 0) {
+			found = addr;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sums one class over the CPUs and prints its line. */
+static void report(const char *cls, const struct swevent_cost *percpu, int ncpu, double wall)
+{
+	struct swevent_cost total = {0};
+	double median_ns = 0;
+
+	for (int i = 0; i < ncpu; i++) {
+		total.callbacks += percpu[i].callbacks;
+		total.total_ns += percpu[i].total_ns;
+		if (percpu[i].max_ns > total.max_ns)
+			total.max_ns = percpu[i].max_ns;
+		for (int b = 0; b < SWEVENT_HIST_BUCKETS; b++)
+			total.hist[b] += percpu[i].hist[b];
+	}
+	for (uint64_t b = 0, seen = 0; b < SWEVENT_HIST_BUCKETS && total.callbacks; b++) {
+		seen += total.hist[b];
+		if (2 * seen >= total.callbacks) {
+			median_ns = (b + 0.5) * SWEVENT_HIST_NS;
+			break;
+		}
+	}
+	printf("swevent_cost class=%s callbacks=%" PRIu64 " total_ns=%" PRIu64
+	       " mean_ns=%.0f median_ns=%.0f max_ns=%" PRIu64 " wall_s=%.2f core_pct=%.4f\n",
+	       cls, (uint64_t)total.callbacks, (uint64_t)total.total_ns,
+	       total.callbacks ? (double)total.total_ns / total.callbacks : 0.0, median_ns,
+	       (uint64_t)total.max_ns, wall, 100.0 * total.total_ns / 1e9 / wall);
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: swevent_cost [--seconds N] [-- COMMAND [ARG]...]\n"
+		     "times the kernel's perf_swevent_hrtimer callbacks (the per-sample work of\n"
+		     "CPU-clock profilers) for N seconds (default 10) or while COMMAND runs\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {{"seconds", required_argument, NULL, 's'},
+					     {"help", no_argument, NULL, 'h'},
+					     {NULL, 0, NULL, 0}};
+	struct swevent_cost_bpf *skel;
+	struct swevent_cost *percpu;
+	double seconds = 10, t0, wall;
+	int opt, ncpu, status = 0, rc = 0;
+	pid_t child = 0;
+	uint64_t fn;
+
+	while ((opt = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+		if (opt == 's') {
+			char *end;
+
+			seconds = strtod(optarg, &end);
+			if (*end || seconds <= 0) {
+				fprintf(
+				    stderr,
+				    "swevent_cost: --seconds wants a positive number, got '%s'\n",
+				    optarg);
+				return 2;
+			}
+		} else if (opt == 'h') {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	fn = kallsyms_addr("perf_swevent_hrtimer");
+	if (!fn) {
+		fprintf(stderr, "swevent_cost: perf_swevent_hrtimer not in /proc/kallsyms "
+				"(needs root, or kptr_restrict allows it)\n");
+		return 1;
+	}
+	skel = swevent_cost_bpf__open();
+	if (!skel) {
+		fprintf(stderr, "swevent_cost: cannot open the probe: %s\n", strerror(errno));
+		return 1;
+	}
+	skel->rodata->swevent_fn = fn;
+	if (swevent_cost_bpf__load(skel) || swevent_cost_bpf__attach(skel)) {
+		fprintf(stderr, "swevent_cost: cannot load or attach the probe: %s\n",
+			strerror(errno));
+		swevent_cost_bpf__destroy(skel);
+		return 1;
+	}
+	t0 = now_s();
+	if (optind < argc) {
+		child = fork();
+		if (child == 0) {
+			execvp(argv[optind], &argv[optind]);
+			fprintf(stderr, "swevent_cost: cannot run %s: %s\n", argv[optind],
+				strerror(errno));
+			_exit(127);
+		}
+		if (child < 0 || waitpid(child, &status, 0) < 0) {
+			fprintf(stderr, "swevent_cost: cannot run %s: %s\n", argv[optind],
+				strerror(errno));
+			rc = 1;
+		} else {
+			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+	} else {
+		struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+	wall = now_s() - t0;
+
+	ncpu = libbpf_num_possible_cpus();
+	percpu = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*percpu)) : NULL;
+	for (uint32_t cls = 0; cls < SWEVENT_CLASSES; cls++) {
+		if (!percpu || bpf_map_lookup_elem(bpf_map__fd(skel->maps.cost), &cls, percpu)) {
+			fprintf(stderr, "swevent_cost: cannot read the totals: %s\n",
+				strerror(errno));
+			free(percpu);
+			swevent_cost_bpf__destroy(skel);
+			return 1;
+		}
+		report(cls == SWEVENT_BPF ? "bpf" : "output", percpu, ncpu, wall);
+	}
+	free(percpu);
+	swevent_cost_bpf__destroy(skel);
+	return rc;
+}

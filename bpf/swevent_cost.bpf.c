@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * swevent_cost.bpf.c - how long the kernel spends taking a sample of a
+ * software CPU-clock perf event, whoever the profiler is (a benchmark tool,
+ * not part of the agent).
+ *
+ * A CPU-clock event is an hrtimer whose callback, perf_swevent_hrtimer,
+ * takes the sample: for perf record, the callchain walk and the copy into
+ * its mmap buffer; for a BPF profiler, its perf_event program. The timer
+ * interrupt around it is the same for every profiler at the same rate, so
+ * the callback's duration is the per-sample cost that differs between
+ * them. hrtimer_expire_entry/exit bracket every hrtimer callback; the
+ * loader passes the callback's address (from /proc/kallsyms) in
+ * swevent_fn, and only those callbacks are timed.
+ *
+ * The hrtimer is embedded in its perf_event, so each callback is filed by
+ * whether the event has a BPF program (a BPF profiler) or not (perf
+ * record): two profilers running at once are measured side by side, under
+ * the same conditions.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "swevent_cost.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile __u64 swevent_fn = 0; /* address of perf_swevent_hrtimer */
+
+/* The callback running on this CPU: start time (0: none timed) and class. */
+struct timing {
+	__u64 start_ns;
+	__u32 cls;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct timing);
+} started SEC(".maps");
+
+/* enum swevent_class -> totals, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SWEVENT_CLASSES);
+	__type(key, __u32);
+	__type(value, struct swevent_cost);
+} cost SEC(".maps");
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(on_expire_entry, struct hrtimer *timer)
+{
+	__u64 off = bpf_core_field_offset(struct perf_event, hw) +
+		    bpf_core_field_offset(struct hw_perf_event, hrtimer);
+	struct perf_event *event;
+	struct timing *t;
+	__u32 zero = 0;
+
+	if ((__u64)timer->function != swevent_fn)
+		return 0;
+	t = bpf_map_lookup_elem(&started, &zero);
+	if (!t)
+		return 0;
+	event = (struct perf_event *)((char *)timer - off);
+	t->cls = BPF_CORE_READ(event, prog) ? SWEVENT_BPF : SWEVENT_OUTPUT;
+	t->start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(on_expire_exit, struct hrtimer *timer)
+{
+	__u64 now = bpf_ktime_get_ns(), d;
+	struct swevent_cost *c;
+	struct timing *t;
+	__u32 zero = 0, cls;
+
+	t = bpf_map_lookup_elem(&started, &zero);
+	if (!t || !t->start_ns)
+		return 0;
+	d = now - t->start_ns;
+	t->start_ns = 0;
+	cls = t->cls;
+	c = bpf_map_lookup_elem(&cost, &cls);
+	if (!c)
+		return 0;
+	c->callbacks++;
+	c->total_ns += d;
+	if (d > c->max_ns)
+		c->max_ns = d;
+	d /= SWEVENT_HIST_NS;
+	if (d >= SWEVENT_HIST_BUCKETS)
+		d = SWEVENT_HIST_BUCKETS - 1;
+	c->hist[d]++;
+	return 0;
+}
