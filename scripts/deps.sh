@@ -8,7 +8,13 @@ packages=(
 	build-essential cmake pkg-config
 	libpq-dev postgresql-15 postgresql-client-15
 	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3
+	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 )
+# Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
+# a node and npm already installed (from any source) are used as they are.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
