@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
-# The agent's cost once it runs, next to perf record: bench_agent.sh starts
-# a fresh profiler for every 10 s run, so its figures include start-up (BPF
-# load, the /proc scan, kallsyms, the first DWARF loads). Here each profiler
-# runs next to cpu_burn (2 threads) for WARMUP + MEASURE seconds and only
-# the last MEASURE seconds of its user + system time count (ticks of
-# /proc/<pid>/stat); the agent's BPF run time is averaged over its life
-# (bpf_stats_hold keeps run-time statistics on). Prints one markdown table.
-# usage: bench/bench_agent_steady.sh   environment: WARMUP (25), MEASURE (60)
+# The agent's cost once it runs, side by side with perf record.
+#
+# bench_agent.sh starts a fresh profiler for every 10 s run, so its figures
+# include start-up (BPF load, the /proc scan, kallsyms, the first DWARF
+# loads). Here the profilers run for WARMUP + MEASURE seconds and only the
+# last MEASURE seconds count:
+#
+#  - process CPU: on-CPU time of all threads of the profiler's process
+#    (/proc/PID/task/*/schedstat, ns);
+#  - in-kernel sample cost: the time the kernel spends in the CPU-clock
+#    events' hrtimer callback, where perf record's callchain walk and copy
+#    and the agent's BPF program both run, charged to whatever task was
+#    interrupted (swevent_cost; "output" = perf, "bpf" = the agent).
+#
+# Each round runs three configurations, each next to cpu_burn:
+#   side-2: agent at 99 Hz and perf record -F 99 -a -g at the same time,
+#           cpu_burn on both CPUs: the two measured under the same
+#           conditions, so their ratio is not blurred by run-to-run noise;
+#   side-1: the same with cpu_burn on one CPU (the other mostly idle);
+#   agent-19: the agent alone at its always-on 19 Hz, cpu_burn on both CPUs.
+# The agent writes into a local PostgreSQL (its CPU is not the agent's).
+# Prints one line per round and configuration, then a markdown table of
+# medians over the rounds. Never fails on timing.
+#
+# usage: bench/bench_agent_steady.sh
+# environment: ROUNDS (3), WARMUP (20), MEASURE (60), TRACEPROF_BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
-warmup=${WARMUP:-25} measure=${MEASURE:-60}
+rounds=${ROUNDS:-3} warmup=${WARMUP:-20} measure=${MEASURE:-60}
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
+command -v perf >/dev/null || { echo "needs perf (linux-perf)" >&2; exit 1; }
 work=$(mktemp -d /tmp/tp-bench-steady.XXXXXX)
 chmod 755 "$work"
 cleanup() {
@@ -23,42 +42,76 @@ cleanup() {
 trap cleanup EXIT
 "$build/cli/traceprof-db" create "$work/db" --fast >/dev/null
 conn=$("$build/cli/traceprof-db" conninfo "$work/db")
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-hz_ticks=$(getconf CLK_TCK)
 
-echo "| profiler | samples/s | user+sys % of a core (steady) | BPF % (life) | total % | RSS MB |"
-echo "|---|---:|---:|---:|---:|---:|"
-for cfg in agent-19 agent-99 perf-99; do
-	total=$((warmup + measure + 5))
-	"$build/bench/cpu_burn" --threads 2 --seconds "$total" >/dev/null &
-	burn=$!
-	case $cfg in
-	agent-*)
-		"$build/bench/bpf_stats_hold" "$build/agent/traceprof-agent" --db "$conn" \
-			--frequency "${cfg#agent-}" --duration $((warmup + measure)) \
-			--stats-file "$work/stats" 2>"$work/agent.log" &
-		;;
-	perf-99)
-		perf record -F 99 -a -g -o "$work/perf.data" -- sleep $((warmup + measure)) \
+# on-CPU ns of all threads of a process
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+# field F of the swevent_cost line of class C in file
+sw() { sed -n "s/.*class=$2 .*$3=\([0-9.]*\).*/\1/p" "$1"; }
+pct() { awk -v ns="$1" -v s="$measure" 'BEGIN { printf "%.4f", 100 * ns / 1e9 / s }'; }
+
+results="$work/results"
+: >"$results"
+run() { # config threads agent_hz with_perf
+	local cfg=$1 threads=$2 hz=$3 with_perf=$4 total agent perfpid=0 a0 a1 p0=0 p1=0
+	total=$((warmup + measure + 4))
+	"$build/bench/cpu_burn" --threads "$threads" --seconds "$total" >/dev/null &
+	"$build/agent/traceprof-agent" --db "$conn" --frequency "$hz" \
+		--duration $((warmup + measure + 2)) --stats-file "$work/stats" 2>"$work/agent.log" &
+	agent=$!
+	if [ "$with_perf" = 1 ]; then
+		perf record -q -F 99 -a -g -o "$work/perf.data" -- sleep $((warmup + measure + 2)) \
 			>/dev/null 2>"$work/perf.log" &
-		;;
-	esac
-	prof=$!
-	sleep "$warmup"
-	t0=$(ticks "$prof")
-	sleep "$measure"
-	t1=$(ticks "$prof")
-	rss=$(awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$prof/status")
-	wait "$prof" || true
-	wait "$burn" || true
-	cpu=$(awk -v d=$((t1 - t0)) -v hz="$hz_ticks" -v s="$measure" 'BEGIN { printf "%.3f", 100 * d / hz / s }')
-	if [ "${cfg%%-*}" = agent ]; then
-		get() { sed -n "s/^$1=//p" "$work/stats"; }
-		bpf=$(awk -v ns="$(get bpf_run_time_ns)" -v s="$(get elapsed_s)" 'BEGIN { printf "%.3f", ns / 1e7 / s }')
-		sps=$(awk -v n="$(get samples)" -v s="$(get elapsed_s)" 'BEGIN { printf "%.0f", n / s }')
-		tot=$(awk -v a="$cpu" -v b="$bpf" 'BEGIN { printf "%.3f", a + b }')
-		echo "| traceprof-agent, ${cfg#agent-} Hz | $sps | $cpu | $bpf | **$tot** | $rss |"
-	else
-		echo "| perf record -F 99 -a -g | — | $cpu | (stack walks in the sampled tasks, not measurable) | **$cpu** + kernel | $rss |"
+		perfpid=$!
 	fi
+	sleep "$warmup"
+	a0=$(cpu_ns "$agent")
+	[ "$perfpid" = 0 ] || p0=$(cpu_ns "$perfpid")
+	"$build/bench/swevent_cost" --seconds "$measure" >"$work/sw"
+	a1=$(cpu_ns "$agent")
+	[ "$perfpid" = 0 ] || p1=$(cpu_ns "$perfpid")
+	wait
+	local bk bn bs pk pn ps
+	bn=$(sw "$work/sw" bpf callbacks) bk=$(sw "$work/sw" bpf total_ns)
+	pn=$(sw "$work/sw" output callbacks) pk=$(sw "$work/sw" output total_ns)
+	bs=$(sw "$work/sw" bpf mean_ns) ps=$(sw "$work/sw" output mean_ns)
+	echo "$cfg agent $hz $(pct $((a1 - a0))) $(pct "$bk") $bs $bn" >>"$results"
+	echo "round: $cfg agent ${hz} Hz: process $(pct $((a1 - a0))) %, in-kernel $(pct "$bk") % ($bs ns x $bn)"
+	if [ "$with_perf" = 1 ]; then
+		echo "$cfg perf 99 $(pct $((p1 - p0))) $(pct "$pk") $ps $pn" >>"$results"
+		echo "round: $cfg perf 99 Hz: process $(pct $((p1 - p0))) %, in-kernel $(pct "$pk") % ($ps ns x $pn)"
+	fi
+}
+
+for r in $(seq "$rounds"); do
+	echo "round $r of $rounds"
+	run side-2 2 99 1
+	run side-1 1 99 1
+	run agent-19 2 19 0
+done
+
+echo
+echo "Medians over $rounds rounds of $measure s (after $warmup s of warm-up):"
+echo
+echo "| run | profiler | process CPU % of a core | in-kernel sample cost % of a core | ns per sample (mean) | samples in $measure s | **total %** |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+for cfg in side-2 side-1 agent-19; do
+	for who in agent perf; do
+		grep -q "^$cfg $who " "$results" || continue
+		grep "^$cfg $who " "$results" | awk -v cfg="$cfg" -v who="$who" '
+			function med(a, n,   i, j, t) {
+				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+				return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+			}
+			{ n++; hz = $3; p[n] = $4; k[n] = $5; s[n] = $6; c[n] = $7; t[n] = $4 + $5 }
+			END {
+				name = who == "agent" ? "traceprof-agent, " hz " Hz" : "perf record -F 99 -a -g"
+				printf "| %s | %s | %.4f | %.4f | %.0f | %.0f | **%.4f** |\n", cfg, name, med(p, n), med(k, n), med(s, n), med(c, n), med(t, n)
+			}'
+	done
+done
+echo
+echo "Agent total over perf total, per round (side by side):"
+for cfg in side-2 side-1; do
+	paste <(grep "^$cfg agent " "$results") <(grep "^$cfg perf " "$results") |
+		awk -v cfg="$cfg" '{ printf "%s %.2f\n", cfg, ($4 + $5) / ($11 + $12) }'
 done
