@@ -95,7 +95,10 @@ RETURNS TABLE (service text, span_id bigint, parent_span_id bigint, method text,
                samples bigint, cpu_ms double precision, cpu_pct double precision,
                top_function text, top_pct double precision, top_cpu_ms double precision,
                verdict text, hotspots jsonb)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH sp AS (
         SELECT DISTINCT ON (r.span_id)
                coalesce(s.service, '[unknown]') AS service, r.span_id, r.parent_span_id,
@@ -148,8 +151,8 @@ LANGUAGE sql STABLE AS $$
       FROM sp
       FULL JOIN cpu c ON c.span_id = sp.span_id AND c.service = sp.service
      ORDER BY sp.start_time NULLS LAST, coalesce(sp.service, c.service) COLLATE "C",
-              coalesce(sp.span_id, c.span_id) NULLS LAST
-$$;
+              coalesce(sp.span_id, c.span_id) NULLS LAST;
+END $$;
 
 -- Per span of one trace, across services: what it did with its time.
 CREATE FUNCTION traceprof.trace_services(trace_id text)
