@@ -263,8 +263,11 @@ static void service_name(const struct exporter *e, char *out, size_t size)
 	snprintf(out, size, "%s", env && *env ? env : e->exe_name);
 }
 
-/* Sends up to batch_spans queued spans; timeout bounded by the stop deadline. */
-static void export_batch(struct exporter *e, struct queue *q, int64_t deadline)
+/*
+ * Sends up to batch_spans queued spans; timeout bounded by the stop
+ * deadline. Returns how many it took from the queue.
+ */
+static size_t export_batch(struct exporter *e, struct queue *q, int64_t deadline)
 {
 	char name[256];
 	size_t n = 0, len;
@@ -274,7 +277,7 @@ static void export_batch(struct exporter *e, struct queue *q, int64_t deadline)
 	while (n < e->opts.batch_spans && queue_pop(q, &e->batch[n]))
 		n++;
 	if (!n)
-		return;
+		return 0;
 	if (left < timeout)
 		timeout = left > 0 ? (int)left : 0;
 	service_name(e, name, sizeof(name));
@@ -287,6 +290,15 @@ static void export_batch(struct exporter *e, struct queue *q, int64_t deadline)
 		atomic_fetch_add(&st_req_errors, 1);
 		atomic_fetch_add(&st_error, n);
 	}
+	return n;
+}
+
+/* A producer claimed a slot but has not filled it yet: let it run. */
+static void pause_briefly(void)
+{
+	struct timespec ts = {0, 1000000};
+
+	nanosleep(&ts, NULL);
 }
 
 static void *exporter_main(void *arg)
@@ -323,15 +335,16 @@ static void *exporter_main(void *arg)
 			break;
 		if (queue_len(q) >= e->opts.batch_spans ||
 		    now - waiting_since >= (int64_t)e->opts.interval_ms) {
-			do
-				export_batch(e, q, deadline);
-			while (queue_len(q) >= e->opts.batch_spans);
+			while (export_batch(e, q, deadline) == e->opts.batch_spans &&
+			       queue_len(q) >= e->opts.batch_spans)
+				;
 			waiting_since = mono_ms();
 		}
 	}
 	/* stop: everything left, within the deadline */
 	while (queue_len(q) && mono_ms() < deadline)
-		export_batch(e, q, deadline);
+		if (!export_batch(e, q, deadline))
+			pause_briefly();
 	if (queue_len(q)) {
 		struct tp_span_rec r;
 
@@ -551,6 +564,10 @@ TP_SDK_EXPORT int tp_sdk_export_stop(int timeout_ms)
 		atomic_store(&autostart, false); /* stopped means stopped */
 		pthread_mutex_unlock(&ctl_lock);
 		return 0;
+	}
+	if (exp_state.stop) { /* another thread is stopping it */
+		pthread_mutex_unlock(&ctl_lock);
+		return -EALREADY;
 	}
 	exp_state.stop = true;
 	exp_state.stop_deadline_ms = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);

@@ -221,7 +221,8 @@ int tp_sdk_export_start(const struct tp_sdk_export_opts *opts);
  * Exports what is queued, waits up to timeout_ms, stops the thread.
  * Returns 0 when the queue was emptied in time (each batch accepted, or
  * refused and counted in spans_dropped_error), -ETIMEDOUT otherwise (the
- * rest is counted in spans_dropped_error), 0 when no exporter runs. Export
+ * rest is counted in spans_dropped_error), 0 when no exporter runs,
+ * -EALREADY when another thread is stopping it. Export
  * requests in flight are cut at the deadline. Also turns off the automatic
  * start of tp_sdk_span_end.
  */
