@@ -6,7 +6,8 @@
  * Checks every field a receiver relies on (ids, parent, times, kind, name,
  * attributes, status, flags, resource, scope), the HTTP request itself
  * (method, path, Content-Type, one kept-alive connection), exact drop counts
- * for a full queue, a refusing and a silent endpoint (errors counted, no
+ * for a full queue, threads ending spans at once (each arrives exactly
+ * once), a refusing and a silent endpoint (errors counted, no
  * wait beyond the timeouts), a 500 answer, stop flushing, the endpoint
  * environment variables, a forked child exporting its own spans, and that
  * tp_sdk_span_begin/end never call malloc (counted by the wrappers below).
@@ -77,7 +78,7 @@ extern __thread struct record *otel_thread_ctx_v1;
 
 enum mode { ANSWER_200, ANSWER_500, SILENT };
 
-#define MAX_BODIES 64
+#define MAX_BODIES 1024
 
 struct server {
 	int lfd;		      /* listening socket */
@@ -656,11 +657,77 @@ static void test_fork(void)
 	free_reqs(&s, reqs, s.nbodies);
 }
 
+#define PRODUCERS	   4
+#define SPANS_PER_PRODUCER 5000
+
+static void *producer_main(void *arg)
+{
+	uint64_t *ids = arg;
+
+	for (int i = 0; i < SPANS_PER_PRODUCER; i++) {
+		struct tp_sdk_span sp;
+
+		tp_sdk_span_begin(&sp, NULL, 0);
+		memcpy(&ids[i], sp.span_id, 8);
+		tp_sdk_span_end(&sp, "GET", "/mt", 200);
+	}
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Threads ending spans at once: every span arrives exactly once. */
+static void test_threads(void)
+{
+	struct tp_sdk_export_opts o = {
+	    .queue_spans = 1 << 15, .batch_spans = 1024, .interval_ms = 5};
+	static uint64_t sent[PRODUCERS * SPANS_PER_PRODUCER], got[PRODUCERS * SPANS_PER_PRODUCER];
+	ExportReq *reqs[MAX_BODIES] = {0};
+	pthread_t t[PRODUCERS];
+	struct server s;
+	char ep[128];
+	size_t n = 0, total;
+	bool same = true;
+
+	server_start(&s, ANSWER_200);
+	endpoint_of(&s, ep, sizeof(ep));
+	o.endpoint = ep;
+	CHECK(tp_sdk_export_start(&o) == 0, "start");
+	for (int i = 0; i < PRODUCERS; i++)
+		pthread_create(&t[i], NULL, producer_main, &sent[i * SPANS_PER_PRODUCER]);
+	for (int i = 0; i < PRODUCERS; i++)
+		pthread_join(t[i], NULL);
+	CHECK(tp_sdk_export_stop(10000) == 0, "stop");
+	server_stop(&s);
+	total = decode_all(&s, reqs);
+	CHECK(total == PRODUCERS * SPANS_PER_PRODUCER, "%zu spans received", total);
+	for (int i = 0; i < s.nbodies; i++)
+		for (size_t k = 0;
+		     reqs[i] && k < reqs[i]->resource_spans[0]->scope_spans[0]->n_spans; k++) {
+			const Span *sp = reqs[i]->resource_spans[0]->scope_spans[0]->spans[k];
+
+			if (n < PRODUCERS * SPANS_PER_PRODUCER && sp->span_id.len == 8)
+				memcpy(&got[n++], sp->span_id.data, 8);
+		}
+	qsort(sent, n, sizeof(sent[0]), cmp_u64);
+	qsort(got, n, sizeof(got[0]), cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		same = same && sent[i] == got[i];
+	CHECK(n == PRODUCERS * SPANS_PER_PRODUCER && same, "each span exactly once");
+	free_reqs(&s, reqs, s.nbodies);
+}
+
 int main(void)
 {
 	test_fields();
 	test_no_malloc();
 	test_queue_full();
+	test_threads();
 	test_500();
 	test_down();
 	test_endpoints();
