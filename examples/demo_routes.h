@@ -15,16 +15,15 @@
 #include <stdint.h>
 
 #include "demo_http.h"
+#include "traceprof/sdk.h"
 
 /* Bytes of a response body built by a handler. */
 #define DEMO_BODY_SIZE 8192
 
 /* The context of one request: the server span. */
 struct demo_span {
-	uint8_t trace_id[16];	/* from traceparent, or new */
-	uint8_t span_id[8];	/* the server span, always new */
-	uint8_t flags;		/* trace flags, from traceparent or 01 */
-	char trace_hex[33];	/* trace_id as text */
+	struct tp_sdk_span sdk; /* the SDK's span: ids, parent, flags, start times */
+	char trace_hex[33];	/* sdk.trace_id as text */
 	char traceresponse[56]; /* 00-trace-span-flags, NUL-terminated */
 	int64_t cpu_start_ns;	/* thread CPU time when it began */
 };
@@ -41,11 +40,24 @@ struct demo_reply {
 };
 
 /*
- * Starts the server span of req: the trace of its one valid traceparent
- * header, otherwise a new sampled trace; always a new span id. Also notes
- * the thread's CPU time, for Server-Timing.
+ * Starts the server span of req with tp_sdk_span_begin (which attaches it as
+ * the thread's context): the trace of its one valid traceparent header,
+ * otherwise a new sampled trace; always a new span id. Also notes the
+ * thread's CPU time, for Server-Timing. The caller ends it with
+ * tp_sdk_span_end(&sp->sdk, ...).
  */
 void demo_span_start(struct demo_span *sp, const struct http_request *req);
+
+/* A request handler: fills r from req, its body and its span. */
+typedef void (*demo_handler_fn)(const struct http_request *req, const char *body,
+				const struct demo_span *sp, struct demo_reply *r);
+
+/*
+ * Replaces the handler of the route method path (a program serving other
+ * routes than the payment service's: traceprof-demo-frontend); NULL
+ * removes the route (404). Call before serving. Returns 0 or -ENOENT.
+ */
+int demo_route_set(const char *method, const char *path, demo_handler_fn handler);
 
 /* The route template req's path matches ("/api/checkout"), or NULL. */
 const char *demo_route_path(const struct http_request *req);

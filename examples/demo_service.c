@@ -13,17 +13,22 @@
  *
  * Per request: the head is parsed (demo_http.c); the span is the incoming
  * traceparent's trace (or a new trace when it is absent or invalid) with a
- * new server span id; the worker attaches it with tp_sdk_attach, runs
+ * new server span id; the worker begins it with tp_sdk_span_begin (which
+ * attaches it; attached again with the http.route attribute), runs
  * route_request (demo_routes.c; the CPU per path is in demo_work.c), writes
- * the response and only then detaches. Writing is part of the server span and its kernel CPU
- * belongs to the request; waiting for the next request is not, and a
- * sampler only sees on-CPU time, so blocking in send() while attached
- * attributes nothing wrongly. A background thread runs refreshCache every
- * second without any context.
+ * the response and only then ends it with tp_sdk_span_end, which detaches
+ * and queues the span for the SDK's OTLP/HTTP exporter. Writing is part of the server span and its
+ * kernel CPU belongs to the request; waiting for the next request is not, and a sampler only sees
+ * on-CPU time, so blocking in send() while attached attributes nothing wrongly. A background thread
+ * runs refreshCache every second without any context.
  *
  * Every response to a routed request carries traceresponse (W3C Trace
  * Context level 2: trace id and the server span id), X-Trace-Id and
  * Server-Timing: cpu;dur=<ms of thread CPU spent on the request>.
+ *
+ * Built twice: traceprof-demo-service (the payment service) and, with
+ * DEMO_FRONTEND defined, traceprof-demo-frontend, the same server whose
+ * POST /api/checkout calls the payment service (demo_frontend.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,6 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef DEMO_FRONTEND
+#include "demo_frontend.h"
+#endif
 #include "demo_http.h"
 #include "demo_routes.h"
 #include "demo_work.h"
@@ -73,7 +81,19 @@ struct service_opts {
 	int threads;	     /* worker threads */
 	double work_scale;   /* multiplies every CPU budget */
 	const char *service; /* service.name in the process context */
+	const char *otlp;    /* OTLP/HTTP traces endpoint, or NULL: the SDK's default */
+	const char *payment; /* frontend: the payment service, HOST:PORT */
 };
+
+#ifdef DEMO_FRONTEND
+#define PROGRAM		"traceprof-demo-frontend"
+#define DEFAULT_PORT	8081
+#define DEFAULT_SERVICE "frontend"
+#else
+#define PROGRAM		"traceprof-demo-service"
+#define DEFAULT_PORT	8080
+#define DEFAULT_SERVICE "payment-svc"
+#endif
 
 enum conn_state {
 	CONN_IDLE, /* armed in epoll, owned by the main thread */
@@ -201,18 +221,19 @@ static NOINLINE int handle_request(struct worker *w, struct conn *c, const struc
 	const char *route = demo_route_path(req);
 	struct tp_sdk_attr attr = {0};
 	struct demo_span sp;
+	char method[16];
 	int rc;
 
 	memset(r, 0, offsetof(struct demo_reply, buf));
 	r->close = !req->keep_alive;
 	demo_span_start(&sp, req);
-	if (route) {
+	if (route && w->s->route_key >= 0) {
+		/* the same span again, now with its http.route thread attribute */
 		attr.key = (uint32_t)w->s->route_key;
 		attr.value = route;
 		attr.value_len = (uint32_t)strlen(route);
+		tp_sdk_attach(sp.sdk.trace_id, sp.sdk.span_id, sp.sdk.trace_flags, &attr, 1);
 	}
-	tp_sdk_attach(sp.trace_id, sp.span_id, sp.flags, &attr,
-		      route && w->s->route_key >= 0 ? 1 : 0);
 	if (req->content_length > HTTP_MAX_BODY) {
 		demo_reply_error(r, 413, "request body too large");
 		r->close = true;
@@ -220,7 +241,9 @@ static NOINLINE int handle_request(struct worker *w, struct conn *c, const struc
 		route_request(req, c->buf + req->head_len, &sp, r);
 	}
 	rc = send_reply(w, c, req, &sp, r);
-	tp_sdk_detach();
+	snprintf(method, sizeof(method), "%.*s", (int)req->method_len, req->method);
+	/* detaches and queues the span for the OTLP exporter (unknown paths: no route) */
+	tp_sdk_span_end(&sp.sdk, method, route, r->status);
 	atomic_fetch_add(&w->s->requests, 1);
 	log_debug("request method=%.*s target=%.*s status=%d trace_id=%s", (int)req->method_len,
 		  req->method, (int)req->target_len, req->target, r->status, sp.trace_hex);
@@ -582,6 +605,22 @@ static int setup_epoll(struct server *s)
 
 static void usage(FILE *out)
 {
+#ifdef DEMO_FRONTEND
+	fprintf(out,
+		"usage: traceprof-demo-frontend [OPTIONS]\n"
+		"\n"
+		"The frontend of the two-service demo, instrumented with the traceprof SDK:\n"
+		"POST /api/checkout checks the order (parseOrder, 0.8 ms CPU) and calls the\n"
+		"payment service (traceprof-demo-service, POST /api/pay) with traceparent =\n"
+		"its own span, waits for the answer and passes its status on. Prints\n"
+		"\"listening on ADDR:PORT\" on stdout when ready; SIGTERM or SIGINT stops it.\n"
+		"\n"
+		"  POST /api/checkout   X-Demo-Path fast, slow or fail, forwarded to payment\n"
+		"  GET /api/inventory   lookupInventory (1 ms), served here\n"
+		"  GET /healthz         no work\n"
+		"\n"
+		"  --payment HOST:PORT  the payment service (default 127.0.0.1:8080)\n");
+#else
 	fprintf(out,
 		"usage: traceprof-demo-service [OPTIONS]\n"
 		"\n"
@@ -593,27 +632,42 @@ static void usage(FILE *out)
 		"  POST /api/checkout   parseOrder, computeTotal, serializeResponse (3 ms CPU);\n"
 		"                       X-Demo-Path: slow adds validateSignature (400 ms),\n"
 		"                       X-Demo-Path: fail ends in chargeCard (30 ms) with 500\n"
+		"  POST /api/pay        the same work, called by traceprof-demo-frontend\n"
 		"  GET /api/inventory   lookupInventory (1 ms); ?sku=SKU-0000..SKU-4095\n"
 		"  GET /healthz         no work\n"
-		"\n"
-		"  --port N             TCP port (default 8080; 0 picks a free one)\n"
+		"\n");
+#endif
+	fprintf(out,
+		"  --port N             TCP port (default %d; 0 picks a free one)\n"
 		"  --bind ADDR          IPv4 address to listen on (default 127.0.0.1)\n"
 		"  --threads N          worker threads, 1-%d (default 4)\n"
 		"  --work-scale F       multiply every CPU cost by F, 0-1000 (default 1)\n"
-		"  --service NAME       service.name to publish (default payment-svc)\n"
+		"  --service NAME       service.name to publish (default %s)\n"
+		"  --otlp-endpoint URL  where server spans go, http://HOST:PORT/PATH (default:\n"
+		"                       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+		"OTEL_EXPORTER_OTLP_ENDPOINT\n"
+		"                       + /v1/traces, else http://127.0.0.1:4318/v1/traces)\n"
 		"  -v, --verbose        log every request on stderr\n"
 		"  -h, --help           this help\n",
-		MAX_THREADS);
+		DEFAULT_PORT, MAX_THREADS, DEFAULT_SERVICE);
 }
 
 /* Options into o; returns 0, 1 for --help, or -EINVAL after a message. */
 static int parse_args(int argc, char **argv, struct service_opts *o)
 {
 	static const struct option longopts[] = {
-	    {"port", required_argument, NULL, 'p'},    {"bind", required_argument, NULL, 'b'},
-	    {"threads", required_argument, NULL, 't'}, {"work-scale", required_argument, NULL, 'w'},
-	    {"service", required_argument, NULL, 's'}, {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
+	    {"port", required_argument, NULL, 'p'},
+	    {"bind", required_argument, NULL, 'b'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"work-scale", required_argument, NULL, 'w'},
+	    {"service", required_argument, NULL, 's'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"otlp-endpoint", required_argument, NULL, 'o'},
+#ifdef DEMO_FRONTEND
+	    {"payment", required_argument, NULL, 'P'},
+#endif
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	double v;
 	int c;
@@ -645,6 +699,12 @@ static int parse_args(int argc, char **argv, struct service_opts *o)
 			}
 			o->service = optarg;
 			break;
+		case 'o':
+			o->otlp = optarg;
+			break;
+		case 'P':
+			o->payment = optarg;
+			break;
 		case 'v':
 			log_set_level(LOG_DEBUG);
 			break;
@@ -665,7 +725,10 @@ static int parse_args(int argc, char **argv, struct service_opts *o)
 
 int main(int argc, char **argv)
 {
-	struct service_opts o = {"127.0.0.1", 8080, 4, 1.0, "payment-svc"};
+	struct service_opts o = {"127.0.0.1", DEFAULT_PORT,    4, 1.0, DEFAULT_SERVICE,
+				 NULL,	      "127.0.0.1:8080"};
+	struct tp_sdk_export_opts xo = {0};
+	struct tp_sdk_export_stats xs;
 	struct sockaddr_in addr = {.sin_family = AF_INET};
 	struct server *s;
 	struct worker *workers;
@@ -675,10 +738,14 @@ int main(int argc, char **argv)
 	int started = 0;
 	int rc;
 
-	log_set_prefix("traceprof-demo-service");
+	log_set_prefix(PROGRAM);
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc > 0 ? 0 : 2;
+#ifdef DEMO_FRONTEND
+	if (demo_frontend_init(o.payment))
+		return 2;
+#endif
 	if (inet_pton(AF_INET, o.bind, &addr.sin_addr) != 1) {
 		log_error("--bind: '%s' is not an IPv4 address", o.bind);
 		return 2;
@@ -713,6 +780,15 @@ int main(int argc, char **argv)
 	if (rc) {
 		log_error("cannot publish the process context: %s", strerror(-rc));
 		return 1;
+	}
+	xo.endpoint = o.otlp;
+	rc = tp_sdk_export_start(&xo);
+	if (rc) {
+		log_error("cannot start the span exporter: %s", strerror(-rc));
+		if (rc == -EINVAL)
+			log_error("hint: the OTLP endpoint must be http://HOST:PORT/PATH "
+				  "(https is not supported)");
+		return rc == -EINVAL ? 2 : 1;
 	}
 	s->route_key = tp_sdk_key_register("http.route");
 	if (s->route_key < 0)
@@ -771,7 +847,12 @@ int main(int argc, char **argv)
 	close(s->listen_fd);
 	close(s->epoll_fd);
 	close(s->signal_fd);
+	tp_sdk_export_stop(2000);
+	tp_sdk_export_get_stats(&xs);
 	tp_sdk_process_remove();
+	log_info("spans ended=%lu exported=%lu dropped_full=%lu dropped_error=%lu",
+		 (unsigned long)xs.spans_ended, (unsigned long)xs.spans_exported,
+		 (unsigned long)xs.spans_dropped_full, (unsigned long)xs.spans_dropped_error);
 	log_info("stopped requests=%lu rejected=%lu", atomic_load(&s->requests),
 		 atomic_load(&s->rejected));
 	free(workers);

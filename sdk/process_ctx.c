@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -76,6 +77,7 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *keys[MAX_KEYS];	   /* attribute key map, append-only; owned */
 static struct pb resource;	   /* encoded user attributes (service.name first) */
 static bool have_resource;	   /* tp_sdk_process_publish succeeded at least once */
+static char *service_name_copy;	   /* the published service.name, or NULL; owned */
 static struct ctx_header *mapping; /* the published mapping, or NULL */
 static size_t mapping_size;	   /* bytes mapped */
 static pid_t mapping_pid;	   /* process that created it (not inherited by a child) */
@@ -320,6 +322,7 @@ TP_SDK_EXPORT int tp_sdk_process_publish(const char *service_name, const struct 
 					 size_t n)
 {
 	struct pb enc = {0};
+	char *name;
 	int err;
 
 	if (!service_name || !*service_name || (n && !attrs))
@@ -334,10 +337,17 @@ TP_SDK_EXPORT int tp_sdk_process_publish(const char *service_name, const struct 
 		free(enc.p);
 		return -ENOMEM;
 	}
+	name = strdup(service_name);
+	if (!name) {
+		free(enc.p);
+		return -ENOMEM;
+	}
 	pthread_mutex_lock(&ctx_lock);
 	free(resource.p);
 	resource = enc;
 	have_resource = true;
+	free(service_name_copy);
+	service_name_copy = name;
 	err = publish_locked();
 	pthread_mutex_unlock(&ctx_lock);
 	return err;
@@ -351,6 +361,8 @@ TP_SDK_EXPORT int tp_sdk_process_remove(void)
 	free(resource.p);
 	memset(&resource, 0, sizeof(resource));
 	have_resource = false;
+	free(service_name_copy);
+	service_name_copy = NULL;
 	pthread_mutex_unlock(&ctx_lock);
 	return 0;
 }
@@ -388,6 +400,19 @@ TP_SDK_EXPORT int tp_sdk_key_register(const char *name)
 	if (have_resource)
 		publish_locked();
 out_unlock:
+	pthread_mutex_unlock(&ctx_lock);
+	return ret;
+}
+
+int tp_sdk_published_service_name(char *out, size_t size)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&ctx_lock);
+	if (service_name_copy && size) {
+		snprintf(out, size, "%s", service_name_copy);
+		ret = 0;
+	}
 	pthread_mutex_unlock(&ctx_lock);
 	return ret;
 }

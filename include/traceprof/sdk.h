@@ -145,7 +145,19 @@ int tp_sdk_new_span_id(uint8_t *span_id);
  * the queue and exports it with OTLP/HTTP (protobuf, POST .../v1/traces).
  * A full queue drops the span and counts it (tp_sdk_export_get_stats).
  * The resource's service.name is the one given to tp_sdk_process_publish,
- * else OTEL_SERVICE_NAME, else the executable's name.
+ * else OTEL_SERVICE_NAME, else the executable's name. Every span is
+ * exported, whatever its sampled flag (the profiler wants them all).
+ *
+ * The exporter polls the queue every 25 ms at most (the request path never
+ * wakes it: that would be a system call). Only http:// endpoints are
+ * supported; https is refused with -EINVAL (point the SDK at the node's
+ * agent or a local collector).
+ *
+ * fork: the child has no exporter thread and an empty queue (the parent's
+ * spans stay the parent's), and its statistics start at zero. If the parent
+ * was exporting, the child's first tp_sdk_span_end starts a new exporter
+ * with the parent's settings; the child may instead call
+ * tp_sdk_export_start itself.
  */
 
 /* A span in progress: filled by tp_sdk_span_begin, read by tp_sdk_span_end. */
@@ -172,8 +184,14 @@ int tp_sdk_span_begin(struct tp_sdk_span *span, const char *traceparent, size_t 
  * the template, not the full path) and HTTP status code (0 = unknown; 5xx
  * marks the span as an error). method and route are copied (cut to 15 and
  * 127 bytes) and may be NULL. Starts the exporter thread on the first call
- * if tp_sdk_export_start was not called. Returns 0, -EINVAL, or -ENOBUFS
- * when the queue was full (the span is dropped and counted).
+ * if tp_sdk_export_start was not called (settings from the environment);
+ * if that fails, it is not tried again, and the span is dropped, counted
+ * in spans_dropped_error, and the start's error returned. After
+ * tp_sdk_export_stop, spans are queued (until the queue is full) for a
+ * later tp_sdk_export_start. Returns 0, -EINVAL, the error of a failed
+ * start, or -ENOBUFS when the queue was full (the span is dropped and
+ * counted). The name is "METHOD ROUTE", or whichever of the two is given,
+ * or "request".
  */
 int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, const char *route,
 		    int status_code);
@@ -185,20 +203,28 @@ struct tp_sdk_export_opts {
 			       * else http://127.0.0.1:4318/v1/traces */
 	uint32_t queue_spans; /* queue capacity in spans; 0: 2048 */
 	uint32_t batch_spans; /* spans per export request at most; 0: 512 */
-	uint32_t interval_ms; /* export at least this often when spans wait; 0: 1000 */
+	uint32_t interval_ms; /* export when spans waited this long, or batch_spans wait; 0: 1000 */
 	uint32_t timeout_ms;  /* per export request; 0: 5000 */
 };
 
 /*
- * Starts the exporter thread with opts (NULL: defaults). Once per process;
- * later calls return -EALREADY. Returns 0, -EINVAL (bad endpoint), -EALREADY,
- * or the errno of a failed thread creation.
+ * Starts the exporter thread with opts (NULL: defaults): allocates the
+ * queue (kept for the process's life; a restart with another queue_spans
+ * allocates a new one), the batch and a connection. The thread blocks all
+ * signals. -EALREADY while an exporter runs; after tp_sdk_export_stop it may
+ * be started again. Returns 0, -EINVAL (bad endpoint or an option above
+ * 1048576 spans), -EALREADY, -ENOMEM, or the errno of a failed thread
+ * creation.
  */
 int tp_sdk_export_start(const struct tp_sdk_export_opts *opts);
 /*
  * Exports what is queued, waits up to timeout_ms, stops the thread.
- * Returns 0 when everything queued was exported, -ETIMEDOUT otherwise
- * (the rest is counted as dropped), 0 when the exporter never started.
+ * Returns 0 when the queue was emptied in time (each batch accepted, or
+ * refused and counted in spans_dropped_error), -ETIMEDOUT otherwise (the
+ * rest is counted in spans_dropped_error), 0 when no exporter runs,
+ * -EALREADY when another thread is stopping it. Export
+ * requests in flight are cut at the deadline. Also turns off the automatic
+ * start of tp_sdk_span_end.
  */
 int tp_sdk_export_stop(int timeout_ms);
 

@@ -1,0 +1,602 @@
+/*
+ * spans.c - server spans: begin and end on the request path, a bounded
+ * queue, and the exporter thread that ships them as OTLP/HTTP.
+ *
+ * Request path: tp_sdk_span_begin parses the incoming traceparent, makes a
+ * span id, attaches the thread context and reads two clocks (vDSO);
+ * tp_sdk_span_end detaches and copies the finished span into a slot of a
+ * bounded multi-producer single-consumer queue (a ring of sequence-numbered
+ * slots: one compare-and-swap claims a slot, a release store publishes it).
+ * No allocation, lock or system call; a full queue drops the span and
+ * counts it.
+ *
+ * Exporter thread: polls the queue every EXPORT_TICK_MS (at most; the
+ * request path never wakes it, as that would be a system call), sends a
+ * batch when batch_spans wait or when spans have waited interval_ms, and
+ * on stop sends everything left before its deadline. Its signals are all
+ * blocked. The queue is allocated at start and never freed: a thread may be
+ * ending a span while another stops the exporter.
+ *
+ * Workload: many request threads, one exporter; at 25 ms per poll and the
+ * default 2048 slots, bursts of up to ~80 000 spans/s fit without drops.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sdk_internal.h"
+#include "traceprof/sdk.h"
+
+#define DEFAULT_ENDPOINT    "http://127.0.0.1:4318/v1/traces"
+#define DEFAULT_QUEUE	    2048
+#define DEFAULT_BATCH	    512
+#define DEFAULT_INTERVAL_MS 1000
+#define DEFAULT_TIMEOUT_MS  5000
+#define EXPORT_TICK_MS	    25
+#define MAX_QUEUE	    (1u << 20)
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* One queue slot: seq says whose turn it is (see queue_push). */
+struct slot {
+	_Atomic uint64_t seq;	/* == pos: free for the producer of pos; pos + 1: full */
+	struct tp_span_rec rec; /* the span */
+};
+
+/* The bounded MPSC ring. */
+struct queue {
+	uint32_t cap;			    /* slots */
+	struct slot *slots;		    /* cap slots, owned */
+	_Alignas(64) _Atomic uint64_t head; /* next position to claim (producers) */
+	_Alignas(64) _Atomic uint64_t tail; /* next position to read (the exporter) */
+};
+
+/* The exporter thread's state; written under ctl_lock by start and stop. */
+struct exporter {
+	struct tp_sdk_export_opts opts; /* resolved settings (endpoint unused) */
+	struct tp_http http;		/* the connection */
+	struct tp_span_rec *batch;	/* batch_spans records, owned */
+	uint8_t *body;			/* tp_otlp_max_size(batch_spans) bytes, owned */
+	char exe_name[64];		/* fallback service.name */
+	pthread_t thread;		/* the exporter */
+	bool stop;			/* stop asked (under ctl_lock) */
+	int64_t stop_deadline_ms;	/* CLOCK_MONOTONIC ms by which it must end */
+};
+
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ctl_cond; /* wakes the exporter on stop; CLOCK_MONOTONIC */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static struct exporter exp_state;	     /* valid while running */
+static bool running;			     /* an exporter thread exists (ctl_lock) */
+static bool have_opts;			     /* saved_opts/endpoint hold a start's settings */
+static struct tp_sdk_export_opts saved_opts; /* the last start's settings */
+static struct tp_endpoint saved_ep;	     /* the last start's endpoint */
+static _Atomic(struct queue *) cur_queue;    /* NULL until the first start */
+static atomic_bool autostart = true;	     /* span_end should start the exporter */
+
+static _Atomic uint64_t st_ended, st_exported, st_full, st_error, st_requests, st_req_errors;
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the queue ---- */
+
+static void queue_reset(struct queue *q)
+{
+	for (uint32_t i = 0; i < q->cap; i++)
+		atomic_store_explicit(&q->slots[i].seq, i, memory_order_relaxed);
+	atomic_store(&q->head, 0);
+	atomic_store(&q->tail, 0);
+}
+
+static struct queue *queue_new(uint32_t cap)
+{
+	struct queue *q = aligned_alloc(64, sizeof(*q));
+
+	if (!q)
+		return NULL;
+	memset(q, 0, sizeof(*q));
+	q->cap = cap;
+	q->slots = calloc(cap, sizeof(*q->slots));
+	if (!q->slots) {
+		free(q);
+		return NULL;
+	}
+	queue_reset(q);
+	return q;
+}
+
+/* Claims a slot for a producer: the record to fill, or NULL when full. */
+static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
+{
+	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+
+	for (;;) {
+		struct slot *s = &q->slots[pos % q->cap];
+		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+		int64_t diff = (int64_t)(seq - pos);
+
+		if (diff == 0) {
+			if (atomic_compare_exchange_weak_explicit(&q->head, &pos, pos + 1,
+								  memory_order_relaxed,
+								  memory_order_relaxed)) {
+				*pos_out = pos;
+				return s;
+			}
+		} else if (diff < 0) {
+			return NULL; /* the slot of pos - cap is still unread */
+		} else {
+			pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+		}
+	}
+}
+
+/* Takes the oldest span into *out (the exporter only); false when none is ready. */
+static bool queue_pop(struct queue *q, struct tp_span_rec *out)
+{
+	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
+	struct slot *s = &q->slots[pos % q->cap];
+
+	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
+		return false;
+	*out = s->rec;
+	atomic_store_explicit(&s->seq, pos + q->cap, memory_order_release);
+	atomic_store_explicit(&q->tail, pos + 1, memory_order_relaxed);
+	return true;
+}
+
+static uint64_t queue_len(struct queue *q)
+{
+	uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+	uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+
+	return h > t ? h - t : 0;
+}
+
+/* ---- request path ---- */
+
+TP_SDK_EXPORT int tp_sdk_span_begin(struct tp_sdk_span *span, const char *traceparent, size_t len)
+{
+	if (unlikely(!span))
+		return -EINVAL;
+	if (traceparent && len &&
+	    !tp_sdk_traceparent_parse(traceparent, len, span->trace_id, span->parent_span_id,
+				      &span->trace_flags)) {
+		/* continues the caller's trace */
+	} else {
+		tp_sdk_new_trace_id(span->trace_id);
+		memset(span->parent_span_id, 0, sizeof(span->parent_span_id));
+		span->trace_flags = 0x01;
+	}
+	tp_sdk_new_span_id(span->span_id);
+	tp_sdk_attach(span->trace_id, span->span_id, span->trace_flags, NULL, 0);
+	span->start_unix_ns = clock_ns(CLOCK_REALTIME);
+	span->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	return 0;
+}
+
+/* Copies at most size - 1 bytes of src and a NUL; NULL gives "". */
+static inline void copy_str(char *dst, const char *src, size_t size)
+{
+	size_t i = 0;
+
+	if (src)
+		for (; i < size - 1 && src[i]; i++)
+			dst[i] = src[i];
+	dst[i] = '\0';
+}
+
+static int try_autostart(void);
+
+TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, const char *route,
+				  int status_code)
+{
+	int64_t end_mono = clock_ns(CLOCK_MONOTONIC);
+	struct queue *q;
+	struct slot *s;
+	uint64_t pos;
+
+	tp_sdk_detach();
+	if (unlikely(!span))
+		return -EINVAL;
+	if (unlikely(atomic_load_explicit(&autostart, memory_order_relaxed))) {
+		int err = try_autostart();
+
+		if (err) {
+			atomic_fetch_add_explicit(&st_error, 1, memory_order_relaxed);
+			return err;
+		}
+	}
+	q = atomic_load_explicit(&cur_queue, memory_order_acquire);
+	if (unlikely(!q))
+		return -ENOBUFS;
+	s = queue_claim(q, &pos);
+	if (unlikely(!s)) {
+		atomic_fetch_add_explicit(&st_full, 1, memory_order_relaxed);
+		return -ENOBUFS;
+	}
+	memcpy(s->rec.trace_id, span->trace_id, 16);
+	memcpy(s->rec.span_id, span->span_id, 8);
+	memcpy(s->rec.parent_span_id, span->parent_span_id, 8);
+	s->rec.trace_flags = span->trace_flags;
+	s->rec.start_unix_ns = span->start_unix_ns;
+	s->rec.end_unix_ns = span->start_unix_ns + (end_mono - span->start_mono_ns);
+	s->rec.status_code = status_code;
+	copy_str(s->rec.method, method, sizeof(s->rec.method));
+	copy_str(s->rec.route, route, sizeof(s->rec.route));
+	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+	atomic_fetch_add_explicit(&st_ended, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* ---- exporter thread ---- */
+
+static void service_name(const struct exporter *e, char *out, size_t size)
+{
+	const char *env;
+
+	if (!tp_sdk_published_service_name(out, size))
+		return;
+	env = getenv("OTEL_SERVICE_NAME");
+	snprintf(out, size, "%s", env && *env ? env : e->exe_name);
+}
+
+/*
+ * Sends up to batch_spans queued spans; timeout bounded by the stop
+ * deadline. Returns how many it took from the queue.
+ */
+static size_t export_batch(struct exporter *e, struct queue *q, int64_t deadline)
+{
+	char name[256];
+	size_t n = 0, len;
+	int64_t left = deadline - mono_ms();
+	int timeout = (int)e->opts.timeout_ms, rc;
+
+	while (n < e->opts.batch_spans && queue_pop(q, &e->batch[n]))
+		n++;
+	if (!n)
+		return 0;
+	if (left < timeout)
+		timeout = left > 0 ? (int)left : 0;
+	service_name(e, name, sizeof(name));
+	len = tp_otlp_encode(e->batch, n, name, e->body);
+	atomic_fetch_add(&st_requests, 1);
+	rc = timeout > 0 ? tp_http_post(&e->http, e->body, len, timeout) : -ETIMEDOUT;
+	if (rc >= 200 && rc <= 299) {
+		atomic_fetch_add(&st_exported, n);
+	} else {
+		atomic_fetch_add(&st_req_errors, 1);
+		atomic_fetch_add(&st_error, n);
+	}
+	return n;
+}
+
+/* A producer claimed a slot but has not filled it yet: let it run. */
+static void pause_briefly(void)
+{
+	struct timespec ts = {0, 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static void *exporter_main(void *arg)
+{
+	struct exporter *e = arg;
+	struct queue *q = atomic_load(&cur_queue);
+	int64_t waiting_since = mono_ms();
+	uint32_t tick = e->opts.interval_ms < EXPORT_TICK_MS ? e->opts.interval_ms : EXPORT_TICK_MS;
+	bool stopping = false;
+	int64_t deadline = INT64_MAX;
+
+	while (!stopping) {
+		struct timespec ts;
+		int64_t now;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += (long)tick * 1000000;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_mutex_lock(&ctl_lock);
+		if (!e->stop)
+			pthread_cond_timedwait(&ctl_cond, &ctl_lock, &ts);
+		stopping = e->stop;
+		if (stopping)
+			deadline = e->stop_deadline_ms;
+		pthread_mutex_unlock(&ctl_lock);
+
+		now = mono_ms();
+		if (!queue_len(q)) {
+			waiting_since = now;
+			continue;
+		}
+		if (stopping)
+			break;
+		if (queue_len(q) >= e->opts.batch_spans ||
+		    now - waiting_since >= (int64_t)e->opts.interval_ms) {
+			while (export_batch(e, q, deadline) == e->opts.batch_spans &&
+			       queue_len(q) >= e->opts.batch_spans)
+				;
+			waiting_since = mono_ms();
+		}
+	}
+	/* stop: everything left, within the deadline */
+	while (queue_len(q) && mono_ms() < deadline)
+		if (!export_batch(e, q, deadline))
+			pause_briefly();
+	if (queue_len(q)) {
+		struct tp_span_rec r;
+
+		while (queue_pop(q, &r))
+			atomic_fetch_add(&st_error, 1);
+		return (void *)(intptr_t)-ETIMEDOUT;
+	}
+	return NULL;
+}
+
+static void exe_name(char *out, size_t size)
+{
+	char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	const char *base;
+
+	if (n <= 0) {
+		snprintf(out, size, "unknown_service");
+		return;
+	}
+	path[n] = '\0';
+	base = strrchr(path, '/');
+	copy_str(out, base ? base + 1 : path, size);
+}
+
+/* The endpoint from opts or the environment into *ep. */
+static int resolve_endpoint(const struct tp_sdk_export_opts *opts, struct tp_endpoint *ep)
+{
+	const char *env;
+	char url[1024];
+
+	if (opts && opts->endpoint)
+		return tp_endpoint_parse(opts->endpoint, ep);
+	env = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+	if (env && *env)
+		return tp_endpoint_parse(env, ep);
+	env = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+	if (env && *env) {
+		size_t len = strlen(env);
+
+		/* the signal path is appended to the base URL */
+		if (snprintf(url, sizeof(url), "%.*s/v1/traces",
+			     (int)(env[len - 1] == '/' ? len - 1 : len), env) >= (int)sizeof(url))
+			return -EINVAL;
+		return tp_endpoint_parse(url, ep);
+	}
+	return tp_endpoint_parse(DEFAULT_ENDPOINT, ep);
+}
+
+static void after_fork_child(void)
+{
+	struct queue *q = atomic_load(&cur_queue);
+
+	pthread_condattr_t a;
+
+	/* before_fork locked ctl_lock; the exporter thread does not exist here */
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&ctl_cond, &a);
+	pthread_condattr_destroy(&a);
+	if (running) {
+		free(exp_state.batch);
+		free(exp_state.body);
+		tp_http_close(&exp_state.http);
+		running = false;
+		atomic_store(&autostart, true); /* again, with the parent's settings */
+	}
+	if (q)
+		queue_reset(q); /* the parent's spans are the parent's to export */
+	atomic_store(&st_ended, 0);
+	atomic_store(&st_exported, 0);
+	atomic_store(&st_full, 0);
+	atomic_store(&st_error, 0);
+	atomic_store(&st_requests, 0);
+	atomic_store(&st_req_errors, 0);
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+static void before_fork(void)
+{
+	pthread_mutex_lock(&ctl_lock);
+}
+
+static void after_fork_parent(void)
+{
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+static void init_once_fn(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&ctl_cond, &a);
+	pthread_condattr_destroy(&a);
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+/* Starts the exporter with opts and endpoint ep; under ctl_lock. */
+static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endpoint *ep)
+{
+	struct exporter *e = &exp_state;
+	struct queue *q = atomic_load(&cur_queue);
+	sigset_t all, old;
+	int err;
+
+	if (running)
+		return -EALREADY;
+	memset(e, 0, sizeof(*e));
+	e->opts = *o;
+	e->opts.endpoint = NULL;
+	e->http.ep = *ep;
+	e->http.fd = -1;
+	exe_name(e->exe_name, sizeof(e->exe_name));
+	e->batch = calloc(o->batch_spans, sizeof(*e->batch));
+	e->body = malloc(tp_otlp_max_size(o->batch_spans));
+	if (!e->batch || !e->body) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	if (!q || q->cap != o->queue_spans) {
+		/* a previous queue stays allocated: a thread may still be using it */
+		q = queue_new(o->queue_spans);
+		if (!q) {
+			err = -ENOMEM;
+			goto out_free;
+		}
+		atomic_store_explicit(&cur_queue, q, memory_order_release);
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&e->thread, NULL, exporter_main, e);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		goto out_free;
+	running = true;
+	saved_opts = e->opts;
+	saved_ep = *ep;
+	have_opts = true;
+	atomic_store(&autostart, false);
+	return 0;
+out_free:
+	free(e->batch);
+	free(e->body);
+	e->batch = NULL;
+	e->body = NULL;
+	return err;
+}
+
+static int try_autostart(void)
+{
+	struct tp_sdk_export_opts o = {0};
+	struct tp_endpoint ep;
+	int err = 0;
+
+	pthread_once(&init_once, init_once_fn);
+	pthread_mutex_lock(&ctl_lock);
+	if (running || !atomic_load(&autostart))
+		goto out_unlock;
+	if (have_opts) {
+		o = saved_opts;
+		ep = saved_ep;
+	} else {
+		o.queue_spans = DEFAULT_QUEUE;
+		o.batch_spans = DEFAULT_BATCH;
+		o.interval_ms = DEFAULT_INTERVAL_MS;
+		o.timeout_ms = DEFAULT_TIMEOUT_MS;
+		err = resolve_endpoint(NULL, &ep);
+	}
+	if (!err)
+		err = start_locked(&o, &ep);
+	if (err)
+		atomic_store(&autostart, false); /* one try: the request path stays cheap */
+out_unlock:
+	pthread_mutex_unlock(&ctl_lock);
+	return err;
+}
+
+TP_SDK_EXPORT int tp_sdk_export_start(const struct tp_sdk_export_opts *opts)
+{
+	struct tp_sdk_export_opts o = {0};
+	struct tp_endpoint ep;
+	int err;
+
+	if (opts)
+		o = *opts;
+	if (!o.queue_spans)
+		o.queue_spans = DEFAULT_QUEUE;
+	if (!o.batch_spans)
+		o.batch_spans = DEFAULT_BATCH;
+	if (!o.interval_ms)
+		o.interval_ms = DEFAULT_INTERVAL_MS;
+	if (!o.timeout_ms)
+		o.timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (o.queue_spans > MAX_QUEUE || o.batch_spans > MAX_QUEUE || o.timeout_ms > INT_MAX ||
+	    o.interval_ms > INT_MAX)
+		return -EINVAL;
+	err = resolve_endpoint(opts, &ep);
+	if (err)
+		return err;
+	pthread_once(&init_once, init_once_fn);
+	pthread_mutex_lock(&ctl_lock);
+	err = start_locked(&o, &ep);
+	pthread_mutex_unlock(&ctl_lock);
+	return err;
+}
+
+TP_SDK_EXPORT int tp_sdk_export_stop(int timeout_ms)
+{
+	void *ret = NULL;
+	pthread_t t;
+
+	pthread_once(&init_once, init_once_fn);
+	pthread_mutex_lock(&ctl_lock);
+	if (!running) {
+		atomic_store(&autostart, false); /* stopped means stopped */
+		pthread_mutex_unlock(&ctl_lock);
+		return 0;
+	}
+	if (exp_state.stop) { /* another thread is stopping it */
+		pthread_mutex_unlock(&ctl_lock);
+		return -EALREADY;
+	}
+	exp_state.stop = true;
+	exp_state.stop_deadline_ms = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	t = exp_state.thread;
+	pthread_cond_broadcast(&ctl_cond);
+	pthread_mutex_unlock(&ctl_lock);
+	pthread_join(t, &ret);
+
+	pthread_mutex_lock(&ctl_lock);
+	tp_http_close(&exp_state.http);
+	free(exp_state.batch);
+	free(exp_state.body);
+	exp_state.batch = NULL;
+	exp_state.body = NULL;
+	running = false;
+	atomic_store(&autostart, false);
+	pthread_mutex_unlock(&ctl_lock);
+	return (int)(intptr_t)ret;
+}
+
+TP_SDK_EXPORT int tp_sdk_export_get_stats(struct tp_sdk_export_stats *out)
+{
+	if (!out)
+		return -EINVAL;
+	out->spans_ended = atomic_load(&st_ended);
+	out->spans_exported = atomic_load(&st_exported);
+	out->spans_dropped_full = atomic_load(&st_full);
+	out->spans_dropped_error = atomic_load(&st_error);
+	out->requests = atomic_load(&st_requests);
+	out->request_errors = atomic_load(&st_req_errors);
+	return 0;
+}
