@@ -445,52 +445,6 @@ out_release:
 	return rc;
 }
 
-int otlp_parse_kinds(const char *text, uint32_t *out, char *err, size_t errlen)
-{
-	static const struct {
-		const char *name;
-		uint32_t bit;
-	} names[] = {{"server", OTLP_KIND_SERVER},
-		     {"client", OTLP_KIND_CLIENT},
-		     {"internal", OTLP_KIND_INTERNAL},
-		     {"producer", OTLP_KIND_PRODUCER},
-		     {"consumer", OTLP_KIND_CONSUMER}};
-	uint32_t mask = 0;
-	const char *p = text;
-
-	while (*p) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-		bool found = false;
-
-		while (n && *p == ' ')
-			p++, n--;
-		while (n && p[n - 1] == ' ')
-			n--;
-		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-			if (strlen(names[i].name) == n && strncmp(names[i].name, p, n) == 0) {
-				mask |= names[i].bit;
-				found = true;
-			}
-		if (!found) {
-			if (err)
-				snprintf(err, errlen,
-					 "unknown span kind \"%.*s\": want a comma list of "
-					 "server, client, internal, producer, consumer",
-					 (int)n, p);
-			return -EINVAL;
-		}
-		p = end ? end + 1 : p + strlen(p);
-	}
-	if (!mask) {
-		if (err)
-			snprintf(err, errlen, "no span kind given");
-		return -EINVAL;
-	}
-	*out = mask;
-	return 0;
-}
-
 const char *otlp_reject_name(enum otlp_reject r)
 {
 	static const char *const names[OTLP_REJ__COUNT] = {"trace_id", "span_id", "parent_span_id",

@@ -87,8 +87,6 @@ struct otlp_decoded {
 int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts,
 		struct otlp_decoded *out);
 
-/* "server,client": the kinds mask. Returns 0 or -EINVAL with the reason in err. */
-int otlp_parse_kinds(const char *text, uint32_t *out, char *err, size_t errlen);
 /* Short name of a reason ("trace_id", ...), for counters and messages. */
 const char *otlp_reject_name(enum otlp_reject r);
 /* Short name of a status ("ok", "malformed", ...). */

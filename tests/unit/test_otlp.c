@@ -277,22 +277,10 @@ static void test_malformed(void)
 	free(buf);
 }
 
-static void test_kinds_and_status(void)
+static void test_rpc_status(void)
 {
-	uint32_t k = 0;
-	char err[200];
 	uint8_t out[64];
 	size_t n;
-
-	CHECK(otlp_parse_kinds("server", &k, err, sizeof(err)) == 0 && k == OTLP_KIND_SERVER,
-	      "server");
-	CHECK(otlp_parse_kinds("server, client,consumer", &k, err, sizeof(err)) == 0 &&
-		  k == (OTLP_KIND_SERVER | OTLP_KIND_CLIENT | OTLP_KIND_CONSUMER),
-	      "list");
-	CHECK(otlp_parse_kinds("server,bogus", &k, err, sizeof(err)) == -EINVAL &&
-		  strstr(err, "bogus"),
-	      "unknown kind named: %s", err);
-	CHECK(otlp_parse_kinds("", &k, err, sizeof(err)) == -EINVAL, "empty list");
 
 	n = otlp_pack_rpc_status(3, "bad", out, sizeof(out));
 	CHECK(n == 7 && !memcmp(out,
@@ -307,6 +295,6 @@ int main(void)
 	test_fields();
 	test_rejects();
 	test_malformed();
-	test_kinds_and_status();
+	test_rpc_status();
 	return check_done();
 }
