@@ -22,6 +22,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "traceprof/ids.h"
 #include "traceprof/log.h"
+#include "traceprof/store.h"
 
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest export_req;
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse export_resp;
@@ -209,6 +210,8 @@ static int check_span(const span_t *sp, struct pending *p)
 	p->route = attr_str(sp->attributes, sp->n_attributes, K_ROUTE);
 	p->method = attr_str(sp->attributes, sp->n_attributes, K_METHOD);
 	p->req.status_code = attr_status(sp->attributes, sp->n_attributes, K_STATUS);
+	if (!store_valid_text(p->route) || !store_valid_text(p->method))
+		return OTLP_REJ_TEXT;
 	p->req.route_id = p->route[0] || p->method[0] ? ids_route(p->method, p->route) : 0;
 	return -1;
 }
@@ -392,9 +395,13 @@ int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts
 		};
 		uint64_t source_id = 0;
 		size_t before = nrows;
+		bool text_ok;
 
 		if (!src.node[0])
 			src.node = node;
+		text_ok = store_valid_text(src.service) && store_valid_text(src.namespace_) &&
+			  store_valid_text(src.pod) && store_valid_text(src.container) &&
+			  store_valid_text(src.node);
 		if (src.service[0])
 			source_id = ids_source(src.service, src.namespace_, src.pod, src.container,
 					       src.node, "");
@@ -415,6 +422,8 @@ int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts
 				why = check_span(sp, &rows[nrows]);
 				if (why < 0 && !source_id)
 					why = OTLP_REJ_NO_SERVICE;
+				else if (why < 0 && !text_ok)
+					why = OTLP_REJ_TEXT;
 				if (why >= 0) {
 					out->by_reason[why]++;
 					out->rejected++;
@@ -447,8 +456,8 @@ out_release:
 
 const char *otlp_reject_name(enum otlp_reject r)
 {
-	static const char *const names[OTLP_REJ__COUNT] = {"trace_id", "span_id", "parent_span_id",
-							   "no_service", "time"};
+	static const char *const names[OTLP_REJ__COUNT] = {
+	    "trace_id", "span_id", "parent_span_id", "no_service", "time", "text"};
 
 	return (unsigned)r < OTLP_REJ__COUNT ? names[r] : "?";
 }

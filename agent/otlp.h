@@ -51,6 +51,7 @@ enum otlp_reject {
 	OTLP_REJ_PARENT_ID,  /* parent span id neither empty nor 8 bytes */
 	OTLP_REJ_NO_SERVICE, /* resource without a non-empty service.name */
 	OTLP_REJ_TIME,	     /* no start time, or end before start */
+	OTLP_REJ_TEXT,	     /* a mapped attribute not UTF-8 or over 65535 bytes */
 	OTLP_REJ__COUNT,
 };
 

@@ -152,31 +152,36 @@ out:
 /* Every kind of bad span next to good ones in the same batch. */
 static void test_rejects(void)
 {
-	struct tb_span sp[12];
-	struct tb_resource res[2] = {
-	    {.attrs = {{"service.name", "svc", 0}}, .spans = sp, .nspans = 10},
-	    {.attrs = {{"host.name", "h", 0}}, .spans = sp + 10, .nspans = 2},
+	struct tb_span sp[14];
+	struct tb_resource res[3] = {
+	    {.attrs = {{"service.name", "svc", 0}}, .spans = sp, .nspans = 11},
+	    {.attrs = {{"host.name", "h", 0}}, .spans = sp + 11, .nspans = 2},
+	    {.attrs = {{"service.name", "bad\xff", 0}}, .spans = sp + 13, .nspans = 1},
 	};
 	struct otlp_decoded d0;
 	uint8_t *buf;
 	size_t len;
 	int rc;
 
-	for (int i = 0; i < 12; i++)
+	for (int i = 0; i < 14; i++)
 		sp[i] = tb_server_span((uint32_t)i + 1, T0);
-	memset(sp[1].trace, 0, 16);	   /* all-zero trace id */
-	sp[2].trace_len = 15;		   /* 15-byte trace id */
-	memset(sp[3].span, 0, 8);	   /* zero span id */
-	sp[4].parent_len = 4;		   /* 4-byte parent */
-	sp[5].end_ns = sp[5].start_ns - 1; /* end before start */
-	sp[6].kind = 3;			   /* client */
-	sp[7].kind = 1;			   /* internal */
-	sp[8].span_len = 0;		   /* no span id */
-	/* sp[0], sp[9]: good; sp[10], sp[11]: good but their resource has no service.name */
-	buf = tb_pack(res, 2, &len);
+	memset(sp[1].trace, 0, 16);					  /* all-zero trace id */
+	sp[2].trace_len = 15;						  /* 15-byte trace id */
+	memset(sp[3].span, 0, 8);					  /* zero span id */
+	sp[4].parent_len = 4;						  /* 4-byte parent */
+	sp[5].end_ns = sp[5].start_ns - 1;				  /* end before start */
+	sp[6].kind = 3;							  /* client */
+	sp[7].kind = 1;							  /* internal */
+	sp[8].span_len = 0;						  /* no span id */
+	sp[10].attrs[0] = (struct tb_attr){"http.route", "/\xc0\xaf", 0}; /* overlong UTF-8 */
+	/*
+	 * sp[0], sp[9]: good; sp[11], sp[12]: good but their resource has no
+	 * service.name; sp[13]: its service name is not UTF-8
+	 */
+	buf = tb_pack(res, 3, &len);
 	rc = otlp_decode(buf, len, NULL, &d0);
 	CHECK(rc == 0, "decode %d", rc);
-	CHECK(d0.spans == 12, "spans %llu", (unsigned long long)d0.spans);
+	CHECK(d0.spans == 14, "spans %llu", (unsigned long long)d0.spans);
 	CHECK(d0.batch && d0.batch->nrequests == 2 && find_span(d0.batch, span_id_of(&sp[0])) &&
 		  find_span(d0.batch, span_id_of(&sp[9])),
 	      "the two good spans survive");
@@ -186,9 +191,10 @@ static void test_rejects(void)
 	CHECK(d0.by_reason[OTLP_REJ_PARENT_ID] == 1, "parent rejects");
 	CHECK(d0.by_reason[OTLP_REJ_TIME] == 1, "time rejects");
 	CHECK(d0.by_reason[OTLP_REJ_NO_SERVICE] == 2, "no service rejects");
-	CHECK(d0.rejected == 8 && d0.ignored_kind == 2, "rejected %llu ignored %llu",
+	CHECK(d0.by_reason[OTLP_REJ_TEXT] == 2, "text rejects");
+	CHECK(d0.rejected == 10 && d0.ignored_kind == 2, "rejected %llu ignored %llu",
 	      (unsigned long long)d0.rejected, (unsigned long long)d0.ignored_kind);
-	CHECK(strstr(d0.message, "8 of 12 spans rejected") && strstr(d0.message, "trace_id=2") &&
+	CHECK(strstr(d0.message, "10 of 14 spans rejected") && strstr(d0.message, "trace_id=2") &&
 		  strstr(d0.message, "no_service=2"),
 	      "message \"%s\"", d0.message);
 	agg_window_free(d0.batch);
