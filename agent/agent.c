@@ -35,6 +35,7 @@
 #include "aggregate.h"
 #include "identity.h"
 #include "otlp.h"
+#include "otlp_forward.h"
 #include "otlp_grpc.h"
 #include "otlp_http.h"
 #include "procmem.h"
@@ -86,6 +87,10 @@ struct agent {
 	struct otlp_receiver *otlp;	      /* OTLP exports -> request rows */
 	struct otlp_grpc *otlp_grpc;	      /* OTLP/gRPC server, or NULL */
 	struct otlp_http *otlp_http;	      /* OTLP/HTTP server, or NULL */
+	struct otlp_forward *otlp_fwd;	      /* upstream forwarding, or NULL */
+	struct otlp_forward_stats fwd_stats;  /* its final counters, after stop */
+	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
+	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
 	struct proc *procs;		      /* open-addressing table by pid */
 	size_t nprocs_cap;		      /* slots (power of two) */
 	size_t nprocs;			      /* used slots */
@@ -549,6 +554,11 @@ static int submit_requests(void *ctx, struct agg_window *w)
 	return shipper_submit(ctx, w);
 }
 
+static int forward_export(void *ctx, const void *buf, size_t len)
+{
+	return otlp_forward_submit(ctx, buf, len);
+}
+
 /*
  * The OTLP receivers. An address that cannot be bound is logged and that
  * receiver stays off: the profiler keeps running (docs/agent.md says why).
@@ -563,6 +573,16 @@ static int start_otlp(struct agent *a)
 	    .submit_ctx = a->shipper,
 	};
 
+	if (a->cfg.otlp_forward[0]) {
+		a->otlp_fwd = otlp_forward_start(a->cfg.otlp_forward, 0);
+		if (!a->otlp_fwd) {
+			log_error("cannot forward OTLP exports to %s: %s", a->cfg.otlp_forward,
+				  strerror(errno));
+			return -errno;
+		}
+		ro.forward = forward_export;
+		ro.forward_ctx = a->otlp_fwd;
+	}
 	a->otlp = otlp_receiver_new(&ro);
 	if (!a->otlp) {
 		log_error("cannot start the OTLP receiver: %s", strerror(errno));
@@ -585,12 +605,18 @@ static int start_otlp(struct agent *a)
 	return 0;
 }
 
+/* Servers first (no more exports), then what the forwarder still holds (5 s at most). */
 static void stop_otlp(struct agent *a)
 {
 	otlp_grpc_stop(a->otlp_grpc);
 	a->otlp_grpc = NULL;
+	if (a->otlp_http)
+		otlp_http_get_counts(a->otlp_http, &a->http_timeouts, &a->http_refused);
 	otlp_http_stop(a->otlp_http);
 	a->otlp_http = NULL;
+	if (a->otlp_fwd)
+		otlp_forward_stop(a->otlp_fwd, 5000, &a->fwd_stats);
+	a->otlp_fwd = NULL;
 }
 
 static void write_otlp_stats(struct agent *a, FILE *f)
@@ -609,6 +635,13 @@ static void write_otlp_stats(struct agent *a, FILE *f)
 		os.exports_partial, os.bytes, os.spans, os.rows, os.rows_unqueued, os.ignored_kind);
 	for (int i = 0; i < OTLP_REJ__COUNT; i++)
 		fprintf(f, "otlp_rejected_%s=%" PRIu64 "\n", otlp_reject_name(i), os.rejected[i]);
+	fprintf(f, "otlp_http_timeouts=%" PRIu64 "\notlp_http_refused=%" PRIu64 "\n",
+		a->http_timeouts, a->http_refused);
+	fprintf(f,
+		"otlp_forward_submitted=%" PRIu64 "\notlp_forward_sent=%" PRIu64
+		"\notlp_forward_failed=%" PRIu64 "\notlp_forward_dropped=%" PRIu64 "\n",
+		a->fwd_stats.submitted, a->fwd_stats.sent, a->fwd_stats.failed,
+		a->fwd_stats.dropped);
 }
 
 struct agent *agent_new(const struct agent_config *cfg)

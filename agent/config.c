@@ -73,6 +73,8 @@ static const struct setting settings[] = {
     {"otlp-span-kinds", SET_SPANKINDS, FIELD(otlp_span_kinds), 0, 0, 0, "server",
      "span kinds stored as requests: comma list of server, client, internal, producer, "
      "consumer"},
+    {"otlp-forward", SET_STRING, STR(otlp_forward), 0, 0, "",
+     "forward every OTLP trace export unchanged to this OTLP/gRPC host:port; empty: none"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -485,5 +487,5 @@ void config_print(const struct agent_config *cfg, FILE *out)
 	for (size_t i = 0, n = 0; i < NKINDS; i++)
 		if (cfg->otlp_span_kinds & span_kinds[i].bit)
 			fprintf(out, "%s%s", n++ ? "," : "", span_kinds[i].name);
-	fputc('\n', out);
+	fprintf(out, "\notlp-forward = %s\n", cfg->otlp_forward);
 }

@@ -40,6 +40,7 @@ struct agent_config {
 	char otlp_http[256];	   /* OTLP/HTTP listen address, "" = off */
 	size_t otlp_max_bytes;	   /* largest OTLP export accepted */
 	unsigned otlp_span_kinds;  /* OTLP_KIND_* mask of spans stored as requests */
+	char otlp_forward[256];	   /* upstream OTLP/gRPC host:port for every export, "" = none */
 };
 
 /* Sets every field to its default. */

@@ -543,6 +543,8 @@ void otlp_receiver_export(struct otlp_receiver *r, const void *buf, size_t len,
 	}
 	out->rejected = (int64_t)d.rejected;
 	snprintf(out->message, sizeof(out->message), "%s", d.message);
+	if (r->o.forward)
+		r->o.forward(r->o.forward_ctx, buf, len); /* counts its own drops */
 	if (d.batch) {
 		rows = d.batch->nrequests;
 		rc = r->o.submit(r->o.submit_ctx, d.batch);

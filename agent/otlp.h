@@ -104,6 +104,9 @@ struct otlp_receiver_opts {
 	size_t max_bytes;      /* largest export; 0 = OTLP_DEFAULT_MAX_BYTES */
 	otlp_submit_fn submit; /* where batches go (required) */
 	void *submit_ctx;      /* its first argument */
+	/* optional: gets the bytes of every export that decoded (otlp_forward_submit) */
+	int (*forward)(void *ctx, const void *buf, size_t len);
+	void *forward_ctx; /* its first argument */
 };
 
 struct otlp_stats {

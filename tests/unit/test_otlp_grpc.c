@@ -23,6 +23,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "otlp.h"
 #include "otlp_build.h"
+#include "otlp_forward.h"
 #include "otlp_grpc.h"
 #include "otlp_http.h"
 #include "shipper.h"
@@ -42,6 +43,19 @@ static int64_t now_ns(void)
 static int submit_to_shipper(void *ctx, struct agg_window *w)
 {
 	return shipper_submit(ctx, w);
+}
+
+/* The upstream collector of the forwarding test: counts what arrives. */
+static int submit_count(void *ctx, struct agg_window *w)
+{
+	*(uint64_t *)ctx += w->nrequests;
+	agg_window_free(w);
+	return 0;
+}
+
+static int forward_export(void *ctx, const void *buf, size_t len)
+{
+	return otlp_forward_submit(ctx, buf, len);
 }
 
 /* ---- gRPC client ---- */
@@ -228,6 +242,12 @@ int main(void)
 	struct otlp_grpc *g;
 	struct otlp_http *h;
 	struct otlp_stats st;
+	struct otlp_receiver *up_r;
+	struct otlp_grpc *up_g;
+	struct otlp_forward *fwd;
+	struct otlp_forward_stats fs;
+	uint64_t up_rows = 0;
+	char up_addr[64];
 	struct shipper_stats ss;
 	struct grpc_reply gr;
 	struct http_reply hr;
@@ -242,14 +262,44 @@ int main(void)
 		fprintf(stderr, "cannot create the test database\n");
 		return 1;
 	}
+	/* an upstream collector (another receiver) that every export is forwarded to */
+	up_r = otlp_receiver_new(
+	    &(struct otlp_receiver_opts){.submit = submit_count, .submit_ctx = &up_rows});
+	up_g = up_r ? otlp_grpc_start("127.0.0.1:0", up_r) : NULL;
+	if (!up_g) {
+		fprintf(stderr, "cannot start the upstream receiver\n");
+		return 1;
+	}
+	snprintf(up_addr, sizeof(up_addr), "127.0.0.1:%d", otlp_grpc_port(up_g));
+	fwd = otlp_forward_start(up_addr, 0);
+
 	sh = shipper_start(&(struct shipper_opts){.conninfo = ci});
-	r = otlp_receiver_new(&(struct otlp_receiver_opts){
-	    .max_bytes = MAX_BYTES, .submit = submit_to_shipper, .submit_ctx = sh, .node = "n1"});
+	r = otlp_receiver_new(&(struct otlp_receiver_opts){.max_bytes = MAX_BYTES,
+							   .submit = submit_to_shipper,
+							   .submit_ctx = sh,
+							   .node = "n1",
+							   .forward = forward_export,
+							   .forward_ctx = fwd});
 	g = otlp_grpc_start("127.0.0.1:0", r);
 	h = otlp_http_start("127.0.0.1:0", r, 2000);
-	if (!sh || !r || !g || !h) {
+	if (!fwd || !sh || !r || !g || !h) {
 		fprintf(stderr, "cannot start the receiver\n");
 		return 1;
+	}
+	/* an address in use: refused with a reason, nothing started */
+	{
+		char busy[64];
+
+		snprintf(busy, sizeof(busy), "127.0.0.1:%d", otlp_grpc_port(g));
+		errno = 0;
+		CHECK(otlp_grpc_start(busy, r) == NULL && errno == EADDRINUSE,
+		      "gRPC on a busy port: errno %d", errno);
+		snprintf(busy, sizeof(busy), "127.0.0.1:%d", otlp_http_port(h));
+		errno = 0;
+		CHECK(otlp_http_start(busy, r, 0) == NULL && errno == EADDRINUSE,
+		      "HTTP on a busy port: errno %d", errno);
+		CHECK(otlp_http_start("nonsense", r, 0) == NULL && errno == EINVAL,
+		      "HTTP on a bad address: errno %d", errno);
 	}
 
 	/* gRPC: 3 good server spans, one with a zero trace id, one client span */
@@ -360,6 +410,22 @@ int main(void)
 	      (unsigned long long)st.exports[OTLP_MALFORMED]);
 	CHECK(st.rows == 8 && st.rejected[OTLP_REJ_TRACE_ID] == 1 && st.ignored_kind == 1,
 	      "rows %llu", (unsigned long long)st.rows);
+
+	/* the 4 exports that decoded, forwarded unchanged: the upstream decodes the same rows */
+	otlp_forward_stop(fwd, 10000, &fs);
+	CHECK(fs.submitted == 4 && fs.sent == 4 && fs.failed == 0 && fs.dropped == 0,
+	      "forwarded: submitted %llu sent %llu failed %llu dropped %llu",
+	      (unsigned long long)fs.submitted, (unsigned long long)fs.sent,
+	      (unsigned long long)fs.failed, (unsigned long long)fs.dropped);
+	/* an upstream that is down: counted as failed, nothing else happens */
+	fwd = otlp_forward_start("127.0.0.1:1", 0);
+	CHECK(fwd && otlp_forward_submit(fwd, "", 0) == 0, "forward to a closed port");
+	otlp_forward_stop(fwd, 10000, &fs);
+	CHECK(fs.submitted == 1 && fs.failed == 1 && fs.sent == 0, "failed %llu",
+	      (unsigned long long)fs.failed);
+	otlp_grpc_stop(up_g);
+	CHECK(up_rows == 8, "the upstream got the 8 rows: %llu", (unsigned long long)up_rows);
+	otlp_receiver_free(up_r);
 
 	CHECK(shipper_stop(sh, 20000) == 0, "shipper delivered everything");
 	shipper_get_stats(sh, &ss);
