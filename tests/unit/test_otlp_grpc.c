@@ -401,19 +401,66 @@ int main(void)
 	}
 	close(fd);
 
+	/* more than OTLP_HTTP_MAX_CONNS connections: the extra ones get 503 */
+	{
+		int fds[OTLP_HTTP_MAX_CONNS + 2], refused = 0;
+		uint64_t timeouts, nrefused;
+
+		for (int i = 0; i < OTLP_HTTP_MAX_CONNS + 2; i++)
+			fds[i] = http_connect(otlp_http_port(h));
+		for (int i = OTLP_HTTP_MAX_CONNS; i < OTLP_HTTP_MAX_CONNS + 2; i++) {
+			char b[256] = "";
+			ssize_t n = fds[i] >= 0 ? recv(fds[i], b, sizeof(b) - 1, 0) : -1;
+
+			refused += n > 0 && strstr(b, "503") != NULL;
+		}
+		CHECK(refused == 2, "connections over the bound refused with 503: %d", refused);
+		for (int i = 0; i < OTLP_HTTP_MAX_CONNS + 2; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		otlp_http_get_counts(h, &timeouts, &nrefused);
+		CHECK(nrefused == 2 && timeouts == 1, "refused %llu timeouts %llu",
+		      (unsigned long long)nrefused, (unsigned long long)timeouts);
+	}
+	/* garbage on many connections, then a good export still works */
+	srand(7);
+	for (int i = 0; i < 50; i++) {
+		char junk[2048];
+		size_t n = (size_t)(rand() % (int)sizeof(junk)) + 1;
+
+		for (size_t k = 0; k < n; k++)
+			junk[k] = (char)rand();
+		if (i % 2)
+			memcpy(junk, "POST /v1/traces HTTP/1.1\r\n", n < 26 ? n : 26);
+		fd = http_connect(otlp_http_port(h));
+		if (fd >= 0) {
+			if (send(fd, junk, n, MSG_NOSIGNAL) < 0)
+				perror("send");
+			close(fd);
+		}
+	}
+	buf = spans_for("http-svc", 320, 1, t0, &len);
+	snprintf(head, sizeof(head),
+		 "POST /v1/traces HTTP/1.0\r\nContent-Type: application/x-protobuf\r\n"
+		 "Content-Length: %zu\r\n\r\n",
+		 len);
+	CHECK(http_once(otlp_http_port(h), head, buf, len, &hr) == 200 && hr.closes,
+	      "after garbage: 200 (HTTP/1.0 closes): %d", hr.status);
+	free(buf);
+
 	otlp_http_stop(h);
 	otlp_grpc_stop(g);
 	otlp_receiver_get_stats(r, &st);
-	CHECK(st.exports[OTLP_OK] == 4 && st.exports_partial == 1, "ok exports %llu partial %llu",
+	CHECK(st.exports[OTLP_OK] == 5 && st.exports_partial == 1, "ok exports %llu partial %llu",
 	      (unsigned long long)st.exports[OTLP_OK], (unsigned long long)st.exports_partial);
 	CHECK(st.exports[OTLP_MALFORMED] == 2, "malformed exports %llu",
 	      (unsigned long long)st.exports[OTLP_MALFORMED]);
-	CHECK(st.rows == 8 && st.rejected[OTLP_REJ_TRACE_ID] == 1 && st.ignored_kind == 1,
+	CHECK(st.rows == 9 && st.rejected[OTLP_REJ_TRACE_ID] == 1 && st.ignored_kind == 1,
 	      "rows %llu", (unsigned long long)st.rows);
 
-	/* the 4 exports that decoded, forwarded unchanged: the upstream decodes the same rows */
+	/* the 5 exports that decoded, forwarded unchanged: the upstream decodes the same rows */
 	otlp_forward_stop(fwd, 10000, &fs);
-	CHECK(fs.submitted == 4 && fs.sent == 4 && fs.failed == 0 && fs.dropped == 0,
+	CHECK(fs.submitted == 5 && fs.sent == 5 && fs.failed == 0 && fs.dropped == 0,
 	      "forwarded: submitted %llu sent %llu failed %llu dropped %llu",
 	      (unsigned long long)fs.submitted, (unsigned long long)fs.sent,
 	      (unsigned long long)fs.failed, (unsigned long long)fs.dropped);
@@ -424,26 +471,26 @@ int main(void)
 	CHECK(fs.submitted == 1 && fs.failed == 1 && fs.sent == 0, "failed %llu",
 	      (unsigned long long)fs.failed);
 	otlp_grpc_stop(up_g);
-	CHECK(up_rows == 8, "the upstream got the 8 rows: %llu", (unsigned long long)up_rows);
+	CHECK(up_rows == 9, "the upstream got the 9 rows: %llu", (unsigned long long)up_rows);
 	otlp_receiver_free(up_r);
 
 	CHECK(shipper_stop(sh, 20000) == 0, "shipper delivered everything");
 	shipper_get_stats(sh, &ss);
-	CHECK(ss.requests_submitted == 8 && ss.requests_delivered == 8 && ss.requests_invalid == 0,
+	CHECK(ss.requests_submitted == 9 && ss.requests_delivered == 9 && ss.requests_invalid == 0,
 	      "shipper requests submitted %llu delivered %llu",
 	      (unsigned long long)ss.requests_submitted, (unsigned long long)ss.requests_delivered);
 	conn = testdb_connect(ci);
-	CHECK(testdb_scalar(conn, "SELECT count(*) FROM traceprof.requests") == 8,
-	      "8 request rows stored");
+	CHECK(testdb_scalar(conn, "SELECT count(*) FROM traceprof.requests") == 9,
+	      "9 request rows stored");
 	CHECK(testdb_scalar(conn,
 			    "SELECT count(*) FROM traceprof.requests q JOIN traceprof.sources "
 			    "s USING (source_id) WHERE s.service = 'http-svc' AND s.node = "
-			    "'n1'") == 3,
-	      "3 rows of http-svc");
+			    "'n1'") == 4,
+	      "4 rows of http-svc");
 	CHECK(testdb_scalar(conn, "SELECT count(*) FROM traceprof.requests q JOIN traceprof.routes "
 				  "r USING (route_id) WHERE r.method = 'GET' AND r.route = "
 				  "'/items/{id}' AND q.status_code IN (200, 201) AND "
-				  "q.duration_us = 1000") == 5,
+				  "q.duration_us = 1000") == 6,
 	      "route, method, status and duration stored");
 	{
 		char sql[256];
@@ -452,8 +499,8 @@ int main(void)
 			 "SELECT count(*) FROM traceprof.requests WHERE start_time = "
 			 "'epoch'::timestamptz + %llu * interval '1 microsecond'",
 			 (unsigned long long)(t0 / 1000));
-		/* at t0: 3 of the first gRPC export, the first span of each other one */
-		CHECK(testdb_scalar(conn, sql) == 6, "start times stored");
+		/* at t0: 3 of the first gRPC export, the first span of each later one */
+		CHECK(testdb_scalar(conn, sql) == 7, "start times stored");
 	}
 	PQfinish(conn);
 	shipper_free(sh);
