@@ -53,6 +53,14 @@ static int submit_count(void *ctx, struct agg_window *w)
 	return 0;
 }
 
+/* An agent whose queue cannot take the rows. */
+static int submit_refuse(void *ctx, struct agg_window *w)
+{
+	(void)ctx;
+	agg_window_free(w);
+	return -ENOBUFS;
+}
+
 static int forward_export(void *ctx, const void *buf, size_t len)
 {
 	return otlp_forward_submit(ctx, buf, len);
@@ -447,6 +455,33 @@ int main(void)
 	CHECK(http_once(otlp_http_port(h), head, buf, len, &hr) == 200 && hr.closes,
 	      "after garbage: 200 (HTTP/1.0 closes): %d", hr.status);
 	free(buf);
+
+	/* rows that cannot be queued: UNAVAILABLE / 503 with Retry-After, so senders retry */
+	{
+		struct otlp_receiver *r3 =
+		    otlp_receiver_new(&(struct otlp_receiver_opts){.submit = submit_refuse});
+		struct otlp_grpc *g3 = otlp_grpc_start("127.0.0.1:0", r3);
+		struct otlp_http *h3 = otlp_http_start("127.0.0.1:0", r3, 0);
+
+		buf = spans_for("svc", 400, 1, t0, &len);
+		grpc_export(otlp_grpc_port(g3), buf, len, &gr);
+		CHECK(gr.code == GRPC_STATUS_UNAVAILABLE && strstr(gr.details, "cannot queue"),
+		      "grpc unavailable: %d \"%s\"", gr.code, gr.details);
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Length: %zu\r\n\r\n",
+			 len);
+		http_once(otlp_http_port(h3), head, buf, len, &hr);
+		CHECK(hr.status == 503 && hr.body[0] == 0x08 && hr.body[1] == 14,
+		      "http 503 with UNAVAILABLE: %d", hr.status);
+		free(buf);
+		otlp_receiver_get_stats(r3, &st);
+		CHECK(st.exports[OTLP_UNAVAILABLE] == 2 && st.rows_unqueued == 2 && st.rows == 0,
+		      "unqueued rows counted: %llu", (unsigned long long)st.rows_unqueued);
+		otlp_http_stop(h3);
+		otlp_grpc_stop(g3);
+		otlp_receiver_free(r3);
+	}
 
 	otlp_http_stop(h);
 	otlp_grpc_stop(g);
