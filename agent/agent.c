@@ -635,6 +635,9 @@ static void write_otlp_stats(struct agent *a, FILE *f)
 		os.exports_partial, os.bytes, os.spans, os.rows, os.rows_unqueued, os.ignored_kind);
 	for (int i = 0; i < OTLP_REJ__COUNT; i++)
 		fprintf(f, "otlp_rejected_%s=%" PRIu64 "\n", otlp_reject_name(i), os.rejected[i]);
+	fprintf(f, "otlp_rows_status_none=%" PRIu64 "\n", os.rows_by_status[0]);
+	for (int i = 1; i < 6; i++)
+		fprintf(f, "otlp_rows_status_%dxx=%" PRIu64 "\n", i, os.rows_by_status[i]);
 	fprintf(f, "otlp_http_timeouts=%" PRIu64 "\notlp_http_refused=%" PRIu64 "\n",
 		a->http_timeouts, a->http_refused);
 	fprintf(f,

@@ -521,7 +521,7 @@ void otlp_receiver_export(struct otlp_receiver *r, const void *buf, size_t len,
 {
 	struct otlp_decode_opts dopts = {.kinds = r->o.kinds, .node = r->o.node};
 	struct otlp_decoded d;
-	uint64_t rows = 0, unqueued = 0;
+	uint64_t rows = 0, unqueued = 0, by_status[6] = {0};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -547,10 +547,16 @@ void otlp_receiver_export(struct otlp_receiver *r, const void *buf, size_t len,
 		r->o.forward(r->o.forward_ctx, buf, len); /* counts its own drops */
 	if (d.batch) {
 		rows = d.batch->nrequests;
+		for (size_t i = 0; i < d.batch->nrequests; i++) {
+			int c = d.batch->requests[i].status_code / 100;
+
+			by_status[c >= 1 && c <= 5 ? c : 0]++;
+		}
 		rc = r->o.submit(r->o.submit_ctx, d.batch);
 		if (rc) {
 			unqueued = rows;
 			rows = 0;
+			memset(by_status, 0, sizeof(by_status));
 			out->status = OTLP_UNAVAILABLE;
 			snprintf(out->message, sizeof(out->message),
 				 "cannot queue %llu request rows: %s", (unsigned long long)unqueued,
@@ -566,6 +572,8 @@ out_count:
 	r->stats.spans += d.spans;
 	r->stats.rows += rows;
 	r->stats.rows_unqueued += unqueued;
+	for (int i = 0; i < 6; i++)
+		r->stats.rows_by_status[i] += by_status[i];
 	r->stats.ignored_kind += d.ignored_kind;
 	for (int i = 0; i < OTLP_REJ__COUNT; i++)
 		r->stats.rejected[i] += d.by_reason[i];

@@ -116,8 +116,10 @@ struct otlp_stats {
 	uint64_t spans;			      /* spans in decoded exports */
 	uint64_t rows;			      /* request rows handed to submit */
 	uint64_t rows_unqueued;		      /* rows the submit function refused */
-	uint64_t ignored_kind;		      /* spans of kinds not configured */
-	uint64_t rejected[OTLP_REJ__COUNT];   /* rejected spans by reason */
+	uint64_t rows_by_status[6]; /* rows queued by HTTP status class: [0] none or 6xx+, [1..5]
+				       1xx..5xx */
+	uint64_t ignored_kind;	    /* spans of kinds not configured */
+	uint64_t rejected[OTLP_REJ__COUNT]; /* rejected spans by reason */
 };
 
 /* The result of one export. */

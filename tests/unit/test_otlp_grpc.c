@@ -488,6 +488,10 @@ int main(void)
 	otlp_receiver_get_stats(r, &st);
 	CHECK(st.exports[OTLP_OK] == 5 && st.exports_partial == 1, "ok exports %llu partial %llu",
 	      (unsigned long long)st.exports[OTLP_OK], (unsigned long long)st.exports_partial);
+	/* spans_for() gives statuses 200, 201, ...; the first export's spans have none */
+	CHECK(st.rows_by_status[2] == 6 && st.rows_by_status[0] == 3,
+	      "rows by status: 2xx %llu none %llu", (unsigned long long)st.rows_by_status[2],
+	      (unsigned long long)st.rows_by_status[0]);
 	CHECK(st.exports[OTLP_MALFORMED] == 2, "malformed exports %llu",
 	      (unsigned long long)st.exports[OTLP_MALFORMED]);
 	CHECK(st.rows == 9 && st.rejected[OTLP_REJ_TRACE_ID] == 1 && st.ignored_kind == 1,
