@@ -9,6 +9,11 @@
  * the aggregator; then the sample is counted. Windows closed by the
  * aggregator go to the shipper, which owns the database connection.
  *
+ * The OTLP receivers (otlp_grpc.c, otlp_http.c) run on their own threads
+ * and never touch the aggregator: each export becomes a batch of request
+ * rows that goes straight into the shipper's queue (shipper_submit() is
+ * thread-safe), next to the sample windows.
+ *
  * Workload: tens to thousands of samples per second per node, dominated by
  * repeats of the same hot stacks, so the steady state is a hash of the raw
  * frames, one cache probe and one aggregator probe per sample, no
@@ -29,6 +34,10 @@
 
 #include "aggregate.h"
 #include "identity.h"
+#include "otlp.h"
+#include "otlp_forward.h"
+#include "otlp_grpc.h"
+#include "otlp_http.h"
 #include "procmem.h"
 #include "sampler.h"
 #include "shipper.h"
@@ -75,6 +84,13 @@ struct agent {
 	struct symbolizer *sym;		      /* symbol tables */
 	struct agg *agg;		      /* open window */
 	struct shipper *shipper;	      /* database side */
+	struct otlp_receiver *otlp;	      /* OTLP exports -> request rows */
+	struct otlp_grpc *otlp_grpc;	      /* OTLP/gRPC server, or NULL */
+	struct otlp_http *otlp_http;	      /* OTLP/HTTP server, or NULL */
+	struct otlp_forward *otlp_fwd;	      /* upstream forwarding, or NULL */
+	struct otlp_forward_stats fwd_stats;  /* its final counters, after stop */
+	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
+	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
 	struct proc *procs;		      /* open-addressing table by pid */
 	size_t nprocs_cap;		      /* slots (power of two) */
 	size_t nprocs;			      /* used slots */
@@ -533,6 +549,104 @@ static void scan_cgroup(struct agent *a, const char *dir, int depth)
 	closedir(d);
 }
 
+static int submit_requests(void *ctx, struct agg_window *w)
+{
+	return shipper_submit(ctx, w);
+}
+
+static int forward_export(void *ctx, const void *buf, size_t len)
+{
+	return otlp_forward_submit(ctx, buf, len);
+}
+
+/*
+ * The OTLP receivers. An address that cannot be bound is logged and that
+ * receiver stays off: the profiler keeps running (docs/agent.md says why).
+ */
+static int start_otlp(struct agent *a)
+{
+	struct otlp_receiver_opts ro = {
+	    .kinds = a->cfg.otlp_span_kinds,
+	    .node = a->cfg.node,
+	    .max_bytes = a->cfg.otlp_max_bytes,
+	    .submit = submit_requests,
+	    .submit_ctx = a->shipper,
+	};
+
+	if (a->cfg.otlp_forward[0]) {
+		a->otlp_fwd = otlp_forward_start(a->cfg.otlp_forward, 0);
+		if (!a->otlp_fwd) {
+			log_error("cannot forward OTLP exports to %s: %s", a->cfg.otlp_forward,
+				  strerror(errno));
+			return -errno;
+		}
+		ro.forward = forward_export;
+		ro.forward_ctx = a->otlp_fwd;
+	}
+	a->otlp = otlp_receiver_new(&ro);
+	if (!a->otlp) {
+		log_error("cannot start the OTLP receiver: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	if (a->cfg.otlp_grpc[0]) {
+		a->otlp_grpc = otlp_grpc_start(a->cfg.otlp_grpc, a->otlp);
+		if (!a->otlp_grpc)
+			log_error("OTLP/gRPC receiver off: cannot listen on %s (set otlp-grpc to "
+				  "a free address, or empty to turn it off)",
+				  a->cfg.otlp_grpc);
+	}
+	if (a->cfg.otlp_http[0]) {
+		a->otlp_http = otlp_http_start(a->cfg.otlp_http, a->otlp, 0);
+		if (!a->otlp_http)
+			log_error("OTLP/HTTP receiver off: cannot listen on %s (set otlp-http to "
+				  "a free address, or empty to turn it off)",
+				  a->cfg.otlp_http);
+	}
+	return 0;
+}
+
+/* Servers first (no more exports), then what the forwarder still holds (5 s at most). */
+static void stop_otlp(struct agent *a)
+{
+	otlp_grpc_stop(a->otlp_grpc);
+	a->otlp_grpc = NULL;
+	if (a->otlp_http)
+		otlp_http_get_counts(a->otlp_http, &a->http_timeouts, &a->http_refused);
+	otlp_http_stop(a->otlp_http);
+	a->otlp_http = NULL;
+	if (a->otlp_fwd)
+		otlp_forward_stop(a->otlp_fwd, 5000, &a->fwd_stats);
+	a->otlp_fwd = NULL;
+}
+
+static void write_otlp_stats(struct agent *a, FILE *f)
+{
+	struct otlp_stats os;
+
+	if (!a->otlp)
+		return;
+	otlp_receiver_get_stats(a->otlp, &os);
+	for (int i = 0; i < OTLP_STATUS__COUNT; i++)
+		fprintf(f, "otlp_exports_%s=%" PRIu64 "\n", otlp_status_name(i), os.exports[i]);
+	fprintf(f,
+		"otlp_exports_partial=%" PRIu64 "\notlp_bytes=%" PRIu64 "\notlp_spans=%" PRIu64
+		"\notlp_rows=%" PRIu64 "\notlp_rows_unqueued=%" PRIu64
+		"\notlp_ignored_kind=%" PRIu64 "\n",
+		os.exports_partial, os.bytes, os.spans, os.rows, os.rows_unqueued, os.ignored_kind);
+	for (int i = 0; i < OTLP_REJ__COUNT; i++)
+		fprintf(f, "otlp_rejected_%s=%" PRIu64 "\n", otlp_reject_name(i), os.rejected[i]);
+	fprintf(f, "otlp_rows_status_none=%" PRIu64 "\n", os.rows_by_status[0]);
+	for (int i = 1; i < 6; i++)
+		fprintf(f, "otlp_rows_status_%dxx=%" PRIu64 "\n", i, os.rows_by_status[i]);
+	fprintf(f, "otlp_http_timeouts=%" PRIu64 "\notlp_http_refused=%" PRIu64 "\n",
+		a->http_timeouts, a->http_refused);
+	fprintf(f,
+		"otlp_forward_submitted=%" PRIu64 "\notlp_forward_sent=%" PRIu64
+		"\notlp_forward_failed=%" PRIu64 "\notlp_forward_dropped=%" PRIu64 "\n",
+		a->fwd_stats.submitted, a->fwd_stats.sent, a->fwd_stats.failed,
+		a->fwd_stats.dropped);
+}
+
 struct agent *agent_new(const struct agent_config *cfg)
 {
 	struct agent *a = calloc(1, sizeof(*a));
@@ -599,6 +713,9 @@ struct agent *agent_new(const struct agent_config *cfg)
 		log_error("cannot start the shipper: %s", strerror(errno));
 		goto out_free;
 	}
+
+	if (start_otlp(a) != 0)
+		goto out_free;
 
 	if (cfg->target == CONFIG_TARGET_PIDS) {
 		int64_t now = clock_us(CLOCK_REALTIME);
@@ -673,6 +790,13 @@ static void write_stats(struct agent *a, double elapsed_s)
 		sh.windows_submitted, sh.windows_delivered, sh.windows_dropped,
 		sh.samples_submitted, sh.samples_delivered, sh.samples_dropped,
 		sh.samples_undelivered, sh.flush_errors);
+	fprintf(f,
+		"requests_submitted=%" PRIu64 "\nrequests_delivered=%" PRIu64
+		"\nrequests_dropped=%" PRIu64 "\nrequests_invalid=%" PRIu64
+		"\nrequests_undelivered=%" PRIu64 "\n",
+		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
+		sh.requests_invalid, sh.requests_undelivered);
+	write_otlp_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
@@ -804,7 +928,8 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 			break;
 	}
 
-	/* Stop: take what the CPUs still hold, close the window, flush. */
+	/* Stop: no more exports, take what the CPUs still hold, close the window, flush. */
+	stop_otlp(a);
 	while (sampler_poll(a->sampler, 0, on_sample, a) > 0)
 		;
 	agg_close(a->agg);
@@ -825,8 +950,10 @@ void agent_free(struct agent *a)
 {
 	if (!a)
 		return;
+	stop_otlp(a);
 	sampler_free(a->sampler);
 	shipper_free(a->shipper);
+	otlp_receiver_free(a->otlp);
 	agg_free(a->agg);
 	sym_free(a->sym);
 	free(a->procs);

@@ -97,9 +97,17 @@ struct agg_source {
 	struct store_source src; /* strings point into the window */
 };
 
+struct agg_route {
+	uint64_t id;	    /* ids_route() */
+	const char *method; /* HTTP method or "" */
+	const char *route;  /* route template or path, or "" */
+};
+
 /*
  * A closed window. One allocation holds the struct and everything it points
- * to; whoever holds it frees it with agg_window_free().
+ * to; whoever holds it frees it with agg_window_free(). The OTLP receiver
+ * builds the same struct for a batch of request rows (nrows 0, requests
+ * and the sources and routes they reference), so one queue carries both.
  */
 struct agg_window {
 	uint64_t seq;			/* windows closed before this one by its aggregator */
@@ -116,6 +124,10 @@ struct agg_window {
 	struct agg_frame *frames;	/* them */
 	size_t nstacks;			/* stacks referenced by the rows */
 	struct agg_stack *stacks;	/* them */
+	size_t nroutes;			/* routes referenced by the requests */
+	struct agg_route *routes;	/* them */
+	size_t nrequests;		/* request rows (OTLP batches; 0 for sample windows) */
+	struct store_request *requests; /* them */
 	uint64_t missing_entries;	/* ids referenced but not registered (left out) */
 	uint64_t samples_overflow;	/* samples this window dropped at max_keys */
 	size_t bytes;			/* memory owned, for queue accounting */

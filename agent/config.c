@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "otlp.h"
 #include "traceprof/log.h"
 
 enum setting_type {
@@ -26,6 +27,7 @@ enum setting_type {
 	SET_STRING,    /* text copied into a char array */
 	SET_TARGET,    /* all | pid:N[,N...] | cgroup:PATH */
 	SET_LOGLEVEL,  /* debug | info | warn | error */
+	SET_SPANKINDS, /* comma list of server, client, internal, producer, consumer */
 };
 
 struct setting {
@@ -62,6 +64,17 @@ static const struct setting settings[] = {
      "stop after this long (tests, benchmarks); 0: run until SIGTERM"},
     {"stats-file", SET_STRING, STR(stats_file), 0, 0, "",
      "write the agent's counters here as key=value lines at exit"},
+    {"otlp-grpc", SET_STRING, STR(otlp_grpc), 0, 0, "127.0.0.1:4317",
+     "OTLP/gRPC trace receiver listen address (host:port); empty: off"},
+    {"otlp-http", SET_STRING, STR(otlp_http), 0, 0, "127.0.0.1:4318",
+     "OTLP/HTTP trace receiver listen address (POST /v1/traces); empty: off"},
+    {"otlp-max-bytes", SET_BYTES, FIELD(otlp_max_bytes), 0, 1024, 1 << 30, "4M",
+     "largest OTLP export accepted; larger ones are refused"},
+    {"otlp-span-kinds", SET_SPANKINDS, FIELD(otlp_span_kinds), 0, 0, 0, "server",
+     "span kinds stored as requests: comma list of server, client, internal, producer, "
+     "consumer"},
+    {"otlp-forward", SET_STRING, STR(otlp_forward), 0, 0, "",
+     "forward every OTLP trace export unchanged to this OTLP/gRPC host:port; empty: none"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -92,6 +105,53 @@ static int parse_number(const char *v, double *out, char *suffix)
 	if (*end && end[1])
 		return -EINVAL;
 	*out = d;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} span_kinds[] = {{"server", OTLP_KIND_SERVER},
+		  {"client", OTLP_KIND_CLIENT},
+		  {"internal", OTLP_KIND_INTERNAL},
+		  {"producer", OTLP_KIND_PRODUCER},
+		  {"consumer", OTLP_KIND_CONSUMER}};
+
+#define NKINDS (sizeof(span_kinds) / sizeof(span_kinds[0]))
+
+static int parse_span_kinds(struct agent_config *cfg, const char *v, char *err, size_t errlen)
+{
+	unsigned mask = 0;
+
+	while (*v) {
+		const char *end = strchr(v, ',');
+		size_t n = end ? (size_t)(end - v) : strlen(v);
+		bool found = false;
+
+		while (n && *v == ' ')
+			v++, n--;
+		while (n && v[n - 1] == ' ')
+			n--;
+		for (size_t i = 0; i < NKINDS; i++)
+			if (strlen(span_kinds[i].name) == n &&
+			    strncmp(span_kinds[i].name, v, n) == 0) {
+				mask |= span_kinds[i].bit;
+				found = true;
+			}
+		if (!found) {
+			snprintf(err, errlen,
+				 "otlp-span-kinds: unknown kind \"%.*s\": want a comma list of "
+				 "server, client, internal, producer, consumer",
+				 (int)n, v);
+			return -EINVAL;
+		}
+		v = end ? end + 1 : v + strlen(v);
+	}
+	if (!mask) {
+		snprintf(err, errlen, "otlp-span-kinds: give at least one kind");
+		return -EINVAL;
+	}
+	cfg->otlp_span_kinds = mask;
 	return 0;
 }
 
@@ -244,6 +304,8 @@ int config_set(struct agent_config *cfg, const char *name, const char *value, ch
 		return 0;
 	case SET_TARGET:
 		return parse_target(cfg, value, err, errlen);
+	case SET_SPANKINDS:
+		return parse_span_kinds(cfg, value, err, errlen);
 	case SET_LOGLEVEL: {
 		static const char *const levels[] = {"debug", "info", "warn", "error"};
 
@@ -420,4 +482,10 @@ void config_print(const struct agent_config *cfg, FILE *out)
 	fprintf(out, "max-keys = %zu\nnode = %s\nlog-level = %s\nduration = %gs\n", cfg->max_keys,
 		cfg->node, levels[cfg->log_level < 4 ? cfg->log_level : 1], cfg->duration_s);
 	fprintf(out, "stats-file = %s\n", cfg->stats_file);
+	fprintf(out, "otlp-grpc = %s\notlp-http = %s\notlp-max-bytes = %zu\notlp-span-kinds = ",
+		cfg->otlp_grpc, cfg->otlp_http, cfg->otlp_max_bytes);
+	for (size_t i = 0, n = 0; i < NKINDS; i++)
+		if (cfg->otlp_span_kinds & span_kinds[i].bit)
+			fprintf(out, "%s%s", n++ ? "," : "", span_kinds[i].name);
+	fprintf(out, "\notlp-forward = %s\n", cfg->otlp_forward);
 }

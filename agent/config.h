@@ -36,6 +36,11 @@ struct agent_config {
 	int log_level;		   /* enum log_level */
 	double duration_s;	   /* stop after this long (0 = until SIGTERM) */
 	char stats_file[4096];	   /* write counters here at exit ("" = none) */
+	char otlp_grpc[256];	   /* OTLP/gRPC listen address, "" = off */
+	char otlp_http[256];	   /* OTLP/HTTP listen address, "" = off */
+	size_t otlp_max_bytes;	   /* largest OTLP export accepted */
+	unsigned otlp_span_kinds;  /* OTLP_KIND_* mask of spans stored as requests */
+	char otlp_forward[256];	   /* upstream OTLP/gRPC host:port for every export, "" = none */
 };
 
 /* Sets every field to its default. */

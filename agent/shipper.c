@@ -37,6 +37,9 @@ struct progress {
 	uint64_t samples_pending; /* their samples */
 	uint64_t rows_done;	  /* rows committed or refused as invalid */
 	uint64_t samples_done;	  /* their samples */
+	size_t req_pos;		  /* request rows handled */
+	uint64_t reqs_pending;	  /* request rows added, not committed yet */
+	uint64_t reqs_done;	  /* request rows committed or refused */
 };
 
 struct shipper {
@@ -124,6 +127,7 @@ static void count_dropped(struct shipper *s, const struct agg_window *w)
 	s->stats.windows_dropped++;
 	s->stats.rows_dropped += w->nrows;
 	s->stats.samples_dropped += w->nsamples;
+	s->stats.requests_dropped += w->nrequests;
 }
 
 /* ---- submit ---- */
@@ -148,6 +152,7 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 	s->stats.windows_submitted++;
 	s->stats.rows_submitted += w->nrows;
 	s->stats.samples_submitted += w->nsamples;
+	s->stats.requests_submitted += w->nrequests;
 	/* Drop the oldest windows that are not in flight until w fits. */
 	while (w->bytes <= max && s->stats.queue_bytes + w->bytes > max) {
 		struct agg_window *prev = s->head_busy ? s->head : NULL;
@@ -280,10 +285,10 @@ static int ensure_store(struct shipper *s)
 
 static size_t dict_total(const struct agg_window *w)
 {
-	return w->nsources + w->nfunctions + w->nframes + w->nstacks;
+	return w->nsources + w->nfunctions + w->nframes + w->nstacks + w->nroutes;
 }
 
-/* Adds dictionary entry i of w: sources, functions, frames, stacks, in that order. */
+/* Adds dictionary entry i of w: sources, functions, frames, stacks, routes, in that order. */
 static int add_dict(struct store *st, const struct agg_window *w, size_t i)
 {
 	if (i < w->nsources)
@@ -302,7 +307,10 @@ static int add_dict(struct store *st, const struct agg_window *w, size_t i)
 				       f->address);
 	}
 	i -= w->nframes;
-	return store_add_stack(st, w->stacks[i].id, w->stacks[i].frame_ids, w->stacks[i].n);
+	if (i < w->nstacks)
+		return store_add_stack(st, w->stacks[i].id, w->stacks[i].frame_ids, w->stacks[i].n);
+	i -= w->nstacks;
+	return store_add_route(st, w->routes[i].id, w->routes[i].method, w->routes[i].route);
 }
 
 /*
@@ -312,7 +320,7 @@ static int add_dict(struct store *st, const struct agg_window *w, size_t i)
 static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 {
 	struct progress *p = &s->prog;
-	uint64_t inv_rows = 0, inv_samples = 0, inv_dict = 0;
+	uint64_t inv_rows = 0, inv_samples = 0, inv_dict = 0, inv_reqs = 0;
 	bool full = false;
 	int rc = 0;
 
@@ -350,13 +358,31 @@ static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 		}
 		p->row_pos++;
 	}
+	while (!rc && !full && p->row_pos == w->nrows && p->req_pos < w->nrequests) {
+		rc = store_add_request(s->st, &w->requests[p->req_pos]);
+		if (rc == -ENOBUFS) {
+			full = true;
+			break;
+		}
+		if (rc == -EINVAL) {
+			inv_reqs++;
+			rc = 0;
+		} else if (rc) {
+			break;
+		} else {
+			p->reqs_pending++;
+		}
+		p->req_pos++;
+	}
 	pthread_mutex_lock(&s->mu);
+	s->stats.requests_invalid += inv_reqs;
 	s->stats.rows_invalid += inv_rows;
 	s->stats.samples_invalid += inv_samples;
 	s->stats.dict_invalid += inv_dict;
 	pthread_mutex_unlock(&s->mu);
 	p->rows_done += inv_rows;
 	p->samples_done += inv_samples;
+	p->reqs_done += inv_reqs;
 	if (rc && rc != -ENOBUFS)
 		return rc;
 	return store_flush(s->st);
@@ -383,7 +409,11 @@ static int deliver(struct shipper *s, struct agg_window *w)
 		p->samples_done += p->samples_pending;
 		p->rows_pending = 0;
 		p->samples_pending = 0;
-		if (p->dict_pos == dict_total(w) && p->row_pos == w->nrows) {
+		s->stats.requests_delivered += p->reqs_pending;
+		p->reqs_done += p->reqs_pending;
+		p->reqs_pending = 0;
+		if (p->dict_pos == dict_total(w) && p->row_pos == w->nrows &&
+		    p->req_pos == w->nrequests) {
 			done = pop_head(s);
 			s->stats.windows_delivered++;
 			p->w = NULL;
@@ -427,6 +457,7 @@ static void count_undelivered(struct shipper *s)
 		s->stats.windows_undelivered++;
 		s->stats.rows_undelivered += w->nrows - (head ? s->prog.rows_done : 0);
 		s->stats.samples_undelivered += w->nsamples - (head ? s->prog.samples_done : 0);
+		s->stats.requests_undelivered += w->nrequests - (head ? s->prog.reqs_done : 0);
 	}
 }
 

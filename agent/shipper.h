@@ -24,13 +24,17 @@
  * database returns. Rows the store refuses as invalid are counted in
  * rows_invalid and never retried.
  *
- * Accounting: once stopped, for rows and samples, submitted = delivered +
- * dropped + invalid + undelivered; for windows, submitted = delivered +
+ * Windows may also carry request rows (the OTLP receiver's batches, see
+ * aggregate.h): their routes are added with the other dictionary entries
+ * and the requests after the sample rows, with the same guarantees.
+ *
+ * Accounting: once stopped, for rows, samples and requests, submitted =
+ * delivered + dropped + invalid + undelivered; for windows, submitted = delivered +
  * dropped + undelivered (a window leaves the queue delivered when its last
  * flush committed, even if the store refused some of its rows).
  *
- * Threads: shipper_submit() may be called from any thread but is meant for
- * the one producer (the aggregating thread); it takes a mutex the shipper's
+ * Threads: shipper_submit() may be called from any thread (the aggregating
+ * thread and the OTLP receivers); it takes a mutex the shipper's
  * thread holds only to move windows and counters, never across I/O.
  * shipper_get_stats() is safe from any thread. All int-returning functions
  * return 0 or -errno.
@@ -58,28 +62,33 @@ struct shipper_opts {
 };
 
 struct shipper_stats {
-	uint64_t windows_submitted;   /* windows handed to shipper_submit() */
-	uint64_t rows_submitted;      /* their sample rows */
-	uint64_t samples_submitted;   /* their samples */
-	uint64_t windows_delivered;   /* windows whose last flush committed */
-	uint64_t rows_delivered;      /* rows committed */
-	uint64_t samples_delivered;   /* samples in committed rows */
-	uint64_t windows_dropped;     /* windows dropped because the queue was full */
-	uint64_t rows_dropped;	      /* their rows */
-	uint64_t samples_dropped;     /* their samples */
-	uint64_t rows_invalid;	      /* rows the store refused as invalid */
-	uint64_t samples_invalid;     /* their samples */
-	uint64_t dict_invalid;	      /* dictionary entries the store refused */
-	uint64_t windows_undelivered; /* left in the queue when shipper_stop() gave up */
-	uint64_t rows_undelivered;    /* rows of those not committed */
-	uint64_t samples_undelivered; /* samples of those rows */
-	uint64_t drop_episodes;	      /* runs of drops (one log line each) */
-	uint64_t flushes;	      /* flushes that committed */
-	uint64_t flush_errors;	      /* flushes, opens and reconnects that failed */
-	size_t queue_bytes;	      /* bytes of queued windows now (in flight included) */
-	size_t queue_windows;	      /* queued windows now */
-	bool connected;		      /* the last database operation succeeded */
-	char last_error[256];	      /* the last failure, or "" */
+	uint64_t windows_submitted;    /* windows handed to shipper_submit() */
+	uint64_t rows_submitted;       /* their sample rows */
+	uint64_t samples_submitted;    /* their samples */
+	uint64_t windows_delivered;    /* windows whose last flush committed */
+	uint64_t rows_delivered;       /* rows committed */
+	uint64_t samples_delivered;    /* samples in committed rows */
+	uint64_t windows_dropped;      /* windows dropped because the queue was full */
+	uint64_t rows_dropped;	       /* their rows */
+	uint64_t samples_dropped;      /* their samples */
+	uint64_t rows_invalid;	       /* rows the store refused as invalid */
+	uint64_t samples_invalid;      /* their samples */
+	uint64_t dict_invalid;	       /* dictionary entries the store refused */
+	uint64_t requests_submitted;   /* request rows in submitted windows (OTLP batches) */
+	uint64_t requests_delivered;   /* of those, committed */
+	uint64_t requests_dropped;     /* dropped with their window (queue full) */
+	uint64_t requests_invalid;     /* refused by the store as invalid */
+	uint64_t requests_undelivered; /* left when shipper_stop() gave up */
+	uint64_t windows_undelivered;  /* left in the queue when shipper_stop() gave up */
+	uint64_t rows_undelivered;     /* rows of those not committed */
+	uint64_t samples_undelivered;  /* samples of those rows */
+	uint64_t drop_episodes;	       /* runs of drops (one log line each) */
+	uint64_t flushes;	       /* flushes that committed */
+	uint64_t flush_errors;	       /* flushes, opens and reconnects that failed */
+	size_t queue_bytes;	       /* bytes of queued windows now (in flight included) */
+	size_t queue_windows;	       /* queued windows now */
+	bool connected;		       /* the last database operation succeeded */
+	char last_error[256];	       /* the last failure, or "" */
 };
 
 /*

@@ -384,6 +384,11 @@ static bool valid_utf8(const char *s)
 	return p - start <= STORE_MAX_STRING;
 }
 
+bool store_valid_text(const char *s)
+{
+	return s && valid_utf8(s);
+}
+
 /* NULL is fine (stored as "" or NULL, see the encoders). */
 static bool valid_opt_str(const char *s)
 {

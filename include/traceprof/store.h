@@ -152,6 +152,13 @@ int store_add_route(struct store *st, uint64_t route_id, const char *method, con
 int store_add_samples(struct store *st, const struct store_sample_row *row);
 int store_add_request(struct store *st, const struct store_request *req);
 
+/*
+ * Whether s is text the store accepts: well-formed UTF-8 as PostgreSQL
+ * checks it, at most 65535 bytes. For writers that check strings before
+ * building rows (the OTLP receiver).
+ */
+bool store_valid_text(const char *s);
+
 /* Rows buffered now (sample + request rows). */
 size_t store_pending_rows(const struct store *st);
 /* Writes everything buffered in one transaction; a flush of nothing returns 0. */

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "otlp.h"
 #include "traceprof/log.h"
 
 static int load_text(struct agent_config *cfg, const char *text)
@@ -80,6 +81,20 @@ int main(void)
 	CHECK(config_set(&cfg, "log-level", "warn", err, sizeof(err)) == 0 &&
 		  cfg.log_level == LOG_WARN,
 	      "log level");
+	CHECK(!strcmp(cfg.otlp_grpc, "127.0.0.1:4317") &&
+		  !strcmp(cfg.otlp_http, "127.0.0.1:4318") && cfg.otlp_max_bytes == 4u << 20 &&
+		  cfg.otlp_span_kinds == OTLP_KIND_SERVER,
+	      "OTLP defaults");
+	CHECK(config_set(&cfg, "otlp-span-kinds", "server, client,consumer", err, sizeof(err)) ==
+		      0 &&
+		  cfg.otlp_span_kinds == (OTLP_KIND_SERVER | OTLP_KIND_CLIENT | OTLP_KIND_CONSUMER),
+	      "span kinds list");
+	CHECK(config_set(&cfg, "otlp-span-kinds", "server,bogus", err, sizeof(err)) == -EINVAL &&
+		  strstr(err, "bogus"),
+	      "unknown span kind named: %s", err);
+	CHECK(config_set(&cfg, "otlp-span-kinds", "", err, sizeof(err)) == -EINVAL, "no span kind");
+	CHECK(config_set(&cfg, "otlp-grpc", "", err, sizeof(err)) == 0 && !cfg.otlp_grpc[0],
+	      "otlp-grpc can be turned off");
 	CHECK(config_set(&cfg, "nope", "1", err, sizeof(err)) == -ENOENT && strstr(err, "nope"),
 	      "unknown setting: %s", err);
 	CHECK(config_known("db") && !config_known("config"), "known names");

@@ -1,0 +1,154 @@
+/*
+ * otlp.h - turns OTLP trace exports into request rows for the store.
+ *
+ * Data flow: a transport (otlp_grpc.c, otlp_http.c) reads one serialized
+ * ExportTraceServiceRequest and calls otlp_receiver_export(). The message
+ * is decoded with protobuf-c into an arena bounded by a fixed multiple of
+ * its size (OTLP_ARENA_FACTOR), so a hostile message cannot make the agent
+ * allocate without limit. Every span of an accepted kind becomes one
+ * struct store_request; the batch travels as a struct agg_window (its
+ * requests, plus the sources and routes they reference) to the submit
+ * function, in the agent the shipper's queue.
+ *
+ * Mapping (docs/agent.md, "Receiving spans (OTLP)"): service.name and the
+ * Kubernetes / container / host attributes of the resource name the
+ * source; the route is http.route, else url.path, else http.target; the
+ * method http.request.method, else http.method; the status
+ * http.response.status_code, else http.status_code (int or string).
+ *
+ * A span that cannot become a valid row is rejected and counted by reason
+ * (enum otlp_reject), the rest of the batch is kept; the export's result
+ * carries the number rejected and a short message for the OTLP partial
+ * success. Spans of kinds not configured are ignored (counted, not
+ * rejected: filtering is the receiver's choice, not the sender's error).
+ *
+ * Threads: one struct otlp_receiver is shared by the transports' threads;
+ * otlp_receiver_export() and otlp_receiver_get_stats() are thread-safe.
+ */
+#ifndef TRACEPROF_AGENT_OTLP_H
+#define TRACEPROF_AGENT_OTLP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "aggregate.h"
+
+#define OTLP_DEFAULT_MAX_BYTES (4u << 20) /* largest export accepted */
+#define OTLP_ARENA_FACTOR      32	  /* decode memory <= factor * size + slack */
+#define OTLP_ARENA_SLACK       (64u << 10)
+
+/* Span kinds as bits of a mask (OTLP's SpanKind numbers). */
+#define OTLP_KIND_INTERNAL (1u << 1)
+#define OTLP_KIND_SERVER   (1u << 2)
+#define OTLP_KIND_CLIENT   (1u << 3)
+#define OTLP_KIND_PRODUCER (1u << 4)
+#define OTLP_KIND_CONSUMER (1u << 5)
+
+/* Why a span did not become a row. */
+enum otlp_reject {
+	OTLP_REJ_TRACE_ID,   /* trace id not 16 bytes or all zero */
+	OTLP_REJ_SPAN_ID,    /* span id not 8 bytes or zero */
+	OTLP_REJ_PARENT_ID,  /* parent span id neither empty nor 8 bytes */
+	OTLP_REJ_NO_SERVICE, /* resource without a non-empty service.name */
+	OTLP_REJ_TIME,	     /* no start time, or end before start */
+	OTLP_REJ_TEXT,	     /* a mapped attribute not UTF-8 or over 65535 bytes */
+	OTLP_REJ__COUNT,
+};
+
+/* The outcome of one export, as the transports report it. */
+enum otlp_status {
+	OTLP_OK,	  /* accepted (maybe with rejected spans) */
+	OTLP_MALFORMED,	  /* not a valid ExportTraceServiceRequest */
+	OTLP_TOO_LARGE,	  /* over max_bytes, or decodes past the arena bound */
+	OTLP_UNAVAILABLE, /* the rows could not be queued (try again later) */
+	OTLP_NOMEM,	  /* out of memory */
+	OTLP_STATUS__COUNT,
+};
+
+struct otlp_decode_opts {
+	uint32_t kinds;	  /* OTLP_KIND_* mask of spans kept; 0 = OTLP_KIND_SERVER */
+	const char *node; /* node recorded when the resource names none; NULL = "" */
+};
+
+/* What one decoded export holds. */
+struct otlp_decoded {
+	struct agg_window *batch;	     /* the rows (NULL when none); the caller frees */
+	uint64_t spans;			     /* spans in the message */
+	uint64_t ignored_kind;		     /* spans of a kind not configured */
+	uint64_t rejected;		     /* spans rejected (sum of by_reason) */
+	uint64_t by_reason[OTLP_REJ__COUNT]; /* rejected spans per reason */
+	char message[256];		     /* why spans were rejected, or why decoding failed */
+};
+
+/*
+ * Decodes one serialized ExportTraceServiceRequest. Returns 0 (out->batch
+ * may be NULL when no span was kept), -EBADMSG (malformed; out->message
+ * says so), -E2BIG (the message decodes past the arena bound) or -ENOMEM.
+ */
+int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts,
+		struct otlp_decoded *out);
+
+/* Short name of a reason ("trace_id", ...), for counters and messages. */
+const char *otlp_reject_name(enum otlp_reject r);
+/* Short name of a status ("ok", "malformed", ...). */
+const char *otlp_status_name(enum otlp_status s);
+
+/* ---- the receiver shared by the transports ---- */
+
+/* Takes ownership of w in every case; 0 queued, -errno not queued. */
+typedef int (*otlp_submit_fn)(void *ctx, struct agg_window *w);
+
+struct otlp_receiver_opts {
+	uint32_t kinds;	       /* as in struct otlp_decode_opts */
+	const char *node;      /* as in struct otlp_decode_opts; copied */
+	size_t max_bytes;      /* largest export; 0 = OTLP_DEFAULT_MAX_BYTES */
+	otlp_submit_fn submit; /* where batches go (required) */
+	void *submit_ctx;      /* its first argument */
+	/* optional: gets the bytes of every export that decoded (otlp_forward_submit) */
+	int (*forward)(void *ctx, const void *buf, size_t len);
+	void *forward_ctx; /* its first argument */
+};
+
+struct otlp_stats {
+	uint64_t exports[OTLP_STATUS__COUNT]; /* export calls by outcome */
+	uint64_t exports_partial;	      /* OK exports that rejected spans */
+	uint64_t bytes;			      /* serialized bytes of all exports */
+	uint64_t spans;			      /* spans in decoded exports */
+	uint64_t rows;			      /* request rows handed to submit */
+	uint64_t rows_unqueued;		      /* rows the submit function refused */
+	uint64_t rows_by_status[6]; /* rows queued by HTTP status class: [0] none or 6xx+, [1..5]
+				       1xx..5xx */
+	uint64_t ignored_kind;	    /* spans of kinds not configured */
+	uint64_t rejected[OTLP_REJ__COUNT]; /* rejected spans by reason */
+};
+
+/* The result of one export. */
+struct otlp_result {
+	enum otlp_status status; /* what the transport answers */
+	int64_t rejected;	 /* spans rejected (partial success) */
+	char message[256];	 /* partial success or error message, or "" */
+};
+
+/* Returns NULL with errno EINVAL or ENOMEM. Free with otlp_receiver_free(). */
+struct otlp_receiver *otlp_receiver_new(const struct otlp_receiver_opts *opts);
+void otlp_receiver_free(struct otlp_receiver *r);
+size_t otlp_receiver_max_bytes(const struct otlp_receiver *r);
+/* Decodes, submits and counts one export. Thread-safe. */
+void otlp_receiver_export(struct otlp_receiver *r, const void *buf, size_t len,
+			  struct otlp_result *out);
+void otlp_receiver_get_stats(struct otlp_receiver *r, struct otlp_stats *out);
+
+/*
+ * Serializes the ExportTraceServiceResponse for an OK result (with
+ * partial_success when spans were rejected). *out is malloc'ed (the caller
+ * frees; may be NULL with *len 0 for an empty response). Returns 0 or -ENOMEM.
+ */
+int otlp_pack_response(const struct otlp_result *res, uint8_t **out, size_t *len);
+
+/*
+ * Serializes a google.rpc.Status {code, message} (OTLP/HTTP error bodies).
+ * Returns the bytes written to out (truncating the message to fit).
+ */
+size_t otlp_pack_rpc_status(int code, const char *message, uint8_t *out, size_t outlen);
+
+#endif

@@ -1,0 +1,286 @@
+/*
+ * otlp_forward.c - see otlp_forward.h.
+ *
+ * A FIFO of copied exports under one mutex; the thread pops the oldest and
+ * makes one blocking unary call on its own completion queue (pluck), never
+ * holding the mutex across it.
+ */
+#include "otlp_forward.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
+#include "otlp_grpc.h"
+#include "traceprof/log.h"
+
+#define CALL_DEADLINE_S 10
+
+struct item {
+	struct item *next; /* newer export */
+	size_t len;	   /* bytes in data */
+	uint8_t data[];	   /* the export, unchanged */
+};
+
+struct otlp_forward {
+	char *target;			 /* upstream host:port */
+	size_t max_bytes;		 /* queue bound */
+	grpc_channel *channel;		 /* to the upstream */
+	pthread_t thread;		 /* sender */
+	pthread_mutex_t mu;		 /* guards below */
+	pthread_cond_t cv;		 /* work or stop */
+	struct item *head, *tail;	 /* queue, oldest first */
+	bool stopping;			 /* stop requested */
+	struct timespec deadline;	 /* CLOCK_REALTIME end of sending after stop */
+	bool failing;			 /* in a failure episode (logged once) */
+	struct otlp_forward_stats stats; /* counters */
+};
+
+/* One Export call; true when the upstream answered OK. */
+static bool send_one(struct otlp_forward *f, const struct item *it)
+{
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	grpc_slice s = grpc_slice_from_copied_buffer((const char *)it->data, it->len), details;
+	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&s, 1), *resp = NULL;
+	grpc_metadata_array md0, md1;
+	grpc_status_code code = GRPC_STATUS_UNKNOWN;
+	grpc_call *call;
+	grpc_op ops[6];
+	bool ok = false;
+
+	call = grpc_channel_create_call(
+	    f->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+	    grpc_slice_from_static_string(OTLP_GRPC_METHOD), NULL,
+	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+			 gpr_time_from_seconds(CALL_DEADLINE_S, GPR_TIMESPAN)),
+	    NULL);
+	grpc_metadata_array_init(&md0);
+	grpc_metadata_array_init(&md1);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &resp;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
+	ops[5].data.recv_status_on_client.status = &code;
+	ops[5].data.recv_status_on_client.status_details = &details;
+	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK) {
+		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
+					    NULL);
+		ok = code == GRPC_STATUS_OK;
+		if (!ok) {
+			bool first;
+
+			pthread_mutex_lock(&f->mu);
+			first = !f->failing;
+			f->failing = true;
+			pthread_mutex_unlock(&f->mu);
+			if (first)
+				log_warn("otlp forward: upstream %s refused an export status=%d "
+					 "error=\"%.*s\"",
+					 f->target, (int)code, (int)GRPC_SLICE_LENGTH(details),
+					 (const char *)GRPC_SLICE_START_PTR(details));
+		}
+		grpc_slice_unref(details);
+	}
+	if (resp)
+		grpc_byte_buffer_destroy(resp);
+	grpc_metadata_array_destroy(&md0);
+	grpc_metadata_array_destroy(&md1);
+	grpc_byte_buffer_destroy(req);
+	grpc_slice_unref(s);
+	grpc_call_unref(call);
+	grpc_completion_queue_shutdown(cq);
+	grpc_completion_queue_destroy(cq);
+	return ok;
+}
+
+static bool past(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
+}
+
+static void *run(void *arg)
+{
+	struct otlp_forward *f = arg;
+
+	pthread_mutex_lock(&f->mu);
+	for (;;) {
+		struct item *it;
+		bool ok;
+
+		while (!f->head && !f->stopping)
+			pthread_cond_wait(&f->cv, &f->mu);
+		if (!f->head || (f->stopping && past(&f->deadline)))
+			break;
+		it = f->head;
+		f->head = it->next;
+		if (!f->head)
+			f->tail = NULL;
+		f->stats.queue_bytes -= it->len;
+		pthread_mutex_unlock(&f->mu);
+		ok = send_one(f, it);
+		free(it);
+		pthread_mutex_lock(&f->mu);
+		if (ok) {
+			f->stats.sent++;
+			if (f->failing)
+				log_info("otlp forward: upstream %s accepts exports again",
+					 f->target);
+			f->failing = false;
+		} else {
+			f->stats.failed++;
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+	return NULL;
+}
+
+struct otlp_forward *otlp_forward_start(const char *target, size_t max_queue_bytes)
+{
+	struct otlp_forward *f;
+	grpc_channel_credentials *creds;
+	int rc;
+
+	if (!target || !*target) {
+		errno = EINVAL;
+		return NULL;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->target = strdup(target))) {
+		free(f);
+		errno = ENOMEM;
+		return NULL;
+	}
+	f->max_bytes = max_queue_bytes ? max_queue_bytes : OTLP_FORWARD_QUEUE_BYTES;
+	grpc_init();
+	creds = grpc_insecure_credentials_create();
+	f->channel = grpc_channel_create(target, creds, NULL);
+	grpc_channel_credentials_release(creds);
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	rc = pthread_create(&f->thread, NULL, run, f);
+	if (rc) {
+		grpc_channel_destroy(f->channel);
+		grpc_shutdown();
+		pthread_cond_destroy(&f->cv);
+		pthread_mutex_destroy(&f->mu);
+		free(f->target);
+		free(f);
+		errno = rc;
+		return NULL;
+	}
+	log_info("otlp forward: exports go on to %s", target);
+	return f;
+}
+
+int otlp_forward_submit(struct otlp_forward *f, const void *buf, size_t len)
+{
+	struct item *it, *victims = NULL;
+
+	if (len > f->max_bytes) {
+		pthread_mutex_lock(&f->mu);
+		f->stats.dropped++;
+		pthread_mutex_unlock(&f->mu);
+		return -ENOBUFS;
+	}
+	it = malloc(sizeof(*it) + len);
+	if (!it) {
+		pthread_mutex_lock(&f->mu);
+		f->stats.dropped++;
+		pthread_mutex_unlock(&f->mu);
+		return -ENOMEM;
+	}
+	it->next = NULL;
+	it->len = len;
+	memcpy(it->data, buf, len);
+	pthread_mutex_lock(&f->mu);
+	if (f->stopping) {
+		f->stats.dropped++;
+		pthread_mutex_unlock(&f->mu);
+		free(it);
+		return -ESHUTDOWN;
+	}
+	while (f->head && f->stats.queue_bytes + len > f->max_bytes) {
+		struct item *v = f->head;
+
+		f->head = v->next;
+		if (!f->head)
+			f->tail = NULL;
+		f->stats.queue_bytes -= v->len;
+		f->stats.dropped++;
+		v->next = victims;
+		victims = v;
+	}
+	if (f->tail)
+		f->tail->next = it;
+	else
+		f->head = it;
+	f->tail = it;
+	f->stats.queue_bytes += len;
+	f->stats.submitted++;
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	while (victims) {
+		it = victims;
+		victims = it->next;
+		free(it);
+	}
+	return 0;
+}
+
+void otlp_forward_get_stats(struct otlp_forward *f, struct otlp_forward_stats *out)
+{
+	pthread_mutex_lock(&f->mu);
+	*out = f->stats;
+	pthread_mutex_unlock(&f->mu);
+}
+
+void otlp_forward_stop(struct otlp_forward *f, int timeout_ms, struct otlp_forward_stats *final)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->stopping = true;
+	clock_gettime(CLOCK_REALTIME, &f->deadline);
+	f->deadline.tv_sec += timeout_ms / 1000;
+	f->deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (f->deadline.tv_nsec >= 1000000000L) {
+		f->deadline.tv_sec++;
+		f->deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	pthread_join(f->thread, NULL);
+	while (f->head) {
+		struct item *it = f->head;
+
+		f->head = it->next;
+		f->stats.dropped++;
+		f->stats.queue_bytes -= it->len;
+		free(it);
+	}
+	if (final)
+		*final = f->stats;
+	grpc_channel_destroy(f->channel);
+	grpc_shutdown();
+	pthread_cond_destroy(&f->cv);
+	pthread_mutex_destroy(&f->mu);
+	free(f->target);
+	free(f);
+}

@@ -1,0 +1,596 @@
+/*
+ * otlp_http.c - see otlp_http.h.
+ *
+ * Workload: a few SDK exporters per node, each POSTing a batch every few
+ * seconds over a kept-alive connection. One thread polls the listening
+ * socket, a wake-up pipe and the connections. A connection reads its
+ * headers into a fixed buffer, decides at once when the request cannot be
+ * served (wrong path, method, type, no or too large length: answered
+ * without reading the body, then closed), else reads exactly
+ * Content-Length bytes into a body buffer, exports, and writes the
+ * response; bytes after the body (a pipelined request) stay in the header
+ * buffer for the next round.
+ */
+#include "otlp_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "traceprof/log.h"
+
+/* gRPC status codes for the google.rpc.Status bodies */
+#define RPC_INVALID_ARGUMENT   3
+#define RPC_NOT_FOUND	       5
+#define RPC_RESOURCE_EXHAUSTED 8
+#define RPC_UNIMPLEMENTED      12
+#define RPC_UNAVAILABLE	       14
+
+enum conn_state {
+	READ_HEAD, /* reading headers */
+	READ_BODY, /* reading Content-Length bytes */
+	WRITE,	   /* writing the response */
+};
+
+struct conn {
+	int fd;				 /* socket, -1 when the slot is free */
+	enum conn_state state;		 /* what it waits for */
+	char head[OTLP_HTTP_MAX_HEADER]; /* header bytes (and what follows them) */
+	size_t head_len;		 /* bytes in head */
+	uint8_t *body;			 /* body buffer, content_length bytes */
+	size_t content_length;		 /* of the current request */
+	size_t body_len;		 /* body bytes read */
+	char *out;			 /* response being written */
+	size_t out_len;			 /* its length */
+	size_t out_pos;			 /* bytes written */
+	bool close_after;		 /* close once the response is written */
+	bool keep_alive;		 /* the request allows another one */
+	int64_t deadline_ms;		 /* CLOCK_MONOTONIC limit for this request */
+};
+
+struct otlp_http {
+	struct otlp_receiver *r;   /* where exports go (borrowed) */
+	int lfd;		   /* listening socket */
+	int wake[2];		   /* pipe: stop request */
+	int port;		   /* bound port */
+	int timeout_ms;		   /* per request */
+	pthread_t thread;	   /* the serving thread */
+	struct conn *conns;	   /* OTLP_HTTP_MAX_CONNS slots */
+	_Atomic uint64_t timeouts; /* connections closed for slowness */
+	_Atomic uint64_t refused;  /* connections refused when full */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->body);
+	free(c->out);
+	c->fd = -1;
+	c->body = NULL;
+	c->out = NULL;
+}
+
+static const char *reason_of(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 411:
+		return "Length Required";
+	case 413:
+		return "Payload Too Large";
+	case 415:
+		return "Unsupported Media Type";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 503:
+		return "Service Unavailable";
+	}
+	return "Error";
+}
+
+/* Queues a response; body may be NULL. Returns 0 or -ENOMEM (the connection closes). */
+static int respond(struct conn *c, int status, const void *body, size_t len, const char *extra)
+{
+	char head[512];
+	int n;
+
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.1 %d %s\r\nContent-Type: application/x-protobuf\r\n"
+		     "Content-Length: %zu\r\n%s%s\r\n",
+		     status, reason_of(status), len, extra ? extra : "",
+		     c->close_after || !c->keep_alive ? "Connection: close\r\n" : "");
+	free(c->out);
+	c->out = malloc((size_t)n + len);
+	if (!c->out)
+		return -ENOMEM;
+	memcpy(c->out, head, (size_t)n);
+	if (len)
+		memcpy(c->out + n, body, len);
+	c->out_len = (size_t)n + len;
+	c->out_pos = 0;
+	c->state = WRITE;
+	if (!c->keep_alive)
+		c->close_after = true;
+	return 0;
+}
+
+static int respond_error(struct conn *c, int status, int rpc_code, const char *msg,
+			 const char *extra)
+{
+	uint8_t body[600];
+	size_t len = otlp_pack_rpc_status(rpc_code, msg, body, sizeof(body));
+
+	return respond(c, status, body, len, extra);
+}
+
+/* The value of header name in the header block, copied into out; false when absent. */
+static bool header(const char *head, const char *name, char *out, size_t outlen)
+{
+	size_t nlen = strlen(name);
+
+	for (const char *p = strstr(head, "\r\n"); p && p[2] != '\r'; p = strstr(p + 2, "\r\n")) {
+		const char *line = p + 2, *end = strstr(line, "\r\n"), *v;
+		size_t vlen;
+
+		if (!end)
+			break;
+		if ((size_t)(end - line) <= nlen || line[nlen] != ':' ||
+		    strncasecmp(line, name, nlen) != 0)
+			continue;
+		v = line + nlen + 1;
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		vlen = (size_t)(end - v);
+		while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+			vlen--;
+		if (vlen >= outlen)
+			vlen = outlen - 1;
+		memcpy(out, v, vlen);
+		out[vlen] = '\0';
+		return true;
+	}
+	return false;
+}
+
+/* Headers complete at head[0..end): decide, and start reading the body or answer. */
+static int start_request(struct otlp_http *h, struct conn *c, size_t end)
+{
+	char method[16], path[256], version[16], val[256];
+	char *hdrs = c->head;
+	size_t max = otlp_receiver_max_bytes(h->r), extra;
+	unsigned long long len;
+	char *e;
+
+	hdrs[end - 2] = '\0'; /* keep one CRLF to end the last header line */
+	if (sscanf(hdrs, "%15s %255s %15s", method, path, version) != 3 ||
+	    strncmp(version, "HTTP/1.", 7) != 0) {
+		c->keep_alive = false;
+		return respond_error(c, 400, RPC_INVALID_ARGUMENT, "malformed HTTP request line",
+				     NULL);
+	}
+	c->keep_alive = strcmp(version, "HTTP/1.0") != 0;
+	if (header(hdrs, "Connection", val, sizeof(val)))
+		c->keep_alive = strcasecmp(val, "close") != 0 &&
+				(c->keep_alive || strcasecmp(val, "keep-alive") == 0);
+	/* An unread body leaves the stream unusable: every early answer closes. */
+	c->close_after = true;
+	{
+		char *q = strchr(path, '?');
+
+		if (q)
+			*q = '\0';
+	}
+	if (strcmp(path, OTLP_HTTP_PATH) != 0)
+		return respond_error(c, 404, RPC_NOT_FOUND,
+				     "not found: traces go to POST /v1/traces", NULL);
+	if (strcmp(method, "POST") != 0)
+		return respond_error(c, 405, RPC_UNIMPLEMENTED, "method not allowed: use POST",
+				     "Allow: POST\r\n");
+	if (!header(hdrs, "Content-Type", val, sizeof(val)) ||
+	    strncasecmp(val, "application/x-protobuf", 22) != 0 ||
+	    (val[22] && val[22] != ';' && val[22] != ' ')) {
+		bool json = strstr(val, "json") != NULL;
+
+		return respond_error(c, 415, RPC_INVALID_ARGUMENT,
+				     json ? "JSON is not supported: send application/x-protobuf"
+					  : "unsupported content type: send application/x-protobuf",
+				     NULL);
+	}
+	if (header(hdrs, "Content-Encoding", val, sizeof(val)) && strcasecmp(val, "identity") != 0)
+		return respond_error(c, 415, RPC_INVALID_ARGUMENT,
+				     "compressed bodies are not supported: send them uncompressed",
+				     NULL);
+	if (!header(hdrs, "Content-Length", val, sizeof(val)))
+		return respond_error(c, 411, RPC_INVALID_ARGUMENT,
+				     "Content-Length required (chunked bodies are not read)", NULL);
+	errno = 0;
+	len = strtoull(val, &e, 10);
+	if (e == val || *e || errno || val[0] == '-') {
+		c->keep_alive = false;
+		return respond_error(c, 400, RPC_INVALID_ARGUMENT, "malformed Content-Length",
+				     NULL);
+	}
+	if (len > max) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "body of %llu bytes is over the limit of %zu bytes", len,
+			 max);
+		return respond_error(c, 413, RPC_RESOURCE_EXHAUSTED, msg, NULL);
+	}
+	c->close_after = false;
+	c->content_length = (size_t)len;
+	c->body_len = 0;
+	c->body = malloc(len ? len : 1);
+	if (!c->body)
+		return -ENOMEM;
+	if (header(hdrs, "Expect", val, sizeof(val)) && strcasecmp(val, "100-continue") == 0 &&
+	    c->head_len == end) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+		/* best effort: a client that does not get it sends the body after a delay */
+		if (send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("otlp http: cannot send 100 Continue: %s", strerror(errno));
+	}
+	/* bytes already read past the headers */
+	extra = c->head_len - end;
+	if (extra > c->content_length)
+		extra = c->content_length;
+	memcpy(c->body, c->head + end, extra);
+	c->body_len = extra;
+	memmove(c->head, c->head + end + extra, c->head_len - end - extra);
+	c->head_len -= end + extra;
+	c->state = READ_BODY;
+	return 0;
+}
+
+/* The body is complete: export and answer. */
+static int finish_request(struct otlp_http *h, struct conn *c)
+{
+	struct otlp_result res;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	otlp_receiver_export(h->r, c->body, c->content_length, &res);
+	free(c->body);
+	c->body = NULL;
+	switch (res.status) {
+	case OTLP_OK:
+		if (otlp_pack_response(&res, &buf, &len) != 0)
+			return -ENOMEM;
+		rc = respond(c, 200, buf, len, NULL);
+		free(buf);
+		return rc;
+	case OTLP_MALFORMED:
+		return respond_error(c, 400, RPC_INVALID_ARGUMENT, res.message, NULL);
+	case OTLP_TOO_LARGE:
+		return respond_error(c, 413, RPC_RESOURCE_EXHAUSTED, res.message, NULL);
+	default:
+		return respond_error(c, 503, RPC_UNAVAILABLE, res.message, "Retry-After: 5\r\n");
+	}
+}
+
+/* Looks for complete headers in what was read. */
+static int try_head(struct otlp_http *h, struct conn *c)
+{
+	char *end;
+
+	if (c->head_len == 0)
+		return 0;
+	end = memmem(c->head, c->head_len, "\r\n\r\n", 4);
+	if (!end) {
+		if (c->head_len == sizeof(c->head)) {
+			c->keep_alive = false;
+			return respond_error(c, 431, RPC_INVALID_ARGUMENT,
+					     "request headers too large", NULL);
+		}
+		return 0;
+	}
+	return start_request(h, c, (size_t)(end - c->head) + 4);
+}
+
+/* Advances a connection after its body or response progressed. -1: close it. */
+static int advance(struct otlp_http *h, struct conn *c)
+{
+	for (;;) {
+		if (c->state == READ_HEAD) {
+			if (try_head(h, c) != 0)
+				return -1;
+			if (c->state == READ_HEAD)
+				return 0;
+		}
+		if (c->state == READ_BODY) {
+			if (c->body_len < c->content_length)
+				return 0;
+			if (finish_request(h, c) != 0)
+				return -1;
+		}
+		if (c->state == WRITE) {
+			while (c->out_pos < c->out_len) {
+				ssize_t n =
+				    send(c->fd, c->out + c->out_pos, c->out_len - c->out_pos,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+				if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+					return 0;
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					return -1;
+				c->out_pos += (size_t)n;
+			}
+			free(c->out);
+			c->out = NULL;
+			if (c->close_after)
+				return -1;
+			c->state = READ_HEAD;
+			c->deadline_ms = now_ms() + h->timeout_ms;
+			if (!c->head_len)
+				return 0;
+		}
+	}
+}
+
+static void on_readable(struct otlp_http *h, struct conn *c)
+{
+	ssize_t n;
+
+	if (c->state == READ_HEAD)
+		n = recv(c->fd, c->head + c->head_len, sizeof(c->head) - c->head_len, MSG_DONTWAIT);
+	else
+		n = recv(c->fd, c->body + c->body_len, c->content_length - c->body_len,
+			 MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(c);
+		return;
+	}
+	if (c->state == READ_HEAD)
+		c->head_len += (size_t)n;
+	else
+		c->body_len += (size_t)n;
+	if (advance(h, c) != 0)
+		conn_close(c);
+}
+
+static void on_accept(struct otlp_http *h)
+{
+	for (;;) {
+		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct conn *c = NULL;
+
+		if (fd < 0)
+			return;
+		for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+			if (h->conns[i].fd < 0) {
+				c = &h->conns[i];
+				break;
+			}
+		if (!c) {
+			static const char busy[] =
+			    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+			    "Retry-After: 1\r\nConnection: close\r\n\r\n";
+
+			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+				log_debug("otlp http: cannot refuse a connection: %s",
+					  strerror(errno));
+			close(fd);
+			atomic_fetch_add(&h->refused, 1);
+			continue;
+		}
+		c->fd = fd;
+		c->state = READ_HEAD;
+		c->head_len = 0;
+		c->close_after = false;
+		c->keep_alive = true;
+		c->deadline_ms = now_ms() + h->timeout_ms;
+	}
+}
+
+static void *serve(void *arg)
+{
+	struct otlp_http *h = arg;
+	struct pollfd pfd[OTLP_HTTP_MAX_CONNS + 2];
+	int idx[OTLP_HTTP_MAX_CONNS + 2];
+
+	for (;;) {
+		int64_t now = now_ms(), next = now + 1000;
+		nfds_t n = 0;
+		int rc;
+
+		pfd[n++] = (struct pollfd){.fd = h->wake[0], .events = POLLIN};
+		pfd[n++] = (struct pollfd){.fd = h->lfd, .events = POLLIN};
+		for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++) {
+			struct conn *c = &h->conns[i];
+
+			if (c->fd < 0)
+				continue;
+			if (now >= c->deadline_ms) {
+				atomic_fetch_add(&h->timeouts, 1);
+				conn_close(c);
+				continue;
+			}
+			if (c->deadline_ms < next)
+				next = c->deadline_ms;
+			idx[n] = i;
+			pfd[n++] = (struct pollfd){.fd = c->fd,
+						   .events = c->state == WRITE ? POLLOUT : POLLIN};
+		}
+		rc = poll(pfd, n, (int)(next - now));
+		if (rc < 0 && errno != EINTR) {
+			log_error("otlp http: poll failed: %s", strerror(errno));
+			break;
+		}
+		if (rc <= 0)
+			continue;
+		if (pfd[0].revents)
+			break;
+		for (nfds_t k = 2; k < n; k++) {
+			struct conn *c = &h->conns[idx[k]];
+
+			if (!pfd[k].revents)
+				continue;
+			if (c->state == WRITE) {
+				if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL) ||
+				    advance(h, c) != 0)
+					conn_close(c);
+			} else {
+				on_readable(h, c);
+			}
+		}
+		if (pfd[1].revents)
+			on_accept(h);
+	}
+	return NULL;
+}
+
+/* Splits "host:port" / "[v6]:port" and binds a listening socket. */
+static int listen_on(const char *addr)
+{
+	char host[256];
+	const char *colon = strrchr(addr, ':'), *port;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res = NULL, *ai;
+	size_t hlen;
+	int fd = -1, rc, one = 1;
+
+	if (!colon || !colon[1] || (size_t)(colon - addr) >= sizeof(host)) {
+		log_error("otlp http: bad listen address \"%s\": want host:port", addr);
+		return -EINVAL;
+	}
+	hlen = (size_t)(colon - addr);
+	if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']')
+		snprintf(host, sizeof(host), "%.*s", (int)hlen - 2, addr + 1);
+	else
+		snprintf(host, sizeof(host), "%.*s", (int)hlen, addr);
+	port = colon + 1;
+	rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (rc) {
+		log_error("otlp http: bad listen address \"%s\": %s", addr, gai_strerror(rc));
+		return -EINVAL;
+	}
+	rc = -EADDRNOTAVAIL;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0)
+			break;
+		rc = -errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		log_error("otlp http: cannot listen on %s: %s", addr, strerror(-rc));
+		return rc;
+	}
+	return fd;
+}
+
+struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r, int timeout_ms)
+{
+	struct otlp_http *h = calloc(1, sizeof(*h));
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int rc;
+
+	if (!h)
+		return NULL;
+	h->r = r;
+	h->timeout_ms = timeout_ms > 0 ? timeout_ms : OTLP_HTTP_DEFAULT_TIMEOUT_MS;
+	h->wake[0] = h->wake[1] = -1;
+	h->conns = calloc(OTLP_HTTP_MAX_CONNS, sizeof(*h->conns));
+	if (!h->conns) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+		h->conns[i].fd = -1;
+	h->lfd = listen_on(addr);
+	if (h->lfd < 0) {
+		rc = h->lfd;
+		goto out_free;
+	}
+	if (getsockname(h->lfd, (struct sockaddr *)&ss, &sl) == 0)
+		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+							 : ((struct sockaddr_in *)&ss)->sin_port);
+	if (pipe2(h->wake, O_CLOEXEC) != 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	rc = -pthread_create(&h->thread, NULL, serve, h);
+	if (rc)
+		goto out_close;
+	log_info("otlp http: listening on %s port=%d", addr, h->port);
+	return h;
+
+out_close:
+	close(h->lfd);
+	if (h->wake[0] >= 0) {
+		close(h->wake[0]);
+		close(h->wake[1]);
+	}
+out_free:
+	free(h->conns);
+	free(h);
+	errno = -rc;
+	return NULL;
+}
+
+int otlp_http_port(const struct otlp_http *h)
+{
+	return h->port;
+}
+
+void otlp_http_get_counts(struct otlp_http *h, uint64_t *timeouts, uint64_t *refused)
+{
+	*timeouts = atomic_load(&h->timeouts);
+	*refused = atomic_load(&h->refused);
+}
+
+void otlp_http_stop(struct otlp_http *h)
+{
+	if (!h)
+		return;
+	if (write(h->wake[1], "x", 1) != 1)
+		log_warn("otlp http: cannot wake the server thread: %s", strerror(errno));
+	pthread_join(h->thread, NULL);
+	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+		conn_close(&h->conns[i]);
+	close(h->lfd);
+	close(h->wake[0]);
+	close(h->wake[1]);
+	free(h->conns);
+	free(h);
+}
