@@ -20,9 +20,15 @@
 --   'waiting'  share < 20 %: it spent most of its time off CPU (waiting for
 --              another service, a lock, the disk) - the same 20 % line as
 --              trace_summary's mostly_waiting;
---   'unknown'  no samples (the service may not be profiled at all: no
---              samples is not evidence of waiting), or no span row (no
---              duration to compare with), or a zero duration.
+--   'waiting'  also a span with no samples at all, when its service was
+--              being profiled (it has samples within a minute of the span,
+--              in any request or none) and the span lasted at least five
+--              periods of that service's highest sampling rate: a thread
+--              on CPU for that long would have been sampled;
+--   'unknown'  no samples and no evidence that the service was profiled
+--              (no samples is not evidence of waiting then), a span too
+--              short to tell, no span row (no duration to compare with),
+--              or a zero duration.
 -- With samples present, a share under 20 % implies the span lasted at least
 -- five sampling periods, so 'waiting' is never the verdict of a span too
 -- short to have been sampled.
@@ -68,14 +74,32 @@ END $$;
 
 -- Step 2: spans joined with their samples ----------------------------------
 
--- The verdict of a span (thresholds in the header of this file).
-CREATE FUNCTION traceprof._span_verdict(span_ms double precision, cpu_ms double precision)
+-- The verdict of a span (thresholds in the header of this file). profiled_hz:
+-- for a span without samples, the highest sampling rate of its service
+-- around the span (NULL: not profiled then).
+CREATE FUNCTION traceprof._span_verdict(span_ms double precision, cpu_ms double precision,
+                                        profiled_hz integer DEFAULT NULL)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN coalesce($2, 0) <= 0 OR $1 IS NULL OR $1 <= 0 THEN 'unknown'
+    SELECT CASE WHEN $1 IS NULL OR $1 <= 0 THEN 'unknown'
+                WHEN coalesce($2, 0) <= 0 THEN
+                    CASE WHEN $3 > 0 AND $1 >= 5 * 1000.0 / $3 THEN 'waiting' ELSE 'unknown' END
                 WHEN $2 >= 0.5 * $1 THEN 'cpu'
                 WHEN $2 < 0.2 * $1 THEN 'waiting'
                 ELSE 'mixed' END
+$$;
+
+-- The highest sampling rate of a service's samples within a minute of
+-- [t0, t1], or NULL when it has none (not profiled then). Through
+-- sources_service_idx and samples_source_idx.
+CREATE FUNCTION traceprof._service_profiled_hz(p_service text, t0 timestamptz, t1 timestamptz)
+RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT max(x.hz)::integer
+      FROM traceprof.sources so
+      JOIN traceprof.samples x ON x.source_id = so.source_id
+     WHERE so.service = p_service
+       AND x.bucket >= t0 - interval '1 minute' AND x.bucket <= t1 + interval '1 minute'
 $$;
 
 -- One row per span of the trace and per (span id, service) of samples
@@ -146,7 +170,10 @@ BEGIN
            coalesce(c.samples, 0), coalesce(c.cpu_ms, 0),
            CASE WHEN sp.span_ms > 0 THEN 100 * coalesce(c.cpu_ms, 0) / sp.span_ms END,
            c.top_function, c.top_pct, c.top_cpu_ms,
-           traceprof._span_verdict(sp.span_ms, c.cpu_ms),
+           traceprof._span_verdict(sp.span_ms, c.cpu_ms,
+               CASE WHEN coalesce(c.cpu_ms, 0) <= 0 AND sp.span_ms > 0
+                    THEN traceprof._service_profiled_hz(sp.service, sp.start_time,
+                             sp.start_time + sp.span_ms * interval '1 millisecond') END),
            coalesce(c.hotspots, '[]')
       FROM sp
       FULL JOIN cpu c ON c.span_id = sp.span_id AND c.service = sp.service

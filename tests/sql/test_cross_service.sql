@@ -32,7 +32,10 @@ INSERT INTO traceprof.routes (route_id, method, route) VALUES
 --                   validateSignature 3000 + 1000 = 4000, writeLog 200,
 --                   handlePayment 100 = 4300 ms CPU, 349 samples,
 --                   95.556 % of the span: cpu; top 4000 / 4300 = 93.023 %
---   inventory   c3  parent a1, GET /stock 503, 200 ms, no samples: unknown;
+--   inventory   c3  parent a1, GET /stock 503, 200 ms, no samples, but inventory
+--                   was sampled at 100 Hz within the minute (c4) and 200 ms is
+--                   at least 5 periods (50 ms): waiting (unknown while no
+--                   inventory samples are stored);
 --                   its row is stored twice and counts once
 --   inventory   c4  parent a1, GET /stock, 500 ms; 100 Hz stack 21 x15 = 150 ms,
 --                   30 % of the span: mixed
@@ -75,7 +78,7 @@ $$;
 CREATE TEMP TABLE expected AS SELECT
     E'frontend|00000000000000a1|-|GET|/checkout|200|4600.0|30|300.000|6.522|render|66.667|200.000|waiting\n'
     'payment-svc|00000000000000b2|00000000000000a1|POST|/pay|200|4500.0|349|4300.000|95.556|validateSignature|93.023|4000.000|cpu\n'
-    'inventory|00000000000000c3|00000000000000a1|GET|/stock|503|200.0|0|0.000|0.000|-|-|-|unknown\n'
+    'inventory|00000000000000c3|00000000000000a1|GET|/stock|503|200.0|0|0.000|0.000|-|-|-|waiting\n'
     'inventory|00000000000000c4|00000000000000a1|GET|/stock|200|500.0|15|150.000|30.000|lookup|100.000|150.000|mixed\n'
     'batch|00000000000000d5|-|-|-|-|-|5|50.000|-|consume|100.000|50.000|unknown\n'
     'frontend|-|-|-|-|-|-|3|30.000|-|handleRequest|100.000|30.000|unknown'::text AS v;
@@ -126,9 +129,12 @@ SELECT t.eq((SELECT count(*) FROM traceprof.trace_services('00000000000000000000
 SELECT t.eq(ARRAY[traceprof._span_verdict(100, 50), traceprof._span_verdict(100, 49.9),
                   traceprof._span_verdict(100, 20), traceprof._span_verdict(100, 19.9),
                   traceprof._span_verdict(100, 0), traceprof._span_verdict(NULL, 10),
-                  traceprof._span_verdict(0, 10), traceprof._span_verdict(100, 250)],
-            ARRAY['cpu', 'mixed', 'mixed', 'waiting', 'unknown', 'unknown', 'unknown', 'cpu'],
-            'verdict thresholds');
+                  traceprof._span_verdict(0, 10), traceprof._span_verdict(100, 250),
+                  traceprof._span_verdict(50, 0, 100), traceprof._span_verdict(49.9, 0, 100),
+                  traceprof._span_verdict(100, 0, NULL), traceprof._span_verdict(300, 0, 19)],
+            ARRAY['cpu', 'mixed', 'mixed', 'waiting', 'unknown', 'unknown', 'unknown', 'cpu',
+                  'waiting', 'unknown', 'unknown', 'waiting'],
+            'verdict thresholds (no samples: waiting when profiled for 5 periods or more)');
 
 -- trace_summary: the keys of 004 still there, plus service_spans -------------
 CREATE TEMP TABLE j AS SELECT traceprof.trace_summary('00000000000000000000000000000064') AS j;
@@ -148,7 +154,7 @@ SELECT t.eq((SELECT jsonb_path_query_array(j, '$.services[*].service') FROM j),
 SELECT t.eq((SELECT jsonb_path_query_array(j, '$.services[2].spans[*].span_id') FROM j),
             '["00000000000000c3", "00000000000000c4"]'::jsonb, 'a span stored twice is listed once');
 SELECT t.eq((SELECT jsonb_path_query_array(j, '$.service_spans[*].verdict') FROM j),
-            '["waiting", "cpu", "unknown", "mixed", "unknown", "unknown"]'::jsonb, 'one entry per span row');
+            '["waiting", "cpu", "waiting", "mixed", "unknown", "unknown"]'::jsonb, 'one entry per span row');
 -- writeLog 200 / 4300 = 4.651 %, handlePayment 100 / 4300 = 2.326 %
 SELECT t.eq((SELECT j->'service_spans'->1 FROM j),
             '{"service": "payment-svc", "span_id": "00000000000000b2", "parent_span_id": "00000000000000a1",
@@ -168,8 +174,8 @@ SELECT t.eq((SELECT (j->'service_spans'->0) - 'start' FROM j),
 SELECT t.eq((SELECT j->'service_spans'->2 FROM j),
             '{"service": "inventory", "span_id": "00000000000000c3", "parent_span_id": "00000000000000a1",
               "method": "GET", "route": "/stock", "status": 503, "start": "2030-02-01T10:00:00.1+00:00",
-              "span_ms": 200.000, "cpu_ms": 0.0, "cpu_pct": 0.0, "verdict": "unknown", "hotspots": []}'::jsonb,
-            'span without samples');
+              "span_ms": 200.000, "cpu_ms": 0.0, "cpu_pct": 0.0, "verdict": "waiting", "hotspots": []}'::jsonb,
+            'span without samples, its service profiled around it: waiting');
 SELECT t.eq((SELECT j->'service_spans'->4 FROM j),
             '{"service": "batch", "span_id": "00000000000000d5", "parent_span_id": null,
               "method": null, "route": null, "status": null, "start": null,

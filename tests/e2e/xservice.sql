@@ -1,0 +1,68 @@
+-- Checks of run_xservice_test.sh: the two-service demo's spans (OTLP) and
+-- samples (BPF) in the store, against the load generator's ground truth
+-- (table truth: one row per request the load generator sent to the
+-- frontend; server_span_id is the frontend's span).
+\set ON_ERROR_STOP on
+
+CREATE TEMP TABLE req AS
+SELECT traceprof.trace_id_text(r.trace_id) AS trace_id, traceprof.span_id_text(r.span_id) AS span_id,
+       traceprof.span_id_text(r.parent_span_id) AS parent_span_id, s.service, r.status_code,
+       r.duration_us
+  FROM traceprof.requests r JOIN traceprof.sources s USING (source_id);
+
+-- Spans: every answered request has its frontend span; every checkout that
+-- reached the payment service has a payment span, child of the frontend's.
+SELECT t.eq((SELECT count(*) FROM truth tr
+              WHERE tr.status > 0
+                AND NOT EXISTS (SELECT 1 FROM req r WHERE r.service = 'frontend'
+                                   AND r.trace_id = tr.trace_id AND r.span_id = tr.server_span_id)),
+            0::bigint, 'every request has its frontend span, with the frontend''s span id');
+SELECT t.eq((SELECT count(*) FROM truth tr
+              WHERE tr.status > 0 AND tr.path IN ('fast', 'slow')
+                AND NOT EXISTS (SELECT 1 FROM req r WHERE r.service = 'payment-svc'
+                                   AND r.trace_id = tr.trace_id
+                                   AND r.parent_span_id = tr.server_span_id)),
+            0::bigint, 'every checkout has a payment span, child of the frontend span');
+SELECT t.eq((SELECT count(*) FROM req r JOIN truth tr USING (trace_id)
+              WHERE r.service = 'frontend' AND r.status_code <> tr.status),
+            0::bigint, 'frontend span statuses are the statuses the client got');
+
+-- The cross-service view of each slow checkout.
+CREATE TEMP TABLE slow_view AS
+SELECT tr.trace_id, v.*
+  FROM truth tr CROSS JOIN LATERAL traceprof.trace_services(tr.trace_id) v
+ WHERE tr.path = 'slow' AND tr.status = 200;
+CREATE TEMP TABLE slow_pay AS
+SELECT * FROM slow_view WHERE service = 'payment-svc' AND span_id IS NOT NULL;
+CREATE TEMP TABLE slow_front AS
+SELECT * FROM slow_view WHERE service = 'frontend' AND span_id IS NOT NULL;
+
+SELECT t.ok((SELECT count(*) FROM slow_pay WHERE samples >= 10) >= 5,
+            'at least 5 slow traces with 10 payment samples or more');
+SELECT t.eq((SELECT count(*) FROM slow_pay
+              WHERE samples >= 10 AND top_function NOT IN ('bn_mod_exp', 'bn_mul', 'mont_mul',
+                                                           'rsa_verify', 'validateSignature')),
+            0::bigint, 'the payment span of every slow trace has a slow-path function on top');
+SELECT t.eq((SELECT count(*) FROM slow_pay WHERE samples >= 10 AND verdict <> 'cpu'),
+            0::bigint, 'payment-svc is the cause: its span is spent on CPU');
+SELECT t.eq((SELECT count(*) FROM slow_front f JOIN slow_pay p USING (trace_id)
+              WHERE p.samples >= 10 AND (f.verdict <> 'waiting' OR f.span_ms < 0.95 * p.span_ms)),
+            0::bigint, 'the frontend only waits: a span as long (the payment ends its span after '
+                       'writing the answer), little CPU');
+SELECT t.eq((SELECT count(*) FROM slow_pay p
+              WHERE p.samples >= 10
+                AND NOT EXISTS (SELECT 1
+                                  FROM jsonb_array_elements(traceprof.trace_summary(p.trace_id)
+                                                            -> 'service_spans') e
+                                 WHERE e ->> 'service' = 'payment-svc')),
+            0::bigint, 'trace_summary lists the payment span of every slow trace');
+
+-- Fast checkouts never show the slow path in any service.
+SELECT t.eq((SELECT count(*) FROM truth tr CROSS JOIN LATERAL traceprof.trace_services(tr.trace_id) v
+              WHERE tr.path = 'fast'
+                AND v.top_function IN ('bn_mod_exp', 'rsa_verify', 'validateSignature', 'mont_mul')),
+            0::bigint, 'no slow-path hotspot in a fast trace');
+
+SELECT service, count(*) AS spans, round(avg(span_ms)::numeric, 1) AS avg_span_ms,
+       round(avg(cpu_ms)::numeric, 1) AS avg_cpu_ms, min(verdict) AS verdict
+  FROM slow_view WHERE span_id IS NOT NULL GROUP BY service ORDER BY service;
