@@ -398,11 +398,12 @@ static void on_accept(struct otlp_http *h)
 			    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
 			    "Retry-After: 1\r\nConnection: close\r\n\r\n";
 
+			/* counted before the client can see the answer */
+			atomic_fetch_add(&h->refused, 1);
 			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 				log_debug("otlp http: cannot refuse a connection: %s",
 					  strerror(errno));
 			close(fd);
-			atomic_fetch_add(&h->refused, 1);
 			continue;
 		}
 		c->fd = fd;

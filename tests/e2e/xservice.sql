@@ -43,8 +43,17 @@ SELECT t.eq((SELECT count(*) FROM slow_pay
               WHERE samples >= 10 AND top_function NOT IN ('bn_mod_exp', 'bn_mul', 'mont_mul',
                                                            'rsa_verify', 'validateSignature')),
             0::bigint, 'the payment span of every slow trace has a slow-path function on top');
-SELECT t.eq((SELECT count(*) FROM slow_pay WHERE samples >= 10 AND verdict <> 'cpu'),
-            0::bigint, 'payment-svc is the cause: its span is spent on CPU');
+-- The cause: payment-svc holds the trace's CPU. (Its verdict is 'cpu' on a
+-- quiet machine; on a loaded one its 200 ms of CPU take longer than 200 ms,
+-- time spent waiting for a CPU, so its share of its own span can drop to
+-- 'mixed' or 'waiting': the verdict is not what this checks.)
+SELECT t.eq((SELECT count(*) FROM slow_pay p
+              WHERE p.samples >= 10
+                AND p.cpu_ms <= 5 * coalesce((SELECT sum(v.cpu_ms) FROM slow_view v
+                                               WHERE v.trace_id = p.trace_id
+                                                 AND v.service <> 'payment-svc'), 0)),
+            0::bigint, 'payment-svc is the cause: its CPU, over 5 times the rest of the trace''s');
+SELECT verdict, count(*) AS payment_spans FROM slow_pay WHERE samples >= 10 GROUP BY verdict ORDER BY 1;
 SELECT t.eq((SELECT count(*) FROM slow_front f JOIN slow_pay p USING (trace_id)
               WHERE p.samples >= 10 AND (f.verdict <> 'waiting' OR f.span_ms < 0.95 * p.span_ms)),
             0::bigint, 'the frontend only waits: a span as long (the payment ends its span after '
