@@ -7,18 +7,18 @@
 # traceprof-agent, traceprof-db, bench_otlp_ingest. Creates a private
 # PostgreSQL cluster with `traceprof-db create --fast` in a temporary
 # directory and removes it at the end. For each transport and run: a fresh
-# agent on free ports, bench_otlp_ingest sends for SECONDS from CONNECTIONS
+# agent on free ports, bench_otlp_ingest sends for RUN_SECONDS from CONNECTIONS
 # connections and waits until the rows are committed, then the agent's VmHWM
 # and CPU over the run are read and it is stopped; its stats file gives the
 # rows dropped. Prints one line per run on stderr and a markdown table of
 # medians (min-max) on stdout. Never fails on timing.
 #
-# RUNS (5) SECONDS (10) CONNECTIONS (4) SPANS (1000 per export)
+# RUNS (5) RUN_SECONDS (10) CONNECTIONS (4) SPANS (1000 per export)
 # TRANSPORTS ("http grpc") RATES ("0 50000 100000": spans/s offered by all
 # connections together; 0: each sends as fast as it is answered) QUEUE_BYTES (agent's queue-bytes, default 64M)
 set -euo pipefail
 build=${TRACEPROF_BUILD_DIR:-build}
-RUNS=${RUNS:-5} SECONDS_=${SECONDS:-10} CONNECTIONS=${CONNECTIONS:-4} SPANS=${SPANS:-1000}
+RUNS=${RUNS:-5} RUN_SECONDS=${RUN_SECONDS:-10} CONNECTIONS=${CONNECTIONS:-4} SPANS=${SPANS:-1000}
 TRANSPORTS=${TRANSPORTS:-http grpc} RATES=${RATES:-0 50000 100000} QUEUE_BYTES=${QUEUE_BYTES:-64M}
 agent=$build/agent/traceprof-agent tpdb=$build/cli/traceprof-db bench=$build/bench/bench_otlp_ingest
 for f in "$agent" "$tpdb" "$bench"; do [ -x "$f" ] || { echo "missing $f: build first" >&2; exit 1; }; done
@@ -55,7 +55,7 @@ for run in $(seq "$RUNS"); do
 		[ -n "$port" ] || { tail -20 "$work/agent.log" >&2; exit 1; }
 		c0=$(cpu_ticks "$agent_pid")
 		line=$("$bench" --transport "$tr" --port "$port" --db "$conn" --connections "$CONNECTIONS" \
-			--spans "$SPANS" --seconds "$SECONDS_" --rate "$rate")
+			--spans "$SPANS" --seconds "$RUN_SECONDS" --rate "$rate")
 		c1=$(cpu_ticks "$agent_pid")
 		hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$agent_pid/status")
 		kill -TERM "$agent_pid"
@@ -63,7 +63,7 @@ for run in $(seq "$RUNS"); do
 		agent_pid=''
 		commit_s=$(sed 's/.*commit_s=\([0-9.]*\).*/\1/' <<<"$line")
 		cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v s="$commit_s" \
-			'BEGIN {printf "%.0f", 100 * (b - a) / hz / s}')
+			'BEGIN {printf "%.0f", s > 0 ? 100 * (b - a) / hz / s : 0}')
 		st() { sed -n "s/^$1=//p" "$work/stats"; }
 		full="run=$run $line agent_cpu_pct=$cpu agent_vmhwm_kb=$hwm \
 requests_dropped=$(st requests_dropped) requests_delivered=$(st requests_delivered) \
