@@ -63,7 +63,7 @@ for run in $(seq "$RUNS"); do
 		agent_pid=''
 		commit_s=$(sed 's/.*commit_s=\([0-9.]*\).*/\1/' <<<"$line")
 		cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$hz" -v s="$commit_s" \
-			'BEGIN {printf "%.0f", s > 0 ? 100 * (b - a) / hz / s : 0}')
+			'BEGIN {printf "%.0f", (s > 0 ? 100 * (b - a) / hz / s : 0)}')
 		st() { sed -n "s/^$1=//p" "$work/stats"; }
 		full="run=$run $line agent_cpu_pct=$cpu agent_vmhwm_kb=$hwm \
 requests_dropped=$(st requests_dropped) requests_delivered=$(st requests_delivered) \
