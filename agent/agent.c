@@ -549,9 +549,11 @@ static void scan_cgroup(struct agent *a, const char *dir, int depth)
 	closedir(d);
 }
 
+/* OTLP batches never push out queued data: no room means UNAVAILABLE / 503, and the sender retries.
+ */
 static int submit_requests(void *ctx, struct agg_window *w)
 {
-	return shipper_submit(ctx, w);
+	return shipper_offer(ctx, w);
 }
 
 static int forward_export(void *ctx, const void *buf, size_t len)
@@ -793,9 +795,9 @@ static void write_stats(struct agent *a, double elapsed_s)
 	fprintf(f,
 		"requests_submitted=%" PRIu64 "\nrequests_delivered=%" PRIu64
 		"\nrequests_dropped=%" PRIu64 "\nrequests_invalid=%" PRIu64
-		"\nrequests_undelivered=%" PRIu64 "\n",
+		"\nrequests_undelivered=%" PRIu64 "\nrequests_refused=%" PRIu64 "\n",
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
-		sh.requests_invalid, sh.requests_undelivered);
+		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
 	write_otlp_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64

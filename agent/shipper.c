@@ -132,6 +132,53 @@ static void count_dropped(struct shipper *s, const struct agg_window *w)
 
 /* ---- submit ---- */
 
+static void count_submitted(struct shipper *s, const struct agg_window *w)
+{
+	s->stats.windows_submitted++;
+	s->stats.rows_submitted += w->nrows;
+	s->stats.samples_submitted += w->nsamples;
+	s->stats.requests_submitted += w->nrequests;
+}
+
+/* Appends w to the queue (s->mu held, room checked). */
+static void enqueue_locked(struct shipper *s, struct agg_window *w)
+{
+	w->next = NULL;
+	if (s->tail)
+		s->tail->next = w;
+	else
+		s->head = w;
+	s->tail = w;
+	s->stats.queue_bytes += w->bytes;
+	s->stats.queue_windows++;
+	pthread_cond_broadcast(&s->cv);
+}
+
+int shipper_offer(struct shipper *s, struct agg_window *w)
+{
+	if (!s || !w) {
+		agg_window_free(w);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->mu);
+		agg_window_free(w);
+		return -ESHUTDOWN;
+	}
+	if (s->stats.queue_bytes + w->bytes > s->o.max_queue_bytes) {
+		s->stats.windows_refused++;
+		s->stats.requests_refused += w->nrequests;
+		pthread_mutex_unlock(&s->mu);
+		agg_window_free(w);
+		return -EAGAIN;
+	}
+	count_submitted(s, w);
+	enqueue_locked(s, w);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
 int shipper_submit(struct shipper *s, struct agg_window *w)
 {
 	struct agg_window *victims = NULL, *v;
@@ -149,10 +196,7 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 		agg_window_free(w);
 		return -ESHUTDOWN;
 	}
-	s->stats.windows_submitted++;
-	s->stats.rows_submitted += w->nrows;
-	s->stats.samples_submitted += w->nsamples;
-	s->stats.requests_submitted += w->nrequests;
+	count_submitted(s, w);
 	/* Drop the oldest windows that are not in flight until w fits. */
 	while (w->bytes <= max && s->stats.queue_bytes + w->bytes > max) {
 		struct agg_window *prev = s->head_busy ? s->head : NULL;
@@ -177,15 +221,7 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 	}
 	fits = s->stats.queue_bytes + w->bytes <= max;
 	if (fits) {
-		w->next = NULL;
-		if (s->tail)
-			s->tail->next = w;
-		else
-			s->head = w;
-		s->tail = w;
-		s->stats.queue_bytes += w->bytes;
-		s->stats.queue_windows++;
-		pthread_cond_broadcast(&s->cv);
+		enqueue_locked(s, w);
 	} else {
 		count_dropped(s, w);
 		w->next = victims;

@@ -62,22 +62,24 @@ struct shipper_opts {
 };
 
 struct shipper_stats {
-	uint64_t windows_submitted;    /* windows handed to shipper_submit() */
-	uint64_t rows_submitted;       /* their sample rows */
-	uint64_t samples_submitted;    /* their samples */
-	uint64_t windows_delivered;    /* windows whose last flush committed */
-	uint64_t rows_delivered;       /* rows committed */
-	uint64_t samples_delivered;    /* samples in committed rows */
-	uint64_t windows_dropped;      /* windows dropped because the queue was full */
-	uint64_t rows_dropped;	       /* their rows */
-	uint64_t samples_dropped;      /* their samples */
-	uint64_t rows_invalid;	       /* rows the store refused as invalid */
-	uint64_t samples_invalid;      /* their samples */
-	uint64_t dict_invalid;	       /* dictionary entries the store refused */
-	uint64_t requests_submitted;   /* request rows in submitted windows (OTLP batches) */
-	uint64_t requests_delivered;   /* of those, committed */
-	uint64_t requests_dropped;     /* dropped with their window (queue full) */
-	uint64_t requests_invalid;     /* refused by the store as invalid */
+	uint64_t windows_submitted;  /* windows handed to shipper_submit() */
+	uint64_t rows_submitted;     /* their sample rows */
+	uint64_t samples_submitted;  /* their samples */
+	uint64_t windows_delivered;  /* windows whose last flush committed */
+	uint64_t rows_delivered;     /* rows committed */
+	uint64_t samples_delivered;  /* samples in committed rows */
+	uint64_t windows_dropped;    /* windows dropped because the queue was full */
+	uint64_t rows_dropped;	     /* their rows */
+	uint64_t samples_dropped;    /* their samples */
+	uint64_t rows_invalid;	     /* rows the store refused as invalid */
+	uint64_t samples_invalid;    /* their samples */
+	uint64_t dict_invalid;	     /* dictionary entries the store refused */
+	uint64_t requests_submitted; /* request rows in submitted windows (OTLP batches) */
+	uint64_t requests_delivered; /* of those, committed */
+	uint64_t requests_dropped;   /* dropped with their window (queue full) */
+	uint64_t windows_refused;    /* shipper_offer: not queued, no room (sender told to retry) */
+	uint64_t requests_refused;   /* request rows in those */
+	uint64_t requests_invalid;   /* refused by the store as invalid */
 	uint64_t requests_undelivered; /* left when shipper_stop() gave up */
 	uint64_t windows_undelivered;  /* left in the queue when shipper_stop() gave up */
 	uint64_t rows_undelivered;     /* rows of those not committed */
@@ -106,6 +108,14 @@ struct shipper *shipper_start(const struct shipper_opts *opts);
  * (after shipper_stop(): freed, not counted).
  */
 int shipper_submit(struct shipper *s, struct agg_window *w);
+
+/*
+ * Queues w only if it fits without dropping anything (for data whose sender
+ * can be told to retry, such as OTLP exports). Always takes ownership of w.
+ * Returns 0 (queued), -EAGAIN (no room now: freed, counted as refused, not
+ * as dropped) or -ESHUTDOWN.
+ */
+int shipper_offer(struct shipper *s, struct agg_window *w);
 
 /*
  * Delivers what is queued until the queue is empty or timeout_ms passes,
