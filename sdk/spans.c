@@ -46,10 +46,14 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* One queue slot: seq says whose turn it is (see queue_push). */
+/*
+ * One queue slot: seq says whose turn it is (see queue_claim). Slots start
+ * on a cache line, so a producer filling one never shares a line with the
+ * exporter reading its neighbour.
+ */
 struct slot {
-	_Atomic uint64_t seq;	/* == pos: free for the producer of pos; pos + 1: full */
-	struct tp_span_rec rec; /* the span */
+	_Alignas(64) _Atomic uint64_t seq; /* == pos: free for the producer of pos; pos + 1: full */
+	struct tp_span_rec rec;		   /* the span */
 };
 
 /* The bounded MPSC ring. */
@@ -101,6 +105,41 @@ static inline int64_t clock_ns(clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/*
+ * Wall-clock time from one clock read. Begin reads CLOCK_MONOTONIC only and
+ * adds realtime_offset_ns (CLOCK_REALTIME - CLOCK_MONOTONIC), which the
+ * exporter thread refreshes at every poll and at start; a request thread
+ * refreshes it itself when it is older than OFFSET_MAX_AGE_NS (no exporter
+ * running, or none yet). A step of the wall clock thus shows in span start
+ * times within OFFSET_MAX_AGE_NS at most (EXPORT_TICK_MS while exporting);
+ * durations never see it.
+ */
+#define OFFSET_MAX_AGE_NS 1000000000LL
+
+static _Atomic int64_t realtime_offset_ns; /* REALTIME - MONOTONIC, ns */
+static _Atomic int64_t offset_mono_ns;	   /* CLOCK_MONOTONIC of its last refresh; 0: never */
+
+static void clock_offset_refresh(void)
+{
+	int64_t m0 = clock_ns(CLOCK_MONOTONIC);
+	int64_t r = clock_ns(CLOCK_REALTIME);
+	int64_t m1 = clock_ns(CLOCK_MONOTONIC);
+
+	/* the realtime read sits between the two monotonic ones: use their middle */
+	atomic_store_explicit(&realtime_offset_ns, r - (m0 + (m1 - m0) / 2), memory_order_relaxed);
+	atomic_store_explicit(&offset_mono_ns, m1, memory_order_release);
+}
+
+/* CLOCK_REALTIME - CLOCK_MONOTONIC at mono (a CLOCK_MONOTONIC read). */
+static inline int64_t clock_offset(int64_t mono)
+{
+	int64_t at = atomic_load_explicit(&offset_mono_ns, memory_order_acquire);
+
+	if (unlikely(at == 0 || mono - at > OFFSET_MAX_AGE_NS))
+		clock_offset_refresh();
+	return atomic_load_explicit(&realtime_offset_ns, memory_order_relaxed);
+}
+
 /* ---- the queue ---- */
 
 static void queue_reset(struct queue *q)
@@ -119,11 +158,12 @@ static struct queue *queue_new(uint32_t cap)
 		return NULL;
 	memset(q, 0, sizeof(*q));
 	q->cap = cap;
-	q->slots = calloc(cap, sizeof(*q->slots));
+	q->slots = aligned_alloc(_Alignof(struct slot), (size_t)cap * sizeof(*q->slots));
 	if (!q->slots) {
 		free(q);
 		return NULL;
 	}
+	memset(q->slots, 0, (size_t)cap * sizeof(*q->slots));
 	queue_reset(q);
 	return q;
 }
@@ -182,18 +222,18 @@ TP_SDK_EXPORT int tp_sdk_span_begin(struct tp_sdk_span *span, const char *tracep
 	if (unlikely(!span))
 		return -EINVAL;
 	if (traceparent && len &&
-	    !tp_sdk_traceparent_parse(traceparent, len, span->trace_id, span->parent_span_id,
-				      &span->trace_flags)) {
+	    !tp_sdk_traceparent_parse_fast(traceparent, len, span->trace_id, span->parent_span_id,
+					   &span->trace_flags)) {
 		/* continues the caller's trace */
 	} else {
-		tp_sdk_new_trace_id(span->trace_id);
+		tp_sdk_new_trace_id_fast(span->trace_id);
 		memset(span->parent_span_id, 0, sizeof(span->parent_span_id));
 		span->trace_flags = 0x01;
 	}
-	tp_sdk_new_span_id(span->span_id);
-	tp_sdk_attach(span->trace_id, span->span_id, span->trace_flags, NULL, 0);
-	span->start_unix_ns = clock_ns(CLOCK_REALTIME);
+	tp_sdk_new_span_id_fast(span->span_id);
+	tp_sdk_attach_ids(span->trace_id, span->span_id, span->trace_flags);
 	span->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	span->start_unix_ns = span->start_mono_ns + clock_offset(span->start_mono_ns);
 	return 0;
 }
 
@@ -218,7 +258,7 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	struct slot *s;
 	uint64_t pos;
 
-	tp_sdk_detach();
+	tp_sdk_detach_fast();
 	if (unlikely(!span))
 		return -EINVAL;
 	if (unlikely(atomic_load_explicit(&autostart, memory_order_relaxed))) {
@@ -326,6 +366,7 @@ static void *exporter_main(void *arg)
 			deadline = e->stop_deadline_ms;
 		pthread_mutex_unlock(&ctl_lock);
 
+		clock_offset_refresh();
 		now = mono_ms();
 		if (!queue_len(q)) {
 			waiting_since = now;
@@ -475,6 +516,7 @@ static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endp
 		}
 		atomic_store_explicit(&cur_queue, q, memory_order_release);
 	}
+	clock_offset_refresh();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = -pthread_create(&e->thread, NULL, exporter_main, e);
