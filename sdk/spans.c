@@ -85,10 +85,33 @@ static bool running;			     /* an exporter thread exists (ctl_lock) */
 static bool have_opts;			     /* saved_opts/endpoint hold a start's settings */
 static struct tp_sdk_export_opts saved_opts; /* the last start's settings */
 static struct tp_endpoint saved_ep;	     /* the last start's endpoint */
-static _Atomic(struct queue *) cur_queue;    /* NULL until the first start */
-static atomic_bool autostart = true;	     /* span_end should start the exporter */
 
-static _Atomic uint64_t st_ended, st_exported, st_full, st_error, st_requests, st_req_errors;
+/*
+ * What every span reads and the request path never writes, on its own cache
+ * line: the exporter's counters and the producers' counters are elsewhere,
+ * so neither side's writes take this line from the other.
+ */
+static struct {
+	_Alignas(64) _Atomic(struct queue *) queue; /* NULL until the first start */
+	atomic_bool autostart;			    /* span_end should start the exporter */
+	_Atomic int64_t rt_offset_ns;		    /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+	_Atomic int64_t rt_offset_at_ns; /* CLOCK_MONOTONIC of its last refresh; 0: never */
+} rp = {.autostart = true};
+
+/*
+ * Counted by the request path (st_error by both sides: rare there). Spans
+ * queued are not counted there: every position claimed in a queue is one,
+ * so spans_ended = ended_before + the current queue's head, and a span
+ * costs no atomic add of its own. ended_before holds the heads of queues
+ * that a restart with another size replaced.
+ */
+static struct {
+	_Alignas(64) _Atomic uint64_t ended_before; /* spans queued in replaced queues */
+	_Atomic uint64_t full;			    /* spans dropped: queue full */
+} st_prod;
+
+/* Counted by the exporter thread. */
+static _Alignas(64) _Atomic uint64_t st_exported, st_error, st_requests, st_req_errors;
 
 static int64_t mono_ms(void)
 {
@@ -108,7 +131,7 @@ static inline int64_t clock_ns(clockid_t id)
 
 /*
  * Wall-clock time from one clock read. Begin reads CLOCK_MONOTONIC only and
- * adds realtime_offset_ns (CLOCK_REALTIME - CLOCK_MONOTONIC), which the
+ * adds rp.rt_offset_ns (CLOCK_REALTIME - CLOCK_MONOTONIC), which the
  * exporter thread refreshes at every poll and at start; a request thread
  * refreshes it itself when it is older than OFFSET_MAX_AGE_NS (no exporter
  * running, or none yet). A step of the wall clock thus shows in span start
@@ -117,9 +140,6 @@ static inline int64_t clock_ns(clockid_t id)
  */
 #define OFFSET_MAX_AGE_NS 1000000000LL
 
-static _Atomic int64_t realtime_offset_ns; /* REALTIME - MONOTONIC, ns */
-static _Atomic int64_t offset_mono_ns;	   /* CLOCK_MONOTONIC of its last refresh; 0: never */
-
 static void clock_offset_refresh(void)
 {
 	int64_t m0 = clock_ns(CLOCK_MONOTONIC);
@@ -127,18 +147,18 @@ static void clock_offset_refresh(void)
 	int64_t m1 = clock_ns(CLOCK_MONOTONIC);
 
 	/* the realtime read sits between the two monotonic ones: use their middle */
-	atomic_store_explicit(&realtime_offset_ns, r - (m0 + (m1 - m0) / 2), memory_order_relaxed);
-	atomic_store_explicit(&offset_mono_ns, m1, memory_order_release);
+	atomic_store_explicit(&rp.rt_offset_ns, r - (m0 + (m1 - m0) / 2), memory_order_relaxed);
+	atomic_store_explicit(&rp.rt_offset_at_ns, m1, memory_order_release);
 }
 
 /* CLOCK_REALTIME - CLOCK_MONOTONIC at mono (a CLOCK_MONOTONIC read). */
 static inline int64_t clock_offset(int64_t mono)
 {
-	int64_t at = atomic_load_explicit(&offset_mono_ns, memory_order_acquire);
+	int64_t at = atomic_load_explicit(&rp.rt_offset_at_ns, memory_order_acquire);
 
 	if (unlikely(at == 0 || mono - at > OFFSET_MAX_AGE_NS))
 		clock_offset_refresh();
-	return atomic_load_explicit(&realtime_offset_ns, memory_order_relaxed);
+	return atomic_load_explicit(&rp.rt_offset_ns, memory_order_relaxed);
 }
 
 /* ---- the queue ---- */
@@ -263,7 +283,7 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	tp_sdk_detach_fast();
 	if (unlikely(!span))
 		return -EINVAL;
-	if (unlikely(atomic_load_explicit(&autostart, memory_order_relaxed))) {
+	if (unlikely(atomic_load_explicit(&rp.autostart, memory_order_relaxed))) {
 		int err = try_autostart();
 
 		if (err) {
@@ -271,12 +291,12 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 			return err;
 		}
 	}
-	q = atomic_load_explicit(&cur_queue, memory_order_acquire);
+	q = atomic_load_explicit(&rp.queue, memory_order_acquire);
 	if (unlikely(!q))
 		return -ENOBUFS;
 	s = queue_claim(q, &pos);
 	if (unlikely(!s)) {
-		atomic_fetch_add_explicit(&st_full, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&st_prod.full, 1, memory_order_relaxed);
 		return -ENOBUFS;
 	}
 	memcpy(s->rec.trace_id, span->trace_id, 16);
@@ -293,7 +313,6 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	s = &q->slots[(pos + 1) & q->mask];
 	__builtin_prefetch(s, 1);
 	__builtin_prefetch((const char *)s + 64, 1);
-	atomic_fetch_add_explicit(&st_ended, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -350,7 +369,7 @@ static void pause_briefly(void)
 static void *exporter_main(void *arg)
 {
 	struct exporter *e = arg;
-	struct queue *q = atomic_load(&cur_queue);
+	struct queue *q = atomic_load(&rp.queue);
 	int64_t waiting_since = mono_ms();
 	uint32_t tick = e->opts.interval_ms < EXPORT_TICK_MS ? e->opts.interval_ms : EXPORT_TICK_MS;
 	bool stopping = false;
@@ -443,7 +462,7 @@ static int resolve_endpoint(const struct tp_sdk_export_opts *opts, struct tp_end
 
 static void after_fork_child(void)
 {
-	struct queue *q = atomic_load(&cur_queue);
+	struct queue *q = atomic_load(&rp.queue);
 
 	pthread_condattr_t a;
 
@@ -457,13 +476,13 @@ static void after_fork_child(void)
 		free(exp_state.body);
 		tp_http_close(&exp_state.http);
 		running = false;
-		atomic_store(&autostart, true); /* again, with the parent's settings */
+		atomic_store(&rp.autostart, true); /* again, with the parent's settings */
 	}
 	if (q)
 		queue_reset(q); /* the parent's spans are the parent's to export */
-	atomic_store(&st_ended, 0);
+	atomic_store(&st_prod.ended_before, 0);
 	atomic_store(&st_exported, 0);
-	atomic_store(&st_full, 0);
+	atomic_store(&st_prod.full, 0);
 	atomic_store(&st_error, 0);
 	atomic_store(&st_requests, 0);
 	atomic_store(&st_req_errors, 0);
@@ -495,7 +514,7 @@ static void init_once_fn(void)
 static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endpoint *ep)
 {
 	struct exporter *e = &exp_state;
-	struct queue *q = atomic_load(&cur_queue);
+	struct queue *q = atomic_load(&rp.queue);
 	sigset_t all, old;
 	int err;
 
@@ -515,12 +534,16 @@ static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endp
 	}
 	if (!q || q->cap != o->queue_spans) {
 		/* a previous queue stays allocated: a thread may still be using it */
+		struct queue *old_q = q;
+
 		q = queue_new(o->queue_spans);
 		if (!q) {
 			err = -ENOMEM;
 			goto out_free;
 		}
-		atomic_store_explicit(&cur_queue, q, memory_order_release);
+		if (old_q) /* its spans are counted; later claims in it are not */
+			atomic_fetch_add(&st_prod.ended_before, atomic_load(&old_q->head));
+		atomic_store_explicit(&rp.queue, q, memory_order_release);
 	}
 	clock_offset_refresh();
 	sigfillset(&all);
@@ -533,7 +556,7 @@ static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endp
 	saved_opts = e->opts;
 	saved_ep = *ep;
 	have_opts = true;
-	atomic_store(&autostart, false);
+	atomic_store(&rp.autostart, false);
 	return 0;
 out_free:
 	free(e->batch);
@@ -551,7 +574,7 @@ static int try_autostart(void)
 
 	pthread_once(&init_once, init_once_fn);
 	pthread_mutex_lock(&ctl_lock);
-	if (running || !atomic_load(&autostart))
+	if (running || !atomic_load(&rp.autostart))
 		goto out_unlock;
 	if (have_opts) {
 		o = saved_opts;
@@ -566,7 +589,7 @@ static int try_autostart(void)
 	if (!err)
 		err = start_locked(&o, &ep);
 	if (err)
-		atomic_store(&autostart, false); /* one try: the request path stays cheap */
+		atomic_store(&rp.autostart, false); /* one try: the request path stays cheap */
 out_unlock:
 	pthread_mutex_unlock(&ctl_lock);
 	return err;
@@ -612,7 +635,7 @@ TP_SDK_EXPORT int tp_sdk_export_stop(int timeout_ms)
 	pthread_once(&init_once, init_once_fn);
 	pthread_mutex_lock(&ctl_lock);
 	if (!running) {
-		atomic_store(&autostart, false); /* stopped means stopped */
+		atomic_store(&rp.autostart, false); /* stopped means stopped */
 		pthread_mutex_unlock(&ctl_lock);
 		return 0;
 	}
@@ -634,18 +657,21 @@ TP_SDK_EXPORT int tp_sdk_export_stop(int timeout_ms)
 	exp_state.batch = NULL;
 	exp_state.body = NULL;
 	running = false;
-	atomic_store(&autostart, false);
+	atomic_store(&rp.autostart, false);
 	pthread_mutex_unlock(&ctl_lock);
 	return (int)(intptr_t)ret;
 }
 
 TP_SDK_EXPORT int tp_sdk_export_get_stats(struct tp_sdk_export_stats *out)
 {
+	struct queue *q;
+
 	if (!out)
 		return -EINVAL;
-	out->spans_ended = atomic_load(&st_ended);
+	q = atomic_load(&rp.queue);
+	out->spans_ended = atomic_load(&st_prod.ended_before) + (q ? atomic_load(&q->head) : 0);
 	out->spans_exported = atomic_load(&st_exported);
-	out->spans_dropped_full = atomic_load(&st_full);
+	out->spans_dropped_full = atomic_load(&st_prod.full);
 	out->spans_dropped_error = atomic_load(&st_error);
 	out->requests = atomic_load(&st_requests);
 	out->request_errors = atomic_load(&st_req_errors);
