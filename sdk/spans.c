@@ -309,10 +309,6 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	copy_str(s->rec.method, method, sizeof(s->rec.method));
 	copy_str(s->rec.route, route, sizeof(s->rec.route));
 	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-	/* the next span's slot, for writing: its lines come while the request runs */
-	s = &q->slots[(pos + 1) & q->mask];
-	__builtin_prefetch(s, 1);
-	__builtin_prefetch((const char *)s + 64, 1);
 	return 0;
 }
 
