@@ -47,7 +47,7 @@ struct tp_span_rec {
 	uint8_t span_id[8];		  /* this span */
 	uint8_t parent_span_id[8];	  /* zero for a root span */
 	uint8_t trace_flags;		  /* W3C trace flags */
-	int64_t start_unix_ns;		  /* CLOCK_REALTIME at begin */
+	int64_t start_unix_ns;		  /* wall-clock start (CLOCK_REALTIME scale) */
 	int64_t end_unix_ns;		  /* start + the CLOCK_MONOTONIC duration */
 	int32_t status_code;		  /* HTTP status; 0 unknown */
 	char method[TP_SPAN_METHOD_SIZE]; /* NUL-terminated, may be empty */

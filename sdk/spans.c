@@ -3,7 +3,8 @@
  * queue, and the exporter thread that ships them as OTLP/HTTP.
  *
  * Request path: tp_sdk_span_begin parses the incoming traceparent, makes a
- * span id, attaches the thread context and reads two clocks (vDSO);
+ * span id, attaches the thread context and reads CLOCK_MONOTONIC (vDSO;
+ * the wall-clock start comes from an offset the exporter keeps fresh);
  * tp_sdk_span_end detaches and copies the finished span into a slot of a
  * bounded multi-producer single-consumer queue (a ring of sequence-numbered
  * slots: one compare-and-swap claims a slot, a release store publishes it).

@@ -166,7 +166,7 @@ struct tp_sdk_span {
 	uint8_t span_id[8];	   /* this span, new */
 	uint8_t parent_span_id[8]; /* the caller's span from traceparent; zero for a root span */
 	uint8_t trace_flags;	   /* from traceparent, or 0x01 (sampled) for a new trace */
-	int64_t start_unix_ns;	   /* CLOCK_REALTIME at begin */
+	int64_t start_unix_ns;	   /* wall-clock start: start_mono_ns + (REALTIME - MONOTONIC) */
 	int64_t start_mono_ns;	   /* CLOCK_MONOTONIC at begin (the duration's base) */
 };
 
