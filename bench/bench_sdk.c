@@ -9,7 +9,7 @@
  * attributes (a route and a method, 16 bytes of attrs-data). Reports only.
  *
  * Then server spans: ns per tp_sdk_span_begin + tp_sdk_span_end pair
- * (traceparent parsed, ids made, context attached, two clocks read,
+ * (traceparent parsed, ids made, context attached, a clock read at each end,
  * detached, span queued) with the exporter running against a sink in this
  * process (a thread that answers every POST 200). Each run ends
  * --span-pairs spans (default 50000) into a queue large enough to hold

@@ -24,6 +24,19 @@ extern _Atomic uint32_t tp_sdk_nkeys;
  */
 int tp_sdk_published_service_name(char *out, size_t size);
 
+/*
+ * The request path's own attach and detach (direct calls inside the
+ * library, no PLT): tp_sdk_attach without attributes for ids the caller
+ * knows are non-zero, and tp_sdk_detach.
+ */
+void tp_sdk_attach_ids(const uint8_t *trace_id, const uint8_t *span_id, uint8_t trace_flags);
+void tp_sdk_detach_fast(void);
+/* tp_sdk_traceparent_parse, tp_sdk_new_trace_id, tp_sdk_new_span_id, called directly. */
+int tp_sdk_traceparent_parse_fast(const char *text, size_t len, uint8_t *trace_id, uint8_t *span_id,
+				  uint8_t *trace_flags);
+int tp_sdk_new_trace_id_fast(uint8_t *trace_id);
+int tp_sdk_new_span_id_fast(uint8_t *span_id);
+
 /* Bytes of the method and route kept per span, NUL included. */
 #define TP_SPAN_METHOD_SIZE 16
 #define TP_SPAN_ROUTE_SIZE  128
@@ -34,7 +47,7 @@ struct tp_span_rec {
 	uint8_t span_id[8];		  /* this span */
 	uint8_t parent_span_id[8];	  /* zero for a root span */
 	uint8_t trace_flags;		  /* W3C trace flags */
-	int64_t start_unix_ns;		  /* CLOCK_REALTIME at begin */
+	int64_t start_unix_ns;		  /* wall-clock start (CLOCK_REALTIME scale) */
 	int64_t end_unix_ns;		  /* start + the CLOCK_MONOTONIC duration */
 	int32_t status_code;		  /* HTTP status; 0 unknown */
 	char method[TP_SPAN_METHOD_SIZE]; /* NUL-terminated, may be empty */

@@ -3,7 +3,8 @@
  * queue, and the exporter thread that ships them as OTLP/HTTP.
  *
  * Request path: tp_sdk_span_begin parses the incoming traceparent, makes a
- * span id, attaches the thread context and reads two clocks (vDSO);
+ * span id, attaches the thread context and reads CLOCK_MONOTONIC (vDSO;
+ * the wall-clock start comes from an offset the exporter keeps fresh);
  * tp_sdk_span_end detaches and copies the finished span into a slot of a
  * bounded multi-producer single-consumer queue (a ring of sequence-numbered
  * slots: one compare-and-swap claims a slot, a release store publishes it).
@@ -46,15 +47,20 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* One queue slot: seq says whose turn it is (see queue_push). */
+/*
+ * One queue slot: seq says whose turn it is (see queue_claim). Slots start
+ * on a cache line, so a producer filling one never shares a line with the
+ * exporter reading its neighbour.
+ */
 struct slot {
-	_Atomic uint64_t seq;	/* == pos: free for the producer of pos; pos + 1: full */
-	struct tp_span_rec rec; /* the span */
+	_Alignas(64) _Atomic uint64_t seq; /* == pos: free for the producer of pos; pos + 1: full */
+	struct tp_span_rec rec;		   /* the span */
 };
 
 /* The bounded MPSC ring. */
 struct queue {
-	uint32_t cap;			    /* slots */
+	uint32_t cap;			    /* slots, a power of two */
+	uint32_t mask;			    /* cap - 1: a position's slot without a division */
 	struct slot *slots;		    /* cap slots, owned */
 	_Alignas(64) _Atomic uint64_t head; /* next position to claim (producers) */
 	_Alignas(64) _Atomic uint64_t tail; /* next position to read (the exporter) */
@@ -80,10 +86,33 @@ static bool running;			     /* an exporter thread exists (ctl_lock) */
 static bool have_opts;			     /* saved_opts/endpoint hold a start's settings */
 static struct tp_sdk_export_opts saved_opts; /* the last start's settings */
 static struct tp_endpoint saved_ep;	     /* the last start's endpoint */
-static _Atomic(struct queue *) cur_queue;    /* NULL until the first start */
-static atomic_bool autostart = true;	     /* span_end should start the exporter */
 
-static _Atomic uint64_t st_ended, st_exported, st_full, st_error, st_requests, st_req_errors;
+/*
+ * What every span reads and the request path never writes, on its own cache
+ * line: the exporter's counters and the producers' counters are elsewhere,
+ * so neither side's writes take this line from the other.
+ */
+static struct {
+	_Alignas(64) _Atomic(struct queue *) queue; /* NULL until the first start */
+	atomic_bool autostart;			    /* span_end should start the exporter */
+	_Atomic int64_t rt_offset_ns;		    /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+	_Atomic int64_t rt_offset_at_ns; /* CLOCK_MONOTONIC of its last refresh; 0: never */
+} rp = {.autostart = true};
+
+/*
+ * Counted by the request path (st_error by both sides: rare there). Spans
+ * queued are not counted there: every position claimed in a queue is one,
+ * so spans_ended = ended_before + the current queue's head, and a span
+ * costs no atomic add of its own. ended_before holds the heads of queues
+ * that a restart with another size replaced.
+ */
+static struct {
+	_Alignas(64) _Atomic uint64_t ended_before; /* spans queued in replaced queues */
+	_Atomic uint64_t full;			    /* spans dropped: queue full */
+} st_prod;
+
+/* Counted by the exporter thread. */
+static _Alignas(64) _Atomic uint64_t st_exported, st_error, st_requests, st_req_errors;
 
 static int64_t mono_ms(void)
 {
@@ -99,6 +128,38 @@ static inline int64_t clock_ns(clockid_t id)
 
 	clock_gettime(id, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Wall-clock time from one clock read. Begin reads CLOCK_MONOTONIC only and
+ * adds rp.rt_offset_ns (CLOCK_REALTIME - CLOCK_MONOTONIC), which the
+ * exporter thread refreshes at every poll and at start; a request thread
+ * refreshes it itself when it is older than OFFSET_MAX_AGE_NS (no exporter
+ * running, or none yet). A step of the wall clock thus shows in span start
+ * times within OFFSET_MAX_AGE_NS at most (EXPORT_TICK_MS while exporting);
+ * durations never see it.
+ */
+#define OFFSET_MAX_AGE_NS 1000000000LL
+
+static void clock_offset_refresh(void)
+{
+	int64_t m0 = clock_ns(CLOCK_MONOTONIC);
+	int64_t r = clock_ns(CLOCK_REALTIME);
+	int64_t m1 = clock_ns(CLOCK_MONOTONIC);
+
+	/* the realtime read sits between the two monotonic ones: use their middle */
+	atomic_store_explicit(&rp.rt_offset_ns, r - (m0 + (m1 - m0) / 2), memory_order_relaxed);
+	atomic_store_explicit(&rp.rt_offset_at_ns, m1, memory_order_release);
+}
+
+/* CLOCK_REALTIME - CLOCK_MONOTONIC at mono (a CLOCK_MONOTONIC read). */
+static inline int64_t clock_offset(int64_t mono)
+{
+	int64_t at = atomic_load_explicit(&rp.rt_offset_at_ns, memory_order_acquire);
+
+	if (unlikely(at == 0 || mono - at > OFFSET_MAX_AGE_NS))
+		clock_offset_refresh();
+	return atomic_load_explicit(&rp.rt_offset_ns, memory_order_relaxed);
 }
 
 /* ---- the queue ---- */
@@ -119,11 +180,13 @@ static struct queue *queue_new(uint32_t cap)
 		return NULL;
 	memset(q, 0, sizeof(*q));
 	q->cap = cap;
-	q->slots = calloc(cap, sizeof(*q->slots));
+	q->mask = cap - 1;
+	q->slots = aligned_alloc(_Alignof(struct slot), (size_t)cap * sizeof(*q->slots));
 	if (!q->slots) {
 		free(q);
 		return NULL;
 	}
+	memset(q->slots, 0, (size_t)cap * sizeof(*q->slots));
 	queue_reset(q);
 	return q;
 }
@@ -134,7 +197,7 @@ static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
 	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
 
 	for (;;) {
-		struct slot *s = &q->slots[pos % q->cap];
+		struct slot *s = &q->slots[pos & q->mask];
 		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
 		int64_t diff = (int64_t)(seq - pos);
 
@@ -157,7 +220,7 @@ static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
 static bool queue_pop(struct queue *q, struct tp_span_rec *out)
 {
 	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
-	struct slot *s = &q->slots[pos % q->cap];
+	struct slot *s = &q->slots[pos & q->mask];
 
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return false;
@@ -182,18 +245,18 @@ TP_SDK_EXPORT int tp_sdk_span_begin(struct tp_sdk_span *span, const char *tracep
 	if (unlikely(!span))
 		return -EINVAL;
 	if (traceparent && len &&
-	    !tp_sdk_traceparent_parse(traceparent, len, span->trace_id, span->parent_span_id,
-				      &span->trace_flags)) {
+	    !tp_sdk_traceparent_parse_fast(traceparent, len, span->trace_id, span->parent_span_id,
+					   &span->trace_flags)) {
 		/* continues the caller's trace */
 	} else {
-		tp_sdk_new_trace_id(span->trace_id);
+		tp_sdk_new_trace_id_fast(span->trace_id);
 		memset(span->parent_span_id, 0, sizeof(span->parent_span_id));
 		span->trace_flags = 0x01;
 	}
-	tp_sdk_new_span_id(span->span_id);
-	tp_sdk_attach(span->trace_id, span->span_id, span->trace_flags, NULL, 0);
-	span->start_unix_ns = clock_ns(CLOCK_REALTIME);
+	tp_sdk_new_span_id_fast(span->span_id);
+	tp_sdk_attach_ids(span->trace_id, span->span_id, span->trace_flags);
 	span->start_mono_ns = clock_ns(CLOCK_MONOTONIC);
+	span->start_unix_ns = span->start_mono_ns + clock_offset(span->start_mono_ns);
 	return 0;
 }
 
@@ -218,10 +281,10 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	struct slot *s;
 	uint64_t pos;
 
-	tp_sdk_detach();
+	tp_sdk_detach_fast();
 	if (unlikely(!span))
 		return -EINVAL;
-	if (unlikely(atomic_load_explicit(&autostart, memory_order_relaxed))) {
+	if (unlikely(atomic_load_explicit(&rp.autostart, memory_order_relaxed))) {
 		int err = try_autostart();
 
 		if (err) {
@@ -229,12 +292,12 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 			return err;
 		}
 	}
-	q = atomic_load_explicit(&cur_queue, memory_order_acquire);
+	q = atomic_load_explicit(&rp.queue, memory_order_acquire);
 	if (unlikely(!q))
 		return -ENOBUFS;
 	s = queue_claim(q, &pos);
 	if (unlikely(!s)) {
-		atomic_fetch_add_explicit(&st_full, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&st_prod.full, 1, memory_order_relaxed);
 		return -ENOBUFS;
 	}
 	memcpy(s->rec.trace_id, span->trace_id, 16);
@@ -247,7 +310,6 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	copy_str(s->rec.method, method, sizeof(s->rec.method));
 	copy_str(s->rec.route, route, sizeof(s->rec.route));
 	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-	atomic_fetch_add_explicit(&st_ended, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -304,7 +366,7 @@ static void pause_briefly(void)
 static void *exporter_main(void *arg)
 {
 	struct exporter *e = arg;
-	struct queue *q = atomic_load(&cur_queue);
+	struct queue *q = atomic_load(&rp.queue);
 	int64_t waiting_since = mono_ms();
 	uint32_t tick = e->opts.interval_ms < EXPORT_TICK_MS ? e->opts.interval_ms : EXPORT_TICK_MS;
 	bool stopping = false;
@@ -326,6 +388,7 @@ static void *exporter_main(void *arg)
 			deadline = e->stop_deadline_ms;
 		pthread_mutex_unlock(&ctl_lock);
 
+		clock_offset_refresh();
 		now = mono_ms();
 		if (!queue_len(q)) {
 			waiting_since = now;
@@ -396,7 +459,7 @@ static int resolve_endpoint(const struct tp_sdk_export_opts *opts, struct tp_end
 
 static void after_fork_child(void)
 {
-	struct queue *q = atomic_load(&cur_queue);
+	struct queue *q = atomic_load(&rp.queue);
 
 	pthread_condattr_t a;
 
@@ -410,13 +473,13 @@ static void after_fork_child(void)
 		free(exp_state.body);
 		tp_http_close(&exp_state.http);
 		running = false;
-		atomic_store(&autostart, true); /* again, with the parent's settings */
+		atomic_store(&rp.autostart, true); /* again, with the parent's settings */
 	}
 	if (q)
 		queue_reset(q); /* the parent's spans are the parent's to export */
-	atomic_store(&st_ended, 0);
+	atomic_store(&st_prod.ended_before, 0);
 	atomic_store(&st_exported, 0);
-	atomic_store(&st_full, 0);
+	atomic_store(&st_prod.full, 0);
 	atomic_store(&st_error, 0);
 	atomic_store(&st_requests, 0);
 	atomic_store(&st_req_errors, 0);
@@ -448,7 +511,7 @@ static void init_once_fn(void)
 static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endpoint *ep)
 {
 	struct exporter *e = &exp_state;
-	struct queue *q = atomic_load(&cur_queue);
+	struct queue *q = atomic_load(&rp.queue);
 	sigset_t all, old;
 	int err;
 
@@ -468,13 +531,18 @@ static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endp
 	}
 	if (!q || q->cap != o->queue_spans) {
 		/* a previous queue stays allocated: a thread may still be using it */
+		struct queue *old_q = q;
+
 		q = queue_new(o->queue_spans);
 		if (!q) {
 			err = -ENOMEM;
 			goto out_free;
 		}
-		atomic_store_explicit(&cur_queue, q, memory_order_release);
+		if (old_q) /* its spans are counted; later claims in it are not */
+			atomic_fetch_add(&st_prod.ended_before, atomic_load(&old_q->head));
+		atomic_store_explicit(&rp.queue, q, memory_order_release);
 	}
+	clock_offset_refresh();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = -pthread_create(&e->thread, NULL, exporter_main, e);
@@ -485,7 +553,7 @@ static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endp
 	saved_opts = e->opts;
 	saved_ep = *ep;
 	have_opts = true;
-	atomic_store(&autostart, false);
+	atomic_store(&rp.autostart, false);
 	return 0;
 out_free:
 	free(e->batch);
@@ -503,7 +571,7 @@ static int try_autostart(void)
 
 	pthread_once(&init_once, init_once_fn);
 	pthread_mutex_lock(&ctl_lock);
-	if (running || !atomic_load(&autostart))
+	if (running || !atomic_load(&rp.autostart))
 		goto out_unlock;
 	if (have_opts) {
 		o = saved_opts;
@@ -518,7 +586,7 @@ static int try_autostart(void)
 	if (!err)
 		err = start_locked(&o, &ep);
 	if (err)
-		atomic_store(&autostart, false); /* one try: the request path stays cheap */
+		atomic_store(&rp.autostart, false); /* one try: the request path stays cheap */
 out_unlock:
 	pthread_mutex_unlock(&ctl_lock);
 	return err;
@@ -543,6 +611,9 @@ TP_SDK_EXPORT int tp_sdk_export_start(const struct tp_sdk_export_opts *opts)
 	if (o.queue_spans > MAX_QUEUE || o.batch_spans > MAX_QUEUE || o.timeout_ms > INT_MAX ||
 	    o.interval_ms > INT_MAX)
 		return -EINVAL;
+	/* a power of two: the request path finds a slot with a mask */
+	while (o.queue_spans & (o.queue_spans - 1))
+		o.queue_spans += o.queue_spans & -o.queue_spans;
 	err = resolve_endpoint(opts, &ep);
 	if (err)
 		return err;
@@ -561,7 +632,7 @@ TP_SDK_EXPORT int tp_sdk_export_stop(int timeout_ms)
 	pthread_once(&init_once, init_once_fn);
 	pthread_mutex_lock(&ctl_lock);
 	if (!running) {
-		atomic_store(&autostart, false); /* stopped means stopped */
+		atomic_store(&rp.autostart, false); /* stopped means stopped */
 		pthread_mutex_unlock(&ctl_lock);
 		return 0;
 	}
@@ -583,18 +654,21 @@ TP_SDK_EXPORT int tp_sdk_export_stop(int timeout_ms)
 	exp_state.batch = NULL;
 	exp_state.body = NULL;
 	running = false;
-	atomic_store(&autostart, false);
+	atomic_store(&rp.autostart, false);
 	pthread_mutex_unlock(&ctl_lock);
 	return (int)(intptr_t)ret;
 }
 
 TP_SDK_EXPORT int tp_sdk_export_get_stats(struct tp_sdk_export_stats *out)
 {
+	struct queue *q;
+
 	if (!out)
 		return -EINVAL;
-	out->spans_ended = atomic_load(&st_ended);
+	q = atomic_load(&rp.queue);
+	out->spans_ended = atomic_load(&st_prod.ended_before) + (q ? atomic_load(&q->head) : 0);
 	out->spans_exported = atomic_load(&st_exported);
-	out->spans_dropped_full = atomic_load(&st_full);
+	out->spans_dropped_full = atomic_load(&st_prod.full);
 	out->spans_dropped_error = atomic_load(&st_error);
 	out->requests = atomic_load(&st_requests);
 	out->request_errors = atomic_load(&st_req_errors);

@@ -22,6 +22,10 @@
 #include <sys/random.h>
 #include <time.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include "sdk_internal.h"
 #include "traceprof/hex.h"
 #include "traceprof/sdk.h"
@@ -87,6 +91,18 @@ TP_SDK_EXPORT int tp_sdk_thread_register(void)
 	return 0;
 }
 
+/* The calling thread's record, registered on first use. */
+static inline struct tp_record *this_record(void)
+{
+	struct tp_record *r = otel_thread_ctx_v1;
+
+	if (unlikely(!r)) {
+		tp_sdk_thread_register();
+		r = otel_thread_ctx_v1;
+	}
+	return r;
+}
+
 /* Length of value cut to at most 255 bytes, at a UTF-8 character boundary. */
 static inline uint32_t attr_len(const char *value, uint32_t len)
 {
@@ -140,11 +156,7 @@ TP_SDK_EXPORT int tp_sdk_attach(const uint8_t *trace_id, const uint8_t *span_id,
 			if (attrs[i].key >= nkeys || (attrs[i].value_len && !attrs[i].value))
 				return -EINVAL;
 	}
-	r = otel_thread_ctx_v1;
-	if (unlikely(!r)) {
-		tp_sdk_thread_register();
-		r = otel_thread_ctx_v1;
-	}
+	r = this_record();
 	*(volatile uint8_t *)&r->valid = 0;
 	compiler_fence();
 	memcpy(r->trace_id, trace_id, sizeof(r->trace_id));
@@ -159,40 +171,127 @@ TP_SDK_EXPORT int tp_sdk_attach(const uint8_t *trace_id, const uint8_t *span_id,
 	return all ? 0 : -ENOSPC;
 }
 
-TP_SDK_EXPORT int tp_sdk_detach(void)
+void tp_sdk_attach_ids(const uint8_t *trace_id, const uint8_t *span_id, uint8_t trace_flags)
+{
+	struct tp_record *r = this_record();
+
+	*(volatile uint8_t *)&r->valid = 0;
+	compiler_fence();
+	memcpy(r->trace_id, trace_id, sizeof(r->trace_id));
+	memcpy(r->span_id, span_id, sizeof(r->span_id));
+	r->trace_flags = trace_flags;
+	r->attrs_data_size = 0;
+	compiler_fence();
+	*(volatile uint8_t *)&r->valid = 1;
+}
+
+void tp_sdk_detach_fast(void)
 {
 	struct tp_record *r = otel_thread_ctx_v1;
 
 	if (r)
 		*(volatile uint8_t *)&r->valid = 0;
 	compiler_fence();
+}
+
+TP_SDK_EXPORT int tp_sdk_detach(void)
+{
+	tp_sdk_detach_fast();
 	return 0;
 }
 
 /*
  * W3C traceparent: version "-" trace-id "-" parent-id "-" trace-flags, all
  * lower case hex; 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55 bytes for version 00.
+ *
+ * This runs for every incoming request, so where SSE2 is there (every
+ * x86-64) the ids (48 characters) are decoded 16 characters at a time, with
+ * no branch per character; elsewhere, and for the version and flags, a
+ * table does it. Both accept exactly '0'-'9' and 'a'-'f'.
  */
+static const uint8_t hex_lower[256] = {
+    ['0'] = 0x10, ['1'] = 0x11, ['2'] = 0x12, ['3'] = 0x13, ['4'] = 0x14, ['5'] = 0x15,
+    ['6'] = 0x16, ['7'] = 0x17, ['8'] = 0x18, ['9'] = 0x19, ['a'] = 0x1a, ['b'] = 0x1b,
+    ['c'] = 0x1c, ['d'] = 0x1d, ['e'] = 0x1e, ['f'] = 0x1f,
+}; /* 0x10 | value for a lower case hex digit, 0 for any other byte */
+
+/* Decodes 2 * n lower case hex characters into out; false when one is not. */
+static inline bool hex_lower_decode(const char *text, uint8_t *out, size_t n)
+{
+	const unsigned char *t = (const unsigned char *)text;
+	uint8_t ok = 0x10;
+
+	for (size_t i = 0; i < n; i++) {
+		uint8_t hi = hex_lower[t[2 * i]], lo = hex_lower[t[2 * i + 1]];
+
+		ok &= hi & lo; /* bit 4 survives only if every character was a digit */
+		out[i] = (uint8_t)(hi << 4 | (lo & 0x0f));
+	}
+	return ok != 0;
+}
+
+#ifdef __SSE2__
+/*
+ * Decodes 16 hex characters into out[8]; ORs into *bad a non-zero value
+ * when one is not a lower case hex digit. Signed byte compares: a byte
+ * >= 0x80 is negative, below '0', so it fails like any other.
+ */
+static inline void hex16_decode(const char *text, uint8_t *out, int *bad)
+{
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)text);
+	__m128i digit = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
+				      _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+	__m128i letter = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('a' - 1)),
+				       _mm_cmplt_epi8(x, _mm_set1_epi8('f' + 1)));
+	__m128i nib = _mm_add_epi8(_mm_and_si128(x, _mm_set1_epi8(0x0f)),
+				   _mm_and_si128(letter, _mm_set1_epi8(9)));
+	/* 16-bit lanes: the first character (low byte) is the high nibble */
+	__m128i v = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(nib, _mm_set1_epi16(0x00ff)), 4),
+				 _mm_srli_epi16(nib, 8));
+
+	*bad |= _mm_movemask_epi8(_mm_or_si128(digit, letter)) ^ 0xffff;
+	_mm_storel_epi64((__m128i *)(void *)out, _mm_packus_epi16(v, v));
+}
+
+/* Decodes the trace id and span id (32 + "-" + 16 characters at text). */
+static inline bool ids_decode(const char *text, uint8_t *tid, uint8_t *sid)
+{
+	int bad = 0;
+
+	hex16_decode(text, tid, &bad);
+	hex16_decode(text + 16, tid + 8, &bad);
+	hex16_decode(text + 33, sid, &bad);
+	return bad == 0;
+}
+#else
+static inline bool ids_decode(const char *text, uint8_t *tid, uint8_t *sid)
+{
+	bool ok = hex_lower_decode(text, tid, 16);
+
+	return hex_lower_decode(text + 33, sid, 8) && ok;
+}
+#endif
+
 TP_SDK_EXPORT int tp_sdk_traceparent_parse(const char *text, size_t len, uint8_t *trace_id,
 					   uint8_t *span_id, uint8_t *trace_flags)
 {
 	uint8_t version, tid[16], sid[8], flags;
+	bool ok;
 
 	if (!text || !trace_id || !span_id || !trace_flags || len < TP_SDK_TRACEPARENT_LEN)
 		return -EINVAL;
-	if (tp_hex_decode(text, &version, 1, true) || version == 0xff)
+	if (!hex_lower_decode(text, &version, 1) || version == 0xff)
 		return -EINVAL;
 	if (version == 0 && len != TP_SDK_TRACEPARENT_LEN)
 		return -EINVAL;
 	/* a later version may append fields, each after a '-' */
 	if (len > TP_SDK_TRACEPARENT_LEN && text[TP_SDK_TRACEPARENT_LEN] != '-')
 		return -EINVAL;
-	if (text[2] != '-' || text[35] != '-' || text[52] != '-')
+	if ((text[2] != '-') | (text[35] != '-') | (text[52] != '-'))
 		return -EINVAL;
-	if (tp_hex_decode(text + 3, tid, 16, true) || tp_hex_decode(text + 36, sid, 8, true) ||
-	    tp_hex_decode(text + 53, &flags, 1, true))
-		return -EINVAL;
-	if (!ids_nonzero(tid, sid))
+	ok = ids_decode(text + 3, tid, sid);
+	ok &= hex_lower_decode(text + 53, &flags, 1);
+	if (!ok || !ids_nonzero(tid, sid))
 		return -EINVAL;
 	memcpy(trace_id, tid, 16);
 	memcpy(span_id, sid, 8);
@@ -283,3 +382,11 @@ TP_SDK_EXPORT int tp_sdk_new_span_id(uint8_t *span_id)
 	memcpy(span_id, &w, 8);
 	return 0;
 }
+
+/* Direct (hidden) names of exported functions for the request path. */
+extern __typeof__(tp_sdk_traceparent_parse) tp_sdk_traceparent_parse_fast
+    __attribute__((alias("tp_sdk_traceparent_parse"), visibility("hidden")));
+extern __typeof__(tp_sdk_new_trace_id) tp_sdk_new_trace_id_fast
+    __attribute__((alias("tp_sdk_new_trace_id"), visibility("hidden")));
+extern __typeof__(tp_sdk_new_span_id) tp_sdk_new_span_id_fast
+    __attribute__((alias("tp_sdk_new_span_id"), visibility("hidden")));

@@ -166,7 +166,7 @@ struct tp_sdk_span {
 	uint8_t span_id[8];	   /* this span, new */
 	uint8_t parent_span_id[8]; /* the caller's span from traceparent; zero for a root span */
 	uint8_t trace_flags;	   /* from traceparent, or 0x01 (sampled) for a new trace */
-	int64_t start_unix_ns;	   /* CLOCK_REALTIME at begin */
+	int64_t start_unix_ns;	   /* wall-clock start: start_mono_ns + (REALTIME - MONOTONIC) */
 	int64_t start_mono_ns;	   /* CLOCK_MONOTONIC at begin (the duration's base) */
 };
 
@@ -201,7 +201,7 @@ struct tp_sdk_export_opts {
 	const char *endpoint; /* http://host:port[/path]; NULL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 			       * (used as is), else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces,
 			       * else http://127.0.0.1:4318/v1/traces */
-	uint32_t queue_spans; /* queue capacity in spans; 0: 2048 */
+	uint32_t queue_spans; /* queue capacity in spans, rounded up to a power of two; 0: 2048 */
 	uint32_t batch_spans; /* spans per export request at most; 0: 512 */
 	uint32_t interval_ms; /* export when spans waited this long, or batch_spans wait; 0: 1000 */
 	uint32_t timeout_ms;  /* per export request; 0: 5000 */

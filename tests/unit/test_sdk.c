@@ -77,6 +77,59 @@ static void test_traceparent(void)
 	CHECK(tp_sdk_traceparent_format(tid, sid1, 1, out, sizeof(out)) == -EINVAL, "zero id");
 }
 
+/* The reference: a character's value as W3C allows it (lower case hex), or -1. */
+static int ref_hex(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/*
+ * Every byte value at every hex position of a version 00 traceparent:
+ * the parser accepts exactly the lower case hex digits there, and puts the
+ * digit's value in the right nibble of the right field.
+ */
+static void test_traceparent_every_byte(void)
+{
+	static const char v00[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+	char text[TP_SDK_TRACEPARENT_LEN];
+	uint8_t tid[16], sid[8], flags, want[25];
+	size_t fails = 0;
+	bool wrong;
+
+	for (size_t pos = 3; pos < TP_SDK_TRACEPARENT_LEN; pos++) {
+		size_t digit; /* index among the 50 hex digits of trace, span and flags */
+
+		if (pos == 35 || pos == 52)
+			continue;
+		digit = pos - 3 - (pos > 35) - (pos > 52);
+		for (int c = 0; c < 256; c++) {
+			int v = ref_hex((unsigned char)c), rc;
+
+			memcpy(text, v00, sizeof(text));
+			text[pos] = (char)c;
+			for (size_t i = 0; i < 25; i++) {
+				size_t at = 3 + 2 * i + (i >= 16) + (i >= 24);
+
+				want[i] = (uint8_t)(ref_hex((unsigned char)text[at]) << 4 |
+						    (ref_hex((unsigned char)text[at + 1]) & 0x0f));
+			}
+			rc = tp_sdk_traceparent_parse(text, sizeof(text), tid, sid, &flags);
+			/* one digit changed: the ids stay non-zero */
+			wrong = v < 0 ? rc != -EINVAL
+				      : rc != 0 || memcmp(tid, want, 16) ||
+					    memcmp(sid, want + 16, 8) || flags != want[24];
+			if (wrong && !fails++)
+				CHECK(false, "first wrong: byte 0x%02x at %zu (hex digit %zu)", c,
+				      pos, digit);
+		}
+	}
+	CHECK(fails == 0, "every byte at every hex position: %zu wrong", fails);
+}
+
 static void test_ids(void)
 {
 	uint8_t a[16], b[16], s[8], t[8], z[16] = {0};
@@ -452,6 +505,7 @@ int main(void)
 	CHECK(*tls_slot == NULL, "no record before the first attach");
 
 	test_traceparent();
+	test_traceparent_every_byte();
 	test_ids();
 	route = tp_sdk_key_register("http.route");
 	method = tp_sdk_key_register("http.method");

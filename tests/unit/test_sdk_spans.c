@@ -462,11 +462,15 @@ static void test_no_malloc(void)
 	CHECK(atomic_load(&allocs) == 1, "the malloc wrapper counts (%ld)", atomic_load(&allocs));
 }
 
-/* A full queue drops exactly what does not fit; stop exports the rest. */
-static void test_queue_full(void)
+/*
+ * A full queue drops exactly what does not fit; stop exports the rest.
+ * queue_spans is rounded up to a power of two: the queue holds held spans.
+ */
+static void test_queue_full(uint32_t queue_spans, int held)
 {
 	struct server s;
-	struct tp_sdk_export_opts o = {.queue_spans = 8, .batch_spans = 512, .interval_ms = 60000};
+	struct tp_sdk_export_opts o = {
+	    .queue_spans = queue_spans, .batch_spans = 512, .interval_ms = 60000};
 	struct tp_sdk_export_stats before, after;
 	char ep[128];
 	int nobufs = 0;
@@ -484,15 +488,18 @@ static void test_queue_full(void)
 			nobufs++;
 	}
 	after = stats_now();
-	CHECK(nobufs == 12, "12 of 20 refused (%d)", nobufs);
-	CHECK(after.spans_dropped_full - before.spans_dropped_full == 12, "12 counted full");
-	CHECK(after.spans_ended - before.spans_ended == 8, "8 queued");
+	CHECK(nobufs == 20 - held, "queue_spans %u: %d of 20 refused (%d)", queue_spans, 20 - held,
+	      nobufs);
+	CHECK(after.spans_dropped_full - before.spans_dropped_full == (uint64_t)(20 - held),
+	      "%d counted full", 20 - held);
+	CHECK(after.spans_ended - before.spans_ended == (uint64_t)held, "%d queued", held);
 	CHECK(tp_sdk_export_stop(5000) == 0, "stop");
 	after = stats_now();
-	CHECK(after.spans_exported - before.spans_exported == 8, "the 8 exported at stop");
+	CHECK(after.spans_exported - before.spans_exported == (uint64_t)held,
+	      "the %d exported at stop", held);
 	server_stop(&s);
 	ExportReq *reqs[MAX_BODIES] = {0};
-	CHECK(decode_all(&s, reqs) == 8, "8 received");
+	CHECK(decode_all(&s, reqs) == (size_t)held, "%d received", held);
 	free_reqs(&s, reqs, s.nbodies);
 }
 
@@ -726,7 +733,8 @@ int main(void)
 {
 	test_fields();
 	test_no_malloc();
-	test_queue_full();
+	test_queue_full(8, 8);
+	test_queue_full(5, 8);
 	test_threads();
 	test_500();
 	test_down();
