@@ -375,13 +375,17 @@ static void test_outage(const char *ci)
 	      st.drop_episodes);
 	CHECK(wait_errors(sh, st.flush_errors + 3), "still retrying");
 	{
-		/* what a sender can retry (OTLP) is refused, not queued at the cost of older data */
+		/* what a sender can retry (OTLP) is refused, not queued at the cost of older data
+		 */
 		uint64_t dropped = st.windows_dropped;
 
-		CHECK(shipper_offer(sh, make_window()) == -EAGAIN, "an offer to a full queue is refused");
+		CHECK(shipper_offer(sh, make_window()) == -EAGAIN,
+		      "an offer to a full queue is refused");
 		get(sh, &st);
-		CHECK(st.windows_refused == 1 && st.windows_dropped == dropped && st.queue_windows == 8,
-		      "refused %" PRIu64 ", nothing dropped for it, queue still 8", st.windows_refused);
+		CHECK(st.windows_refused == 1 && st.windows_dropped == dropped &&
+			  st.queue_windows == 8,
+		      "refused %" PRIu64 ", nothing dropped for it, queue still 8",
+		      st.windows_refused);
 	}
 
 	/* It comes back: delivery resumes. */
