@@ -47,61 +47,23 @@ struct otlp_forward {
 static bool send_one(struct otlp_forward *f, const struct item *it)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_slice s = grpc_slice_from_copied_buffer((const char *)it->data, it->len), details;
-	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&s, 1), *resp = NULL;
-	grpc_metadata_array md0, md1;
-	grpc_status_code code = GRPC_STATUS_UNKNOWN;
-	grpc_call *call;
-	grpc_op ops[6];
-	bool ok = false;
+	struct otlp_grpc_answer ans;
+	bool ok, first;
 
-	call = grpc_channel_create_call(
-	    f->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-	    grpc_slice_from_static_string(OTLP_GRPC_METHOD), NULL,
-	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-			 gpr_time_from_seconds(CALL_DEADLINE_S, GPR_TIMESPAN)),
-	    NULL);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[5].data.recv_status_on_client.status = &code;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK) {
-		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
-					    NULL);
-		ok = code == GRPC_STATUS_OK;
-		if (!ok) {
-			bool first;
-
-			pthread_mutex_lock(&f->mu);
-			first = !f->failing;
-			f->failing = true;
-			pthread_mutex_unlock(&f->mu);
-			if (first)
-				log_warn("otlp forward: upstream %s refused an export status=%d "
-					 "error=\"%.*s\"",
-					 f->target, (int)code, (int)GRPC_SLICE_LENGTH(details),
-					 (const char *)GRPC_SLICE_START_PTR(details));
-		}
-		grpc_slice_unref(details);
+	otlp_grpc_call(f->channel, cq, it->data, it->len, CALL_DEADLINE_S, &ans);
+	ok = ans.code == GRPC_STATUS_OK;
+	if (!ok) {
+		pthread_mutex_lock(&f->mu);
+		first = !f->failing;
+		f->failing = true;
+		pthread_mutex_unlock(&f->mu);
+		if (first)
+			log_warn(
+			    "otlp forward: upstream %s refused an export status=%d error=\"%s\"",
+			    f->target, (int)ans.code, ans.details);
 	}
-	if (resp)
-		grpc_byte_buffer_destroy(resp);
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_byte_buffer_destroy(req);
-	grpc_slice_unref(s);
-	grpc_call_unref(call);
+	if (ans.resp)
+		grpc_byte_buffer_destroy(ans.resp);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
 	return ok;

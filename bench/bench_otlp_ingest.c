@@ -50,9 +50,9 @@
 #include <libpq-fe.h>
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "otlp_grpc.h"
 
-#define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-#define MAX_ATTRS     8
+#define MAX_ATTRS 8
 
 typedef Opentelemetry__Proto__Common__V1__KeyValue kv_t;
 typedef Opentelemetry__Proto__Common__V1__AnyValue av_t;
@@ -377,57 +377,20 @@ static void *grpc_client(void *arg)
 	grpc_channel_credentials_release(creds);
 	memcpy(buf, msg, msg_len);
 	while (!atomic_load(&stop)) {
-		grpc_slice s, details;
-		grpc_byte_buffer *req, *resp = NULL;
-		grpc_metadata_array md0, md1;
-		grpc_status_code code = GRPC_STATUS_UNKNOWN;
-		grpc_op ops[6];
-		grpc_call *call;
+		struct otlp_grpc_answer ans;
 
 		pace(n++);
 		if (atomic_load(&stop))
 			break;
 		patch(buf);
-		s = grpc_slice_from_copied_buffer((const char *)buf, msg_len);
-		req = grpc_raw_byte_buffer_create(&s, 1);
-		call =
-		    grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-					     grpc_slice_from_static_string(EXPORT_METHOD), NULL,
-					     gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-							  gpr_time_from_seconds(30, GPR_TIMESPAN)),
-					     NULL);
-		grpc_metadata_array_init(&md0);
-		grpc_metadata_array_init(&md1);
-		memset(ops, 0, sizeof(ops));
-		ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-		ops[1].op = GRPC_OP_SEND_MESSAGE;
-		ops[1].data.send_message.send_message = req;
-		ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-		ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-		ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-		ops[4].op = GRPC_OP_RECV_MESSAGE;
-		ops[4].data.recv_message.recv_message = &resp;
-		ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-		ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-		ops[5].data.recv_status_on_client.status = &code;
-		ops[5].data.recv_status_on_client.status_details = &details;
 		atomic_fetch_add(&sent_spans, (uint64_t)opt.spans);
-		if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK) {
-			grpc_completion_queue_pluck(cq, (void *)1,
-						    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-			grpc_slice_unref(details);
-		}
-		if (code == GRPC_STATUS_OK)
+		otlp_grpc_call(ch, cq, buf, msg_len, 30, &ans);
+		if (ans.code == GRPC_STATUS_OK)
 			atomic_fetch_add(&accepted_spans, (uint64_t)opt.spans);
 		else
 			atomic_fetch_add(&refused_exports, 1);
-		if (resp)
-			grpc_byte_buffer_destroy(resp);
-		grpc_metadata_array_destroy(&md0);
-		grpc_metadata_array_destroy(&md1);
-		grpc_byte_buffer_destroy(req);
-		grpc_slice_unref(s);
-		grpc_call_unref(call);
+		if (ans.resp)
+			grpc_byte_buffer_destroy(ans.resp);
 	}
 	grpc_completion_queue_shutdown(cq);
 	while (

@@ -81,55 +81,22 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	grpc_channel *ch;
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_call *call;
-	grpc_slice s = grpc_slice_from_copied_buffer(buf, len), details;
-	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&s, 1), *resp = NULL;
-	grpc_metadata_array md0, md1;
-	grpc_op ops[6];
-	grpc_event ev;
+	struct otlp_grpc_answer ans;
 
 	memset(out, 0, sizeof(*out));
 	out->rejected = -1;
 	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
 	ch = grpc_channel_create(target, creds, NULL);
 	grpc_channel_credentials_release(creds);
-	call = grpc_channel_create_call(
-	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(OTLP_GRPC_METHOD),
-	    NULL,
-	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(10, GPR_TIMESPAN)),
-	    NULL);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[5].data.recv_status_on_client.status = &out->code;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) != GRPC_CALL_OK) {
-		out->code = GRPC_STATUS_INTERNAL;
-	} else {
-		ev = grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
-						 NULL);
-		(void)ev;
-		snprintf(out->details, sizeof(out->details), "%.*s",
-			 (int)GRPC_SLICE_LENGTH(details),
-			 (const char *)GRPC_SLICE_START_PTR(details));
-		grpc_slice_unref(details);
-	}
-	if (resp) {
+	otlp_grpc_call(ch, cq, buf, len, 10, &ans);
+	out->code = ans.code;
+	snprintf(out->details, sizeof(out->details), "%s", ans.details);
+	if (ans.resp) {
 		grpc_byte_buffer_reader rd;
 		grpc_slice all;
 		Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r;
 
-		grpc_byte_buffer_reader_init(&rd, resp);
+		grpc_byte_buffer_reader_init(&rd, ans.resp);
 		all = grpc_byte_buffer_reader_readall(&rd);
 		grpc_byte_buffer_reader_destroy(&rd);
 		r = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
@@ -143,13 +110,8 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 			    r, NULL);
 		}
 		grpc_slice_unref(all);
-		grpc_byte_buffer_destroy(resp);
+		grpc_byte_buffer_destroy(ans.resp);
 	}
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_byte_buffer_destroy(req);
-	grpc_slice_unref(s);
-	grpc_call_unref(call);
 	grpc_channel_destroy(ch);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
