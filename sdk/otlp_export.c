@@ -92,11 +92,6 @@ int tp_endpoint_parse(const char *url, struct tp_endpoint *ep)
 
 /* ---- protobuf ---- */
 
-#define WT_VARINT  0
-#define WT_FIXED64 1
-#define WT_LEN	   2
-#define WT_FIXED32 5
-
 #define SPAN_KIND_SERVER    2
 #define STATUS_CODE_ERROR   2
 #define FLAGS_HAS_IS_REMOTE 0x100u /* SpanFlags: the parent's remoteness is known */
@@ -107,43 +102,22 @@ int tp_endpoint_parse(const char *url, struct tp_endpoint *ep)
 /* Bytes reserved before the spans for the resource and scope prefix. */
 #define PREFIX_MAX_SIZE 512
 
-static size_t varint_size(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
 static uint8_t *put_tag(uint8_t *p, unsigned field, unsigned wire)
 {
-	return put_varint(p, (uint64_t)field << 3 | wire);
+	return pb_put_varint(p, (uint64_t)field << 3 | wire);
 }
 
 static uint8_t *put_bytes(uint8_t *p, unsigned field, const void *data, size_t len)
 {
-	p = put_tag(p, field, WT_LEN);
-	p = put_varint(p, len);
+	p = put_tag(p, field, PB_WT_LEN);
+	p = pb_put_varint(p, len);
 	memcpy(p, data, len);
 	return p + len;
 }
 
 static uint8_t *put_fixed(uint8_t *p, unsigned field, uint64_t v, size_t bytes)
 {
-	p = put_tag(p, field, bytes == 8 ? WT_FIXED64 : WT_FIXED32);
+	p = put_tag(p, field, bytes == 8 ? PB_WT_FIXED64 : PB_WT_FIXED32);
 	for (size_t i = 0; i < bytes; i++)
 		*p++ = (uint8_t)(v >> (8 * i)); /* little endian */
 	return p;
@@ -153,14 +127,14 @@ static uint8_t *put_fixed(uint8_t *p, unsigned field, uint64_t v, size_t bytes)
 static uint8_t *put_attr_str(uint8_t *p, unsigned field, const char *key, const char *value)
 {
 	size_t klen = strlen(key), vlen = strlen(value);
-	size_t any = 1 + varint_size(vlen) + vlen;
-	size_t kv = 1 + varint_size(klen) + klen + 1 + varint_size(any) + any;
+	size_t any = 1 + pb_varint_size(vlen) + vlen;
+	size_t kv = 1 + pb_varint_size(klen) + klen + 1 + pb_varint_size(any) + any;
 
-	p = put_tag(p, field, WT_LEN);
-	p = put_varint(p, kv);
+	p = put_tag(p, field, PB_WT_LEN);
+	p = pb_put_varint(p, kv);
 	p = put_bytes(p, 1, key, klen);
-	p = put_tag(p, 2, WT_LEN);
-	p = put_varint(p, any);
+	p = put_tag(p, 2, PB_WT_LEN);
+	p = pb_put_varint(p, any);
 	return put_bytes(p, 1, value, vlen);
 }
 
@@ -168,16 +142,16 @@ static uint8_t *put_attr_str(uint8_t *p, unsigned field, const char *key, const 
 static uint8_t *put_attr_int(uint8_t *p, unsigned field, const char *key, int64_t value)
 {
 	size_t klen = strlen(key);
-	size_t any = 1 + varint_size((uint64_t)value);
-	size_t kv = 1 + varint_size(klen) + klen + 1 + varint_size(any) + any;
+	size_t any = 1 + pb_varint_size((uint64_t)value);
+	size_t kv = 1 + pb_varint_size(klen) + klen + 1 + pb_varint_size(any) + any;
 
-	p = put_tag(p, field, WT_LEN);
-	p = put_varint(p, kv);
+	p = put_tag(p, field, PB_WT_LEN);
+	p = pb_put_varint(p, kv);
 	p = put_bytes(p, 1, key, klen);
-	p = put_tag(p, 2, WT_LEN);
-	p = put_varint(p, any);
-	p = put_tag(p, 3, WT_VARINT);
-	return put_varint(p, (uint64_t)value);
+	p = put_tag(p, 2, PB_WT_LEN);
+	p = pb_put_varint(p, any);
+	p = put_tag(p, 3, PB_WT_VARINT);
+	return pb_put_varint(p, (uint64_t)value);
 }
 
 static bool all_zero(const uint8_t *b, size_t n)
@@ -206,8 +180,8 @@ static uint8_t *put_span_body(uint8_t *p, const struct tp_span_rec *s)
 	if (!root)
 		p = put_bytes(p, 4, s->parent_span_id, 8);
 	p = put_bytes(p, 5, name, strlen(name));
-	p = put_tag(p, 6, WT_VARINT);
-	p = put_varint(p, SPAN_KIND_SERVER);
+	p = put_tag(p, 6, PB_WT_VARINT);
+	p = pb_put_varint(p, SPAN_KIND_SERVER);
 	p = put_fixed(p, 7, (uint64_t)s->start_unix_ns, 8);
 	p = put_fixed(p, 8, (uint64_t)s->end_unix_ns, 8);
 	if (s->method[0])
@@ -218,10 +192,10 @@ static uint8_t *put_span_body(uint8_t *p, const struct tp_span_rec *s)
 		p = put_attr_int(p, 9, "http.response.status_code", s->status_code);
 	if (s->status_code >= 500 && s->status_code <= 599) {
 		/* Status { code = ERROR } */
-		p = put_tag(p, 15, WT_LEN);
-		p = put_varint(p, 2);
-		p = put_tag(p, 3, WT_VARINT);
-		p = put_varint(p, STATUS_CODE_ERROR);
+		p = put_tag(p, 15, PB_WT_LEN);
+		p = pb_put_varint(p, 2);
+		p = put_tag(p, 3, PB_WT_VARINT);
+		p = pb_put_varint(p, STATUS_CODE_ERROR);
 	}
 	return put_fixed(p, 16, flags, 4);
 }
@@ -258,15 +232,15 @@ size_t tp_otlp_encode(const struct tp_span_rec *spans, size_t n, const char *ser
 	/* InstrumentationScope { name } */
 	scope_len = (size_t)(put_bytes(scope, 1, "traceprof-sdk", 13) - scope);
 
-	ss_len = 1 + varint_size(scope_len) + scope_len + spans_len;
-	rs_len = 1 + varint_size(res_len) + res_len + 1 + varint_size(ss_len) + ss_len;
-	prefix_len = 1 + varint_size(rs_len) + (rs_len - spans_len);
+	ss_len = 1 + pb_varint_size(scope_len) + scope_len + spans_len;
+	rs_len = 1 + pb_varint_size(res_len) + res_len + 1 + pb_varint_size(ss_len) + ss_len;
+	prefix_len = 1 + pb_varint_size(rs_len) + (rs_len - spans_len);
 	start = spans_start - prefix_len;
-	p = put_tag(start, 1, WT_LEN); /* ExportTraceServiceRequest.resource_spans */
-	p = put_varint(p, rs_len);
+	p = put_tag(start, 1, PB_WT_LEN); /* ExportTraceServiceRequest.resource_spans */
+	p = pb_put_varint(p, rs_len);
 	p = put_bytes(p, 1, res, res_len); /* ResourceSpans.resource */
-	p = put_tag(p, 2, WT_LEN);	   /* ResourceSpans.scope_spans */
-	p = put_varint(p, ss_len);
+	p = put_tag(p, 2, PB_WT_LEN);	   /* ResourceSpans.scope_spans */
+	p = pb_put_varint(p, ss_len);
 	p = put_bytes(p, 1, scope, scope_len); /* ScopeSpans.scope */
 	/* p == spans_start now */
 	memmove(out, start, prefix_len + spans_len);

@@ -45,7 +45,6 @@
 #define CTX_VERSION	  2
 #define SCHEMA_VERSION	  "tlsdesc_v1_dev"
 #define MAX_KEYS	  256
-#define PB_LEN		  2 /* protobuf wire type: length-delimited */
 #define RESOURCE_ATTRS	  1 /* Resource.attributes */
 #define KEYVALUE_KEY	  1 /* KeyValue.key */
 #define KEYVALUE_VALUE	  2 /* KeyValue.value */
@@ -105,41 +104,24 @@ static void pb_put(struct pb *b, const void *data, size_t n)
 	b->len += n;
 }
 
-static size_t varint_size(uint64_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 static void pb_varint(struct pb *b, uint64_t v)
 {
 	uint8_t buf[10];
-	size_t n = 0;
 
-	while (v >= 0x80) {
-		buf[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	buf[n++] = (uint8_t)v;
-	pb_put(b, buf, n);
+	pb_put(b, buf, (size_t)(pb_put_varint(buf, v) - buf));
 }
 
 /* Tag and length of a length-delimited field (all field numbers here are < 16). */
 static void pb_len_field(struct pb *b, unsigned field, size_t len)
 {
-	pb_varint(b, field << 3 | PB_LEN);
+	pb_varint(b, field << 3 | PB_WT_LEN);
 	pb_varint(b, len);
 }
 
 /* Size of a length-delimited field holding len bytes. */
 static size_t len_field_size(size_t len)
 {
-	return 1 + varint_size(len) + len;
+	return 1 + pb_varint_size(len) + len;
 }
 
 /* Resource.attributes += KeyValue{key, AnyValue{string_value}}. */

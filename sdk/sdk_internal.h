@@ -95,4 +95,34 @@ int tp_http_post(struct tp_http *c, const uint8_t *body, size_t len, int timeout
 /* Closes c's connection, if open. */
 void tp_http_close(struct tp_http *c);
 
+/* ---- protobuf wire format, shared by the process context and the span exporter ---- */
+
+#define PB_WT_VARINT  0 /* wire types */
+#define PB_WT_FIXED64 1
+#define PB_WT_LEN     2
+#define PB_WT_FIXED32 5
+
+/* Bytes of v as a varint. */
+static inline size_t pb_varint_size(uint64_t v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/* Writes v as a varint at p (at most 10 bytes); returns the end. */
+static inline uint8_t *pb_put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
 #endif
