@@ -83,20 +83,13 @@ static void pay_close(void)
 static int pay_exchange(const char *head, size_t head_len, const char *body, size_t body_len,
 			struct http_response *resp, bool *got_bytes)
 {
-	const char *parts[2] = {head, body};
-	size_t lens[2] = {head_len, body_len}, have = 0;
+	size_t have = 0;
+	int err;
 
 	*got_bytes = false;
-	for (int i = 0; i < 2; i++)
-		for (size_t off = 0; off < lens[i];) {
-			ssize_t n = send(pay_fd, parts[i] + off, lens[i] - off, MSG_NOSIGNAL);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				return n < 0 ? -errno : -EPIPE;
-			off += (size_t)n;
-		}
+	if ((err = demo_send_all(pay_fd, head, head_len)) != 0 ||
+	    (err = demo_send_all(pay_fd, body, body_len)) != 0)
+		return err;
 	for (;;) {
 		ssize_t n = recv(pay_fd, pay_buf + have, sizeof(pay_buf) - have, 0);
 		int rc;

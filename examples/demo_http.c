@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "demo_http.h"
 #include "traceprof/log.h"
@@ -339,6 +340,20 @@ const struct http_header *http_find_header(const struct http_header *headers, si
 	if (count)
 		*count = c;
 	return first;
+}
+
+int demo_send_all(int fd, const void *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = send(fd, (const char *)buf + off, len - off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		off += (size_t)n;
+	}
+	return 0;
 }
 
 const char *http_reason(int status)

@@ -81,6 +81,10 @@ int http_parse_response(const char *buf, size_t len, struct http_response *resp)
 const struct http_header *http_find_header(const struct http_header *headers, size_t n,
 					   const char *name, size_t *count);
 
+/* Sends all len bytes on a blocking socket (EINTR retried). Returns 0 or -errno (-EPIPE: closed).
+ */
+int demo_send_all(int fd, const void *buf, size_t len);
+
 /* The reason phrase of a status code the demo uses ("Unknown" otherwise). */
 const char *http_reason(int status);
 

@@ -297,15 +297,9 @@ static int exchange(struct client *c, size_t len, struct result *res, bool *got_
 	int rc;
 
 	*got_bytes = false;
-	for (size_t off = 0; off < len;) {
-		ssize_t n = send(c->fd, c->req + off, len - off, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		off += (size_t)n;
-	}
+	rc = demo_send_all(c->fd, c->req, len);
+	if (rc)
+		return rc;
 	for (;;) {
 		ssize_t n = recv(c->fd, c->buf + have, sizeof(c->buf) - have, 0);
 
