@@ -43,6 +43,17 @@ struct otlp_forward {
 	struct otlp_forward_stats stats; /* counters */
 };
 
+/* Frees what otlp_forward_start set up (the thread is not running). */
+static void release(struct otlp_forward *f)
+{
+	grpc_channel_destroy(f->channel);
+	grpc_shutdown();
+	pthread_cond_destroy(&f->cv);
+	pthread_mutex_destroy(&f->mu);
+	free(f->target);
+	free(f);
+}
+
 /* One Export call; true when the upstream answered OK. */
 static bool send_one(struct otlp_forward *f, const struct item *it)
 {
@@ -138,12 +149,7 @@ struct otlp_forward *otlp_forward_start(const char *target, size_t max_queue_byt
 	pthread_cond_init(&f->cv, NULL);
 	rc = pthread_create(&f->thread, NULL, run, f);
 	if (rc) {
-		grpc_channel_destroy(f->channel);
-		grpc_shutdown();
-		pthread_cond_destroy(&f->cv);
-		pthread_mutex_destroy(&f->mu);
-		free(f->target);
-		free(f);
+		release(f);
 		errno = rc;
 		return NULL;
 	}
@@ -239,10 +245,5 @@ void otlp_forward_stop(struct otlp_forward *f, int timeout_ms, struct otlp_forwa
 	}
 	if (final)
 		*final = f->stats;
-	grpc_channel_destroy(f->channel);
-	grpc_shutdown();
-	pthread_cond_destroy(&f->cv);
-	pthread_mutex_destroy(&f->mu);
-	free(f->target);
-	free(f);
+	release(f);
 }
