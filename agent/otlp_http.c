@@ -380,19 +380,66 @@ static void on_readable(struct otlp_http *h, struct conn *c)
 		conn_close(c);
 }
 
+/* Serves the connections poll() found ready; pfd[k] belongs to conns[idx[k]]. */
+static void dispatch(struct otlp_http *h, const struct pollfd *pfd, const int *idx, nfds_t first,
+		     nfds_t n)
+{
+	for (nfds_t k = first; k < n; k++) {
+		struct conn *c = &h->conns[idx[k]];
+
+		if (!pfd[k].revents || c->fd < 0)
+			continue;
+		if (c->state == WRITE) {
+			if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL) || advance(h, c) != 0)
+				conn_close(c);
+		} else {
+			on_readable(h, c);
+		}
+	}
+}
+
+/*
+ * The table is full: before refusing a new connection, serve whatever the
+ * open ones have ready, so peers that already hung up free their slots.
+ */
+static void reap(struct otlp_http *h)
+{
+	struct pollfd pfd[OTLP_HTTP_MAX_CONNS];
+	int idx[OTLP_HTTP_MAX_CONNS];
+	nfds_t n = 0;
+
+	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+		if (h->conns[i].fd >= 0) {
+			idx[n] = i;
+			pfd[n++] = (struct pollfd){
+			    .fd = h->conns[i].fd,
+			    .events = h->conns[i].state == WRITE ? POLLOUT : POLLIN | POLLRDHUP};
+		}
+	if (poll(pfd, n, 0) > 0)
+		dispatch(h, pfd, idx, 0, n);
+}
+
+static struct conn *free_slot(struct otlp_http *h)
+{
+	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+		if (h->conns[i].fd < 0)
+			return &h->conns[i];
+	return NULL;
+}
+
 static void on_accept(struct otlp_http *h)
 {
 	for (;;) {
 		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct conn *c = NULL;
+		struct conn *c;
 
 		if (fd < 0)
 			return;
-		for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
-			if (h->conns[i].fd < 0) {
-				c = &h->conns[i];
-				break;
-			}
+		c = free_slot(h);
+		if (!c) {
+			reap(h);
+			c = free_slot(h);
+		}
 		if (!c) {
 			static const char busy[] =
 			    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
@@ -453,19 +500,7 @@ static void *serve(void *arg)
 			continue;
 		if (pfd[0].revents)
 			break;
-		for (nfds_t k = 2; k < n; k++) {
-			struct conn *c = &h->conns[idx[k]];
-
-			if (!pfd[k].revents)
-				continue;
-			if (c->state == WRITE) {
-				if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL) ||
-				    advance(h, c) != 0)
-					conn_close(c);
-			} else {
-				on_readable(h, c);
-			}
-		}
+		dispatch(h, pfd, idx, 2, n);
 		if (pfd[1].revents)
 			on_accept(h);
 	}
