@@ -729,6 +729,76 @@ static void test_threads(void)
 	free_reqs(&s, reqs, s.nbodies);
 }
 
+static int64_t ts_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * The request path's clock (the TSC where the CPU and kernel allow it, see
+ * spans.c) agrees with CLOCK_MONOTONIC and CLOCK_REALTIME: span starts lie
+ * between readings taken around begin, durations between the inner and
+ * outer intervals around the span, within 20 us.
+ */
+static void test_clock(void)
+{
+	struct server s;
+	struct tp_sdk_export_opts o = {.interval_ms = 20, .batch_spans = 64};
+	struct tp_sdk_span sp[6];
+	int64_t m0[6], m1[6], m2[6], m3[6], r0[6], r1[6];
+	const int64_t slack = 20000;
+	ExportReq *reqs[MAX_BODIES] = {0};
+	char ep[128];
+	int ok_start = 0, ok_unix = 0, ok_dur = 0, found = 0;
+
+	server_start(&s, ANSWER_200);
+	endpoint_of(&s, ep, sizeof(ep));
+	o.endpoint = ep;
+	CHECK(tp_sdk_export_start(&o) == 0, "start");
+	usleep(250000); /* the exporter calibrates the counter over its first 100 ms */
+	for (int i = 0; i < 6; i++) {
+		r0[i] = ts_ns(CLOCK_REALTIME);
+		m0[i] = ts_ns(CLOCK_MONOTONIC);
+		tp_sdk_span_begin(&sp[i], NULL, 0);
+		m1[i] = ts_ns(CLOCK_MONOTONIC);
+		r1[i] = ts_ns(CLOCK_REALTIME);
+		usleep(i == 5 ? 300000 : 1000 * (useconds_t)(i * 7));
+		m2[i] = ts_ns(CLOCK_MONOTONIC);
+		tp_sdk_span_end(&sp[i], "GET", "/clock", 200);
+		m3[i] = ts_ns(CLOCK_MONOTONIC);
+		ok_start +=
+		    sp[i].start_mono_ns >= m0[i] - slack && sp[i].start_mono_ns <= m1[i] + slack;
+		ok_unix +=
+		    sp[i].start_unix_ns >= r0[i] - slack && sp[i].start_unix_ns <= r1[i] + slack;
+	}
+	CHECK(tp_sdk_export_stop(5000) == 0, "stop");
+	server_stop(&s);
+	CHECK(ok_start == 6, "span starts between CLOCK_MONOTONIC readings: %d of 6", ok_start);
+	CHECK(ok_unix == 6, "wall-clock starts between CLOCK_REALTIME readings: %d of 6", ok_unix);
+	decode_all(&s, reqs);
+	for (int i = 0; i < 6; i++) {
+		const Span *x = find_span(reqs, s.nbodies, sp[i].span_id);
+		int64_t dur;
+
+		if (!x)
+			continue;
+		found++;
+		dur = (int64_t)(x->end_time_unix_nano - x->start_time_unix_nano);
+		if (dur >= m2[i] - m1[i] - slack && dur <= m3[i] - m0[i] + slack)
+			ok_dur++;
+		else
+			fprintf(stderr, "span %d: duration %lld ns, expected %lld..%lld\n", i,
+				(long long)dur, (long long)(m2[i] - m1[i]),
+				(long long)(m3[i] - m0[i]));
+	}
+	CHECK(found == 6 && ok_dur == 6, "durations agree with CLOCK_MONOTONIC: %d of %d", ok_dur,
+	      found);
+	free_reqs(&s, reqs, s.nbodies);
+}
+
 int main(void)
 {
 	test_fields();
@@ -740,5 +810,6 @@ int main(void)
 	test_down();
 	test_endpoints();
 	test_fork();
+	test_clock();
 	return check_done();
 }
