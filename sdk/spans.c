@@ -53,7 +53,7 @@
  * exporter reading its neighbour.
  */
 struct slot {
-	_Alignas(64) _Atomic uint64_t seq; /* == pos: free for the producer of pos; pos + 1: full */
+	_Alignas(64) _Atomic uint64_t seq; /* pos + 1: the span of pos is in the slot */
 	struct tp_span_rec rec;		   /* the span */
 };
 
@@ -64,6 +64,14 @@ struct queue {
 	struct slot *slots;		    /* cap slots, owned */
 	_Alignas(64) _Atomic uint64_t head; /* next position to claim (producers) */
 	_Alignas(64) _Atomic uint64_t tail; /* next position to read (the exporter) */
+	/*
+	 * A recent tail, on a line producers only read: a slot is free when
+	 * its position is less than tail_hint + cap. A producer that finds the
+	 * queue full by the hint reads tail and refreshes the hint (about once
+	 * per lap), so producers never load a slot's line or the tail line
+	 * that the exporter writes.
+	 */
+	_Alignas(64) _Atomic uint64_t tail_hint;
 };
 
 /* The exporter thread's state; written under ctl_lock by start and stop. */
@@ -303,9 +311,10 @@ static inline int64_t clock_offset(int64_t mono)
 static void queue_reset(struct queue *q)
 {
 	for (uint32_t i = 0; i < q->cap; i++)
-		atomic_store_explicit(&q->slots[i].seq, i, memory_order_relaxed);
+		atomic_store_explicit(&q->slots[i].seq, 0, memory_order_relaxed);
 	atomic_store(&q->head, 0);
 	atomic_store(&q->tail, 0);
+	atomic_store(&q->tail_hint, 0);
 }
 
 static struct queue *queue_new(uint32_t cap)
@@ -327,27 +336,36 @@ static struct queue *queue_new(uint32_t cap)
 	return q;
 }
 
-/* Claims a slot for a producer: the record to fill, or NULL when full. */
+/*
+ * Claims a slot for a producer: the record to fill, or NULL when full. The
+ * slot is free because the exporter has taken position pos - cap: the hint
+ * (or tail) read with acquire says so. Nothing of the slot is read, so
+ * filling it costs stores only, which do not wait for the line to arrive.
+ */
 static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
 {
 	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
 
 	for (;;) {
-		struct slot *s = &q->slots[pos & q->mask];
-		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-		int64_t diff = (int64_t)(seq - pos);
+		uint64_t hint = atomic_load_explicit(&q->tail_hint, memory_order_acquire);
 
-		if (diff == 0) {
-			if (atomic_compare_exchange_weak_explicit(&q->head, &pos, pos + 1,
-								  memory_order_relaxed,
-								  memory_order_relaxed)) {
-				*pos_out = pos;
-				return s;
+		/* signed: a stale pos may be behind the hint; the exchange then fails */
+		if (unlikely((int64_t)(pos - hint) >= (int64_t)q->cap)) {
+			uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+
+			if ((int64_t)(pos - t) >= (int64_t)q->cap) {
+				if (atomic_load_explicit(&q->head, memory_order_relaxed) == pos)
+					return NULL; /* the slot of pos - cap is still unread */
+				pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+				continue;
 			}
-		} else if (diff < 0) {
-			return NULL; /* the slot of pos - cap is still unread */
-		} else {
-			pos = atomic_load_explicit(&q->head, memory_order_relaxed);
+			/* concurrent producers may store an older tail: still a safe bound */
+			atomic_store_explicit(&q->tail_hint, t, memory_order_release);
+		}
+		if (atomic_compare_exchange_weak_explicit(
+			&q->head, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed)) {
+			*pos_out = pos;
+			return &q->slots[pos & q->mask];
 		}
 	}
 }
@@ -361,8 +379,8 @@ static bool queue_pop(struct queue *q, struct tp_span_rec *out)
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return false;
 	*out = s->rec;
-	atomic_store_explicit(&s->seq, pos + q->cap, memory_order_release);
-	atomic_store_explicit(&q->tail, pos + 1, memory_order_relaxed);
+	/* release: the copy is done before a producer, seeing tail, reuses the slot */
+	atomic_store_explicit(&q->tail, pos + 1, memory_order_release);
 	return true;
 }
 
@@ -375,6 +393,27 @@ static uint64_t queue_len(struct queue *q)
 }
 
 /* ---- request path ---- */
+
+/*
+ * Asks for the slot the next span will likely take, for writing, so that
+ * its first two lines (ids, times, status, method and the start of the
+ * route) are owned by this core by the time tp_sdk_span_end fills them:
+ * the exporter read them last, or they left the cache a lap ago. A hint
+ * only: another producer may take that slot.
+ */
+static inline void prefetch_next_slot(void)
+{
+	struct queue *q = atomic_load_explicit(&rp.queue, memory_order_relaxed);
+
+	if (likely(q != NULL)) {
+		const char *p =
+		    (const char *)&q
+			->slots[atomic_load_explicit(&q->head, memory_order_relaxed) & q->mask];
+
+		__builtin_prefetch(p, 1, 3);
+		__builtin_prefetch(p + 64, 1, 3);
+	}
+}
 
 TP_SDK_EXPORT int tp_sdk_span_begin(struct tp_sdk_span *span, const char *traceparent, size_t len)
 {
@@ -391,6 +430,7 @@ TP_SDK_EXPORT int tp_sdk_span_begin(struct tp_sdk_span *span, const char *tracep
 	}
 	tp_sdk_new_span_id_fast(span->span_id);
 	tp_sdk_attach_ids(span->trace_id, span->span_id, span->trace_flags);
+	prefetch_next_slot();
 	span->start_mono_ns = now_mono_ns();
 	span->start_unix_ns = span->start_mono_ns + clock_offset(span->start_mono_ns);
 	return 0;
