@@ -5,7 +5,7 @@
  * Data flow: store_add_*() validates a row (a bad row is refused and
  * counted, so it can never abort a COPY later) and appends it, already
  * encoded for COPY by store_copy.c, to one buffer per destination table:
- * five dictionaries, samples and requests. store_flush() sends the buffers
+ * five dictionaries, samples, requests and trigger_samples. store_flush() sends the buffers
  * and drops them only after COMMIT; until then they are kept for a retry.
  *
  * Workload: one store per writer thread adding 10^5..10^6 sample rows per
@@ -15,7 +15,7 @@
  * (kind, id); when it is full it is cleared, since resending an entry only
  * costs a row the server skips (ON CONFLICT DO NOTHING).
  *
- * Bounds: max_rows sample + request rows and 256 MiB of them encoded;
+ * Bounds: max_rows sample + request + trigger rows and 256 MiB of them encoded;
  * 200000 dictionary entries and 64 MiB of them; beyond that adds return
  * -ENOBUFS (counted) until a flush succeeds.
  */
@@ -301,6 +301,7 @@ void store_free(struct store *st)
 	}
 	copybuf_release(&st->samples);
 	copybuf_release(&st->requests);
+	copybuf_release(&st->trigger_samples);
 	for (int k = 0; k < DICT_KINDS; k++)
 		copybuf_release(&st->dict[k]);
 	free(st->seen.ids);
@@ -580,8 +581,9 @@ int store_add_route(struct store *st, uint64_t route_id, const char *method, con
 
 static bool rows_full(const struct store *st)
 {
-	return st->cur.sample_rows + st->cur.request_rows >= st->opts.max_rows ||
-	       st->samples.len + st->requests.len >= STORE_MAX_ROW_BYTES;
+	return st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows >=
+		   st->opts.max_rows ||
+	       st->samples.len + st->requests.len + st->trigger_samples.len >= STORE_MAX_ROW_BYTES;
 }
 
 /* Validates a sample row; *total receives its number of samples. */
@@ -623,6 +625,36 @@ int store_add_samples(struct store *st, const struct store_sample_row *row)
 	return 0;
 }
 
+/* A trigger id: non-empty valid text of at most STORE_MAX_TRIGGER_ID bytes. */
+static bool valid_trigger_id(const char *id)
+{
+	return id && *id && strnlen(id, STORE_MAX_TRIGGER_ID + 1) <= STORE_MAX_TRIGGER_ID &&
+	       valid_utf8(id);
+}
+
+int store_add_trigger_samples(struct store *st, const char *trigger_id,
+			      const struct store_sample_row *row)
+{
+	uint64_t total;
+	int err;
+
+	if (!st)
+		return -EINVAL;
+	/* Raised samples are kept only for requests: a trace (and span) is required. */
+	if (!valid_trigger_id(trigger_id) || !valid_sample(st, row, &total) ||
+	    trace_zero(row->trace_id))
+		return refuse(st);
+	if (rows_full(st))
+		return refuse_full(st);
+	err = copy_put_trigger_sample(&st->trigger_samples, st->format, trigger_id, row, total);
+	if (err)
+		return err;
+	st->cur.trigger_rows++;
+	st->cur.trigger_samples += total;
+	note_time(st, row->bucket_us);
+	return 0;
+}
+
 int store_add_request(struct store *st, const struct store_request *req)
 {
 	int err;
@@ -645,7 +677,7 @@ int store_add_request(struct store *st, const struct store_request *req)
 
 size_t store_pending_rows(const struct store *st)
 {
-	return st ? st->cur.sample_rows + st->cur.request_rows : 0;
+	return st ? st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows : 0;
 }
 
 void store_get_stats(const struct store *st, struct store_stats *out)

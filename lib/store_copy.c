@@ -356,8 +356,10 @@ static bool counts_all_one(const uint32_t *counts, uint32_t n)
 
 /* ---- rows ---- */
 
-int copy_put_sample(struct copybuf *b, enum copy_format f, const struct store_sample_row *r,
-		    uint64_t total)
+/* A samples row, or with trigger_id a trigger_samples row (the same columns and trigger_id last).
+ */
+static int put_sample(struct copybuf *b, enum copy_format f, const struct store_sample_row *r,
+		      uint64_t total, const char *trigger_id)
 {
 	bool tagged = !trace_is_zero(r->trace_id);
 	const uint32_t *counts = r->counts;
@@ -373,14 +375,16 @@ int copy_put_sample(struct copybuf *b, enum copy_format f, const struct store_sa
 	stored = expand ? total : r->n;
 	if (f == COPY_BINARY)
 		err = copybuf_reserve(b, 2 + 12 + 12 + 12 + 20 + 6 + bin_array_size(stored, 8) +
-					     bin_array_size(counts && !expand ? r->n : 0, 4));
+					     bin_array_size(counts && !expand ? r->n : 0, 4) +
+					     (trigger_id ? str_bound(trigger_id) : 0));
 	else
-		err = copybuf_reserve(b, 160 + (TEXT_INT64_MAX + 1) * stored + 11 * (size_t)r->n);
+		err = copybuf_reserve(b, 160 + (TEXT_INT64_MAX + 1) * stored + 11 * (size_t)r->n +
+					     (trigger_id ? 1 + str_bound(trigger_id) : 0));
 	if (err)
 		return err;
 	p = b->data + b->len;
 	if (f == COPY_BINARY) {
-		p = put_be16(p, 7);
+		p = put_be16(p, trigger_id ? 8 : 7);
 		p = bin_ts(p, r->bucket_us);
 		p = bin_i64(p, r->source_id);
 		if (tagged) {
@@ -406,6 +410,8 @@ int copy_put_sample(struct copybuf *b, enum copy_format f, const struct store_sa
 				p = bin_null(p);
 			}
 		}
+		if (trigger_id)
+			p = bin_str(p, trigger_id);
 	} else {
 		p = txt_tab(txt_ts(p, r->bucket_us));
 		p = txt_tab(txt_i64(p, (int64_t)r->source_id));
@@ -441,10 +447,24 @@ int copy_put_sample(struct copybuf *b, enum copy_format f, const struct store_sa
 				p = txt_null(p);
 			}
 		}
+		if (trigger_id)
+			p = txt_str(txt_tab(p), trigger_id);
 		p = txt_end(p);
 	}
 	b->len = (size_t)(p - b->data);
 	return 0;
+}
+
+int copy_put_sample(struct copybuf *b, enum copy_format f, const struct store_sample_row *r,
+		    uint64_t total)
+{
+	return put_sample(b, f, r, total, NULL);
+}
+
+int copy_put_trigger_sample(struct copybuf *b, enum copy_format f, const char *trigger_id,
+			    const struct store_sample_row *r, uint64_t total)
+{
+	return put_sample(b, f, r, total, trigger_id);
 }
 
 int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_request *r)

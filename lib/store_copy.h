@@ -12,7 +12,7 @@
  * cursor, so the hot path does no allocation beyond buffer growth.
  *
  * Column orders are fixed here and must match the column lists of the COPY
- * statements in store.c (COPY_*_COLUMNS below).
+ * statements in store_flush.c (COPY_*_COLUMNS below).
  */
 #ifndef TRACEPROF_STORE_COPY_H
 #define TRACEPROF_STORE_COPY_H
@@ -23,7 +23,8 @@
 
 #include "traceprof/store.h"
 
-#define COPY_SAMPLES_COLUMNS "bucket, source_id, span_id, trace_id, hz, stacks, counts"
+#define COPY_SAMPLES_COLUMNS	     "bucket, source_id, span_id, trace_id, hz, stacks, counts"
+#define COPY_TRIGGER_SAMPLES_COLUMNS COPY_SAMPLES_COLUMNS ", trigger_id"
 #define COPY_REQUESTS_COLUMNS                                                                      \
 	"start_time, source_id, trace_id, span_id, parent_span_id, route_id, duration_us, "        \
 	"status_code"
@@ -73,6 +74,9 @@ bool copy_expand_counts(uint32_t n, uint64_t total);
 /* total = sum of counts (n when counts is NULL); picks the stored form. */
 int copy_put_sample(struct copybuf *b, enum copy_format f, const struct store_sample_row *r,
 		    uint64_t total);
+/* The same row for traceprof.trigger_samples, with trigger_id (valid, non-empty) last. */
+int copy_put_trigger_sample(struct copybuf *b, enum copy_format f, const char *trigger_id,
+			    const struct store_sample_row *r, uint64_t total);
 int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_request *r);
 int copy_put_function(struct copybuf *b, enum copy_format f, uint64_t id, const char *name,
 		      const char *module, int kind);

@@ -13,7 +13,8 @@
  *      never, which also keeps the catalogs quiet); read the transaction id;
  *   3. COPY each such dictionary into its temp table, then one
  *      INSERT ... SELECT ... ON CONFLICT DO NOTHING per dictionary;
- *   4. COPY samples and requests straight into the partitioned parents;
+ *   4. COPY samples, requests and trigger_samples straight into the
+ *      partitioned parents;
  *   5. COMMIT; only now are the sent bytes dropped from the buffers.
  * A failure at any step rolls back and keeps the buffers. A connection lost
  * during COMMIT leaves the outcome unknown; the next flush asks
@@ -54,6 +55,7 @@ static void snapshot(const struct store *st, struct pending *m)
 	*m = st->cur;
 	m->sample_bytes = st->samples.len;
 	m->request_bytes = st->requests.len;
+	m->trigger_bytes = st->trigger_samples.len;
 	for (int k = 0; k < DICT_KINDS; k++)
 		m->dict_bytes[k] = st->dict[k].len;
 }
@@ -73,12 +75,17 @@ static void forget_written(struct store *st, const struct pending *m)
 {
 	copybuf_drop_prefix(&st->samples, m->sample_bytes);
 	copybuf_drop_prefix(&st->requests, m->request_bytes);
+	copybuf_drop_prefix(&st->trigger_samples, m->trigger_bytes);
 	st->cur.sample_rows -= m->sample_rows;
 	st->cur.request_rows -= m->request_rows;
+	st->cur.trigger_rows -= m->trigger_rows;
 	st->cur.samples -= m->samples;
+	st->cur.trigger_samples -= m->trigger_samples;
 	st->stats.sample_rows_written += m->sample_rows;
 	st->stats.samples_written += m->samples;
 	st->stats.requests_written += m->request_rows;
+	st->stats.trigger_rows_written += m->trigger_rows;
+	st->stats.trigger_samples_written += m->trigger_samples;
 	for (int k = 0; k < DICT_KINDS; k++) {
 		copybuf_drop_prefix(&st->dict[k], m->dict_bytes[k]);
 		st->cur.dict_entries[k] -= m->dict_entries[k];
@@ -88,7 +95,8 @@ static void forget_written(struct store *st, const struct pending *m)
 	}
 	copybuf_trim(&st->samples, keep(m->sample_bytes));
 	copybuf_trim(&st->requests, keep(m->request_bytes));
-	if (!st->cur.sample_rows && !st->cur.request_rows) {
+	copybuf_trim(&st->trigger_samples, keep(m->trigger_bytes));
+	if (!st->cur.sample_rows && !st->cur.request_rows && !st->cur.trigger_rows) {
 		st->min_us = INT64_MAX;
 		st->max_us = INT64_MIN;
 	}
@@ -278,6 +286,9 @@ static int flush_once(struct store *st)
 	if (!err && m.request_rows)
 		err = copy_in(st, "traceprof.requests", COPY_REQUESTS_COLUMNS, &st->requests,
 			      m.request_bytes);
+	if (!err && m.trigger_rows)
+		err = copy_in(st, "traceprof.trigger_samples", COPY_TRIGGER_SAMPLES_COLUMNS,
+			      &st->trigger_samples, m.trigger_bytes);
 	if (err) {
 		if (PQstatus(st->conn) == CONNECTION_OK)
 			PQclear(PQexec(st->conn, "ROLLBACK"));
@@ -355,7 +366,8 @@ int store_flush(struct store *st)
 	}
 	if (!err && st->commit_unknown)
 		err = resolve_commit(st);
-	if (!err && (st->cur.sample_rows || st->cur.request_rows || st->dict_total)) {
+	if (!err && (st->cur.sample_rows || st->cur.request_rows || st->cur.trigger_rows ||
+		     st->dict_total)) {
 		err = flush_once(st);
 		if (err == -EIO && st->missing_partition) {
 			/* Someone dropped a partition we had seen: look again and retry. */

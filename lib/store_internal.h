@@ -23,6 +23,7 @@
 #define STORE_MAX_STRING	   65535       /* bytes in one string */
 #define STORE_MAX_HZ		   1000
 #define STORE_MAX_STATUS	   999
+#define STORE_MAX_TRIGGER_ID	   200 /* bytes in a trigger id (schema CHECK) */
 #define STORE_DAY_US		   (86400LL * 1000000)
 #define STORE_FUTURE_US		   STORE_DAY_US /* rows may be this far ahead of our clock */
 #define STORE_DEFAULT_RETENTION_US (7 * STORE_DAY_US)
@@ -39,10 +40,13 @@ enum dict_kind { DICT_FUNCTION, DICT_FRAME, DICT_STACK, DICT_SOURCE, DICT_ROUTE,
 struct pending {
 	size_t sample_rows;		 /* rows in the samples buffer */
 	size_t request_rows;		 /* rows in the requests buffer */
+	size_t trigger_rows;		 /* rows in the trigger_samples buffer */
 	uint64_t samples;		 /* sum of counts of those sample rows */
+	uint64_t trigger_samples;	 /* sum of counts of those trigger rows */
 	size_t dict_entries[DICT_KINDS]; /* entries per dictionary buffer */
 	size_t sample_bytes;		 /* snapshot only: samples buffer length */
 	size_t request_bytes;		 /* snapshot only: requests buffer length */
+	size_t trigger_bytes;		 /* snapshot only: trigger_samples buffer length */
 	size_t dict_bytes[DICT_KINDS];	 /* snapshot only: dictionary buffer lengths */
 };
 
@@ -64,6 +68,7 @@ struct store {
 	int64_t retention_us;		 /* rows older than now - this are refused */
 	struct copybuf samples;		 /* encoded sample rows */
 	struct copybuf requests;	 /* encoded request rows */
+	struct copybuf trigger_samples;	 /* encoded trigger_samples rows */
 	struct copybuf dict[DICT_KINDS]; /* encoded dictionary entries */
 	struct pending cur;		 /* what is buffered now */
 	size_t dict_total;		 /* sum of cur.dict_entries */

@@ -6,8 +6,9 @@
  * sources, routes), sample rows and request rows; the store buffers them in
  * memory and store_flush() writes everything buffered in one transaction:
  * new dictionary entries through COPY into temporary tables and
- * INSERT ... ON CONFLICT DO NOTHING, then sample and request rows with COPY
- * straight into the partitioned tables (partitions are created on demand).
+ * INSERT ... ON CONFLICT DO NOTHING, then sample, request and trigger sample
+ * rows with COPY straight into the partitioned tables (partitions are
+ * created on demand).
  *
  * Dictionary entries the store has already sent are remembered (in a bounded
  * set) and not sent again. Rows are validated when added: a bad row is
@@ -18,15 +19,16 @@
  *
  * Validation (docs/storage.md lists the rules): hz 1..1000; 1..65536 stacks
  * per row and counts >= 1; span_id is 0 exactly when trace_id is all zero;
- * requests need a trace and span; duration >= 0; status 0..999; stacks have
+ * requests and trigger samples need a trace and span; trigger ids are
+ * non-empty and at most 200 bytes; duration >= 0; status 0..999; stacks have
  * 1..512 frames; dictionary ids and source ids are not 0 (0 means "none");
  * service and function names are non-empty; strings are valid UTF-8 of at
  * most 65535 bytes; bucket/start lie in [now - retention, now + 1 day], with
  * retention read from traceprof.config at open (older rows would land in
  * partitions that are being dropped, later ones are a broken clock).
  *
- * Bounds: max_rows rows and 256 MiB of them encoded; 200000 dictionary
- * entries and 64 MiB of them.
+ * Bounds: max_rows rows (samples, requests and trigger samples together) and
+ * 256 MiB of them encoded; 200000 dictionary entries and 64 MiB of them.
  *
  * Errors: adds return -EINVAL (refused, counted in rows_invalid), -ENOBUFS
  * (full, counted in rows_dropped_full) or -ENOMEM. store_flush() returns
@@ -51,7 +53,7 @@
 struct store;
 
 struct store_opts {
-	size_t max_rows;       /* sample + request rows buffered at most; 0 = 100000 */
+	size_t max_rows;       /* sample + request + trigger rows buffered at most; 0 = 100000 */
 	bool text_copy;	       /* COPY in text format instead of binary (for comparison) */
 	bool migrate;	       /* apply pending migrations at open instead of failing */
 	const char *app_name;  /* application_name for the connection; NULL = "traceprof" */
@@ -92,15 +94,17 @@ struct store_request {
 };
 
 struct store_stats {
-	uint64_t sample_rows_written;  /* samples rows committed */
-	uint64_t samples_written;      /* sum of counts in those rows */
-	uint64_t requests_written;     /* request rows committed */
-	uint64_t dict_entries_written; /* dictionary entries sent (new to this store) */
-	uint64_t flushes;	       /* successful flushes */
-	uint64_t flush_errors;	       /* failed flushes (data kept) */
-	uint64_t rows_invalid;	       /* rows and entries refused by validation */
-	uint64_t rows_dropped_full;    /* rows refused because the buffer was full */
-	uint64_t bytes_sent;	       /* COPY payload bytes */
+	uint64_t sample_rows_written;	  /* samples rows committed */
+	uint64_t samples_written;	  /* sum of counts in those rows */
+	uint64_t requests_written;	  /* request rows committed */
+	uint64_t dict_entries_written;	  /* dictionary entries sent (new to this store) */
+	uint64_t flushes;		  /* successful flushes */
+	uint64_t flush_errors;		  /* failed flushes (data kept) */
+	uint64_t rows_invalid;		  /* rows and entries refused by validation */
+	uint64_t rows_dropped_full;	  /* rows refused because the buffer was full */
+	uint64_t bytes_sent;		  /* COPY payload bytes */
+	uint64_t trigger_rows_written;	  /* trigger_samples rows committed */
+	uint64_t trigger_samples_written; /* sum of counts in those rows */
 };
 
 /*
@@ -151,6 +155,18 @@ int store_add_route(struct store *st, uint64_t route_id, const char *method, con
  */
 int store_add_samples(struct store *st, const struct store_sample_row *row);
 int store_add_request(struct store *st, const struct store_request *req);
+/*
+ * The raised-rate samples of a request claimed by trigger_id, for
+ * traceprof.trigger_samples (docs/triggers.md): the same row as
+ * store_add_samples, validated the same way, and also refused (-EINVAL,
+ * counted in rows_invalid) without a trace id, or when trigger_id is NULL,
+ * empty, not valid UTF-8 or longer than 200 bytes. Both are copied. The
+ * rows share the buffer bound and the flush transaction of the other rows,
+ * so they land exactly once, together with the samples and requests added
+ * before the same flush.
+ */
+int store_add_trigger_samples(struct store *st, const char *trigger_id,
+			      const struct store_sample_row *row);
 
 /*
  * Whether s is text the store accepts: well-formed UTF-8 as PostgreSQL
@@ -159,7 +175,7 @@ int store_add_request(struct store *st, const struct store_request *req);
  */
 bool store_valid_text(const char *s);
 
-/* Rows buffered now (sample + request rows). */
+/* Rows buffered now (sample + request + trigger sample rows). */
 size_t store_pending_rows(const struct store *st);
 /* Writes everything buffered in one transaction; a flush of nothing returns 0. */
 int store_flush(struct store *st);
