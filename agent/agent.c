@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "aggregate.h"
+#include "hold.h"
 #include "identity.h"
 #include "otlp.h"
 #include "otlp_forward.h"
@@ -89,6 +90,10 @@ struct agent {
 	struct otlp_http *otlp_http;	      /* OTLP/HTTP server, or NULL */
 	struct otlp_forward *otlp_fwd;	      /* upstream forwarding, or NULL */
 	struct otlp_forward_stats fwd_stats;  /* its final counters, after stop */
+	struct hold *hold;		      /* raised samples per trace, until decided */
+	uint64_t raised;		      /* samples of the raised events received */
+	uint64_t raised_unheld;		      /* of those, refused by the hold */
+	uint64_t hold_rows;		      /* rows of kept traces (on_hold_rows) */
 	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
 	struct proc *procs;		      /* open-addressing table by pid */
@@ -406,6 +411,31 @@ static void ship_closed(struct agent *a)
 	}
 }
 
+/*
+ * A sample of the raised events (docs/triggers.md): held under its trace
+ * until the trigger engine decides (hold_decide). Returns whether it also
+ * goes into the continuous profile: only the BASE subsample, at the base
+ * Hz, so a trigger never inflates it.
+ */
+static bool hold_raised(struct agent *a, struct agg_sample *as, unsigned flags)
+{
+	a->raised++;
+	if (hold_add(a->hold, as) != 0)
+		a->raised_unheld++;
+	as->hz = (uint16_t)a->cfg.frequency;
+	return flags & TP_SAMPLE_BASE;
+}
+
+/* A kept trace's rows; the integration with the store writes them to trigger_samples. */
+static void on_hold_rows(void *ctx, const char *trigger_id, const struct store_sample_row *row)
+{
+	struct agent *a = ctx;
+
+	a->hold_rows++;
+	log_debug("trigger rows trigger=%s span=%016" PRIx64 " hz=%u stacks=%u", trigger_id,
+		  row->span_id, row->hz, row->n);
+}
+
 static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 {
 	struct agent *a = ctx;
@@ -455,6 +485,8 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 		break;
 	}
 	as.stack_id = stack_of(a, s, p);
+	if ((s->flags & TP_SAMPLE_RAISED) && !hold_raised(a, &as, s->flags))
+		return 0;
 	if (agg_add(a->agg, &as) < 0)
 		a->agg_refused++;
 	ship_closed(a);
@@ -698,6 +730,10 @@ struct agent *agent_new(const struct agent_config *cfg)
 	if (!a->sampler)
 		goto out_free; /* sampler_open logged why */
 	sampler_set_event_fn(a->sampler, on_event, a);
+	a->hold =
+	    hold_new(&(struct hold_opts){.max_bytes = cfg->trigger_hold_bytes}, on_hold_rows, a);
+	if (!a->hold)
+		goto out_free;
 	for (int i = 0; i < cfg->npids && cfg->target == CONFIG_TARGET_PIDS; i++)
 		if (sampler_add_target_pid(a->sampler, cfg->pids[i]) != 0)
 			log_warn("cannot target pid=%d", cfg->pids[i]);
@@ -736,6 +772,31 @@ struct agent *agent_new(const struct agent_config *cfg)
 out_free:
 	agent_free(a);
 	return NULL;
+}
+
+static void write_hold_stats(struct agent *a, FILE *f)
+{
+	struct sampler_stats ss = {0};
+	struct hold_stats hs;
+
+	sampler_get_stats(a->sampler, &ss);
+	hold_get_stats(a->hold, &hs);
+	fprintf(f,
+		"bpf_raised=%" PRIu64 "\nbpf_raised_base=%" PRIu64 "\nbpf_raised_other=%" PRIu64
+		"\nbpf_raised_idle=%" PRIu64 "\nbpf_base_covered=%" PRIu64 "\nraised=%" PRIu64
+		"\nraised_unheld=%" PRIu64 "\n",
+		ss.counters[TP_CNT_RAISED], ss.counters[TP_CNT_RAISED_BASE],
+		ss.counters[TP_CNT_RAISED_OTHER], ss.counters[TP_CNT_RAISED_IDLE],
+		ss.counters[TP_CNT_BASE_COVERED], a->raised, a->raised_unheld);
+	fprintf(f,
+		"hold_samples=%" PRIu64 "\nhold_traces=%" PRIu64 "\nhold_traces_kept=%" PRIu64
+		"\nhold_traces_dropped=%" PRIu64 "\nhold_traces_evicted=%" PRIu64
+		"\nhold_traces_expired=%" PRIu64 "\nhold_decide_unknown=%" PRIu64
+		"\nhold_samples_kept=%" PRIu64 "\nhold_samples_lost=%" PRIu64 "\nhold_rows=%" PRIu64
+		"\nhold_bytes=%" PRIu64 "\n",
+		hs.samples, hs.traces, hs.traces_kept, hs.traces_dropped, hs.traces_evicted,
+		hs.traces_expired, hs.decide_unknown, hs.samples_kept, hs.samples_lost, hs.rows,
+		hs.held_bytes);
 }
 
 static void write_stats(struct agent *a, double elapsed_s)
@@ -799,6 +860,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
 	write_otlp_stats(a, f);
+	write_hold_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
@@ -911,6 +973,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		mono = clock_us(CLOCK_MONOTONIC);
 		real = mono + a->mono_to_real_us;
 		agg_tick(a->agg, real);
+		hold_tick(a->hold, real);
 		ship_closed(a);
 		if (real >= a->next_recheck_us)
 			recheck_processes(a, real);
@@ -954,6 +1017,7 @@ void agent_free(struct agent *a)
 		return;
 	stop_otlp(a);
 	sampler_free(a->sampler);
+	hold_free(a->hold);
 	shipper_free(a->shipper);
 	otlp_receiver_free(a->otlp);
 	agg_free(a->agg);

@@ -75,6 +75,10 @@ static const struct setting settings[] = {
      "consumer"},
     {"otlp-forward", SET_STRING, STR(otlp_forward), 0, 0, "",
      "forward every OTLP trace export unchanged to this OTLP/gRPC host:port; empty: none"},
+    {"trigger-hold-bytes", SET_BYTES, FIELD(trigger_hold_bytes), 0, 4096, (double)(1ull << 40),
+     "16M",
+     "memory for raised samples held until their request is decided; the oldest traces are "
+     "dropped beyond it"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -488,4 +492,5 @@ void config_print(const struct agent_config *cfg, FILE *out)
 		if (cfg->otlp_span_kinds & span_kinds[i].bit)
 			fprintf(out, "%s%s", n++ ? "," : "", span_kinds[i].name);
 	fprintf(out, "\notlp-forward = %s\n", cfg->otlp_forward);
+	fprintf(out, "trigger-hold-bytes = %zu\n", cfg->trigger_hold_bytes);
 }

@@ -41,6 +41,7 @@ struct agent_config {
 	size_t otlp_max_bytes;	   /* largest OTLP export accepted */
 	unsigned otlp_span_kinds;  /* OTLP_KIND_* mask of spans stored as requests */
 	char otlp_forward[256];	   /* upstream OTLP/gRPC host:port for every export, "" = none */
+	size_t trigger_hold_bytes; /* bound of raised samples held until their request is decided */
 };
 
 /* Sets every field to its default. */

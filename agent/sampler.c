@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,16 +29,20 @@
 
 #include "sampler.h"
 
-#define SDK_PROBE_FUNC	"tp_sdk_probe_thread_registered"
-#define KERNEL_BTF	"/sys/kernel/btf/vmlinux"
-#define CPUS_ONLINE	"/sys/devices/system/cpu/online"
-#define PARANOID	"/proc/sys/kernel/perf_event_paranoid"
-#define DEFAULT_HZ	19
-#define DEFAULT_RING	(1u << 20)
-#define DEFAULT_SLOTS	16384
-#define CAP_SYS_ADMIN_B 21
-#define CAP_PERFMON_B	38
-#define CAP_BPF_B	39
+#define SDK_PROBE_FUNC	  "tp_sdk_probe_thread_registered"
+#define KERNEL_BTF	  "/sys/kernel/btf/vmlinux"
+#define CPUS_ONLINE	  "/sys/devices/system/cpu/online"
+#define PARANOID	  "/proc/sys/kernel/perf_event_paranoid"
+#define DEFAULT_HZ	  19
+#define DEFAULT_RING	  (1u << 20)
+#define DEFAULT_SLOTS	  16384
+#define RAISED_INITIAL_HZ 99 /* the raised events' frequency until sampler_set_raised */
+#define CAP_SYS_ADMIN_B	  21
+#define CAP_PERFMON_B	  38
+#define CAP_BPF_B	  39
+
+/* the header stays 64 bytes: flags took spare room (bpf/sampler.h) */
+_Static_assert(offsetof(struct tp_sample, ips) == 64, "tp_sample header size");
 
 /* One attached registration uprobe. */
 struct sdk_uprobe {
@@ -47,18 +52,22 @@ struct sdk_uprobe {
 };
 
 struct sampler {
-	struct sampler_bpf *skel;			/* the loaded BPF object; owned */
-	struct sampler_opts opts;			/* options with defaults filled in */
-	struct bpf_link **cpu_links;			/* one perf event link per online CPU */
-	int ncpu_links;					/* entries used in cpu_links */
-	struct bpf_link *exit_link;			/* on_sched_process_exit attachment */
-	struct bpf_link *exec_link;			/* on_sched_process_exec attachment */
-	sampler_event_fn event_cb;			/* told about execs and exits, or NULL */
-	void *event_ctx;				/* its context */
-	struct ring_buffer *ring;			/* TP_PATH_RINGBUF reader; owned */
-	sampler_sample_fn poll_cb;			/* callback of the sampler_poll running */
-	void *poll_ctx;					/* its context */
-	int poll_n;					/* samples delivered by this poll */
+	struct sampler_bpf *skel;	/* the loaded BPF object; owned */
+	struct sampler_opts opts;	/* options with defaults filled in */
+	struct bpf_link **cpu_links;	/* one perf event link per online CPU */
+	int ncpu_links;			/* entries used in cpu_links */
+	struct bpf_link **raised_links; /* raised events, one per online CPU */
+	int *raised_fds;		/* their perf event fds (owned by the links) */
+	int nraised;			/* entries used in raised_links/fds */
+	unsigned raised_hz;		/* 0: raised events disabled */
+	struct bpf_link *exit_link;	/* on_sched_process_exit attachment */
+	struct bpf_link *exec_link;	/* on_sched_process_exec attachment */
+	sampler_event_fn event_cb;	/* told about execs and exits, or NULL */
+	void *event_ctx;		/* its context */
+	struct ring_buffer *ring;	/* TP_PATH_RINGBUF reader; owned */
+	sampler_sample_fn poll_cb;	/* callback of the sampler_poll running */
+	void *poll_ctx;			/* its context */
+	int poll_n;			/* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
 };
@@ -165,7 +174,7 @@ out_inval:
 	return -EINVAL;
 }
 
-static int perf_clock_open(int cpu, int hz)
+static int perf_clock_open(int cpu, int hz, bool disabled)
 {
 	struct perf_event_attr attr;
 	int fd;
@@ -176,6 +185,7 @@ static int perf_clock_open(int cpu, int hz)
 	attr.config = PERF_COUNT_SW_CPU_CLOCK;
 	attr.freq = 1;
 	attr.sample_freq = hz;
+	attr.disabled = disabled;
 	fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 	return fd < 0 ? -errno : fd;
 }
@@ -194,10 +204,15 @@ static void explain_perf_error(int err, int cpu)
 	}
 }
 
-/* Opens and attaches one CPU-clock event per online CPU, cookie = Hz. */
-static int attach_cpu_clock(struct sampler *s)
+/*
+ * Opens and attaches one CPU-clock event per online CPU at hz to prog,
+ * cookie = hz; *links (and *fds when not NULL) get one entry per CPU. A
+ * disabled set is enabled by libbpf at attach and disabled again here.
+ */
+static int attach_cpu_events(struct bpf_program *prog, int hz, bool disabled,
+			     struct bpf_link ***links, int **fds, int *n)
 {
-	LIBBPF_OPTS(bpf_perf_event_opts, popts, .bpf_cookie = (__u64)s->opts.hz);
+	LIBBPF_OPTS(bpf_perf_event_opts, popts, .bpf_cookie = (__u64)hz);
 	int *cpus = NULL, ncpus = 0, err, fd;
 
 	err = online_cpus(&cpus, &ncpus);
@@ -205,15 +220,17 @@ static int attach_cpu_clock(struct sampler *s)
 		log_error("cannot read online cpus path=%s err=%s", CPUS_ONLINE, strerror(-err));
 		return err;
 	}
-	s->cpu_links = calloc(ncpus, sizeof(*s->cpu_links));
-	if (!s->cpu_links) {
+	*links = calloc(ncpus, sizeof(**links));
+	if (fds)
+		*fds = calloc(ncpus, sizeof(**fds));
+	if (!*links || (fds && !*fds)) {
 		err = -ENOMEM;
 		goto out_free_cpus;
 	}
 	for (int i = 0; i < ncpus; i++) {
 		struct bpf_link *link;
 
-		fd = perf_clock_open(cpus[i], s->opts.hz);
+		fd = perf_clock_open(cpus[i], hz, disabled);
 		if (fd == -ENODEV) /* went offline since we read the list */
 			continue;
 		if (fd < 0) {
@@ -221,14 +238,23 @@ static int attach_cpu_clock(struct sampler *s)
 			explain_perf_error(err, cpus[i]);
 			goto out_free_cpus;
 		}
-		link = bpf_program__attach_perf_event_opts(s->skel->progs.on_cpu_clock, fd, &popts);
+		link = bpf_program__attach_perf_event_opts(prog, fd, &popts);
 		if (!link) {
 			err = -errno;
 			close(fd);
 			log_error("cannot attach sampler cpu=%d err=%s", cpus[i], strerror(-err));
 			goto out_free_cpus;
 		}
-		s->cpu_links[s->ncpu_links++] = link; /* the link owns fd now */
+		if (disabled && ioctl(fd, PERF_EVENT_IOC_DISABLE, 0) != 0) {
+			err = -errno;
+			bpf_link__destroy(link);
+			log_error("cannot disable perf event cpu=%d err=%s", cpus[i],
+				  strerror(-err));
+			goto out_free_cpus;
+		}
+		if (fds)
+			(*fds)[*n] = fd;
+		(*links)[(*n)++] = link; /* the link owns fd now */
 	}
 	err = 0;
 out_free_cpus:
@@ -265,6 +291,7 @@ static int configure(struct sampler *s)
 
 	skel->rodata->filter_mode = s->opts.filter;
 	skel->rodata->data_path = s->opts.path;
+	skel->rodata->base_hz = (__u32)s->opts.hz;
 	skel->rodata->wakeup_bytes =
 	    s->opts.wakeup_bytes == SAMPLER_WAKEUP_EVERY ? 0 : (__u32)s->opts.wakeup_bytes;
 	/* the unused path's maps shrink to their minimum */
@@ -370,7 +397,12 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 			goto out_free;
 		}
 	}
-	err = attach_cpu_clock(s);
+	err = attach_cpu_events(s->skel->progs.on_cpu_clock, s->opts.hz, false, &s->cpu_links, NULL,
+				&s->ncpu_links);
+	/* the raised set, off until sampler_set_raised (ring buffer path only) */
+	if (!err && s->opts.path == TP_PATH_RINGBUF)
+		err = attach_cpu_events(s->skel->progs.on_cpu_clock_raised, RAISED_INITIAL_HZ, true,
+					&s->raised_links, &s->raised_fds, &s->nraised);
 	if (err)
 		goto out_free;
 	log_debug("sampler started hz=%d cpus=%d path=%s", s->opts.hz, s->ncpu_links,
@@ -390,6 +422,10 @@ void sampler_free(struct sampler *s)
 	for (int i = 0; i < s->ncpu_links; i++)
 		bpf_link__destroy(s->cpu_links[i]);
 	free(s->cpu_links);
+	for (int i = 0; i < s->nraised; i++)
+		bpf_link__destroy(s->raised_links[i]);
+	free(s->raised_links);
+	free(s->raised_fds);
 	for (int i = 0; i < s->nuprobes; i++) {
 		bpf_link__destroy(s->uprobes[i].link);
 		free(s->uprobes[i].path);
@@ -654,7 +690,131 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 		st->run_time_ns = info.run_time_ns;
 		st->run_cnt = info.run_cnt;
 	}
+	memset(&info, 0, sizeof(info));
+	info_len = sizeof(info);
+	if (!err && !bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.on_cpu_clock_raised),
+					    &info, &info_len)) {
+		st->raised_run_time_ns = info.run_time_ns;
+		st->raised_run_cnt = info.run_cnt;
+	}
 out_free_vals:
 	free(vals);
+	return err;
+}
+
+/* Every raised event: PERF_EVENT_IOC_<req> with arg; stops at the first failure. */
+static int raised_ioctl(struct sampler *s, unsigned long req, const void *arg)
+{
+	for (int i = 0; i < s->nraised; i++)
+		if (ioctl(s->raised_fds[i], req, arg) != 0)
+			return -errno;
+	return 0;
+}
+
+/*
+ * Order keeps every sample counted once: raised samples are kept only while
+ * raised_on, and base samples are skipped only while raised_on, so raised_on
+ * goes up after the events run at the new rate and down before they stop.
+ */
+int sampler_set_raised(struct sampler *s, unsigned hz)
+{
+	/*
+	 * The events are opened in frequency mode, but the kernel turns a
+	 * CPU-clock event's frequency into a fixed hrtimer period at creation
+	 * (and clears attr.freq): PERF_EVENT_IOC_PERIOD takes nanoseconds.
+	 */
+	__u64 period_ns = hz ? 1000000000ull / hz : 0;
+	int err;
+
+	if (!s->nraised)
+		return -EOPNOTSUPP;
+	if (hz && (hz < (unsigned)s->opts.hz || hz > SAMPLER_MAX_HZ)) {
+		log_error("raised frequency out of range hz=%u base=%d max=%d", hz, s->opts.hz,
+			  SAMPLER_MAX_HZ);
+		return -EINVAL;
+	}
+	if (hz == s->raised_hz)
+		return 0;
+	s->skel->bss->raised_on = 0;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	err = raised_ioctl(s, PERF_EVENT_IOC_DISABLE, 0);
+	if (err || !hz)
+		goto out;
+	err = raised_ioctl(s, PERF_EVENT_IOC_PERIOD, &period_ns);
+	if (err)
+		goto out;
+	s->skel->bss->raised_hz = hz;
+	err = raised_ioctl(s, PERF_EVENT_IOC_ENABLE, 0);
+	if (err)
+		goto out;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	s->skel->bss->raised_on = 1;
+	s->raised_hz = hz;
+	log_debug("raised sampling on hz=%u cpus=%d", hz, s->nraised);
+	return 0;
+out:
+	if (err) {
+		raised_ioctl(s, PERF_EVENT_IOC_DISABLE, 0);
+		log_error("cannot switch raised sampling hz=%u err=%s", hz, strerror(-err));
+	} else {
+		log_debug("raised sampling off");
+	}
+	s->raised_hz = 0;
+	return err;
+}
+
+unsigned sampler_raised_hz(const struct sampler *s)
+{
+	return s->raised_hz;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t n)
+{
+	struct bpf_map *map = s->skel->maps.raised_targets;
+	uint32_t *want = NULL, *have = NULL;
+	size_t nhave = 0;
+	__u8 one = 1;
+	int err = 0;
+
+	if (n > TP_MAX_RAISED_TARGETS) {
+		log_error("too many raised targets n=%zu max=%d", n, TP_MAX_RAISED_TARGETS);
+		return -ENOSPC;
+	}
+	if (n && !tgids)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (tgids[i] == 0)
+			return -EINVAL;
+	want = malloc((n ? n : 1) * sizeof(*want));
+	have = malloc(TP_MAX_RAISED_TARGETS * sizeof(*have));
+	if (!want || !have) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	if (n)
+		memcpy(want, tgids, n * sizeof(*want));
+	qsort(want, n, sizeof(*want), cmp_u32);
+	/* keys first (deleting while walking restarts the walk), removals before additions */
+	while (nhave < TP_MAX_RAISED_TARGETS &&
+	       bpf_map__get_next_key(map, nhave ? &have[nhave - 1] : NULL, &have[nhave],
+				     sizeof(*have)) == 0)
+		nhave++;
+	for (size_t i = 0; i < nhave; i++)
+		if (!bsearch(&have[i], want, n, sizeof(*want), cmp_u32))
+			map_delete(map, &have[i], sizeof(have[i]));
+	for (size_t i = 0; i < n && !err; i++)
+		err = map_update(map, &want[i], sizeof(want[i]), &one, sizeof(one));
+	if (err)
+		log_error("cannot set raised targets n=%zu err=%s", n, strerror(-err));
+out_free:
+	free(want);
+	free(have);
 	return err;
 }

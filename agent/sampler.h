@@ -45,6 +45,8 @@ struct sampler_stats {
 	uint64_t counters[TP_CNT_MAX]; /* enum tp_counter */
 	uint64_t run_time_ns;	       /* on_cpu_clock run time (kernel.bpf_stats_enabled=1) */
 	uint64_t run_cnt;	       /* on_cpu_clock runs (kernel.bpf_stats_enabled=1) */
+	uint64_t raised_run_time_ns;   /* on_cpu_clock_raised run time (same switch) */
+	uint64_t raised_run_cnt;       /* on_cpu_clock_raised runs (same switch) */
 };
 
 /* TP_PATH_AGGREGATE: one aggregated count with its stacks, as sampler_drain gives it. */
@@ -139,6 +141,26 @@ int sampler_fd(const struct sampler *s);
  * are kept for the next drain, or counted (at most once) in this one.
  */
 int sampler_drain(struct sampler *s, sampler_count_fn cb, void *ctx);
+
+/*
+ * Raised sampling (docs/triggers.md). sampler_open creates a second set of
+ * CPU-clock events (ring buffer path only), disabled. hz > 0 sets their
+ * frequency (PERF_EVENT_IOC_PERIOD) and enables them: threads of the raised
+ * targets inside a request are then sampled at hz (flag TP_SAMPLE_RAISED,
+ * a base/hz subsample also TP_SAMPLE_BASE) instead of the base rate; 0
+ * disables them. No reload, no restart; the same hz again does nothing.
+ * -EINVAL when hz is below the base frequency or above SAMPLER_MAX_HZ,
+ * -EOPNOTSUPP on the aggregation path.
+ */
+int sampler_set_raised(struct sampler *s, unsigned hz);
+/* The raised frequency in effect; 0 when off. */
+unsigned sampler_raised_hz(const struct sampler *s);
+/*
+ * Replaces the whole set of raised target processes (tgids, not 0) with
+ * tgids[0..n): map updates only. -ENOSPC (nothing changed) when n exceeds
+ * TP_MAX_RAISED_TARGETS. The kernel side drops a process at its exit.
+ */
+int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t n);
 
 /* Fills *st; run_time_ns/run_cnt stay 0 unless kernel.bpf_stats_enabled is 1. */
 int sampler_get_stats(struct sampler *s, struct sampler_stats *st);

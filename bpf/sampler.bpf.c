@@ -17,6 +17,14 @@
  * "tls_locs" (written by the agent). Every user memory read goes through
  * bpf_probe_read_user, so a garbage pointer gives TP_CTX_FAULT, never more.
  *
+ * Raised sampling (docs/triggers.md): a second set of CPU-clock events,
+ * with its own program on_cpu_clock_raised, runs at raised_hz while a trigger is active.
+ * Its samples are kept only for threads of "raised_targets" inside a
+ * request, flagged TP_SAMPLE_RAISED, and a per-CPU accumulator flags a
+ * base_hz/raised_hz subsample of them TP_SAMPLE_BASE; the base sample of
+ * such a thread is skipped while raised_on, so no CPU time is counted
+ * twice. Ring buffer path only.
+ *
  * The workload: tens to hundreds of samples per second per CPU, so a run
  * costs 3-8 us on the measured machine (bench/results.md); no loops
  * but those inside the BPF helpers.
@@ -38,6 +46,27 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 filter_mode = TP_FILTER_ALL; /* enum tp_filter */
 const volatile __u32 data_path = TP_PATH_RINGBUF; /* enum tp_data_path */
 const volatile __u32 wakeup_bytes = 0; /* wake the reader at this much pending data; 0: always */
+const volatile __u32 base_hz = 19;     /* frequency of the base events (the raised subsample) */
+
+/* Raised sampling, written by the agent at run time (docs/triggers.md). */
+volatile __u32 raised_on = 0; /* 1: raised events kept, base samples they cover skipped */
+volatile __u32 raised_hz = 0; /* frequency of the raised events while raised_on */
+
+/* tgid -> 1: processes whose threads inside a request are sampled at raised_hz. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_RAISED_TARGETS);
+	__type(key, __u32);
+	__type(value, __u8);
+} raised_targets SEC(".maps");
+
+/* Per CPU: the accumulator that picks the base_hz/raised_hz subsample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} raised_acc SEC(".maps");
 
 /* tgid -> 1: processes sampled under TP_FILTER_PIDS. */
 struct {
@@ -269,7 +298,7 @@ static __always_inline void count_ctx(const struct thread_ctx *tc)
 }
 
 static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid,
-					const struct thread_ctx *tc)
+					const struct thread_ctx *tc, __u16 hz, __u16 sflags)
 {
 	__u32 zero = 0, kn = 0, un = 0;
 	__u64 size, flags = 0;
@@ -294,7 +323,8 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 		__builtin_memset(s->span_id, 0, sizeof(s->span_id));
 		s->trace_flags = 0;
 	}
-	s->hz = (__u16)bpf_get_attach_cookie(ctx);
+	s->hz = hz;
+	s->flags = sflags;
 
 	/* a sample of user mode has no kernel frames: skip the helper call */
 	if (!interrupted_user_mode(ctx)) {
@@ -328,6 +358,10 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 	}
 	count(TP_CNT_SAMPLES);
 	count_ctx(tc);
+	if (sflags & TP_SAMPLE_RAISED)
+		count(TP_CNT_RAISED);
+	if (sflags & TP_SAMPLE_BASE)
+		count(TP_CNT_RAISED_BASE);
 }
 
 static __always_inline __s32 stack_id(struct bpf_perf_event_data *ctx, __u64 flags)
@@ -347,7 +381,7 @@ static __always_inline __s32 stack_id(struct bpf_perf_event_data *ctx, __u64 fla
 }
 
 static __always_inline void aggregate_sample(struct bpf_perf_event_data *ctx, __u32 tgid,
-					     const struct thread_ctx *tc)
+					     const struct thread_ctx *tc, __u16 hz)
 {
 	struct tp_agg_key key;
 	__u64 one = 1, *val;
@@ -355,7 +389,7 @@ static __always_inline void aggregate_sample(struct bpf_perf_event_data *ctx, __
 
 	__builtin_memset(&key, 0, sizeof(key));
 	key.pid = tgid;
-	key.hz = (__u16)bpf_get_attach_cookie(ctx);
+	key.hz = hz;
 	key.ctx_state = tc->state;
 	if (tc->state == TP_CTX_TAGGED) {
 		__builtin_memcpy(key.trace_id, tc->hdr.trace_id, sizeof(key.trace_id));
@@ -396,10 +430,55 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	read_thread_ctx(tgid, tid, &tc);
-	if (data_path == TP_PATH_AGGREGATE)
-		aggregate_sample(ctx, tgid, &tc);
-	else
-		emit_sample(ctx, tgid, tid, &tc);
+	if (data_path == TP_PATH_AGGREGATE) {
+		aggregate_sample(ctx, tgid, &tc, (__u16)bpf_get_attach_cookie(ctx));
+		return 0;
+	}
+	/* a thread the raised events cover: its base sample is their BASE subsample */
+	if (raised_on && tc.state == TP_CTX_TAGGED && bpf_map_lookup_elem(&raised_targets, &tgid)) {
+		count(TP_CNT_BASE_COVERED);
+		return 0;
+	}
+	emit_sample(ctx, tgid, tid, &tc, (__u16)bpf_get_attach_cookie(ctx), 0);
+	return 0;
+}
+
+/*
+ * The raised events: a sample is kept only for a thread of a raised target
+ * inside a request; every base_hz/raised_hz-th kept one (per CPU) is
+ * flagged BASE. Everything else costs one map lookup.
+ */
+SEC("perf_event")
+int on_cpu_clock_raised(struct bpf_perf_event_data *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid, zero = 0, *acc, rhz = raised_hz;
+	__u16 sflags = TP_SAMPLE_RAISED;
+	struct thread_ctx tc;
+
+	if (!raised_on || tid == 0 || !rhz || !bpf_map_lookup_elem(&raised_targets, &tgid) ||
+	    !wanted(tgid)) {
+		count(TP_CNT_RAISED_OTHER);
+		return 0;
+	}
+	if (data_path != TP_PATH_RINGBUF) {
+		count(TP_CNT_RAISED_AGG);
+		return 0;
+	}
+	read_thread_ctx(tgid, tid, &tc);
+	if (tc.state != TP_CTX_TAGGED) {
+		count(TP_CNT_RAISED_IDLE);
+		return 0;
+	}
+	acc = bpf_map_lookup_elem(&raised_acc, &zero);
+	if (acc) {
+		*acc += base_hz;
+		if (*acc >= rhz) {
+			*acc -= rhz;
+			sflags |= TP_SAMPLE_BASE;
+		}
+	}
+	emit_sample(ctx, tgid, tid, &tc, (__u16)rhz, sflags);
 	return 0;
 }
 
@@ -494,5 +573,6 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	}
 	bpf_map_delete_elem(&tls_locs, &tgid);
 	bpf_map_delete_elem(&targets, &tgid);
+	bpf_map_delete_elem(&raised_targets, &tgid);
 	return 0;
 }

@@ -78,6 +78,18 @@ enum tp_record_kind {
 	TP_REC_EXIT = 2,   /* the last thread of process pid exited (header only, no frames) */
 };
 
+/*
+ * Raised sampling (docs/triggers.md): tp_sample.flags. A sample of the
+ * raised events has TP_SAMPLE_RAISED (its hz is the raised rate); a
+ * base_hz/raised_hz subsample of those also has TP_SAMPLE_BASE and stands
+ * for the base events' sample of that thread, which was not taken.
+ */
+#define TP_SAMPLE_RAISED 0x1
+#define TP_SAMPLE_BASE	 0x2
+
+/* Raised target processes (tgids) at most, map "raised_targets". */
+#define TP_MAX_RAISED_TARGETS 4096
+
 /* Ring buffer record; frames follow the header: kern_n kernel, then user_n user (leaf first). */
 struct tp_sample {
 	__u64 time_ns;	   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
@@ -92,6 +104,8 @@ struct tp_sample {
 	__u16 kern_n;	   /* kernel frames */
 	__u16 user_n;	   /* user frames */
 	__u16 kind;	   /* enum tp_record_kind */
+	__u16 flags;	   /* TP_SAMPLE_RAISED, TP_SAMPLE_BASE */
+	__u8 reserved[4];  /* zero; the header stays 64 bytes */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 
@@ -119,7 +133,13 @@ enum tp_counter {
 	TP_CNT_STACK_COLLISION = 6, /* aggregation: a stack dropped, its bucket held another */
 	TP_CNT_STACK_LOST = 7,	    /* aggregation: a stack not stored (map full, unreadable) */
 	TP_CNT_AGG_FULL = 8,	    /* aggregation: samples lost, "aggregates" full */
-	TP_CNT_MAX = 9,
+	TP_CNT_RAISED = 9,	    /* raised samples kept (also in TP_CNT_SAMPLES) */
+	TP_CNT_RAISED_BASE = 10,    /* of those, flagged TP_SAMPLE_BASE */
+	TP_CNT_RAISED_OTHER = 11,   /* raised runs discarded: not a raised target, or raised off */
+	TP_CNT_RAISED_IDLE = 12,    /* raised runs discarded: target thread outside a request */
+	TP_CNT_BASE_COVERED = 13,   /* base runs skipped: the thread is covered by raised events */
+	TP_CNT_RAISED_AGG = 14,	    /* raised runs discarded: aggregation path (not supported) */
+	TP_CNT_MAX = 15,
 };
 
 #endif
