@@ -94,6 +94,7 @@ struct agent {
 	uint64_t raised;		      /* samples of the raised events received */
 	uint64_t raised_unheld;		      /* of those, refused by the hold */
 	uint64_t hold_rows;		      /* rows of kept traces (on_hold_rows) */
+	uint64_t hold_rows_lost;	      /* of those, not queued (no memory, bad id) */
 	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
 	struct proc *procs;		      /* open-addressing table by pid */
@@ -431,9 +432,17 @@ static void on_hold_rows(void *ctx, const char *trigger_id, const struct store_s
 {
 	struct agent *a = ctx;
 
+	struct agg_window *w;
+
 	a->hold_rows++;
 	log_debug("trigger rows trigger=%s span=%016" PRIx64 " hz=%u stacks=%u", trigger_id,
 		  row->span_id, row->hz, row->n);
+	/* its own window with the stacks it needs: base windows may not carry them */
+	w = agg_trigger_window(a->agg, trigger_id, row, 1);
+	if (w)
+		shipper_submit(a->shipper, w);
+	else
+		a->hold_rows_lost++;
 }
 
 static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
@@ -797,6 +806,8 @@ static void write_hold_stats(struct agent *a, FILE *f)
 		hs.samples, hs.traces, hs.traces_kept, hs.traces_dropped, hs.traces_evicted,
 		hs.traces_expired, hs.decide_unknown, hs.samples_kept, hs.samples_lost, hs.rows,
 		hs.held_bytes);
+	fprintf(f, "trigger_rows_queued=%" PRIu64 "\ntrigger_rows_lost=%" PRIu64 "\n",
+		a->hold_rows - a->hold_rows_lost, a->hold_rows_lost);
 }
 
 static void write_stats(struct agent *a, double elapsed_s)

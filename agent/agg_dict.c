@@ -14,7 +14,7 @@
 struct dent {
 	uint64_t id;	    /* the entry's id */
 	uint64_t last_used; /* seq of the last window that referenced it (or registration) */
-	uint64_t mark;	    /* seq + 1 of the window whose closure holds it */
+	uint64_t mark;	    /* the closure (agg_dict.epoch) that holds it */
 	size_t strbytes;    /* bytes of its strings, NULs included */
 };
 
@@ -312,9 +312,9 @@ static int mark(struct agg_dict *d, uint64_t seq, int k, uint64_t id, void **out
 		d->missing++;
 		return 1;
 	}
-	if (e->mark == seq + 1)
+	if (e->mark == d->epoch)
 		return 0;
-	e->mark = seq + 1;
+	e->mark = d->epoch;
 	e->last_used = seq;
 	return plist_push(&d->cl[k], e) ? -ENOMEM : 2;
 }
@@ -340,6 +340,8 @@ static int64_t mark_frames(struct agg_dict *d, uint64_t seq, const struct dstack
 
 void agg_dict_closure_reset(struct agg_dict *d)
 {
+	/* a new closure: a window's, or a trigger window's at the same seq */
+	d->epoch++;
 	for (int k = 0; k < AGG_DICT_KINDS; k++)
 		d->cl[k].n = 0;
 }

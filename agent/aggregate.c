@@ -428,7 +428,7 @@ static void fill_rows(struct agg_window *w, const struct slot *keys, uint32_t n,
 }
 
 /* Sizes and allocates the window for n sorted keys and the dictionary closure. */
-static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t n)
+static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t n, size_t extra)
 {
 	size_t nrows = count_rows(keys, n), bytes;
 	struct agg_dict_size ds;
@@ -444,7 +444,7 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 		ds.entries[AGG_DICT_FRAMES] * sizeof(*w->frames) +
 		ds.entries[AGG_DICT_STACKS] * sizeof(*w->stacks) +
 		((size_t)n + ds.frame_ids) * sizeof(uint64_t) + (size_t)n * sizeof(uint32_t) +
-		ds.chars;
+		ds.chars + extra;
 	w = calloc(1, bytes);
 	if (!w)
 		return NULL;
@@ -478,6 +478,56 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	return w;
 }
 
+struct agg_window *agg_trigger_window(struct agg *a, const char *trigger_id,
+				      const struct store_sample_row *rows, size_t n)
+{
+	size_t nkeys = 0, idlen = trigger_id ? strlen(trigger_id) : 0, k = 0;
+	struct agg_window *w = NULL;
+	struct slot *keys;
+
+	if (!n || !idlen || idlen > 200) {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		nkeys += rows[i].n;
+	if (!nkeys || nkeys > UINT32_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	keys = malloc(nkeys * sizeof(*keys));
+	if (!keys) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < rows[i].n; j++, k++) {
+			keys[k].stack = rows[i].stacks[j];
+			keys[k].source = rows[i].source_id;
+			keys[k].span = rows[i].span_id;
+			memcpy(keys[k].trace, rows[i].trace_id, 16);
+			keys[k].hz = rows[i].hz;
+			keys[k].count = rows[i].counts ? rows[i].counts[j] : 1;
+		}
+	qsort(keys, nkeys, sizeof(*keys), cmp_slot);
+	if (closure(a, keys, (uint32_t)nkeys) >= 0)
+		w = build(a, keys, (uint32_t)nkeys, idlen + 1);
+	free(keys);
+	if (!w) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* the id after everything else, in the same allocation */
+	memcpy((char *)w + w->bytes - (idlen + 1), trigger_id, idlen + 1);
+	w->trigger_id = (char *)w + w->bytes - (idlen + 1);
+	/* the rows' bucket (one trace: one bucket), not the open window's */
+	w->start_us = rows[0].bucket_us;
+	for (size_t i = 0; i < w->nrows; i++)
+		w->rows[i].bucket_us = rows[0].bucket_us;
+	a->st.trigger_windows++;
+	return w;
+}
+
 static int close_window(struct agg *a)
 {
 	struct agg_window *w = NULL;
@@ -506,7 +556,7 @@ static int close_window(struct agg *a)
 			ret = -ENOMEM;
 	}
 	if (ret > 0) {
-		w = build(a, a->sorted, n);
+		w = build(a, a->sorted, n, 0);
 		if (!w)
 			ret = -ENOMEM;
 	}

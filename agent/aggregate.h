@@ -128,6 +128,8 @@ struct agg_window {
 	struct agg_route *routes;	/* them */
 	size_t nrequests;		/* request rows (OTLP batches; 0 for sample windows) */
 	struct store_request *requests; /* them */
+	const char *trigger_id;		/* set: the rows are raised samples of this trigger's
+					   claimed requests (traceprof.trigger_samples) */
 	uint64_t missing_entries;	/* ids referenced but not registered (left out) */
 	uint64_t samples_overflow;	/* samples this window dropped at max_keys */
 	size_t bytes;			/* memory owned, for queue accounting */
@@ -145,6 +147,7 @@ struct agg_stats {
 	uint64_t dict_entries;	   /* dictionary entries held */
 	uint64_t dict_evicted;	   /* entries swept as idle */
 	uint64_t missing_entries;  /* referenced ids that were not registered */
+	uint64_t trigger_windows;  /* windows of raised samples built (agg_trigger_window) */
 };
 
 /* Returns NULL with errno EINVAL (bad opts) or ENOMEM. Free with agg_free(). */
@@ -182,6 +185,17 @@ int agg_close(struct agg *a);
 /* The oldest closed window, or NULL (errno 0) when none; the caller frees it. */
 struct agg_window *agg_take(struct agg *a);
 void agg_get_stats(const struct agg *a, struct agg_stats *out);
+
+/*
+ * A window of raised samples kept for a trigger (docs/triggers.md): the n
+ * rows (any buckets; the hold gives one bucket per trace) with the
+ * dictionary entries their stacks and sources need, and w->trigger_id set,
+ * so the shipper writes them to trigger_samples. Built at once, apart from
+ * the open window; the caller submits it. Returns NULL with errno EINVAL
+ * (no rows, a bad trigger id) or ENOMEM.
+ */
+struct agg_window *agg_trigger_window(struct agg *a, const char *trigger_id,
+				      const struct store_sample_row *rows, size_t n);
 
 /* Frees a window. NULL is a no-op. */
 void agg_window_free(struct agg_window *w);

@@ -377,7 +377,8 @@ static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 	while (!rc && !full && p->row_pos < w->nrows) {
 		const struct store_sample_row *r = &w->rows[p->row_pos];
 
-		rc = store_add_samples(s->st, r);
+		rc = w->trigger_id ? store_add_trigger_samples(s->st, w->trigger_id, r)
+				   : store_add_samples(s->st, r);
 		if (rc == -ENOBUFS) {
 			full = true;
 			break;

@@ -528,11 +528,53 @@ static void test_no_alloc(void)
 	}
 	agg_free(a);
 }
+/*
+ * A trigger window (raised samples kept for a trigger) carries the entries
+ * its rows use, and taking it does not rob the open window of them.
+ */
+static void test_trigger_window(void)
+{
+	struct agg *a = agg_new(&(struct agg_opts){.window_us = SEC});
+	struct agg_sample s = {.time_us = BASE, .source_id = 1, .hz = 19};
+	uint64_t fr[4], stk[3];
+	uint32_t cnt[2] = {4, 1};
+	struct store_sample_row row = {
+	    .bucket_us = BASE, .source_id = 2, .span_id = 9, .hz = 99, .n = 2, .counts = cnt};
+	struct agg_window *t, *w;
+
+	register_dict(a, fr, stk);
+	row.trace_id[0] = 0x42;
+	row.stacks = (uint64_t[]){stk[0], stk[2]};
+	s.stack_id = stk[0];
+	agg_add(a, &s);
+	t = agg_trigger_window(a, "default/slow/00000001", &row, 1);
+	CHECK(t && !strcmp(t->trigger_id, "default/slow/00000001") && t->nrows == 1 &&
+		  t->nsamples == 5 && t->rows[0].hz == 99 && t->rows[0].span_id == 9 &&
+		  t->rows[0].bucket_us == BASE,
+	      "trigger window: 5 samples at 99 Hz in one row");
+	if (t) {
+		check_closure(t, "trigger window");
+		CHECK(t->nstacks == 2 && t->nsources == 1 && t->missing_entries == 0,
+		      "trigger window carries its 2 stacks and its source");
+	}
+	agg_window_free(t);
+	CHECK(agg_close(a) == 1 && (w = agg_take(a)) != NULL, "the open window closes");
+	if (w) {
+		check_closure(w, "window after a trigger window");
+		CHECK(w->nstacks == 1 && w->stacks[0].id == stk[0] && w->nframes == 2,
+		      "the open window still carries stack 0 and its frames");
+		CHECK(w->trigger_id == NULL, "a base window has no trigger id");
+	}
+	agg_window_free(w);
+	CHECK(agg_trigger_window(a, NULL, &row, 1) == NULL && errno == EINVAL, "no trigger id");
+	agg_free(a);
+}
 
 int main(void)
 {
 	test_hz_and_invalid();
 	test_dictionary();
+	test_trigger_window();
 	test_no_alloc();
 	compare_random(SEC, 1000000, 200000, 40);
 	compare_random(15 * SEC, 0, 200000, 300);

@@ -481,6 +481,62 @@ static void test_down_at_start(const char *ci)
 		      "window %d delivered after a down start", k);
 	PQfinish(conn);
 }
+/*
+ * Raised samples kept for a trigger travel in their own window with the
+ * stacks they use, and land in trigger_samples (not samples) with their
+ * trigger id, Hz and counts, their stacks complete in a database that never
+ * saw a base window.
+ */
+static void test_trigger_window(void)
+{
+	char ci[4200];
+	struct shipper_opts o = {.conninfo = ci};
+	struct shipper_stats st;
+	struct shipper *sh;
+	struct agg_window *w;
+	uint64_t stk[3] = {stacks[0], stacks[2], stacks[4]};
+	uint32_t cnt[3] = {3, 2, 1};
+	struct store_sample_row row = {.bucket_us = base_us / (60 * SEC) * (60 * SEC),
+				       .source_id = 11,
+				       .span_id = 5,
+				       .hz = 99,
+				       .n = 3,
+				       .stacks = stk,
+				       .counts = cnt};
+	PGconn *conn;
+
+	trace_of(900, 0, row.trace_id);
+	CHECK(agg_trigger_window(agg, "", &row, 1) == NULL && errno == EINVAL,
+	      "empty trigger id refused");
+	CHECK(agg_trigger_window(agg, "default/slow/1a2b3c4d", &row, 0) == NULL && errno == EINVAL,
+	      "no rows refused");
+	w = agg_trigger_window(agg, "default/slow/1a2b3c4d", &row, 1);
+	CHECK(w && w->trigger_id && !strcmp(w->trigger_id, "default/slow/1a2b3c4d") &&
+		  w->nrows == 1 && w->nsamples == 6 && w->nstacks == 3 && w->nsources == 1 &&
+		  w->rows[0].hz == 99 && w->rows[0].bucket_us == row.bucket_us,
+	      "trigger window: one row of 6 samples at 99 Hz, 3 stacks, 1 source");
+	if (!w)
+		return;
+	CHECK(testdb_create("tp_shipper_trigger", ci, sizeof(ci)) == 0, "database");
+	sh = shipper_start(&o);
+	CHECK(sh && shipper_submit(sh, w) == 0, "submit the trigger window");
+	CHECK(shipper_stop(sh, 60000) == 0, "stop delivers it");
+	get(sh, &st);
+	shipper_free(sh);
+	CHECK(st.windows_delivered == 1 && st.rows_invalid == 0, "delivered");
+	conn = testdb_connect(ci);
+	CHECK(testdb_scalar(conn, "SELECT count(*) FROM traceprof.samples") == 0,
+	      "nothing in samples");
+	CHECK(testdb_scalar(conn, "SELECT sum(coalesce(u.c, 1)) FROM traceprof.trigger_samples t, "
+				  "unnest(t.stacks, t.counts) u(s, c) WHERE t.trigger_id = "
+				  "'default/slow/1a2b3c4d' AND t.hz = 99 AND t.span_id = 5") == 6,
+	      "6 samples at 99 Hz in trigger_samples under the trigger id");
+	CHECK(testdb_scalar(conn, "SELECT count(DISTINCT k.stack_id) FROM "
+				  "traceprof.trigger_samples t, unnest(t.stacks) s(id) JOIN "
+				  "traceprof.stacks k ON k.stack_id = s.id") == 3,
+	      "its 3 stacks stored with it");
+	PQfinish(conn);
+}
 
 int main(void)
 {
@@ -495,6 +551,7 @@ int main(void)
 	register_dict();
 	base_us = (now_us() / SEC - 3 * 3600) * SEC; /* windows one second apart, in the past */
 	test_deliver();
+	test_trigger_window();
 
 	if (!mkdtemp(tmpl))
 		return 2;
