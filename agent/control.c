@@ -402,6 +402,7 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 	bool tls = set(o->tls_cert) || set(o->tls_key) || set(o->tls_ca);
 	int rc;
 
+	errno = EINVAL; /* settings errors, unless changed below */
 	if (!set(o->listen)) {
 		snprintf(err, errlen, "control-listen is empty");
 		return NULL;
@@ -453,11 +454,13 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 	if (!s->port) {
 		snprintf(err, errlen, "cannot listen on %s (address in use, or not host:port?)",
 			 o->listen);
+		rc = EADDRINUSE;
 		goto out_destroy;
 	}
 	grpc_server_start(s->server);
 	if (request_call(s, M_APPLY) != 0 || request_call(s, M_STATUS) != 0) {
 		snprintf(err, errlen, "cannot wait for calls");
+		rc = EIO;
 		goto out_stop;
 	}
 	rc = pthread_create(&s->thread, NULL, serve, s);
@@ -473,6 +476,7 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 out_stop:
 	log_error("control: %s", err);
 	control_stop(s);
+	errno = rc;
 	return NULL;
 out_destroy:
 	grpc_server_destroy(s->server);
@@ -482,13 +486,16 @@ out_destroy:
 		;
 	grpc_completion_queue_destroy(s->cq);
 	grpc_shutdown();
+	errno = rc;
 out_free:
+	rc = errno;
 	log_error("control: %s", err);
 	free(s->token);
 	free(s->node);
 	free(s->version);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
+	errno = rc;
 	return NULL;
 }
 

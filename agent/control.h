@@ -52,8 +52,8 @@ struct control;
  * Listens and serves from a new thread. t is borrowed and must outlive the
  * server. Returns NULL with the reason in err (and logged): bad or
  * incomplete TLS settings, unreadable files, an empty token, no
- * authentication on a non-loopback address, an address that cannot be
- * bound.
+ * authentication on a non-loopback address (errno EINVAL), an address
+ * that cannot be bound (errno EADDRINUSE).
  */
 struct control *control_start(const struct control_opts *o, struct triggers *t, char *err,
 			      size_t errlen);
