@@ -422,8 +422,22 @@ out:
 	manifest_list_free(&l);
 }
 
+/* The example users copy must stay valid. */
+static void test_example(void)
+{
+	struct manifest_list l = {0};
+
+	CHECK(manifest_parse_file(&l, EXAMPLE_MANIFEST, "slow-payments.yaml", &local) == 0, "read");
+	CHECK(l.n == 1 && l.n_errors == 0, "example: %s", l.n_errors ? l.errors[0].message : "");
+	CHECK(l.n == 1 && strcmp(l.items[0].service, "payment-svc") == 0 &&
+		  strcmp(l.items[0].status, "5xx") == 0 && l.items[0].max_requests == 10,
+	      "example fields");
+	manifest_list_free(&l);
+}
+
 int main(void)
 {
+	test_example();
 	test_valid_full();
 	test_defaults();
 	test_malformed_yaml();
