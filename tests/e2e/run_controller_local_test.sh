@@ -68,6 +68,21 @@ put() { # put FILE < content: written elsewhere and renamed in, as editors and g
 phase() { q "SELECT phase FROM traceprof.trace_profile_triggers WHERE name = '$1' ORDER BY created_at DESC LIMIT 1"; }
 tid() { q "SELECT trigger_id FROM traceprof.trace_profile_triggers WHERE name = '$1' ORDER BY created_at DESC LIMIT 1"; }
 
+# Usage errors name the problem and exit 2.
+usage() { # usage WANT_EXIT PATTERN args...
+	local want=$1 pattern=$2 out rc=0
+	shift 2
+	out=$("$ctl" "$@" 2>&1 </dev/null) || rc=$?
+	if [ "$rc" -eq "$want" ] && printf '%s' "$out" | grep -q -- "$pattern"; then ok; else bad "$* -> exit $rc, output: $out"; fi
+}
+usage 0 "usage: traceprof-controller" --help
+usage 2 "usage: traceprof-controller"
+usage 2 "'/nonexistent-dir' is not a directory" --triggers-dir /nonexistent-dir
+usage 2 "--interval 'soon' is not a duration" --triggers-dir "$dir/triggers" --interval soon
+usage 2 "--agent 'localhost' is not host:port" --triggers-dir "$dir/triggers" --agent localhost
+usage 2 "unexpected argument 'extra'" --triggers-dir "$dir/triggers" extra
+usage 1 "database unreachable" --triggers-dir "$dir/triggers" --db "host=/nonexistent-socket-dir" --once
+
 # --once on an empty directory: nothing to do, exit 0.
 if "$ctl" --triggers-dir "$dir/triggers" --db "$conn" --once 2>>"$log"; then ok; else bad "--once on an empty directory failed"; fi
 
