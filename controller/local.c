@@ -66,6 +66,7 @@ struct state {
 	size_t n_errors;	   /* entries of errors */
 	struct phase_seen *phases; /* phases last logged */
 	size_t n_phases;	   /* entries of phases */
+	bool rows_loaded;	   /* the table was read at least once: the desired set is known */
 	bool status_write_failed;  /* the last status file write failed (logged once) */
 };
 
@@ -592,13 +593,15 @@ static bool reconcile(struct state *s)
 		} else {
 			trigger_rows_free(&s->rows);
 			s->rows = rows;
+			s->rows_loaded = true;
 		}
 	} else {
 		clean = false;
 	}
 	build_desired(s);
 #ifdef TRACEPROF_HAVE_CONTROL_CLIENT
-	for (size_t k = 0; k < s->cfg->n_agents; k++) {
+	/* never send a set before the table was read: it would clear the agents */
+	for (size_t k = 0; s->rows_loaded && k < s->cfg->n_agents; k++) {
 		program_agent(s, &s->agents[k]);
 		clean = clean && !s->agents[k].down;
 	}
