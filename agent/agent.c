@@ -12,7 +12,10 @@
  * The OTLP receivers (otlp_grpc.c, otlp_http.c) run on their own threads
  * and never touch the aggregator: each export becomes a batch of request
  * rows that goes straight into the shipper's queue (shipper_submit() is
- * thread-safe), next to the sample windows.
+ * thread-safe), next to the sample windows. Each request row is shown to
+ * the trigger engine first (triggers.c), which the AgentControl server
+ * (control.c, its own thread) programs; the engine learns the processes
+ * from proc_inspect() and is ticked by the main loop.
  *
  * Workload: tens to thousands of samples per second per node, dominated by
  * repeats of the same hot stacks, so the steady state is a hash of the raw
@@ -34,6 +37,7 @@
 
 #include "aggregate.h"
 #include "hold.h"
+#include "control.h"
 #include "identity.h"
 #include "otlp.h"
 #include "otlp_forward.h"
@@ -44,8 +48,10 @@
 #include "shipper.h"
 #include "symbolize.h"
 #include "tlsloc.h"
+#include "traceprof/hex.h"
 #include "traceprof/ids.h"
 #include "traceprof/log.h"
+#include "triggers.h"
 
 #define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
 #define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
@@ -95,6 +101,10 @@ struct agent {
 	uint64_t raised_unheld;		      /* of those, refused by the hold */
 	uint64_t hold_rows;		      /* rows of kept traces (on_hold_rows) */
 	uint64_t hold_rows_lost;	      /* of those, not queued (no memory, bad id) */
+	struct triggers *trig;		      /* trigger engine */
+	struct control *control;	      /* AgentControl server, or NULL */
+	struct control_stats control_stats;   /* its final counters, after stop */
+	int64_t next_sampler_report;	      /* next triggers_set_sampler(), CLOCK_MONOTONIC µs */
 	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
 	struct proc *procs;		      /* open-addressing table by pid */
@@ -185,6 +195,8 @@ static void proc_remove(struct agent *a, struct proc *p)
 {
 	size_t mask = a->nprocs_cap - 1, i = (size_t)(p - a->procs);
 
+	if (a->trig)
+		triggers_proc_remove(a->trig, (uint32_t)p->pid);
 	p->pid = 0;
 	a->nprocs--;
 	for (i = (i + 1) & mask; a->procs[i].pid; i = (i + 1) & mask) {
@@ -217,6 +229,45 @@ static void attach_sdk_uprobe(struct agent *a, struct proc *p, const char *modul
 			 strerror(-rc));
 		a->uprobe_warned = true;
 	}
+}
+
+/* The cgroup v2 path of pid ("0::/path" in /proc/<pid>/cgroup), or "". */
+static void read_cgroup(int pid, char *out, size_t len)
+{
+	char path[64], line[4096];
+	FILE *f;
+
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "0::", 3) == 0) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(out, len, "%s", line + 3);
+			break;
+		}
+	fclose(f);
+}
+
+/* Tells the trigger engine who the process is (targets by service, container, pod, cgroup). */
+static void note_trigger_proc(struct agent *a, int pid, const struct identity *id)
+{
+	char cgroup[4096];
+	struct triggers_proc tp = {
+	    .pid = (uint32_t)pid,
+	    .service = id->service_name,
+	    .container_id = id->container_id,
+	    .pod_uid = id->pod_uid,
+	    .cgroup = cgroup,
+	};
+
+	if (!a->trig)
+		return;
+	read_cgroup(pid, cgroup, sizeof(cgroup));
+	if (triggers_proc_add(a->trig, &tp) != 0)
+		log_warn("triggers: out of memory noting pid=%d", pid);
 }
 
 /*
@@ -252,6 +303,7 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 					  src.node, src.build_id);
 		if (!agg_has_source(a->agg, p->source_id))
 			agg_add_source(a->agg, p->source_id, &src);
+		note_trigger_proc(a, p->pid, &id);
 		has_ctx = id.source == IDENTITY_FROM_PROCCTX;
 		kernel_thread = id.source == IDENTITY_FROM_COMM && !id.build_id[0];
 		log_debug("process pid=%d service=%s from=%d build_id=%s", p->pid, id.service_name,
@@ -590,11 +642,58 @@ static void scan_cgroup(struct agent *a, const char *dir, int depth)
 	closedir(d);
 }
 
-/* OTLP batches never push out queued data: no room means UNAVAILABLE / 503, and the sender retries.
+static const struct agg_source *batch_source(const struct agg_window *w, uint64_t id)
+{
+	for (size_t i = 0; i < w->nsources; i++)
+		if (w->sources[i].id == id)
+			return &w->sources[i];
+	return NULL;
+}
+
+static const struct agg_route *batch_route(const struct agg_window *w, uint64_t id)
+{
+	for (size_t i = 0; id && i < w->nroutes; i++)
+		if (w->routes[i].id == id)
+			return &w->routes[i];
+	return NULL;
+}
+
+/* Shows every request row of an OTLP batch to the trigger engine. */
+static void requests_to_triggers(struct agent *a, const struct agg_window *w)
+{
+	for (size_t i = 0; i < w->nrequests; i++) {
+		const struct store_request *r = &w->requests[i];
+		const struct agg_source *src = batch_source(w, r->source_id);
+		const struct agg_route *rt = batch_route(w, r->route_id);
+		struct triggers_source ts = {0};
+		struct triggers_request tr = {
+		    .duration_us = r->duration_us,
+		    .status = r->status_code,
+		    .route = rt ? rt->route : NULL,
+		    .method = rt ? rt->method : NULL,
+		};
+
+		if (src) {
+			ts.service = src->src.service;
+			ts.container_id = src->src.container;
+		}
+		memcpy(tr.trace_id, r->trace_id, 16);
+		triggers_request(a->trig, &ts, &tr);
+	}
+}
+
+/*
+ * OTLP batches never push out queued data: no room means UNAVAILABLE / 503, and the sender
+ * retries. The trigger engine sees the rows first (a retried batch is seen again; a claim
+ * never takes a trace twice).
  */
 static int submit_requests(void *ctx, struct agg_window *w)
 {
-	return shipper_offer(ctx, w);
+	struct agent *a = ctx;
+
+	if (a->trig)
+		requests_to_triggers(a, w);
+	return shipper_offer(a->shipper, w);
 }
 
 static int forward_export(void *ctx, const void *buf, size_t len)
@@ -613,7 +712,7 @@ static int start_otlp(struct agent *a)
 	    .node = a->cfg.node,
 	    .max_bytes = a->cfg.otlp_max_bytes,
 	    .submit = submit_requests,
-	    .submit_ctx = a->shipper,
+	    .submit_ctx = a,
 	};
 
 	if (a->cfg.otlp_forward[0]) {
@@ -646,6 +745,118 @@ static int start_otlp(struct agent *a)
 				  a->cfg.otlp_http);
 	}
 	return 0;
+}
+
+/* For now the raise and the decisions are logged; the sampler will act on them. */
+static void log_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
+{
+	(void)ctx;
+	log_debug("triggers: raise to %u Hz for %zu processes%s%u", hz, n, n ? ", first pid " : "",
+		  n ? tgids[0] : 0);
+}
+
+static void log_decision(void *ctx, const uint8_t trace_id[16], const char *trigger_id, bool keep)
+{
+	char hex[33];
+
+	(void)ctx;
+	tp_hex_encode(trace_id, 16, hex);
+	hex[32] = 0;
+	log_debug("triggers: trace %s %s%s", hex, keep ? "kept for " : "not kept",
+		  keep && trigger_id ? trigger_id : "");
+}
+
+/*
+ * The trigger engine and the AgentControl server. Settings a user must fix
+ * (no authentication off loopback, half a TLS setup, unreadable files) stop
+ * the agent; a port already taken leaves control off and the profiler running.
+ */
+static int start_control(struct agent *a)
+{
+	struct triggers_opts to = {
+	    .conninfo = a->cfg.db,
+	    .on_raise = log_raise,
+	    .on_decision = log_decision,
+	};
+	struct control_opts co = {
+	    .listen = a->cfg.control_listen,
+	    .tls_cert = a->cfg.control_tls_cert,
+	    .tls_key = a->cfg.control_tls_key,
+	    .tls_ca = a->cfg.control_tls_ca,
+	    .token_file = a->cfg.control_token_file,
+	    .node = a->cfg.node,
+	    .version = TRACEPROF_VERSION,
+	};
+	char err[512];
+
+	a->trig = triggers_new(&to);
+	if (!a->trig) {
+		log_error("cannot start the trigger engine: %s", strerror(errno));
+		return -errno;
+	}
+	if (!a->cfg.control_listen[0])
+		return 0;
+	a->control = control_start(&co, a->trig, err, sizeof(err));
+	if (!a->control) {
+		if (errno != EADDRINUSE)
+			return -EINVAL; /* control_start logged why */
+		log_error("AgentControl off: cannot listen on %s (set control-listen to a free "
+			  "address, or empty to turn it off)",
+			  a->cfg.control_listen);
+	}
+	return 0;
+}
+
+static void stop_control(struct agent *a)
+{
+	if (a->control)
+		control_get_stats(a->control, &a->control_stats);
+	control_stop(a->control);
+	a->control = NULL;
+}
+
+/* Deadlines (every pass of the main loop, at least once a second) and the sampler's figures. */
+static void tick_triggers(struct agent *a, int64_t mono)
+{
+	struct sampler_stats ss = {0};
+	struct triggers_sampler ts = {0};
+
+	if (!a->trig)
+		return;
+	triggers_tick(a->trig);
+	if (mono < a->next_sampler_report)
+		return;
+	a->next_sampler_report = mono + 1000000;
+	sampler_get_stats(a->sampler, &ss);
+	ts.running = true;
+	ts.base_hz = (uint32_t)a->cfg.frequency;
+	ts.cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	ts.samples = ss.counters[TP_CNT_SAMPLES];
+	ts.samples_lost = ss.counters[TP_CNT_RINGBUF_FULL];
+	triggers_set_sampler(a->trig, &ts);
+}
+
+static void write_trigger_stats(struct agent *a, FILE *f)
+{
+	struct triggers_stats ts;
+
+	if (!a->trig)
+		return;
+	triggers_get_stats(a->trig, &ts);
+	fprintf(f,
+		"trigger_applies=%" PRIu64 "\ntrigger_applies_changed=%" PRIu64
+		"\ntrigger_requests=%" PRIu64 "\ntrigger_requests_target=%" PRIu64
+		"\ntrigger_claims_queued=%" PRIu64 "\ntrigger_claims_dropped=%" PRIu64
+		"\ntrigger_claims_abandoned=%" PRIu64 "\ntrigger_claims_ok=%" PRIu64
+		"\ntrigger_claims_null=%" PRIu64 "\ntrigger_claim_errors=%" PRIu64 "\n",
+		ts.applies, ts.applies_changed, ts.requests, ts.requests_target, ts.claims_queued,
+		ts.claims_dropped, ts.claims_abandoned, ts.claims_ok, ts.claims_null,
+		ts.claim_errors);
+	fprintf(f,
+		"control_calls=%" PRIu64 "\ncontrol_ok=%" PRIu64
+		"\ncontrol_unauthenticated=%" PRIu64 "\ncontrol_invalid=%" PRIu64 "\n",
+		a->control_stats.calls, a->control_stats.ok, a->control_stats.unauthenticated,
+		a->control_stats.invalid);
 }
 
 /* Servers first (no more exports), then what the forwarder still holds (5 s at most). */
@@ -761,6 +972,8 @@ struct agent *agent_new(const struct agent_config *cfg)
 		goto out_free;
 	}
 
+	if (start_control(a) != 0)
+		goto out_free;
 	if (start_otlp(a) != 0)
 		goto out_free;
 
@@ -872,6 +1085,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
 	write_otlp_stats(a, f);
 	write_hold_stats(a, f);
+	write_trigger_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
@@ -986,6 +1200,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		agg_tick(a->agg, real);
 		hold_tick(a->hold, real);
 		ship_closed(a);
+		tick_triggers(a, mono);
 		if (real >= a->next_recheck_us)
 			recheck_processes(a, real);
 		if (mono >= next_sweep) {
@@ -1004,8 +1219,9 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 			break;
 	}
 
-	/* Stop: no more exports, take what the CPUs still hold, close the window, flush. */
+	/* Stop: no more exports or control calls, take what the CPUs still hold, close, flush. */
 	stop_otlp(a);
+	stop_control(a);
 	while (sampler_poll(a->sampler, 0, on_sample, a) > 0)
 		;
 	agg_close(a->agg);
@@ -1027,6 +1243,9 @@ void agent_free(struct agent *a)
 	if (!a)
 		return;
 	stop_otlp(a);
+	stop_control(a);
+	triggers_free(a->trig); /* after the OTLP threads, which feed it */
+	a->trig = NULL;
 	sampler_free(a->sampler);
 	hold_free(a->hold);
 	shipper_free(a->shipper);

@@ -79,6 +79,17 @@ static const struct setting settings[] = {
      "16M",
      "memory for raised samples held until their request is decided; the oldest traces are "
      "dropped beyond it"},
+    {"control-listen", SET_STRING, STR(control_listen), 0, 0, "127.0.0.1:4320",
+     "AgentControl gRPC listen address (the controller programs triggers); empty: off"},
+    {"control-tls-cert", SET_STRING, STR(control_tls_cert), 0, 0, "",
+     "PEM certificate of the control port; with control-tls-key and control-tls-ca: mutual "
+     "TLS"},
+    {"control-tls-key", SET_STRING, STR(control_tls_key), 0, 0, "",
+     "PEM private key of control-tls-cert"},
+    {"control-tls-ca", SET_STRING, STR(control_tls_ca), 0, 0, "",
+     "PEM CA whose certificates the control port accepts from clients"},
+    {"control-token-file", SET_STRING, STR(control_token_file), 0, 0, "",
+     "file whose first line is the bearer token every control call must carry"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -1,0 +1,69 @@
+/*
+ * control.h - the AgentControl gRPC service (controller -> agent): a gRPC
+ * C core server on its own thread serving ApplyTriggers and GetStatus over
+ * a trigger engine (triggers.h).
+ *
+ * Authentication (docs/triggers.md): with tls_cert, tls_key and tls_ca the
+ * port requires mutual TLS (a client certificate signed by tls_ca); with
+ * token_file every call must carry "authorization: Bearer <token>" (checked
+ * in constant time; refused calls are answered UNAUTHENTICATED and
+ * counted). Both may be on. An address that is not loopback with neither
+ * is refused at start.
+ *
+ * Answers: OK; UNAUTHENTICATED; INVALID_ARGUMENT with a message for a
+ * message that does not decode or is meant for another node;
+ * RESOURCE_EXHAUSTED over CONTROL_MAX_BYTES (gRPC's own receive limit).
+ * Calls are answered one at a time, in arrival order.
+ */
+#ifndef TRACEPROF_AGENT_CONTROL_H
+#define TRACEPROF_AGENT_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "triggers.h"
+
+#define CONTROL_MAX_BYTES     (1u << 20) /* largest request message */
+#define CONTROL_METHOD_APPLY  "/traceprof.control.v1.AgentControl/ApplyTriggers"
+#define CONTROL_METHOD_STATUS "/traceprof.control.v1.AgentControl/GetStatus"
+
+struct control_opts {
+	const char *listen;	/* "host:port" (port 0 picks one); required */
+	const char *tls_cert;	/* PEM server certificate, or NULL/"" */
+	const char *tls_key;	/* its PEM private key, or NULL/"" */
+	const char *tls_ca;	/* PEM CA that signs client certificates, or NULL/"" */
+	const char *token_file; /* file whose first line is the bearer token, or NULL/"" */
+	const char *node;	/* this agent's node (AgentStatus.node, set check) */
+	const char *version;	/* AgentStatus.version */
+};
+
+struct control_stats {
+	uint64_t calls;		  /* calls answered */
+	uint64_t ok;		  /* answered OK */
+	uint64_t unauthenticated; /* refused: missing or wrong token */
+	uint64_t invalid;	  /* refused: message did not decode, or another node's */
+	uint64_t errors;	  /* answered with another error (memory) */
+};
+
+struct control;
+
+/*
+ * Listens and serves from a new thread. t is borrowed and must outlive the
+ * server. Returns NULL with the reason in err (and logged): bad or
+ * incomplete TLS settings, unreadable files, an empty token, no
+ * authentication on a non-loopback address (errno EINVAL), an address
+ * that cannot be bound (errno EADDRINUSE).
+ */
+struct control *control_start(const struct control_opts *o, struct triggers *t, char *err,
+			      size_t errlen);
+/* The port bound. */
+int control_port(const struct control *c);
+void control_get_stats(struct control *c, struct control_stats *out);
+/* Cancels calls in progress, stops the thread, frees everything; NULL is a no-op. */
+void control_stop(struct control *c);
+
+/* Whether addr ("host:port") names a loopback address (127.0.0.0/8, ::1, localhost). */
+bool control_addr_is_loopback(const char *addr);
+
+#endif

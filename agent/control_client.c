@@ -1,0 +1,274 @@
+/*
+ * control_client.c - see include/traceprof/control_client.h.
+ *
+ * One channel per client (insecure, or SSL credentials from the CA and the
+ * client's key/certificate pair), one pluck completion queue reused by
+ * every call. The bearer token goes into each call's initial metadata.
+ * Each call: create, one batch of all six ops, pluck it with the deadline
+ * plus a second (gRPC ends the call at its deadline itself).
+ */
+#include "traceprof/control_client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+
+#include "control.h"
+#include "control_auth.h"
+
+struct control_client {
+	grpc_channel *channel;	   /* to the agent */
+	grpc_completion_queue *cq; /* pluck queue for our calls */
+	char *bearer;		   /* "Bearer <token>", or NULL */
+};
+
+static bool set(const char *s)
+{
+	return s && *s;
+}
+
+struct control_client *control_client_new(const char *addr, const struct control_auth *auth,
+					  char *err, size_t errlen)
+{
+	struct control_client *c = calloc(1, sizeof(*c));
+	grpc_channel_credentials *creds = NULL;
+	char *ca = NULL, *cert = NULL, *key = NULL;
+	grpc_arg args[1];
+	grpc_channel_args chargs = {0, args};
+
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (auth && set(auth->token_file)) {
+		char *tok = control_auth_read_token(auth->token_file, err, errlen);
+
+		if (!tok)
+			goto out_free;
+		c->bearer = malloc(strlen(tok) + 8);
+		if (c->bearer)
+			sprintf(c->bearer, "Bearer %s", tok);
+		free(tok);
+		if (!c->bearer) {
+			snprintf(err, errlen, "out of memory");
+			goto out_free;
+		}
+	}
+	if (auth && (set(auth->tls_cert) != set(auth->tls_key))) {
+		snprintf(err, errlen, "tls_cert and tls_key go together");
+		goto out_free;
+	}
+	if (auth && set(auth->tls_cert) && !set(auth->tls_ca)) {
+		snprintf(err, errlen, "a client certificate needs tls_ca (the agent's CA) too");
+		goto out_free;
+	}
+	if (auth && set(auth->tls_ca)) {
+		grpc_ssl_pem_key_cert_pair pair;
+
+		if (!(ca = control_auth_read_file(auth->tls_ca, err, errlen)))
+			goto out_free;
+		if (set(auth->tls_cert) &&
+		    (!(cert = control_auth_read_file(auth->tls_cert, err, errlen)) ||
+		     !(key = control_auth_read_file(auth->tls_key, err, errlen))))
+			goto out_free;
+		pair.private_key = key;
+		pair.cert_chain = cert;
+		creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+		if (set(auth->tls_override)) {
+			memset(args, 0, sizeof(args));
+			args[0].type = GRPC_ARG_STRING;
+			args[0].key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+			args[0].value.string = (char *)auth->tls_override;
+			chargs.num_args = 1;
+		}
+	} else {
+		creds = grpc_insecure_credentials_create();
+	}
+	if (!creds) {
+		snprintf(err, errlen, "cannot make channel credentials (bad PEM?)");
+		goto out_free;
+	}
+	grpc_init();
+	c->channel = grpc_channel_create(addr, creds, &chargs);
+	grpc_channel_credentials_release(creds);
+	c->cq = grpc_completion_queue_create_for_pluck(NULL);
+	free(ca);
+	free(cert);
+	free(key);
+	return c;
+
+out_free:
+	free(ca);
+	free(cert);
+	free(key);
+	free(c->bearer);
+	free(c);
+	return NULL;
+}
+
+void control_client_free(struct control_client *c)
+{
+	if (!c)
+		return;
+	grpc_channel_destroy(c->channel);
+	grpc_completion_queue_shutdown(c->cq);
+	while (grpc_completion_queue_pluck(c->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL)
+		   .type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(c->cq);
+	grpc_shutdown();
+	free(c->bearer);
+	free(c);
+}
+
+/*
+ * One unary call of method with the packed request msg. Returns 0 with
+ * *resp the answer (the caller destroys it), or the status code / -1 with
+ * err set.
+ */
+static int unary(struct control_client *c, const char *method, const ProtobufCMessage *msg,
+		 int timeout_ms, grpc_byte_buffer **resp, char *err, size_t errlen)
+{
+	size_t len = protobuf_c_message_get_packed_size(msg);
+	uint8_t *buf = malloc(len ? len : 1);
+	grpc_slice s, details = grpc_empty_slice();
+	grpc_byte_buffer *req;
+	grpc_metadata_array md0, md1;
+	grpc_metadata auth;
+	grpc_status_code code = GRPC_STATUS_INTERNAL;
+	gpr_timespec deadline;
+	grpc_call *call;
+	grpc_op ops[6];
+	int rc;
+
+	*resp = NULL;
+	if (!buf) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	protobuf_c_message_pack(msg, buf);
+	s = grpc_slice_from_copied_buffer((const char *)buf, len);
+	free(buf);
+	req = grpc_raw_byte_buffer_create(&s, 1);
+	grpc_slice_unref(s);
+	deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+				gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+	call =
+	    grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+				     grpc_slice_from_static_string(method), NULL, deadline, NULL);
+	grpc_metadata_array_init(&md0);
+	grpc_metadata_array_init(&md1);
+	memset(ops, 0, sizeof(ops));
+	memset(&auth, 0, sizeof(auth));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	if (c->bearer) {
+		auth.key = grpc_slice_from_static_string("authorization");
+		auth.value = grpc_slice_from_static_string(c->bearer);
+		ops[0].data.send_initial_metadata.count = 1;
+		ops[0].data.send_initial_metadata.metadata = &auth;
+	}
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = resp;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
+	ops[5].data.recv_status_on_client.status = &code;
+	ops[5].data.recv_status_on_client.status_details = &details;
+	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK) {
+		grpc_completion_queue_pluck(c->cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
+					    NULL);
+	} else {
+		snprintf(err, errlen, "cannot start the call");
+	}
+	if (code != GRPC_STATUS_OK) {
+		snprintf(err, errlen, "%s: %.*s", method, (int)GRPC_SLICE_LENGTH(details),
+			 (const char *)GRPC_SLICE_START_PTR(details));
+		if (*resp) {
+			grpc_byte_buffer_destroy(*resp);
+			*resp = NULL;
+		}
+	}
+	rc = code == GRPC_STATUS_OK ? 0 : (int)code;
+	if (rc == 0 && !*resp) {
+		snprintf(err, errlen, "%s: OK without a response message", method);
+		rc = -1;
+	}
+	grpc_slice_unref(details);
+	grpc_metadata_array_destroy(&md0);
+	grpc_metadata_array_destroy(&md1);
+	grpc_byte_buffer_destroy(req);
+	grpc_call_unref(call);
+	return rc;
+}
+
+/* The bytes of a response message as one slice (the caller unrefs). */
+static grpc_slice response_bytes(grpc_byte_buffer *resp)
+{
+	grpc_byte_buffer_reader rd;
+	grpc_slice all = grpc_empty_slice();
+
+	if (grpc_byte_buffer_reader_init(&rd, resp)) {
+		all = grpc_byte_buffer_reader_readall(&rd);
+		grpc_byte_buffer_reader_destroy(&rd);
+	}
+	return all;
+}
+
+int control_client_apply(struct control_client *c,
+			 const Traceprof__Control__V1__ApplyTriggersRequest *req, int timeout_ms,
+			 Traceprof__Control__V1__ApplyTriggersResponse **out, char *err,
+			 size_t errlen)
+{
+	grpc_byte_buffer *resp;
+	grpc_slice all;
+	int rc = unary(c, CONTROL_METHOD_APPLY, &req->base, timeout_ms, &resp, err, errlen);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	all = response_bytes(resp);
+	grpc_byte_buffer_destroy(resp);
+	*out = traceprof__control__v1__apply_triggers_response__unpack(NULL, GRPC_SLICE_LENGTH(all),
+								       GRPC_SLICE_START_PTR(all));
+	grpc_slice_unref(all);
+	if (!*out) {
+		snprintf(err, errlen, "ApplyTriggers: the answer is not an ApplyTriggersResponse");
+		return -1;
+	}
+	return 0;
+}
+
+int control_client_status(struct control_client *c, int timeout_ms,
+			  Traceprof__Control__V1__AgentStatus **out, char *err, size_t errlen)
+{
+	Traceprof__Control__V1__GetStatusRequest req =
+	    TRACEPROF__CONTROL__V1__GET_STATUS_REQUEST__INIT;
+	grpc_byte_buffer *resp;
+	grpc_slice all;
+	int rc = unary(c, CONTROL_METHOD_STATUS, &req.base, timeout_ms, &resp, err, errlen);
+
+	*out = NULL;
+	if (rc)
+		return rc;
+	all = response_bytes(resp);
+	grpc_byte_buffer_destroy(resp);
+	*out = traceprof__control__v1__agent_status__unpack(NULL, GRPC_SLICE_LENGTH(all),
+							    GRPC_SLICE_START_PTR(all));
+	grpc_slice_unref(all);
+	if (!*out) {
+		snprintf(err, errlen, "GetStatus: the answer is not an AgentStatus");
+		return -1;
+	}
+	return 0;
+}

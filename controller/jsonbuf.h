@@ -1,0 +1,26 @@
+/*
+ * jsonbuf.h - a growing text buffer for writing JSON (the spec column and
+ * the status file). Errors are sticky: after a failed allocation every call
+ * is a no-op and jsonbuf_take() returns NULL.
+ */
+#ifndef TRACEPROF_CONTROLLER_JSONBUF_H
+#define TRACEPROF_CONTROLLER_JSONBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct jsonbuf {
+	char *s;     /* the text, NUL-terminated */
+	size_t len;  /* bytes used, without the NUL */
+	size_t cap;  /* bytes allocated */
+	bool failed; /* an allocation failed */
+};
+
+void jsonbuf_printf(struct jsonbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s as a JSON string literal with quotes; NULL writes null. */
+void jsonbuf_str(struct jsonbuf *b, const char *s);
+/* The text (the caller frees it), or NULL after a failure; b is emptied. */
+char *jsonbuf_take(struct jsonbuf *b);
+void jsonbuf_free(struct jsonbuf *b);
+
+#endif

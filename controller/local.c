@@ -1,0 +1,752 @@
+/*
+ * local.c - the controller's local mode (see local.h).
+ *
+ * One loop: inotify on the triggers directory (a change is picked up after
+ * about 100 ms, so bursts of writes make one pass), a periodic tick
+ * (--interval, 1 s), and signals through a signalfd. Every pass is level
+ * triggered and starts from current state only: it re-reads every manifest,
+ * brings the trigger table in line (triggers_db.c), builds the complete
+ * desired set from the table's Active rows, sends it to every agent
+ * (ApplyTriggers, idempotent), reads their status (GetStatus), logs phase
+ * transitions and writes the status file. Event payloads are never used
+ * beyond "something changed". An unreachable database or agent is logged
+ * once per outage and retried on every pass; the rest keeps working.
+ */
+#include "local.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jsonbuf.h"
+#include "manifest.h"
+#include "traceprof/log.h"
+#include "traceprof/migrate.h"
+#include "triggers_db.h"
+
+#define MAX_FILES	 1024 /* manifest files read per pass; more are reported */
+#define DEBOUNCE_MS	 100
+#define AGENT_TIMEOUT_MS 1000
+
+struct agent {
+	const char *addr;			     /* host:port, borrowed from the config */
+	struct control_client *client;		     /* channel, NULL until created */
+	bool down;				     /* the last call failed */
+	char error[256];			     /* why, while down */
+	uint64_t generation;			     /* generation the agent has in force */
+	Traceprof__Control__V1__AgentStatus *status; /* last GetStatus answer, or NULL */
+};
+
+struct phase_seen {
+	char *id;    /* trigger id */
+	char *phase; /* phase last logged */
+};
+
+struct state {
+	const struct local_config *cfg;	       /* flags */
+	char status_path[PATH_MAX];	       /* status file */
+	PGconn *db;			       /* connection, NULL while down */
+	bool db_down;			       /* the database was unreachable at the last try */
+	char db_error[256];		       /* why */
+	struct agent agents[LOCAL_MAX_AGENTS]; /* one per --agent */
+	struct trigger_rows rows; /* current rows, from the last pass that reached the database */
+	Traceprof__Control__V1__ApplyTriggersRequest req; /* desired set */
+	uint8_t *set_bytes;	   /* the desired set packed with generation 0: change detection */
+	size_t set_len;		   /* bytes of set_bytes */
+	char **errors;		   /* manifest errors of the last pass (logged once each) */
+	size_t n_errors;	   /* entries of errors */
+	struct phase_seen *phases; /* phases last logged */
+	size_t n_phases;	   /* entries of phases */
+	bool rows_loaded;	   /* the table was read at least once: the desired set is known */
+	bool status_write_failed;  /* the last status file write failed (logged once) */
+};
+
+static int64_t now_ms(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool is_manifest_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (name[0] == '.')
+		return false;
+	return (n > 5 && strcmp(name + n - 5, ".yaml") == 0) ||
+	       (n > 4 && strcmp(name + n - 4, ".yml") == 0);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A second definition of (namespace, name) is an error; the first one counts. */
+static void drop_duplicates(struct manifest_list *m)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < m->n; i++) {
+		struct manifest_trigger *t = &m->items[i];
+		const struct manifest_trigger *first = NULL;
+
+		for (size_t j = 0; j < kept && !first; j++)
+			if (strcmp(m->items[j].namespace_, t->namespace_) == 0 &&
+			    strcmp(m->items[j].name, t->name) == 0)
+				first = &m->items[j];
+		if (first) {
+			char msg[512];
+
+			snprintf(
+			    msg, sizeof(msg),
+			    "%s: document %d: metadata.name: trigger %s/%s is already defined in "
+			    "%s (document %d)",
+			    t->file, t->doc, t->namespace_, t->name, first->file, first->doc);
+			manifest_list_add_error(m, t->file, t->doc, t->namespace_, t->name, msg);
+			manifest_trigger_clear(t);
+			continue;
+		}
+		if (kept != i)
+			m->items[kept] = *t;
+		kept++;
+	}
+	m->n = kept;
+}
+
+static void scan_dir(const char *dir, struct manifest_list *m)
+{
+	static const struct manifest_opts opts = {.local = true};
+	char **names = NULL, msg[512];
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d) {
+		snprintf(msg, sizeof(msg), "%s: cannot read the triggers directory: %s", dir,
+			 strerror(errno));
+		manifest_list_add_error(m, dir, 0, NULL, NULL, msg);
+		m->broken_files++;
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (!is_manifest_name(de->d_name))
+			continue;
+		if (n == MAX_FILES) {
+			snprintf(msg, sizeof(msg),
+				 "%s: more than %d manifest files; the rest are ignored", dir,
+				 MAX_FILES);
+			manifest_list_add_error(m, dir, 0, NULL, NULL, msg);
+			m->broken_files++;
+			break;
+		}
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 32;
+			char **p = realloc(names, nc * sizeof(*p));
+
+			if (!p)
+				break;
+			names = p;
+			cap = nc;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			break;
+		n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (manifest_parse_file(m, path, names[i], &opts))
+			m->broken_files++; /* out of memory: do not remove anything this pass */
+		free(names[i]);
+	}
+	free(names);
+	drop_duplicates(m);
+}
+
+/* Logs the errors that are new since the last pass; keeps the list. */
+static void log_new_errors(struct state *s, const struct manifest_list *m)
+{
+	char **now = calloc(m->n_errors ? m->n_errors : 1, sizeof(*now));
+
+	for (size_t i = 0; i < m->n_errors; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < s->n_errors && !seen; j++)
+			seen = strcmp(s->errors[j], m->errors[i].message) == 0;
+		if (!seen)
+			log_error("invalid manifest: %s", m->errors[i].message);
+		if (now)
+			now[i] = strdup(m->errors[i].message);
+	}
+	for (size_t j = 0; j < s->n_errors; j++)
+		free(s->errors[j]);
+	free(s->errors);
+	s->errors = now;
+	s->n_errors = now ? m->n_errors : 0;
+}
+
+static void db_lost(struct state *s)
+{
+	if (s->db && PQstatus(s->db) == CONNECTION_OK)
+		return; /* a statement failed but the connection is fine: logged already */
+	snprintf(s->db_error, sizeof(s->db_error), "%s",
+		 s->db ? PQerrorMessage(s->db) : "not connected");
+	PQfinish(s->db);
+	s->db = NULL;
+	if (!s->db_down)
+		log_error("database unreachable, retrying: %s", s->db_error);
+	s->db_down = true;
+}
+
+static bool db_ensure(struct state *s)
+{
+	if (s->db && PQstatus(s->db) == CONNECTION_OK)
+		return true;
+	PQfinish(s->db);
+	s->db = PQconnectdb(s->cfg->db ? s->cfg->db : "");
+	if (PQstatus(s->db) != CONNECTION_OK || migrate_apply(s->db, NULL)) {
+		char *nl;
+
+		snprintf(s->db_error, sizeof(s->db_error), "%s", PQerrorMessage(s->db));
+		if ((nl = strchr(s->db_error, '\n')))
+			*nl = '\0';
+		if (!s->db_down)
+			log_error("database unreachable, retrying: %s", s->db_error);
+		s->db_down = true;
+		PQfinish(s->db);
+		s->db = NULL;
+		return false;
+	}
+	if (s->db_down)
+		log_info("database reachable again");
+	s->db_down = false;
+	s->db_error[0] = '\0';
+	return true;
+}
+
+static void free_desired(struct state *s)
+{
+	for (size_t i = 0; i < s->req.n_triggers; i++)
+		manifest_proto_free(s->req.triggers[i]);
+	free(s->req.triggers);
+	s->req.triggers = NULL;
+	s->req.n_triggers = 0;
+}
+
+/* The desired set: every Active row. A new generation when it changed. */
+static void build_desired(struct state *s)
+{
+	static const struct manifest_opts opts = {.local = true};
+	uint64_t generation = s->req.generation;
+	uint8_t *bytes;
+	size_t len;
+
+	free_desired(s);
+	s->req.triggers = calloc(s->rows.n ? s->rows.n : 1, sizeof(*s->req.triggers));
+	if (!s->req.triggers)
+		return;
+	for (size_t i = 0; i < s->rows.n; i++) {
+		const struct trigger_row *r = &s->rows.v[i];
+		struct manifest_trigger t = {0};
+		Traceprof__Control__V1__Trigger *p;
+		char err[512];
+
+		if (strcmp(r->phase, "Active") != 0)
+			continue;
+		if (manifest_spec_from_json(&t, r->namespace_, r->name, r->spec, &opts, err,
+					    sizeof(err))) {
+			log_warn(
+			    "trigger spec in the table is not valid, not sent to agents id=%s: %s",
+			    r->id, err);
+			continue;
+		}
+		p = manifest_to_proto(&t, r->id, r->deadline_ms);
+		/* the row is authoritative for limits: maxRequests never below collected */
+		if (p)
+			p->max_requests = (uint32_t)r->max_requests;
+		manifest_trigger_clear(&t);
+		if (p)
+			s->req.triggers[s->req.n_triggers++] = p;
+	}
+	s->req.generation = 0;
+	len = traceprof__control__v1__apply_triggers_request__get_packed_size(&s->req);
+	bytes = malloc(len ? len : 1);
+	if (bytes)
+		traceprof__control__v1__apply_triggers_request__pack(&s->req, bytes);
+	if (!bytes || len != s->set_len || memcmp(bytes, s->set_bytes, len) != 0 || !generation) {
+		uint64_t wall = (uint64_t)now_ms(CLOCK_REALTIME);
+
+		/* wall-clock milliseconds: still increasing after a controller restart */
+		generation = wall > generation ? wall : generation + 1;
+		log_debug("desired set changed generation=%llu triggers=%zu",
+			  (unsigned long long)generation, s->req.n_triggers);
+		free(s->set_bytes);
+		s->set_bytes = bytes;
+		s->set_len = bytes ? len : 0;
+	} else {
+		free(bytes);
+	}
+	s->req.generation = generation;
+}
+
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+static void agent_down(struct agent *a, const char *why)
+{
+	if (!a->down)
+		log_error("agent unreachable, retrying addr=%s: %s", a->addr, why);
+	a->down = true;
+	snprintf(a->error, sizeof(a->error), "%s", why);
+}
+
+static void program_agent(struct state *s, struct agent *a)
+{
+	Traceprof__Control__V1__ApplyTriggersResponse *resp = NULL;
+	Traceprof__Control__V1__AgentStatus *st = NULL;
+	char err[256] = "";
+	int rc;
+
+	if (!a->client) {
+		a->client = control_client_new(a->addr, &s->cfg->auth, err, sizeof(err));
+		if (!a->client) {
+			agent_down(a, err);
+			return;
+		}
+	}
+	rc = control_client_apply(a->client, &s->req, AGENT_TIMEOUT_MS, &resp, err, sizeof(err));
+	if (rc) {
+		agent_down(a, err[0] ? err : "ApplyTriggers failed");
+		return;
+	}
+	if (resp->changed)
+		log_info("agent applied triggers addr=%s generation=%llu triggers=%zu", a->addr,
+			 (unsigned long long)resp->generation, s->req.n_triggers);
+	a->generation = resp->generation;
+	traceprof__control__v1__apply_triggers_response__free_unpacked(resp, NULL);
+	rc = control_client_status(a->client, AGENT_TIMEOUT_MS, &st, err, sizeof(err));
+	if (rc) {
+		agent_down(a, err[0] ? err : "GetStatus failed");
+		return;
+	}
+	if (a->status)
+		traceprof__control__v1__agent_status__free_unpacked(a->status, NULL);
+	a->status = st;
+	if (a->down)
+		log_info("agent reachable again addr=%s", a->addr);
+	a->down = false;
+	a->error[0] = '\0';
+}
+#endif
+
+static const Traceprof__Control__V1__TriggerStatus *agent_trigger(const struct agent *a,
+								  const char *id)
+{
+	if (!a->status || a->down)
+		return NULL;
+	for (size_t i = 0; i < a->status->n_triggers; i++)
+		if (strcmp(a->status->triggers[i]->id, id) == 0)
+			return a->status->triggers[i];
+	return NULL;
+}
+
+static const char *state_name(Traceprof__Control__V1__TriggerState st)
+{
+	switch (st) {
+	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_PENDING:
+		return "Pending";
+	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_ACTIVE:
+		return "Active";
+	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_COMPLETED:
+		return "Completed";
+	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_EXPIRED:
+		return "Expired";
+	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_REJECTED:
+		return "Rejected";
+	default:
+		return "Unknown";
+	}
+}
+
+/* A trigger an agent refused turns Rejected, with the agent's reason. */
+static void apply_agent_rejections(struct state *s)
+{
+	for (size_t i = 0; i < s->rows.n; i++) {
+		struct trigger_row *r = &s->rows.v[i];
+
+		if (strcmp(r->phase, "Active") != 0)
+			continue;
+		for (size_t k = 0; k < s->cfg->n_agents; k++) {
+			const Traceprof__Control__V1__TriggerStatus *ts =
+			    agent_trigger(&s->agents[k], r->id);
+			char reason[512], *p;
+
+			if (!ts ||
+			    ts->state !=
+				TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_REJECTED)
+				continue;
+			snprintf(reason, sizeof(reason), "agent %s: %s", s->agents[k].addr,
+				 ts->reason && *ts->reason ? ts->reason : "rejected");
+			if (!s->db || triggers_db_reject(s->db, r->id, reason))
+				break;
+			if ((p = strdup(reason))) {
+				free(r->reason);
+				r->reason = p;
+			}
+			if ((p = strdup("Rejected"))) {
+				free(r->phase);
+				r->phase = p;
+			}
+			break;
+		}
+	}
+}
+
+static void log_transitions(struct state *s)
+{
+	struct phase_seen *now = calloc(s->rows.n ? s->rows.n : 1, sizeof(*now));
+
+	for (size_t i = 0; i < s->rows.n; i++) {
+		const struct trigger_row *r = &s->rows.v[i];
+		const char *was = NULL;
+
+		for (size_t j = 0; j < s->n_phases && !was; j++)
+			if (strcmp(s->phases[j].id, r->id) == 0)
+				was = s->phases[j].phase;
+		if (!was || strcmp(was, r->phase) != 0)
+			log_info("trigger %s id=%s service=%s collected=%d/%d was=%s%s%s", r->phase,
+				 r->id, r->service, r->collected, r->max_requests, was ? was : "-",
+				 *r->reason ? " reason=" : "", r->reason);
+		if (now) {
+			now[i].id = strdup(r->id);
+			now[i].phase = strdup(r->phase);
+		}
+	}
+	for (size_t j = 0; j < s->n_phases; j++) {
+		free(s->phases[j].id);
+		free(s->phases[j].phase);
+	}
+	free(s->phases);
+	s->phases = now;
+	s->n_phases = now ? s->rows.n : 0;
+}
+
+static const char *file_of(const struct manifest_list *m, const char *ns, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->items[i].namespace_, ns) == 0 && strcmp(m->items[i].name, name) == 0)
+			return m->items[i].file;
+	for (size_t i = 0; i < m->n_errors; i++)
+		if (strcmp(m->errors[i].namespace_, ns) == 0 &&
+		    strcmp(m->errors[i].name, name) == 0)
+			return m->errors[i].file;
+	return NULL;
+}
+
+static void json_trigger(struct state *s, struct jsonbuf *b, const struct manifest_list *m,
+			 const struct trigger_row *r)
+{
+	const char *ids = r->trace_ids;
+
+	jsonbuf_printf(b, "{\"id\": ");
+	jsonbuf_str(b, r->id);
+	jsonbuf_printf(b, ", \"namespace\": ");
+	jsonbuf_str(b, r->namespace_);
+	jsonbuf_printf(b, ", \"name\": ");
+	jsonbuf_str(b, r->name);
+	jsonbuf_printf(b, ", \"file\": ");
+	jsonbuf_str(b, file_of(m, r->namespace_, r->name));
+	jsonbuf_printf(b, ", \"service\": ");
+	jsonbuf_str(b, r->service);
+	jsonbuf_printf(b, ", \"phase\": ");
+	jsonbuf_str(b, r->phase);
+	jsonbuf_printf(b, ", \"reason\": ");
+	jsonbuf_str(b, *r->reason ? r->reason : NULL);
+	jsonbuf_printf(b, ", \"collectedRequests\": %d, \"maxRequests\": %d, \"frequencyHz\": %d",
+		       r->collected, r->max_requests, r->frequency_hz);
+	jsonbuf_printf(b, ", \"deadline\": ");
+	jsonbuf_str(b, r->deadline);
+	jsonbuf_printf(b, ", \"traceIDs\": [");
+	while (*ids) {
+		const char *comma = strchr(ids, ',');
+		size_t n = comma ? (size_t)(comma - ids) : strlen(ids);
+
+		jsonbuf_printf(b, "%s\"%.*s\"", ids == r->trace_ids ? "" : ", ", (int)n, ids);
+		ids += n + (comma ? 1 : 0);
+	}
+	jsonbuf_printf(b, "], \"agents\": [");
+	for (size_t k = 0, out = 0; k < s->cfg->n_agents; k++) {
+		const Traceprof__Control__V1__TriggerStatus *ts =
+		    agent_trigger(&s->agents[k], r->id);
+
+		if (!ts)
+			continue;
+		jsonbuf_printf(b, "%s{\"address\": ", out++ ? ", " : "");
+		jsonbuf_str(b, s->agents[k].addr);
+		jsonbuf_printf(b, ", \"state\": \"%s\", \"reason\": ", state_name(ts->state));
+		jsonbuf_str(b, ts->reason && *ts->reason ? ts->reason : NULL);
+		jsonbuf_printf(b,
+			       ", \"targetProcesses\": %u, \"requestsSeen\": %llu, "
+			       "\"requestsMatched\": %llu, \"requestsClaimed\": %llu}",
+			       ts->target_processes, (unsigned long long)ts->requests_seen,
+			       (unsigned long long)ts->requests_matched,
+			       (unsigned long long)ts->requests_claimed);
+	}
+	jsonbuf_printf(b, "]}");
+}
+
+/* The status file, replaced atomically (write a temporary file, rename). */
+static void write_status(struct state *s, const struct manifest_list *m)
+{
+	struct jsonbuf b = {0};
+	char tmp[PATH_MAX + 8], stamp[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	char *text;
+	FILE *f;
+	bool ok;
+
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	jsonbuf_printf(&b, "{\n  \"updated\": \"%s\",\n  \"triggersDir\": ", stamp);
+	jsonbuf_str(&b, s->cfg->triggers_dir);
+	jsonbuf_printf(&b, ",\n  \"database\": {\"reachable\": %s, \"error\": ",
+		       s->db_down ? "false" : "true");
+	jsonbuf_str(&b, s->db_down ? s->db_error : NULL);
+	jsonbuf_printf(&b, "},\n  \"agents\": [");
+	for (size_t k = 0; k < s->cfg->n_agents; k++) {
+		const struct agent *a = &s->agents[k];
+
+		jsonbuf_printf(&b, "%s\n    {\"address\": ", k ? "," : "");
+		jsonbuf_str(&b, a->addr);
+		jsonbuf_printf(&b, ", \"reachable\": %s, \"generation\": %llu, \"error\": ",
+			       a->down || !a->status ? "false" : "true",
+			       (unsigned long long)a->generation);
+		jsonbuf_str(&b, a->down ? a->error : NULL);
+		jsonbuf_printf(&b, "}");
+	}
+	jsonbuf_printf(&b, "%s],\n  \"generation\": %llu,\n  \"triggers\": [",
+		       s->cfg->n_agents ? "\n  " : "", (unsigned long long)s->req.generation);
+	for (size_t i = 0; i < s->rows.n; i++) {
+		jsonbuf_printf(&b, "%s\n    ", i ? "," : "");
+		json_trigger(s, &b, m, &s->rows.v[i]);
+	}
+	jsonbuf_printf(&b, "%s],\n  \"errors\": [", s->rows.n ? "\n  " : "");
+	for (size_t i = 0; i < m->n_errors; i++) {
+		jsonbuf_printf(&b, "%s\n    {\"file\": ", i ? "," : "");
+		jsonbuf_str(&b, m->errors[i].file);
+		jsonbuf_printf(&b, ", \"document\": %d, \"message\": ", m->errors[i].doc);
+		jsonbuf_str(&b, m->errors[i].message);
+		jsonbuf_printf(&b, "}");
+	}
+	jsonbuf_printf(&b, "%s]\n}\n", m->n_errors ? "\n  " : "");
+	text = jsonbuf_take(&b);
+	if (!text)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", s->status_path);
+	f = fopen(tmp, "we");
+	ok = f && fputs(text, f) >= 0;
+	if (f)
+		ok = (fflush(f) == 0) & ok & (fclose(f) == 0);
+	ok = ok && rename(tmp, s->status_path) == 0;
+	if (!ok) {
+		if (!s->status_write_failed)
+			log_error("cannot write the status file %s: %s", s->status_path,
+				  strerror(errno));
+		unlink(tmp);
+	} else if (s->status_write_failed) {
+		log_info("status file written again path=%s", s->status_path);
+	}
+	s->status_write_failed = !ok;
+	free(text);
+}
+
+/* One reconcile pass. Returns true when everything was reachable and valid. */
+static bool reconcile(struct state *s)
+{
+	struct manifest_list m = {0};
+	bool clean = true;
+
+	scan_dir(s->cfg->triggers_dir, &m);
+	log_new_errors(s, &m);
+	if (db_ensure(s)) {
+		struct trigger_rows rows;
+
+		if (triggers_db_sync(s->db, &m, m.broken_files == 0) ||
+		    triggers_db_load(s->db, &rows)) {
+			db_lost(s);
+			clean = false;
+		} else {
+			trigger_rows_free(&s->rows);
+			s->rows = rows;
+			s->rows_loaded = true;
+		}
+	} else {
+		clean = false;
+	}
+	build_desired(s);
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+	/* never send a set before the table was read: it would clear the agents */
+	for (size_t k = 0; s->rows_loaded && k < s->cfg->n_agents; k++) {
+		program_agent(s, &s->agents[k]);
+		clean = clean && !s->agents[k].down;
+	}
+#endif
+	apply_agent_rejections(s);
+	log_transitions(s);
+	write_status(s, &m);
+	clean = clean && m.n_errors == 0;
+	manifest_list_free(&m);
+	return clean;
+}
+
+static int watch_dir(int ifd, const char *dir)
+{
+	return inotify_add_watch(ifd, dir,
+				 IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
+				     IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
+}
+
+/* Reads the pending events; true when one concerns a manifest (or the directory itself). */
+static bool drain_inotify(int ifd, bool *lost_watch)
+{
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool relevant = false;
+	ssize_t n;
+
+	while ((n = read(ifd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			if (ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+				relevant = true;
+			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+				*lost_watch = true;
+			if (ev->len && is_manifest_name(ev->name))
+				relevant = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	return relevant;
+}
+
+static void state_free(struct state *s)
+{
+	for (size_t k = 0; k < s->cfg->n_agents; k++) {
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+		control_client_free(s->agents[k].client);
+#endif
+		if (s->agents[k].status)
+			traceprof__control__v1__agent_status__free_unpacked(s->agents[k].status,
+									    NULL);
+	}
+	free_desired(s);
+	free(s->set_bytes);
+	trigger_rows_free(&s->rows);
+	for (size_t j = 0; j < s->n_errors; j++)
+		free(s->errors[j]);
+	free(s->errors);
+	for (size_t j = 0; j < s->n_phases; j++) {
+		free(s->phases[j].id);
+		free(s->phases[j].phase);
+	}
+	free(s->phases);
+	PQfinish(s->db);
+}
+
+int local_run(const struct local_config *cfg)
+{
+	struct state s = {.cfg = cfg};
+	int ifd = -1, sfd = -1, wd, rc = 0;
+	int64_t next_tick = 0, rescan_at = 0;
+	sigset_t mask;
+
+	traceprof__control__v1__apply_triggers_request__init(&s.req);
+	if (cfg->status_file)
+		snprintf(s.status_path, sizeof(s.status_path), "%s", cfg->status_file);
+	else
+		snprintf(s.status_path, sizeof(s.status_path), "%s/%s", cfg->triggers_dir,
+			 LOCAL_STATUS_DEFAULT);
+	for (size_t k = 0; k < cfg->n_agents; k++)
+		s.agents[k].addr = cfg->agents[k];
+	if (cfg->once) {
+		rc = reconcile(&s) ? 0 : 1;
+		goto out;
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (sfd < 0 || ifd < 0) {
+		log_error("cannot set up the event loop: %s", strerror(errno));
+		rc = 2;
+		goto out;
+	}
+	wd = watch_dir(ifd, cfg->triggers_dir);
+	if (wd < 0)
+		log_warn("cannot watch %s, relying on the %d ms tick: %s", cfg->triggers_dir,
+			 cfg->interval_ms, strerror(errno));
+	log_info("watching triggers dir=%s agents=%zu status=%s", cfg->triggers_dir, cfg->n_agents,
+		 s.status_path);
+	for (;;) {
+		struct pollfd fds[2] = {{.fd = sfd, .events = POLLIN},
+					{.fd = ifd, .events = POLLIN}};
+		int64_t now = now_ms(CLOCK_MONOTONIC), wake;
+		struct signalfd_siginfo si;
+		bool lost = false;
+
+		if (now >= next_tick || (rescan_at && now >= rescan_at)) {
+			if (wd < 0 && (wd = watch_dir(ifd, cfg->triggers_dir)) >= 0)
+				log_info("watching triggers dir=%s again", cfg->triggers_dir);
+			reconcile(&s);
+			rescan_at = 0;
+			now = now_ms(CLOCK_MONOTONIC);
+			next_tick = now + cfg->interval_ms;
+		}
+		wake = rescan_at && rescan_at < next_tick ? rescan_at : next_tick;
+		if (poll(fds, 2, wake > now ? (int)(wake - now) : 0) < 0 && errno != EINTR) {
+			log_error("poll: %s", strerror(errno));
+			rc = 1;
+			break;
+		}
+		if (fds[0].revents & POLLIN && read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo == SIGHUP) {
+				rescan_at = now_ms(CLOCK_MONOTONIC);
+				continue;
+			}
+			log_info("stopping on signal %u", si.ssi_signo);
+			break;
+		}
+		if (fds[1].revents & POLLIN && drain_inotify(ifd, &lost) && !rescan_at)
+			rescan_at = now_ms(CLOCK_MONOTONIC) + DEBOUNCE_MS;
+		if (lost && wd >= 0) {
+			inotify_rm_watch(ifd, wd);
+			wd = -1;
+			log_warn("triggers directory gone or moved dir=%s", cfg->triggers_dir);
+		}
+	}
+out:
+	if (ifd >= 0)
+		close(ifd);
+	if (sfd >= 0)
+		close(sfd);
+	state_free(&s);
+	return rc;
+}

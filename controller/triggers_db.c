@@ -1,0 +1,322 @@
+/*
+ * triggers_db.c - see triggers_db.h. Every statement takes its values as
+ * parameters; nothing of a manifest is spliced into SQL text.
+ */
+#include "triggers_db.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "traceprof/log.h"
+
+/* Rows that are not detached: the newest per (namespace, name). */
+#define CURRENT_ROWS                                                                               \
+	"SELECT DISTINCT ON (namespace, name) * FROM traceprof.trace_profile_triggers "            \
+	"WHERE coalesce(reason, '') NOT LIKE '%manifest removed' "                                 \
+	"ORDER BY namespace, name, created_at DESC"
+
+static bool ok(PGconn *conn, PGresult *res, const char *what)
+{
+	ExecStatusType st = PQresultStatus(res);
+
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		return true;
+	log_error("database: %s failed: %s", what, PQerrorMessage(conn));
+	return false;
+}
+
+static PGresult *exec_params(PGconn *conn, const char *sql, int n, const char *const *params)
+{
+	return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
+}
+
+static bool named_by_error(const struct manifest_list *m, const char *ns, const char *name)
+{
+	for (size_t i = 0; i < m->n_errors; i++)
+		if (strcmp(m->errors[i].namespace_, ns) == 0 &&
+		    strcmp(m->errors[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+static bool in_manifests(const struct manifest_list *m, const char *ns, const char *name)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->items[i].namespace_, ns) == 0 && strcmp(m->items[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+/* namespace/name/8 hex digits: a new id for every first sighting. */
+static void mint_id(const struct manifest_trigger *t, char *out, size_t len)
+{
+	uint32_t r = 0;
+
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint32_t)rand();
+	snprintf(out, len, "%s/%s/%08x", t->namespace_, t->name, r);
+}
+
+/* Inserts or updates the row of one manifest; existing is its current id or NULL. */
+static int upsert(PGconn *conn, const struct manifest_trigger *t, const char *existing)
+{
+	static const char sql[] =
+	    "INSERT INTO traceprof.trace_profile_triggers AS t "
+	    "  (trigger_id, namespace, name, service, spec, phase, frequency_hz, max_requests, "
+	    "   created_at, started_at, deadline) "
+	    "VALUES ($1, $2, $3, $4, $5::jsonb, 'Active', $6, $7, clock_timestamp(), "
+	    "        clock_timestamp(), clock_timestamp() + $8::bigint * interval '1 millisecond') "
+	    "ON CONFLICT (trigger_id) DO UPDATE SET "
+	    "  service = EXCLUDED.service, spec = EXCLUDED.spec, "
+	    "  frequency_hz = EXCLUDED.frequency_hz, "
+	    "  max_requests = greatest(EXCLUDED.max_requests, t.collected_requests), "
+	    "  deadline = t.created_at + $8::bigint * interval '1 millisecond', "
+	    "  generation = t.generation + 1, "
+	    "  phase = CASE WHEN t.phase = 'Active' "
+	    "               AND t.collected_requests >= EXCLUDED.max_requests "
+	    "               THEN 'Completed' ELSE t.phase END, "
+	    "  completed_at = CASE WHEN t.phase = 'Active' "
+	    "               AND t.collected_requests >= EXCLUDED.max_requests "
+	    "               THEN now() ELSE t.completed_at END "
+	    "WHERE t.spec IS DISTINCT FROM EXCLUDED.spec "
+	    "RETURNING (xmax = 0) AS inserted, trigger_id, "
+	    "  max_requests <> $7::integer AS capped";
+	char id[MANIFEST_NAME_MAX * 2 + 16], freq[16], max[16], timeout[32];
+	char *spec = manifest_spec_json(t);
+	const char *params[8];
+	PGresult *res;
+	int rc = 0;
+
+	if (!spec)
+		return -ENOMEM;
+	if (existing)
+		snprintf(id, sizeof(id), "%s", existing);
+	else
+		mint_id(t, id, sizeof(id));
+	snprintf(freq, sizeof(freq), "%u", t->frequency_hz);
+	snprintf(max, sizeof(max), "%u", t->max_requests);
+	snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long)t->timeout_ms);
+	params[0] = id;
+	params[1] = t->namespace_;
+	params[2] = t->name;
+	params[3] = t->service;
+	params[4] = spec;
+	params[5] = freq;
+	params[6] = max;
+	params[7] = timeout;
+	res = exec_params(conn, sql, 8, params);
+	if (!ok(conn, res, "saving a trigger")) {
+		rc = -EIO;
+	} else if (PQntuples(res) == 1) {
+		bool inserted = PQgetvalue(res, 0, 0)[0] == 't';
+
+		log_info("trigger %s id=%s file=%s service=%s", inserted ? "created" : "updated",
+			 id, t->file, t->service ? t->service : "");
+		if (PQgetvalue(res, 0, 2)[0] == 't')
+			log_warn(
+			    "trigger maxRequests below what it collected: kept at the collected "
+			    "count id=%s",
+			    id);
+	}
+	PQclear(res);
+	free(spec);
+	return rc;
+}
+
+static int remove_row(PGconn *conn, const char *id)
+{
+	static const char sql[] =
+	    "UPDATE traceprof.trace_profile_triggers SET "
+	    "  phase = CASE WHEN phase IN ('Active', 'Pending') THEN 'Failed' ELSE phase END, "
+	    "  reason = CASE WHEN phase IN ('Active', 'Pending') THEN 'manifest removed' "
+	    "                ELSE coalesce(reason || '; ', '') || 'manifest removed' END, "
+	    "  completed_at = coalesce(completed_at, now()) "
+	    "WHERE trigger_id = $1";
+	const char *params[1] = {id};
+	PGresult *res = exec_params(conn, sql, 1, params);
+	int rc = ok(conn, res, "ending a removed trigger") ? 0 : -EIO;
+
+	PQclear(res);
+	if (!rc)
+		log_info("trigger manifest removed id=%s", id);
+	return rc;
+}
+
+/* Later Active triggers of a service beyond the limit turn Rejected. */
+static int enforce_limit(PGconn *conn)
+{
+	char sql[1024];
+	PGresult *res;
+	int rc;
+
+	snprintf(
+	    sql, sizeof(sql),
+	    "UPDATE traceprof.trace_profile_triggers t SET phase = 'Rejected', "
+	    "  reason = format('service %%s already has %d active triggers', t.service), "
+	    "  completed_at = now() "
+	    "FROM (SELECT trigger_id, row_number() OVER (PARTITION BY service "
+	    "        ORDER BY created_at, trigger_id) AS rn "
+	    "      FROM traceprof.trace_profile_triggers WHERE phase = 'Active') a "
+	    "WHERE t.trigger_id = a.trigger_id AND a.rn > %d RETURNING t.trigger_id, t.service",
+	    TRIGGERS_PER_SERVICE, TRIGGERS_PER_SERVICE);
+	res = PQexec(conn, sql);
+	rc = ok(conn, res, "limiting active triggers per service") ? 0 : -EIO;
+	for (int i = 0; !rc && i < PQntuples(res); i++)
+		log_warn(
+		    "trigger rejected: service already has %d active triggers id=%s service=%s",
+		    TRIGGERS_PER_SERVICE, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+	PQclear(res);
+	return rc;
+}
+
+static int simple(PGconn *conn, const char *sql, const char *what)
+{
+	PGresult *res = PQexec(conn, sql);
+	int rc = ok(conn, res, what) ? 0 : -EIO;
+
+	PQclear(res);
+	return rc;
+}
+
+int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals)
+{
+	PGresult *cur;
+	int rc;
+
+	if ((rc = simple(conn, "BEGIN", "starting a transaction")))
+		return rc;
+	cur = PQexec(conn, "SELECT trigger_id, namespace, name FROM (" CURRENT_ROWS ") c");
+	if (!ok(conn, cur, "reading triggers")) {
+		rc = -EIO;
+		goto out_rollback;
+	}
+	for (size_t i = 0; !rc && i < m->n; i++) {
+		const struct manifest_trigger *t = &m->items[i];
+		const char *existing = NULL;
+
+		for (int r = 0; r < PQntuples(cur); r++)
+			if (strcmp(PQgetvalue(cur, r, 1), t->namespace_) == 0 &&
+			    strcmp(PQgetvalue(cur, r, 2), t->name) == 0)
+				existing = PQgetvalue(cur, r, 0);
+		rc = upsert(conn, t, existing);
+	}
+	for (int r = 0; !rc && r < PQntuples(cur); r++) {
+		const char *ns = PQgetvalue(cur, r, 1), *name = PQgetvalue(cur, r, 2);
+
+		if (in_manifests(m, ns, name) || named_by_error(m, ns, name))
+			continue;
+		if (!allow_removals) {
+			log_debug("trigger kept: some manifest files cannot be read id=%s",
+				  PQgetvalue(cur, r, 0));
+			continue;
+		}
+		rc = remove_row(conn, PQgetvalue(cur, r, 0));
+	}
+	if (!rc)
+		rc = enforce_limit(conn);
+	if (!rc)
+		rc = simple(conn, "SELECT traceprof.expire_triggers()", "expiring triggers");
+	if (!rc)
+		rc = simple(conn, "COMMIT", "committing");
+	PQclear(cur);
+	if (!rc)
+		return 0;
+out_rollback:
+	if (PQstatus(conn) == CONNECTION_OK)
+		PQclear(PQexec(conn, "ROLLBACK"));
+	return rc;
+}
+
+static char *dup_value(PGresult *res, int r, int c, bool *oom)
+{
+	char *s = strdup(PQgetvalue(res, r, c));
+
+	if (!s)
+		*oom = true;
+	return s;
+}
+
+int triggers_db_load(PGconn *conn, struct trigger_rows *out)
+{
+	static const char sql[] =
+	    "SELECT trigger_id, namespace, name, coalesce(service, ''), spec::text, phase, "
+	    "  coalesce(reason, ''), frequency_hz, max_requests, collected_requests, "
+	    "  coalesce(array_to_string(ARRAY(SELECT traceprof.trace_id_text(x) "
+	    "      FROM unnest(trace_ids) WITH ORDINALITY u(x, o) ORDER BY o), ','), ''), "
+	    "  (extract(epoch FROM deadline) * 1000)::bigint, "
+	    "  to_char(deadline AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+	    "FROM (" CURRENT_ROWS ") c ORDER BY namespace, name";
+	PGresult *res = PQexec(conn, sql);
+	bool oom = false;
+	int n;
+
+	memset(out, 0, sizeof(*out));
+	if (!ok(conn, res, "reading triggers")) {
+		PQclear(res);
+		return -EIO;
+	}
+	n = PQntuples(res);
+	out->v = calloc(n ? (size_t)n : 1, sizeof(*out->v));
+	if (!out->v) {
+		PQclear(res);
+		return -ENOMEM;
+	}
+	for (int r = 0; r < n; r++) {
+		struct trigger_row *t = &out->v[out->n++];
+
+		t->id = dup_value(res, r, 0, &oom);
+		t->namespace_ = dup_value(res, r, 1, &oom);
+		t->name = dup_value(res, r, 2, &oom);
+		t->service = dup_value(res, r, 3, &oom);
+		t->spec = dup_value(res, r, 4, &oom);
+		t->phase = dup_value(res, r, 5, &oom);
+		t->reason = dup_value(res, r, 6, &oom);
+		t->frequency_hz = atoi(PQgetvalue(res, r, 7));
+		t->max_requests = atoi(PQgetvalue(res, r, 8));
+		t->collected = atoi(PQgetvalue(res, r, 9));
+		t->trace_ids = dup_value(res, r, 10, &oom);
+		t->deadline_ms = strtoll(PQgetvalue(res, r, 11), NULL, 10);
+		t->deadline = dup_value(res, r, 12, &oom);
+	}
+	PQclear(res);
+	if (oom) {
+		trigger_rows_free(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int triggers_db_reject(PGconn *conn, const char *id, const char *reason)
+{
+	static const char sql[] =
+	    "UPDATE traceprof.trace_profile_triggers SET phase = 'Rejected', reason = $2, "
+	    "  completed_at = now() WHERE trigger_id = $1 AND phase = 'Active'";
+	const char *params[2] = {id, reason};
+	PGresult *res = exec_params(conn, sql, 2, params);
+	int rc = ok(conn, res, "rejecting a trigger") ? 0 : -EIO;
+
+	PQclear(res);
+	return rc;
+}
+
+void trigger_rows_free(struct trigger_rows *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct trigger_row *t = &r->v[i];
+
+		free(t->id);
+		free(t->namespace_);
+		free(t->name);
+		free(t->service);
+		free(t->spec);
+		free(t->phase);
+		free(t->reason);
+		free(t->trace_ids);
+		free(t->deadline);
+	}
+	free(r->v);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,60 @@
+/*
+ * triggers_db.h - the controller's side of traceprof.trace_profile_triggers.
+ *
+ * One transaction per reconcile pass brings the table in line with the
+ * manifests on disk: a new (namespace, name) gets a fresh trigger id and an
+ * Active row, a changed spec updates its row in place (same id, progress
+ * kept), a manifest that is gone ends its row (Failed, 'manifest removed'),
+ * at most 3 Active triggers per service (later ones, by first-seen time,
+ * Rejected), then traceprof.expire_triggers(). A row whose reason ends in
+ * 'manifest removed' is detached: a manifest with the same name later is a
+ * new trigger.
+ */
+#ifndef TRACEPROF_CONTROLLER_TRIGGERS_DB_H
+#define TRACEPROF_CONTROLLER_TRIGGERS_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "manifest.h"
+
+#define TRIGGERS_PER_SERVICE 3
+
+struct trigger_row {
+	char *id;	     /* trigger_id: namespace/name/8 hex digits */
+	char *namespace_;    /* metadata.namespace */
+	char *name;	     /* metadata.name */
+	char *service;	     /* spec.service ("" when none) */
+	char *spec;	     /* the spec as JSON text */
+	char *phase;	     /* Pending, Active, Completed, Expired, Rejected, Failed */
+	char *reason;	     /* why, "" when none */
+	int frequency_hz;    /* sampling frequency */
+	int max_requests;    /* requests to collect */
+	int collected;	     /* requests collected so far */
+	char *trace_ids;     /* the collected trace ids, 32 hex digits each, comma separated */
+	int64_t deadline_ms; /* deadline, Unix milliseconds */
+	char *deadline;	     /* deadline, ISO 8601 UTC */
+};
+
+struct trigger_rows {
+	struct trigger_row *v; /* the rows, by namespace and name */
+	size_t n;	       /* how many */
+};
+
+/*
+ * One reconcile pass over the table for the manifests in m (inside one
+ * transaction). Rows named by an error of m (an invalid manifest with a
+ * readable name) are left as they are; removals happen only when
+ * allow_removals (every file of the directory could be read). Returns 0, or
+ * -EIO with the database's message logged.
+ */
+int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals);
+/* The current (not detached) rows; the caller frees them with trigger_rows_free(). */
+int triggers_db_load(PGconn *conn, struct trigger_rows *out);
+/* An Active row turns Rejected with reason (an agent refused it). */
+int triggers_db_reject(PGconn *conn, const char *id, const char *reason);
+void trigger_rows_free(struct trigger_rows *r);
+
+#endif

@@ -1,0 +1,432 @@
+/*
+ * test_control: the AgentControl server (agent/control.h) and the client
+ * library (traceprof/control_client.h), real gRPC at both ends. An
+ * ApplyTriggers / GetStatus round trip; bearer tokens (missing and wrong
+ * refused with UNAUTHENTICATED and counted, the right one works); mutual
+ * TLS with certificates made here by the openssl command line (a client
+ * without a certificate or with one from another CA is refused, the right
+ * one works); malformed and oversize messages; a set for another node;
+ * no authentication on a non-loopback address refused at start.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+
+#include "check.h"
+#include "control.h"
+#include "traceprof/control_client.h"
+#include "traceprof/log.h"
+#include "triggers.h"
+
+#define ST(x) TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_##x
+
+static char dir[] = "/tmp/test_control_XXXXXX";
+
+static void path(char *out, size_t len, const char *name)
+{
+	snprintf(out, len, "%s/%s", dir, name);
+}
+
+static void write_file(const char *name, const char *text)
+{
+	char p[256];
+	FILE *f;
+
+	path(p, sizeof(p), name);
+	f = fopen(p, "w");
+	fputs(text, f);
+	fclose(f);
+}
+
+static struct control *start(struct triggers *t, const char *listen, const char *token, bool tls,
+			     char *err, size_t errlen)
+{
+	char tok[256], cert[256], key[256], ca[256];
+	struct control_opts o = {.listen = listen, .node = "node-a", .version = "test"};
+
+	path(tok, sizeof(tok), token ? token : "");
+	path(cert, sizeof(cert), "server.pem");
+	path(key, sizeof(key), "server.key");
+	path(ca, sizeof(ca), "ca.pem");
+	if (token)
+		o.token_file = tok;
+	if (tls) {
+		o.tls_cert = cert;
+		o.tls_key = key;
+		o.tls_ca = ca;
+	}
+	return control_start(&o, t, err, errlen);
+}
+
+static struct control_client *client(int port, const char *token, const char *ca, const char *cert,
+				     const char *key)
+{
+	char addr[64], tok[256], pca[256], pcert[256], pkey[256], err[256];
+	struct control_auth auth = {0};
+	struct control_client *c;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	path(tok, sizeof(tok), token ? token : "");
+	path(pca, sizeof(pca), ca ? ca : "");
+	path(pcert, sizeof(pcert), cert ? cert : "");
+	path(pkey, sizeof(pkey), key ? key : "");
+	auth.token_file = token ? tok : NULL;
+	auth.tls_ca = ca ? pca : NULL;
+	auth.tls_cert = cert ? pcert : NULL;
+	auth.tls_key = key ? pkey : NULL;
+	auth.tls_override = ca ? "localhost" : NULL;
+	c = control_client_new(addr, &auth, err, sizeof(err));
+	CHECK(c != NULL, "client: %s", err);
+	return c;
+}
+
+/* One trigger for service pay, deadline in 5 minutes. */
+static void one_set(Traceprof__Control__V1__ApplyTriggersRequest *req,
+		    Traceprof__Control__V1__Trigger *tr, Traceprof__Control__V1__Trigger **p,
+		    Traceprof__Control__V1__Targets *tg, char **svc)
+{
+	traceprof__control__v1__apply_triggers_request__init(req);
+	traceprof__control__v1__trigger__init(tr);
+	traceprof__control__v1__targets__init(tg);
+	tr->id = "t1";
+	tr->service = "pay";
+	tr->targets = tg;
+	tr->max_requests = 3;
+	tr->deadline_unix_ms = (int64_t)time(NULL) * 1000 + 300000;
+	tg->services = svc;
+	tg->n_services = 1;
+	*p = tr;
+	req->generation = 5;
+	req->node = "node-a";
+	req->n_triggers = 1;
+	req->triggers = p;
+}
+
+static int status_call(struct control_client *c, char *err, size_t errlen)
+{
+	Traceprof__Control__V1__AgentStatus *st = NULL;
+	int rc = control_client_status(c, 5000, &st, err, errlen);
+
+	if (st)
+		traceprof__control__v1__agent_status__free_unpacked(st, NULL);
+	return rc;
+}
+
+static void test_round_trip(struct triggers *t)
+{
+	char err[512];
+	struct control *s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	struct control_client *c;
+	Traceprof__Control__V1__ApplyTriggersRequest req;
+	Traceprof__Control__V1__Trigger tr, *p;
+	Traceprof__Control__V1__Targets tg;
+	Traceprof__Control__V1__ApplyTriggersResponse *resp = NULL;
+	Traceprof__Control__V1__AgentStatus *st = NULL;
+	char *svc = "pay";
+	struct triggers_proc proc = {77, "pay", "", "", ""};
+	int rc;
+
+	CHECK(s != NULL, "start: %s", err);
+	if (!s)
+		return;
+	c = client(control_port(s), NULL, NULL, NULL, NULL);
+	one_set(&req, &tr, &p, &tg, &svc);
+	rc = control_client_apply(c, &req, 5000, &resp, err, sizeof(err));
+	CHECK(rc == 0 && resp, "apply: %d %s", rc, err);
+	if (resp) {
+		CHECK(resp->changed && resp->generation == 5 && resp->n_triggers == 1 &&
+			  strcmp(resp->triggers[0]->id, "t1") == 0 &&
+			  resp->triggers[0]->state == ST(PENDING),
+		      "apply answer: changed %d gen %llu n %zu", resp->changed,
+		      (unsigned long long)resp->generation, resp->n_triggers);
+		traceprof__control__v1__apply_triggers_response__free_unpacked(resp, NULL);
+	}
+	rc = control_client_apply(c, &req, 5000, &resp, err, sizeof(err));
+	CHECK(rc == 0 && resp && !resp->changed, "the same set again changed something");
+	if (resp)
+		traceprof__control__v1__apply_triggers_response__free_unpacked(resp, NULL);
+	triggers_proc_add(t, &proc);
+	{
+		struct triggers_sampler smp = {
+		    .running = true, .base_hz = 19, .cpus = 2, .samples = 1234};
+
+		triggers_set_sampler(t, &smp);
+	}
+	rc = control_client_status(c, 5000, &st, err, sizeof(err));
+	CHECK(rc == 0 && st, "status: %d %s", rc, err);
+	if (st) {
+		CHECK(strcmp(st->node, "node-a") == 0 && strcmp(st->version, "test") == 0 &&
+			  st->generation == 5,
+		      "status: node %s version %s gen %llu", st->node, st->version,
+		      (unsigned long long)st->generation);
+		CHECK(st->n_triggers == 1 && st->triggers[0]->state == ST(ACTIVE) &&
+			  st->triggers[0]->target_processes == 1 &&
+			  st->triggers[0]->frequency_hz == 99,
+		      "status trigger");
+		CHECK(st->sampler && st->sampler->running && st->sampler->base_hz == 19 &&
+			  st->sampler->raised_hz == 99 && st->sampler->raised_processes == 1 &&
+			  st->sampler->samples == 1234,
+		      "sampler health");
+		traceprof__control__v1__agent_status__free_unpacked(st, NULL);
+	}
+	/* another node's set */
+	req.node = "node-b";
+	req.generation = 6;
+	rc = control_client_apply(c, &req, 5000, &resp, err, sizeof(err));
+	CHECK(rc == GRPC_STATUS_INVALID_ARGUMENT && strstr(err, "node-b"),
+	      "another node's set: %d %s", rc, err);
+	CHECK(triggers_generation(t) == 5, "another node's set was applied");
+	control_client_free(c);
+
+	/* raw calls: malformed, oversize */
+	{
+		grpc_channel_credentials *cr = grpc_insecure_credentials_create();
+		char addr[64];
+		grpc_channel *ch;
+		grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+		static const char garbage[] = "\x0a\xff\xff\xff\xff\xff\xff";
+		size_t big = (1u << 20) + 100;
+		char *bigbuf = calloc(1, big);
+		struct {
+			const char *buf;
+			size_t len;
+			grpc_status_code want;
+		} cases[] = {{garbage, sizeof(garbage) - 1, GRPC_STATUS_INVALID_ARGUMENT},
+			     {bigbuf, big, GRPC_STATUS_RESOURCE_EXHAUSTED}};
+
+		grpc_init();
+		snprintf(addr, sizeof(addr), "127.0.0.1:%d", control_port(s));
+		ch = grpc_channel_create(addr, cr, NULL);
+		grpc_channel_credentials_release(cr);
+		for (size_t i = 0; i < 2; i++) {
+			grpc_slice sl = grpc_slice_from_copied_buffer(cases[i].buf, cases[i].len);
+			grpc_slice details;
+			grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1), *resp_bb = NULL;
+			grpc_metadata_array md0, md1;
+			grpc_status_code code = GRPC_STATUS_OK;
+			grpc_op ops[6];
+			grpc_call *call = grpc_channel_create_call(
+			    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+			    grpc_slice_from_static_string(CONTROL_METHOD_APPLY), NULL,
+			    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+					 gpr_time_from_seconds(5, GPR_TIMESPAN)),
+			    NULL);
+
+			grpc_metadata_array_init(&md0);
+			grpc_metadata_array_init(&md1);
+			memset(ops, 0, sizeof(ops));
+			ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+			ops[1].op = GRPC_OP_SEND_MESSAGE;
+			ops[1].data.send_message.send_message = bb;
+			ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+			ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+			ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
+			ops[4].op = GRPC_OP_RECV_MESSAGE;
+			ops[4].data.recv_message.recv_message = &resp_bb;
+			ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+			ops[5].data.recv_status_on_client.trailing_metadata = &md1;
+			ops[5].data.recv_status_on_client.status = &code;
+			ops[5].data.recv_status_on_client.status_details = &details;
+			grpc_call_start_batch(call, ops, 6, (void *)1, NULL);
+			grpc_completion_queue_pluck(cq, (void *)1,
+						    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+			CHECK(code == cases[i].want, "raw case %zu: status %d, want %d (%.*s)", i,
+			      code, cases[i].want, (int)GRPC_SLICE_LENGTH(details),
+			      (const char *)GRPC_SLICE_START_PTR(details));
+			if (i == 0)
+				CHECK(GRPC_SLICE_LENGTH(details) > 0, "malformed: no message");
+			grpc_slice_unref(details);
+			if (resp_bb)
+				grpc_byte_buffer_destroy(resp_bb);
+			grpc_byte_buffer_destroy(bb);
+			grpc_slice_unref(sl);
+			grpc_metadata_array_destroy(&md0);
+			grpc_metadata_array_destroy(&md1);
+			grpc_call_unref(call);
+		}
+		free(bigbuf);
+		grpc_channel_destroy(ch);
+		grpc_completion_queue_shutdown(cq);
+		grpc_completion_queue_destroy(cq);
+		grpc_shutdown();
+	}
+	{
+		struct control_stats cs;
+
+		control_get_stats(s, &cs);
+		CHECK(cs.invalid == 2, "invalid calls counted: %llu",
+		      (unsigned long long)cs.invalid);
+	}
+	control_stop(s);
+}
+
+static void test_token(struct triggers *t)
+{
+	char err[512];
+	struct control *s;
+	struct control_client *none, *wrong, *right;
+	struct control_stats cs;
+	int rc;
+
+	write_file("token", "s3cret-token\n");
+	write_file("wrong", "s3cret-tokex\n");
+	write_file("empty", "\n");
+	s = start(t, "127.0.0.1:0", "empty", false, err, sizeof(err));
+	CHECK(s == NULL && strstr(err, "token"), "empty token file accepted: %s", err);
+	s = start(t, "127.0.0.1:0", "missing", false, err, sizeof(err));
+	CHECK(s == NULL && strstr(err, "missing"), "missing token file: %s", err);
+	s = start(t, "127.0.0.1:0", "token", false, err, sizeof(err));
+	CHECK(s != NULL, "start with token: %s", err);
+	if (!s)
+		return;
+	none = client(control_port(s), NULL, NULL, NULL, NULL);
+	wrong = client(control_port(s), "wrong", NULL, NULL, NULL);
+	right = client(control_port(s), "token", NULL, NULL, NULL);
+	rc = status_call(none, err, sizeof(err));
+	CHECK(rc == GRPC_STATUS_UNAUTHENTICATED, "no token: %d %s", rc, err);
+	rc = status_call(wrong, err, sizeof(err));
+	CHECK(rc == GRPC_STATUS_UNAUTHENTICATED, "wrong token: %d %s", rc, err);
+	rc = status_call(right, err, sizeof(err));
+	CHECK(rc == 0, "right token: %d %s", rc, err);
+	control_get_stats(s, &cs);
+	CHECK(cs.unauthenticated == 2 && cs.ok == 1, "counted: unauthenticated %llu ok %llu",
+	      (unsigned long long)cs.unauthenticated, (unsigned long long)cs.ok);
+	control_client_free(none);
+	control_client_free(wrong);
+	control_client_free(right);
+	{
+		struct control_auth a = {.token_file = "/nonexistent/token"};
+
+		CHECK(control_client_new("127.0.0.1:1", &a, err, sizeof(err)) == NULL &&
+			  strstr(err, "/nonexistent/token"),
+		      "client with a missing token file: %s", err);
+	}
+	control_stop(s);
+}
+
+static bool make_certs(void)
+{
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && exec >openssl.log 2>&1 && set -e; K='-newkey ec -pkeyopt "
+		 "ec_paramgen_curve:prime256v1 -nodes'; "
+		 "openssl req -x509 $K -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca; "
+		 "openssl req -x509 $K -keyout other-ca.key -out other-ca.pem -days 1 "
+		 "-subj /CN=other-ca; "
+		 "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > server.ext; "
+		 "openssl req $K -keyout server.key -out server.csr -subj /CN=localhost; "
+		 "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+		 "-out server.pem -days 1 -extfile server.ext; "
+		 "openssl req $K -keyout client.key -out client.csr -subj /CN=controller; "
+		 "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+		 "-out client.pem -days 1; "
+		 "openssl req $K -keyout rogue.key -out rogue.csr -subj /CN=controller; "
+		 "openssl x509 -req -in rogue.csr -CA other-ca.pem -CAkey other-ca.key "
+		 "-CAcreateserial -out rogue.pem -days 1",
+		 dir);
+	if (system(cmd) == 0)
+		return true;
+	snprintf(cmd, sizeof(cmd), "cat %s/openssl.log >&2", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "no openssl log\n");
+	return false;
+}
+
+static void test_mtls(struct triggers *t)
+{
+	char err[512];
+	struct control *s;
+	struct control_client *nocert, *rogue, *good;
+	int rc;
+
+	if (!make_certs()) {
+		CHECK(0, "openssl could not make the test certificates (is openssl installed?)");
+		return;
+	}
+	s = start(t, "127.0.0.1:0", NULL, true, err, sizeof(err));
+	CHECK(s != NULL, "start with mutual TLS: %s", err);
+	if (!s)
+		return;
+	nocert = client(control_port(s), NULL, "ca.pem", NULL, NULL);
+	rogue = client(control_port(s), NULL, "ca.pem", "rogue.pem", "rogue.key");
+	good = client(control_port(s), NULL, "ca.pem", "client.pem", "client.key");
+	rc = status_call(nocert, err, sizeof(err));
+	CHECK(rc != 0, "a client without a certificate got in");
+	rc = status_call(rogue, err, sizeof(err));
+	CHECK(rc != 0, "a client with another CA's certificate got in");
+	rc = status_call(good, err, sizeof(err));
+	CHECK(rc == 0, "the right certificate: %d %s", rc, err);
+	control_client_free(nocert);
+	control_client_free(rogue);
+	control_client_free(good);
+	control_stop(s);
+
+	/* TLS settings go together; mutual TLS counts as authentication off loopback */
+	{
+		char cert[256];
+		struct control_opts o = {.listen = "127.0.0.1:0", .tls_cert = cert};
+
+		path(cert, sizeof(cert), "server.pem");
+		CHECK(control_start(&o, t, err, sizeof(err)) == NULL &&
+			  strstr(err, "control-tls-ca"),
+		      "half a TLS setup accepted: %s", err);
+	}
+	s = start(t, "0.0.0.0:0", NULL, true, err, sizeof(err));
+	CHECK(s != NULL, "mutual TLS on a non-loopback address: %s", err);
+	control_stop(s);
+}
+
+static void test_loopback(struct triggers *t)
+{
+	char err[512];
+	struct control *s;
+
+	CHECK(control_addr_is_loopback("127.0.0.1:4320") &&
+		  control_addr_is_loopback("127.1.2.3:1") &&
+		  control_addr_is_loopback("localhost:4320") &&
+		  control_addr_is_loopback("[::1]:4320"),
+	      "loopback addresses");
+	CHECK(!control_addr_is_loopback("0.0.0.0:4320") && !control_addr_is_loopback("[::]:4320") &&
+		  !control_addr_is_loopback(":4320") &&
+		  !control_addr_is_loopback("10.0.0.1:4320") &&
+		  !control_addr_is_loopback("127.example.com:4320"),
+	      "non-loopback addresses");
+	s = start(t, "0.0.0.0:0", NULL, false, err, sizeof(err));
+	CHECK(s == NULL && strstr(err, "not a loopback address"),
+	      "no authentication on 0.0.0.0 accepted: %s", err);
+	control_stop(s);
+	write_file("token", "s3cret-token\n");
+	s = start(t, "0.0.0.0:0", "token", false, err, sizeof(err));
+	CHECK(s != NULL, "token on a non-loopback address: %s", err);
+	control_stop(s);
+}
+
+int main(void)
+{
+	struct triggers_opts o = {.no_claims = true};
+	struct triggers *t;
+	char cmd[128];
+
+	log_set_level(LOG_ERROR);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	t = triggers_new(&o);
+	test_round_trip(t);
+	test_token(t);
+	test_loopback(t);
+	test_mtls(t);
+	triggers_free(t);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+	return check_done();
+}

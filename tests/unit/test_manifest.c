@@ -1,0 +1,455 @@
+/*
+ * test_manifest: TraceProfileTrigger manifests as a user writes them. Valid
+ * ones give the fields and defaults the agents get; every kind of mistake is
+ * refused with a message naming the file, the document (when there are
+ * several), the field and why, while the other documents still count; size,
+ * depth and aliases are bounded.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "manifest.h"
+
+static const struct manifest_opts local = {.local = true};
+
+#define HEAD "apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\n"
+
+static void parse(struct manifest_list *l, const char *text)
+{
+	memset(l, 0, sizeof(*l));
+	CHECK(manifest_parse_buffer(l, "t.yaml", text, strlen(text), &local) == 0, "parse failed");
+}
+
+/* text must be refused with one error containing every one of the parts. */
+static void expect_error(const char *text, const char *const *parts)
+{
+	struct manifest_list l;
+
+	parse(&l, text);
+	CHECK(l.n == 0, "accepted: %s", text);
+	CHECK(l.n_errors == 1, "%zu errors for: %s", l.n_errors, text);
+	if (l.n_errors == 1)
+		for (const char *const *p = parts; *p; p++)
+			CHECK(strstr(l.errors[0].message, *p), "message \"%s\" lacks \"%s\"",
+			      l.errors[0].message, *p);
+	manifest_list_free(&l);
+}
+
+#define EXPECT_ERROR(text, ...) expect_error(text, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_valid_full(void)
+{
+	struct manifest_list l;
+	const struct manifest_trigger *t;
+
+	parse(&l, HEAD "metadata: {name: slow-payments, namespace: shop, labels: {team: pay}}\n"
+		       "spec:\n"
+		       "  service: payment-svc\n"
+		       "  targets: {pids: [42, 43], cgroupPaths: [/system.slice/pay.service]}\n"
+		       "  match: {minDuration: 200ms, maxDuration: 10s, status: \"4XX, 503\",\n"
+		       "          route: \"/api/pay*\", method: post}\n"
+		       "  sampling: {frequencyHz: 50}\n"
+		       "  maxRequests: 25\n"
+		       "  timeout: 1.5m\n");
+	CHECK(l.n == 1 && l.n_errors == 0, "n=%zu errors=%zu %s", l.n, l.n_errors,
+	      l.n_errors ? l.errors[0].message : "");
+	if (l.n != 1)
+		goto out;
+	t = &l.items[0];
+	CHECK(strcmp(t->namespace_, "shop") == 0 && strcmp(t->name, "slow-payments") == 0, "%s/%s",
+	      t->namespace_, t->name);
+	CHECK(strcmp(t->service, "payment-svc") == 0, "service %s", t->service);
+	CHECK(t->n_pids == 2 && t->pids[0] == 42 && t->pids[1] == 43, "pids");
+	CHECK(t->n_cgroup_paths == 1 &&
+		  strcmp(t->cgroup_paths[0], "/system.slice/pay.service") == 0,
+	      "cgroup paths");
+	CHECK(t->min_duration_us == 200000 && t->max_duration_us == 10000000, "durations %llu %llu",
+	      (unsigned long long)t->min_duration_us, (unsigned long long)t->max_duration_us);
+	CHECK(strcmp(t->status, "4xx,503") == 0, "status normalized: %s", t->status);
+	CHECK(strcmp(t->route, "/api/pay*") == 0, "route %s", t->route);
+	CHECK(strcmp(t->method, "POST") == 0, "method upper case: %s", t->method);
+	CHECK(t->frequency_hz == 50 && t->max_requests == 25, "limits");
+	CHECK(t->timeout_ms == 90000, "timeout %llu", (unsigned long long)t->timeout_ms);
+	CHECK(strcmp(t->file, "t.yaml") == 0 && t->doc == 1, "origin %s %d", t->file, t->doc);
+out:
+	manifest_list_free(&l);
+}
+
+static void test_defaults(void)
+{
+	struct manifest_list l;
+	const struct manifest_trigger *t;
+
+	parse(&l, HEAD "metadata:\n  name: a\nspec:\n  service: s\n");
+	CHECK(l.n == 1 && l.n_errors == 0, "minimal manifest refused: %s",
+	      l.n_errors ? l.errors[0].message : "");
+	if (l.n == 1) {
+		t = &l.items[0];
+		CHECK(strcmp(t->namespace_, "default") == 0, "namespace %s", t->namespace_);
+		CHECK(t->frequency_hz == 99, "default frequency %u", t->frequency_hz);
+		CHECK(t->max_requests == 10, "default maxRequests %u", t->max_requests);
+		CHECK(t->timeout_ms == 300000, "default timeout %llu",
+		      (unsigned long long)t->timeout_ms);
+		CHECK(!t->status && !t->route && !t->method && !t->min_duration_us &&
+			  !t->max_duration_us,
+		      "no criteria: match everything");
+	}
+	manifest_list_free(&l);
+	/* null values count as absent */
+	parse(&l, HEAD "metadata: {name: a}\nspec: {service: s, match: ~, maxRequests: null}\n");
+	CHECK(l.n == 1 && l.items[0].max_requests == 10, "null fields are defaults");
+	manifest_list_free(&l);
+	/* empty file, comments only, empty documents: nothing, no error */
+	parse(&l, "# nothing here\n");
+	CHECK(l.n == 0 && l.n_errors == 0, "comment-only file");
+	manifest_list_free(&l);
+	parse(&l, "---\n" HEAD "metadata: {name: a}\nspec: {service: s}\n---\n");
+	CHECK(l.n == 1 && l.n_errors == 0, "leading and trailing ---");
+	manifest_list_free(&l);
+}
+
+static void test_malformed_yaml(void)
+{
+	EXPECT_ERROR(HEAD "metadata: {name: a\nspec: {service: s}\n", "t.yaml:", "line ",
+		     "invalid YAML");
+	EXPECT_ERROR(HEAD "metadata:\n  name: a\n   bad: indent\nspec: {}\n",
+		     "t.yaml:", "invalid YAML");
+	EXPECT_ERROR("just a string\n", "t.yaml:", "must be an object, got a string");
+	EXPECT_ERROR("- a\n- b\n", "must be an object, got a list");
+}
+
+static void test_unknown_fields(void)
+{
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s}\nextra: 1\n",
+		     "t.yaml:", "extra: unknown field");
+	EXPECT_ERROR(HEAD "metadata: {name: a, uid: x}\nspec: {service: s}\n",
+		     "metadata.uid: unknown field");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, maxRequest: 3}\n",
+		     "spec.maxRequest: unknown field", "maxRequests");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, match: {minDurration: 1s}}\n",
+		     "spec.match.minDurration: unknown field", "minDuration");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, sampling: {hz: 5}}\n",
+		     "spec.sampling.hz: unknown field");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, targets: {pods: [x]}}\n",
+		     "spec.targets.pods: unknown field");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, service: t}\n",
+		     "spec.service: duplicate field");
+}
+
+static void test_wrong_types(void)
+{
+	EXPECT_ERROR(HEAD
+		     "metadata: {name: a}\nspec: {service: s, sampling: {frequencyHz: \"99\"}}\n",
+		     "spec.sampling.frequencyHz", "must be an integer, got a string");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, maxRequests: 2.5}\n",
+		     "spec.maxRequests", "integer");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: 123}\n", "spec.service",
+		     "must be a string, got a number");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: true}\n", "spec.service",
+		     "must be a string, got a boolean");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, match: [1]}\n", "spec.match",
+		     "must be an object, got a list");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, targets: {pids: 5}}\n",
+		     "spec.targets.pids", "must be a list");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, targets: {pids: [1, x]}}\n",
+		     "spec.targets.pids[1]", "integer");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, match: {status: 500}}\n",
+		     "spec.match.status", "must be a string", "quote it");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, timeout: 300}\n", "spec.timeout",
+		     "duration");
+	EXPECT_ERROR("apiVersion: traceprof.dev/v1\nkind: TraceProfileTrigger\n"
+		     "metadata: {name: a}\nspec: {service: s}\n",
+		     "apiVersion: must be traceprof.dev/v1alpha1");
+	EXPECT_ERROR("apiVersion: traceprof.dev/v1alpha1\nkind: Trigger\nmetadata: {name: a}\n"
+		     "spec: {service: s}\n",
+		     "kind: must be TraceProfileTrigger");
+	EXPECT_ERROR(HEAD "metadata: {namespace: x}\nspec: {service: s}\n",
+		     "metadata.name: required");
+	EXPECT_ERROR(HEAD "metadata: {name: Slow_Payments}\nspec: {service: s}\n", "metadata.name",
+		     "DNS-1123");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\n", "spec: required");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, match: {method: \"PO ST\"}}\n",
+		     "spec.match.method", "HTTP method");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, targets: {cgroupPaths: [x]}}\n",
+		     "spec.targets.cgroupPaths[0]", "absolute");
+}
+
+static void test_out_of_range(void)
+{
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, sampling: {frequencyHz: 0}}\n",
+		     "t.yaml: spec.sampling.frequencyHz: must be between 1 and 100, got 0");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, sampling: {frequencyHz: 101}}\n",
+		     "spec.sampling.frequencyHz", "between 1 and 100");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, maxRequests: 0}\n",
+		     "spec.maxRequests", "between 1 and 1000");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, maxRequests: 1001}\n",
+		     "spec.maxRequests", "between 1 and 1000");
+	EXPECT_ERROR(
+	    HEAD "metadata: {name: a}\nspec: {service: s, maxRequests: 99999999999999999999999}\n",
+	    "spec.maxRequests", "between 1 and 1000");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, timeout: 11m}\n", "spec.timeout",
+		     "at most 10m");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, timeout: 0s}\n", "spec.timeout",
+		     "at least");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, targets: {pids: [0]}}\n",
+		     "spec.targets.pids[0]", "between");
+}
+
+static void test_min_max(void)
+{
+	struct manifest_list l;
+
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, match: {minDuration: 2s, "
+			  "maxDuration: 1500ms}}\n",
+		     "spec.match.minDuration", "2s is greater than maxDuration 1500ms");
+	parse(&l, HEAD "metadata: {name: a}\nspec: {service: s, match: {minDuration: 1s, "
+		       "maxDuration: 1000ms}}\n");
+	CHECK(l.n == 1, "min == max is allowed");
+	manifest_list_free(&l);
+}
+
+static void test_durations(void)
+{
+	static const struct {
+		const char *text;
+		uint64_t us;
+	} good[] = {{"300ms", 300000},	     {"1.5s", 1500000}, {"2m", 120000000},
+		    {"1h2m", 3720000000ULL}, {"0", 0},		{"250us", 250},
+		    {"1m30s", 90000000},     {".5s", 500000},	{"1500ns", 1}};
+	static const char *const bad[] = {"",	 "5",  "5 minutes", "-1s", "1x",
+					  "1.5", "ms", "1s2",	    "1d",  "99999999999999999999h"};
+	char out[32];
+	uint64_t us;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		CHECK(manifest_parse_duration(good[i].text, &us) == 0 && us == good[i].us,
+		      "%s -> %llu", good[i].text, (unsigned long long)us);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(manifest_parse_duration(bad[i], &us) == -EINVAL, "%s accepted", bad[i]);
+	manifest_format_duration(300000000, out, sizeof(out));
+	CHECK(strcmp(out, "5m") == 0, "format 5m: %s", out);
+	manifest_format_duration(1500000, out, sizeof(out));
+	CHECK(strcmp(out, "1500ms") == 0, "format 1500ms: %s", out);
+	EXPECT_ERROR(HEAD
+		     "metadata: {name: a}\nspec: {service: s, match: {minDuration: 5 minutes}}\n",
+		     "t.yaml: spec.match.minDuration: \"5 minutes\" is not a duration");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, timeout: -1s}\n", "spec.timeout",
+		     "not a duration");
+}
+
+static void test_status_patterns(void)
+{
+	static const char *const bad[] = {"6xx",     "5x",  "50",   "5xx,", "abc",
+					  "5xx;4xx", "0xx", "5xxx", "5x0",  ",5xx"};
+	char out[64];
+
+	CHECK(manifest_parse_status("5xx", out, sizeof(out)) == 0 && strcmp(out, "5xx") == 0,
+	      "5xx");
+	CHECK(manifest_parse_status("2xx, 404", out, sizeof(out)) == 0 &&
+		  strcmp(out, "2xx,404") == 0,
+	      "2xx, 404 -> %s", out);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[256];
+
+		CHECK(manifest_parse_status(bad[i], out, sizeof(out)) == -EINVAL, "%s accepted",
+		      bad[i]);
+		snprintf(text, sizeof(text),
+			 HEAD "metadata: {name: a}\nspec: {service: s, match: {status: \"%s\"}}\n",
+			 bad[i]);
+		EXPECT_ERROR(text, "spec.match.status", "is not a status pattern");
+	}
+}
+
+static void test_multi_document(void)
+{
+	struct manifest_list l;
+
+	parse(&l,
+	      HEAD "metadata: {name: one}\nspec: {service: s}\n"
+		   "---\n" HEAD "metadata: {name: two}\nspec: {service: s, maxRequests: 0}\n"
+		   "---\n" HEAD "metadata: {name: three, namespace: ops}\nspec: {service: t}\n");
+	CHECK(l.n == 2, "two valid documents, got %zu", l.n);
+	CHECK(l.n == 2 && strcmp(l.items[0].name, "one") == 0 &&
+		  strcmp(l.items[1].name, "three") == 0 && l.items[1].doc == 3,
+	      "the valid ones, in order");
+	CHECK(l.n_errors == 1 && strstr(l.errors[0].message,
+					"t.yaml: document 2: spec.maxRequests: must be between"),
+	      "error names file, document, field: %s", l.n_errors ? l.errors[0].message : "");
+	CHECK(l.n_errors == 1 && l.errors[0].doc == 2 && strcmp(l.errors[0].name, "two") == 0 &&
+		  strcmp(l.errors[0].namespace_, "default") == 0,
+	      "the invalid trigger's name is known");
+	CHECK(l.broken_files == 0, "one bad document does not break the file");
+	manifest_list_free(&l);
+}
+
+static void test_local_mode(void)
+{
+	struct manifest_list l;
+	const struct manifest_opts k8s = {.local = false};
+	const char *sel = HEAD "metadata: {name: a}\nspec: {selector: {matchLabels: {app: pay}}}\n";
+
+	EXPECT_ERROR(sel, "spec.service: selector needs the Kubernetes API; set spec.service");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {match: {status: 5xx}}\n", "spec.service",
+		     "required");
+	memset(&l, 0, sizeof(l));
+	manifest_parse_buffer(&l, "k.yaml", sel, strlen(sel), &k8s);
+	CHECK(l.n == 1 && l.items[0].has_selector, "a selector is fine with the Kubernetes API");
+	manifest_list_free(&l);
+	parse(&l, HEAD
+	      "metadata: {name: a}\nspec: {service: s, selector: {matchLabels: {app: pay}}}\n");
+	CHECK(l.n == 1, "service and selector together are fine locally");
+	manifest_list_free(&l);
+}
+
+static void test_bounds(void)
+{
+	struct manifest_list l;
+	size_t big = MANIFEST_MAX_BYTES + 1;
+	char *buf = malloc(big + 1), deep[512], path[] = "/tmp/test_manifest_XXXXXX";
+	int fd;
+
+	memset(buf, '#', big);
+	buf[big] = '\0';
+	parse(&l, buf);
+	CHECK(l.n == 0 && l.n_errors == 1 &&
+		  strstr(l.errors[0].message, "t.yaml: file is larger than"),
+	      "over 1 MiB refused");
+	CHECK(l.broken_files == 1, "counted as a broken file");
+	manifest_list_free(&l);
+	/* the same from disk */
+	fd = mkstemp(path);
+	CHECK(fd >= 0 && write(fd, buf, big) == (ssize_t)big, "temp file");
+	close(fd);
+	memset(&l, 0, sizeof(l));
+	CHECK(manifest_parse_file(&l, path, "big.yaml", &local) == 0, "parse file");
+	CHECK(l.n_errors == 1 && strstr(l.errors[0].message, "big.yaml: file is larger than"),
+	      "big file on disk refused: %s", l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+	unlink(path);
+	free(buf);
+	/* nesting: 33 levels refused, 32 fine as far as depth goes */
+	snprintf(deep, sizeof(deep), HEAD "metadata: {name: a}\nspec: {service: s}\nx: ");
+	for (int i = 0; i < 31; i++)
+		strcat(deep, "[");
+	for (int i = 0; i < 31; i++)
+		strcat(deep, "]");
+	strcat(deep, "\n");
+	parse(&l, deep);
+	CHECK(l.n_errors == 1 && !strstr(l.errors[0].message, "deeper") &&
+		  strstr(l.errors[0].message, "x: unknown field"),
+	      "32 levels: depth ok: %s", l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+	snprintf(deep, sizeof(deep), HEAD "metadata: {name: a}\nspec: {service: s}\nx: ");
+	for (int i = 0; i < 40; i++)
+		strcat(deep, "[");
+	for (int i = 0; i < 40; i++)
+		strcat(deep, "]");
+	strcat(deep, "\n");
+	EXPECT_ERROR(deep, "t.yaml:", "nested deeper than 32 levels");
+	EXPECT_ERROR(HEAD "metadata: {name: &n a}\nspec: {service: *n}\n", "t.yaml:", "aliases");
+	memset(&l, 0, sizeof(l));
+	manifest_parse_buffer(&l, "nul.yaml", "a: b\0c", 6, &local);
+	CHECK(l.n_errors == 1 && strstr(l.errors[0].message, "nul.yaml: not a text file"),
+	      "NUL bytes refused");
+	manifest_list_free(&l);
+	memset(&l, 0, sizeof(l));
+	manifest_parse_file(&l, "/nonexistent/x.yaml", "x.yaml", &local);
+	CHECK(l.n_errors == 1 && strstr(l.errors[0].message, "x.yaml: cannot read") &&
+		  l.broken_files == 1,
+	      "missing file: %s", l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+	memset(&l, 0, sizeof(l));
+	manifest_parse_file(&l, "/tmp", "tmp.yaml", &local);
+	CHECK(l.n_errors == 1 && strstr(l.errors[0].message, "not a regular file"), "directory: %s",
+	      l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+}
+
+/* The table's JSON reproduces the trigger; the proto carries every field. */
+static void test_json_and_proto(void)
+{
+	struct manifest_list l;
+	struct manifest_trigger back = {0};
+	Traceprof__Control__V1__Trigger *p;
+	char err[256], *json;
+
+	parse(&l,
+	      HEAD "metadata: {name: pay, namespace: shop}\n"
+		   "spec: {service: \"pay \\\"svc\\\"\", targets: {pids: [7], cgroupPaths: [/a]},\n"
+		   "  match: {minDuration: 1.5s, status: 5xx, route: /p*, method: GET},\n"
+		   "  sampling: {frequencyHz: 42}, maxRequests: 3, timeout: 90s}\n");
+	CHECK(l.n == 1, "parse: %s", l.n_errors ? l.errors[0].message : "");
+	if (l.n != 1)
+		goto out;
+	json = manifest_spec_json(&l.items[0]);
+	CHECK(json && manifest_spec_from_json(&back, "shop", "pay", json, &local, err,
+					      sizeof(err)) == 0,
+	      "round trip of %s: %s", json, err);
+	CHECK(back.service && strcmp(back.service, "pay \"svc\"") == 0, "service back");
+	CHECK(back.min_duration_us == 1500000 && back.timeout_ms == 90000 &&
+		  back.frequency_hz == 42 && back.max_requests == 3 && back.n_pids == 1 &&
+		  back.pids[0] == 7 && back.n_cgroup_paths == 1 && strcmp(back.status, "5xx") == 0,
+	      "fields back from %s", json);
+	free(json);
+	manifest_trigger_clear(&back);
+	CHECK(manifest_spec_from_json(&back, "shop", "pay", "{\"service\": \"s\", \"bogus\": 1}",
+				      &local, err, sizeof(err)) == -EINVAL &&
+		  strstr(err, "spec.bogus: unknown field"),
+	      "bad JSON spec refused: %s", err);
+	p = manifest_to_proto(&l.items[0], "shop/pay/0000abcd", 1234);
+	CHECK(p && strcmp(p->id, "shop/pay/0000abcd") == 0 && strcmp(p->namespace_, "shop") == 0 &&
+		  p->deadline_unix_ms == 1234 && p->frequency_hz == 42 && p->max_requests == 3,
+	      "proto trigger");
+	CHECK(p && p->criteria->min_duration_us == 1500000 && p->criteria->max_duration_us == 0 &&
+		  strcmp(p->criteria->status, "5xx") == 0 &&
+		  strcmp(p->criteria->method, "GET") == 0,
+	      "proto criteria");
+	CHECK(p && p->targets->n_services == 1 &&
+		  strcmp(p->targets->services[0], "pay \"svc\"") == 0 && p->targets->n_pids == 1 &&
+		  p->targets->n_cgroup_paths == 1,
+	      "proto targets");
+	if (p) {
+		size_t len = traceprof__control__v1__trigger__get_packed_size(p);
+
+		CHECK(len > 0, "packs");
+	}
+	manifest_proto_free(p);
+out:
+	manifest_list_free(&l);
+}
+
+/* The example users copy must stay valid. */
+static void test_example(void)
+{
+	struct manifest_list l = {0};
+
+	CHECK(manifest_parse_file(&l, EXAMPLE_MANIFEST, "slow-payments.yaml", &local) == 0, "read");
+	CHECK(l.n == 1 && l.n_errors == 0, "example: %s", l.n_errors ? l.errors[0].message : "");
+	CHECK(l.n == 1 && strcmp(l.items[0].service, "payment-svc") == 0 &&
+		  strcmp(l.items[0].status, "5xx") == 0 && l.items[0].max_requests == 10,
+	      "example fields");
+	manifest_list_free(&l);
+}
+
+int main(void)
+{
+	test_example();
+	test_valid_full();
+	test_defaults();
+	test_malformed_yaml();
+	test_unknown_fields();
+	test_wrong_types();
+	test_out_of_range();
+	test_min_max();
+	test_durations();
+	test_status_patterns();
+	test_multi_document();
+	test_local_mode();
+	test_bounds();
+	test_json_and_proto();
+	return check_done();
+}
