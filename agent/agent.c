@@ -26,6 +26,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -85,25 +86,40 @@ struct stack_slot {
 	uint64_t stack_id; /* ids_stack() of its symbolized frames */
 };
 
+/* The trigger engine's verdict on one request, on its way to the main loop. */
+#define DECISIONS_MAX 4096
+struct decision {
+	uint8_t trace_id[16];
+	bool keep;	      /* claimed: keep its raised samples */
+	char trigger_id[201]; /* for keep */
+};
+
 struct agent {
-	struct agent_config cfg;	      /* settings (copied) */
-	struct sampler *sampler;	      /* BPF side */
-	struct symbolizer *sym;		      /* symbol tables */
-	struct agg *agg;		      /* open window */
-	struct shipper *shipper;	      /* database side */
-	struct otlp_receiver *otlp;	      /* OTLP exports -> request rows */
-	struct otlp_grpc *otlp_grpc;	      /* OTLP/gRPC server, or NULL */
-	struct otlp_http *otlp_http;	      /* OTLP/HTTP server, or NULL */
-	struct otlp_forward *otlp_fwd;	      /* upstream forwarding, or NULL */
-	struct otlp_forward_stats fwd_stats;  /* its final counters, after stop */
-	struct hold *hold;		      /* raised samples per trace, until decided */
-	uint64_t raised;		      /* samples of the raised events received */
-	uint64_t raised_unheld;		      /* of those, refused by the hold */
-	uint64_t hold_rows;		      /* rows of kept traces (on_hold_rows) */
-	uint64_t hold_rows_lost;	      /* of those, not queued (no memory, bad id) */
-	struct triggers *trig;		      /* trigger engine */
-	struct control *control;	      /* AgentControl server, or NULL */
-	struct control_stats control_stats;   /* its final counters, after stop */
+	struct agent_config cfg;		  /* settings (copied) */
+	struct sampler *sampler;		  /* BPF side */
+	struct symbolizer *sym;			  /* symbol tables */
+	struct agg *agg;			  /* open window */
+	struct shipper *shipper;		  /* database side */
+	struct otlp_receiver *otlp;		  /* OTLP exports -> request rows */
+	struct otlp_grpc *otlp_grpc;		  /* OTLP/gRPC server, or NULL */
+	struct otlp_http *otlp_http;		  /* OTLP/HTTP server, or NULL */
+	struct otlp_forward *otlp_fwd;		  /* upstream forwarding, or NULL */
+	struct otlp_forward_stats fwd_stats;	  /* its final counters, after stop */
+	struct hold *hold;			  /* raised samples per trace, until decided */
+	uint64_t raised;			  /* samples of the raised events received */
+	uint64_t raised_unheld;			  /* of those, refused by the hold */
+	uint64_t hold_rows;			  /* rows of kept traces (on_hold_rows) */
+	uint64_t hold_rows_lost;		  /* of those, not queued (no memory, bad id) */
+	struct triggers *trig;			  /* trigger engine */
+	pthread_mutex_t raise_lock;		  /* serializes on_raise's sampler switches */
+	uint64_t raise_errors;			  /* raises the sampler refused */
+	pthread_mutex_t decide_lock;		  /* guards the decisions ring */
+	struct decision decisions[DECISIONS_MAX]; /* from the claim worker to the main loop */
+	size_t decide_head;			  /* oldest queued decision */
+	size_t ndecisions;			  /* queued */
+	uint64_t decisions_dropped;		  /* ring full: those traces' holds expire */
+	struct control *control;		  /* AgentControl server, or NULL */
+	struct control_stats control_stats;	  /* its final counters, after stop */
 	int64_t next_sampler_report;	      /* next triggers_set_sampler(), CLOCK_MONOTONIC µs */
 	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
@@ -747,23 +763,83 @@ static int start_otlp(struct agent *a)
 	return 0;
 }
 
-/* For now the raise and the decisions are logged; the sampler will act on them. */
-static void log_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
+/*
+ * The engine's raise: which processes are sampled at which raised rate.
+ * Called from whichever thread changed the engine's state (the control
+ * server's, the main loop's tick, the claim worker's), with the engine's
+ * lock held; the sampler's switches are map updates and ioctls, serialized
+ * by raise_lock. A rate at or below the base rate raises nothing: the base
+ * events already sample those threads that often.
+ */
+static void on_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
 {
-	(void)ctx;
-	log_debug("triggers: raise to %u Hz for %zu processes%s%u", hz, n, n ? ", first pid " : "",
-		  n ? tgids[0] : 0);
+	struct agent *a = ctx;
+	unsigned want = hz > (unsigned)a->cfg.frequency ? hz : 0;
+	int err;
+
+	pthread_mutex_lock(&a->raise_lock);
+	if (!want || !n) {
+		err = sampler_set_raised(a->sampler, 0);
+		if (!err)
+			err = sampler_set_raised_targets(a->sampler, NULL, 0);
+	} else {
+		/* targets first: raised events never run without their set */
+		err = sampler_set_raised_targets(a->sampler, tgids, n);
+		if (!err)
+			err = sampler_set_raised(a->sampler, want);
+	}
+	if (err) {
+		a->raise_errors++;
+		log_warn("triggers: cannot raise sampling to %u Hz for %zu processes: %s", hz, n,
+			 strerror(-err));
+	} else {
+		log_info("triggers: sampling %s", want && n ? "raised" : "back at the base rate");
+		log_debug("triggers: raised hz=%u processes=%zu", want && n ? want : 0, n);
+	}
+	pthread_mutex_unlock(&a->raise_lock);
 }
 
-static void log_decision(void *ctx, const uint8_t trace_id[16], const char *trigger_id, bool keep)
+/*
+ * The engine's verdict on one finished request of a target, from the
+ * claim worker: queued for the main loop, which owns the hold.
+ */
+static void on_decision(void *ctx, const uint8_t trace_id[16], const char *trigger_id, bool keep)
 {
-	char hex[33];
+	struct agent *a = ctx;
+	struct decision *d;
 
-	(void)ctx;
-	tp_hex_encode(trace_id, 16, hex);
-	hex[32] = 0;
-	log_debug("triggers: trace %s %s%s", hex, keep ? "kept for " : "not kept",
-		  keep && trigger_id ? trigger_id : "");
+	pthread_mutex_lock(&a->decide_lock);
+	if (a->ndecisions == DECISIONS_MAX) {
+		a->decisions_dropped++;
+		pthread_mutex_unlock(&a->decide_lock);
+		return;
+	}
+	d = &a->decisions[(a->decide_head + a->ndecisions) % DECISIONS_MAX];
+	memcpy(d->trace_id, trace_id, 16);
+	d->keep = keep && trigger_id;
+	snprintf(d->trigger_id, sizeof(d->trigger_id), "%s", d->keep ? trigger_id : "");
+	a->ndecisions++;
+	pthread_mutex_unlock(&a->decide_lock);
+}
+
+/* Main loop: kept traces' raised samples become trigger rows, the others are dropped. */
+static void apply_decisions(struct agent *a)
+{
+	for (;;) {
+		struct decision d;
+
+		pthread_mutex_lock(&a->decide_lock);
+		if (!a->ndecisions) {
+			pthread_mutex_unlock(&a->decide_lock);
+			return;
+		}
+		d = a->decisions[a->decide_head];
+		a->decide_head = (a->decide_head + 1) % DECISIONS_MAX;
+		a->ndecisions--;
+		pthread_mutex_unlock(&a->decide_lock);
+		if (a->hold)
+			hold_decide(a->hold, d.trace_id, d.keep ? d.trigger_id : NULL);
+	}
 }
 
 /*
@@ -775,8 +851,10 @@ static int start_control(struct agent *a)
 {
 	struct triggers_opts to = {
 	    .conninfo = a->cfg.db,
-	    .on_raise = log_raise,
-	    .on_decision = log_decision,
+	    .on_raise = on_raise,
+	    .raise_ctx = a,
+	    .on_decision = on_decision,
+	    .decision_ctx = a,
 	};
 	struct control_opts co = {
 	    .listen = a->cfg.control_listen,
@@ -912,6 +990,8 @@ struct agent *agent_new(const struct agent_config *cfg)
 	if (!a)
 		return NULL;
 	a->cfg = *cfg;
+	pthread_mutex_init(&a->raise_lock, NULL);
+	pthread_mutex_init(&a->decide_lock, NULL);
 	a->self_pid = getpid();
 	a->next_recheck_us = INT64_MAX;
 	a->nprocs_cap = 1024;
@@ -1019,8 +1099,11 @@ static void write_hold_stats(struct agent *a, FILE *f)
 		hs.samples, hs.traces, hs.traces_kept, hs.traces_dropped, hs.traces_evicted,
 		hs.traces_expired, hs.decide_unknown, hs.samples_kept, hs.samples_lost, hs.rows,
 		hs.held_bytes);
-	fprintf(f, "trigger_rows_queued=%" PRIu64 "\ntrigger_rows_lost=%" PRIu64 "\n",
-		a->hold_rows - a->hold_rows_lost, a->hold_rows_lost);
+	fprintf(f,
+		"trigger_rows_queued=%" PRIu64 "\ntrigger_rows_lost=%" PRIu64
+		"\ntrigger_raise_errors=%" PRIu64 "\ntrigger_decisions_dropped=%" PRIu64 "\n",
+		a->hold_rows - a->hold_rows_lost, a->hold_rows_lost, a->raise_errors,
+		a->decisions_dropped);
 }
 
 static void write_stats(struct agent *a, double elapsed_s)
@@ -1198,6 +1281,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		mono = clock_us(CLOCK_MONOTONIC);
 		real = mono + a->mono_to_real_us;
 		agg_tick(a->agg, real);
+		apply_decisions(a);
 		hold_tick(a->hold, real);
 		ship_closed(a);
 		tick_triggers(a, mono);
@@ -1224,6 +1308,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 	stop_control(a);
 	while (sampler_poll(a->sampler, 0, on_sample, a) > 0)
 		;
+	apply_decisions(a); /* requests already claimed keep their raised samples */
 	agg_close(a->agg);
 	ship_closed(a);
 	if (shipper_stop(a->shipper, STOP_FLUSH_MS) != 0) {
