@@ -683,6 +683,7 @@ static void requests_to_triggers(struct agent *a, const struct agg_window *w)
 		const struct agg_route *rt = batch_route(w, r->route_id);
 		struct triggers_source ts = {0};
 		struct triggers_request tr = {
+		    .start_us = r->start_us,
 		    .duration_us = r->duration_us,
 		    .status = r->status_code,
 		    .route = rt ? rt->route : NULL,

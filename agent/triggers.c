@@ -57,6 +57,7 @@ struct trigger {
 	unsigned hz;		  /* raised frequency */
 	unsigned max_requests;	  /* requests to collect cluster-wide */
 	int64_t first_seen_ms;	  /* when this agent first saw the id */
+	int64_t active_since_ms;  /* when it last became Active here (sampling raised) */
 	uint32_t *targets;	  /* target pids, sorted */
 	size_t ntargets;	  /* entries used */
 	size_t targets_cap;	  /* entries allocated */
@@ -417,11 +418,13 @@ static int target_set(struct trigger *tr, uint32_t pid, bool on)
 	return 0;
 }
 
-static void update_state(struct trigger *tr)
+static void update_state(struct triggers *t, struct trigger *tr)
 {
 	if (!live(tr))
 		return;
 	if (tr->ntargets) {
+		if (tr->state != ST(ACTIVE))
+			tr->active_since_ms = now_ms(t);
 		tr->state = ST(ACTIVE);
 		tr->reason[0] = 0;
 	} else {
@@ -489,7 +492,7 @@ static void resolve_targets(struct triggers *t, struct trigger *tr)
 	for (size_t i = 0; i < t->nprocs; i++)
 		if (proc_targeted(tr->msg, &t->procs[i]) && target_set(tr, t->procs[i].pid, true))
 			log_warn("triggers: out of memory for the targets of %s", tr->msg->id);
-	update_state(tr);
+	update_state(t, tr);
 }
 
 static void proc_entry_clear(struct proc_entry *p)
@@ -542,7 +545,7 @@ int triggers_proc_add(struct triggers *t, const struct triggers_proc *p)
 		if (!live(tr))
 			continue;
 		target_set(tr, p->pid, proc_targeted(tr->msg, old));
-		update_state(tr);
+		update_state(t, tr);
 	}
 	update_raise(t);
 	pthread_mutex_unlock(&t->mu);
@@ -562,7 +565,7 @@ void triggers_proc_remove(struct triggers *t, uint32_t pid)
 		t->nprocs--;
 		for (size_t i = 0; i < t->n; i++) {
 			target_set(t->set[i], pid, false);
-			update_state(t->set[i]);
+			update_state(t, t->set[i]);
 		}
 		update_raise(t);
 	}
@@ -864,6 +867,10 @@ void triggers_request(struct triggers *t, const struct triggers_source *src,
 			continue;
 		target = true;
 		tr->seen++;
+		/* begun before sampling was raised: not profiled at the trigger's rate throughout
+		 */
+		if (r->start_us && r->start_us / 1000 < tr->active_since_ms)
+			continue;
 		if (!criteria_match(tr, r))
 			continue;
 		tr->matched++;

@@ -82,6 +82,8 @@ struct triggers_source {
 /* One finished request. */
 struct triggers_request {
 	uint8_t trace_id[16]; /* W3C trace id */
+	int64_t start_us;     /* its start, Unix µs; 0 unknown. A request that began before
+				 its trigger became active here is not a candidate */
 	int64_t duration_us;  /* its duration */
 	int status;	      /* HTTP status, 0 when unknown (never matches a status pattern) */
 	const char *route;    /* route or path, or NULL */

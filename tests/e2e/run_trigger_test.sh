@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Trace-triggered profiling end to end on real BPF, real OTLP, real gRPC and
+# real PostgreSQL: traceprof-demo-service (payment-svc) serves ~50
+# requests/s with 2 % slow ones (400 ms of CPU); traceprof-agent samples it
+# at the base 19 Hz, receives its spans over OTLP/HTTP and serves
+# AgentControl with a bearer token; traceprof-controller watches a triggers
+# directory. A TraceProfileTrigger (minDuration 200ms, maxRequests 5) is
+# dropped into the directory. Checked against the load generator's ground
+# truth:
+#  - exactly 5 requests are claimed, all slow ones, and the trigger completes;
+#  - each claimed trace has raised samples at 99 Hz in trigger_samples, at
+#    about 99 per CPU-second of the request (measured from stored rows);
+#  - the continuous profile keeps the base rate (no 99 Hz rows in samples);
+#  - the agent lowers sampling back to the base rate within a second of the
+#    last claim.
+# usage: run_trigger_test.sh TRACEPROF_DB AGENT CONTROLLER SERVICE LOAD CLUSTER_DIR
+set -euo pipefail
+tpdb=$1 agent=$2 controller=$3 service=$4 load=$5 cluster=$6
+if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
+if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; exit 1; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# lines of stdin with the wall-clock time in front (microseconds)
+stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
+
+name=tp_e2e_trigger
+base=$("$tpdb" conninfo "$cluster" --dbname postgres)
+psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
+conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
+"$tpdb" migrate --db "$conn" >/dev/null
+q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
+
+otlp_port=$(free_port)
+ctl_port=$(free_port)
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+
+"$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces" \
+	>"$work/payment.out" 2>"$work/payment.log" &
+pids+=($!)
+pay_pid=$!
+for _ in $(seq 100); do grep -q '^listening on' "$work/payment.out" && break; sleep 0.1; done
+pay_port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/payment.out")
+[ -n "$pay_port" ] || fail "the payment service did not start"
+
+"$agent" --db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s \
+	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \
+	--control-listen "127.0.0.1:$ctl_port" --control-token-file "$work/token" \
+	--stats-file "$work/stats" 2> >(stamp >"$work/agent.log") &
+agent_pid=$!
+pids+=("$agent_pid")
+for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
+
+mkdir "$work/triggers"
+"$controller" --triggers-dir "$work/triggers" --agent "127.0.0.1:$ctl_port" \
+	--agent-token-file "$work/token" --db "$conn" --status-file "$work/status.json" \
+	2>"$work/controller.log" &
+pids+=($!)
+
+"$load" --port "$pay_port" --rate 50 --duration 40 --concurrency 4 --slow-fraction 0.02 \
+	--error-fraction 0 --seed 5 --out "$work/truth.csv" >"$work/load.log" 2>&1 &
+load_pid=$!
+sleep 4 # some requests at the base rate first
+
+cat >"$work/triggers/slow.yaml" <<'EOF'
+apiVersion: traceprof.dev/v1alpha1
+kind: TraceProfileTrigger
+metadata:
+  name: slow-pay
+  namespace: default
+spec:
+  service: payment-svc
+  match:
+    minDuration: 200ms
+  sampling:
+    frequencyHz: 99
+  maxRequests: 5
+  timeout: 2m
+EOF
+phase=""
+for _ in $(seq 300); do
+	phase=$(q "SELECT phase FROM traceprof.trace_profile_triggers WHERE name = 'slow-pay'")
+	[ "$phase" = Completed ] && break
+	sleep 0.1
+done
+[ "$phase" = Completed ] || fail "the trigger did not complete (phase '$phase')"
+wait "$load_pid" || fail "load generator"
+sleep 3 # the last spans and windows
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "the agent exited with status $?"
+grep -E '^(trigger_|hold_|bpf_raised|raised)' "$work/stats" || true
+
+# the agent lowered sampling within a second of the trigger's completion
+done_at=$(q "SELECT extract(epoch FROM completed_at) FROM traceprof.trace_profile_triggers WHERE name = 'slow-pay'")
+raised_at=$(awk '/sampling raised/ { print $1; exit }' "$work/agent.log")
+lowered_at=$(awk '/sampling back at the base rate/ { print $1; exit }' "$work/agent.log")
+[ -n "$raised_at" ] && [ -n "$lowered_at" ] || fail "no raise and lower in the agent's log"
+awk -v d="$done_at" -v l="$lowered_at" 'BEGIN { x = l - d; printf "back at the base rate %.0f ms after the last claim\n", x * 1000; exit !(x < 1.0) }' ||
+	fail "sampling stayed raised more than a second after the trigger completed"
+
+psql "$conn" -qX -v ON_ERROR_STOP=1 \
+	-c "CREATE TABLE truth (trace_id text, parent_span_id text, server_span_id text,
+	    method text, route text, path text, status int, start_unix_us bigint,
+	    duration_us bigint, server_cpu_us bigint)" \
+	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv, HEADER)" >/dev/null
+check() { # what expected sql
+	local got
+	got=$(q "$3")
+	[ "$got" = "$2" ] || fail "$1: expected $2, got $got"
+	echo "ok: $1 ($got)"
+}
+check "5 requests collected" 5 \
+	"SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'slow-pay'"
+check "5 distinct trace ids, all slow requests of the ground truth" 5 \
+	"SELECT count(DISTINCT t.trace_id) FROM traceprof.trace_profile_triggers g,
+	 unnest(g.trace_ids) c JOIN truth t ON t.trace_id = traceprof.trace_id_text(c)
+	 WHERE g.name = 'slow-pay' AND t.path = 'slow'"
+check "each claimed trace has raised samples at 99 Hz" 5 \
+	"SELECT count(DISTINCT s.trace_id) FROM traceprof.trace_profile_triggers g,
+	 unnest(g.trace_ids) c JOIN traceprof.trigger_samples s ON s.trace_id = c
+	 WHERE g.name = 'slow-pay' AND s.hz = 99 AND s.trigger_id = g.trigger_id"
+check "no trigger samples of unclaimed traces" 0 \
+	"SELECT count(*) FROM traceprof.trigger_samples s JOIN traceprof.trace_profile_triggers g
+	 USING (trigger_id) WHERE NOT s.trace_id = ANY (g.trace_ids)"
+check "the continuous profile stays at the base rate" 0 \
+	"SELECT count(*) FROM traceprof.samples WHERE hz <> 19"
+# raised samples per CPU-second of each claimed request, from stored rows
+rates=$(q "SELECT string_agg(round(n / (t.server_cpu_us / 1e6))::text, ' ')
+	 FROM (SELECT s.trace_id, sum(coalesce(u.c, 1)) AS n FROM traceprof.trigger_samples s,
+	       unnest(s.stacks, s.counts) u(k, c) GROUP BY 1) r JOIN truth t ON t.trace_id = traceprof.trace_id_text(r.trace_id)")
+echo "raised samples per CPU-second of the claimed requests: $rates"
+for r in $rates; do
+	[ "$r" -ge 70 ] && [ "$r" -le 130 ] || fail "a claimed request was sampled at $r Hz, not about 99"
+done
+check "the trace profile of a claimed trace reads its 99 Hz samples" 5 \
+	"SELECT count(*) FROM traceprof.trace_profile_triggers g, unnest(g.trace_ids) tid
+	 WHERE g.name = 'slow-pay' AND (SELECT sum(self_samples) FROM
+	   traceprof.trace_profile(traceprof.trace_id_text(tid))) =
+	   (SELECT sum(coalesce(u.c, 1)) FROM traceprof.trigger_samples s,
+	    unnest(s.stacks, s.counts) u(k, c) WHERE s.trace_id = tid)"
+grep -q '"phase": *"Completed"' "$work/status.json" || fail "the status file does not say Completed"
+echo "ok: status file says Completed"
