@@ -22,6 +22,7 @@
 
 #include "control.h"
 #include "control_auth.h"
+#include "grpc_unary.h"
 
 struct control_client {
 	grpc_channel *channel;	   /* to the agent */
@@ -138,15 +139,7 @@ static int unary(struct control_client *c, const char *method, const ProtobufCMe
 {
 	size_t len = protobuf_c_message_get_packed_size(msg);
 	uint8_t *buf = malloc(len ? len : 1);
-	grpc_slice s, details = grpc_empty_slice();
-	grpc_byte_buffer *req;
-	grpc_metadata_array md0, md1;
-	grpc_metadata auth;
-	grpc_status_code code = GRPC_STATUS_INTERNAL;
-	gpr_timespec deadline;
-	grpc_call *call;
-	grpc_op ops[6];
-	int rc;
+	struct grpc_unary_answer ans;
 
 	*resp = NULL;
 	if (!buf) {
@@ -154,62 +147,20 @@ static int unary(struct control_client *c, const char *method, const ProtobufCMe
 		return -1;
 	}
 	protobuf_c_message_pack(msg, buf);
-	s = grpc_slice_from_copied_buffer((const char *)buf, len);
+	grpc_unary_call(c->channel, c->cq, method, c->bearer, buf, len, timeout_ms, &ans);
 	free(buf);
-	req = grpc_raw_byte_buffer_create(&s, 1);
-	grpc_slice_unref(s);
-	deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-				gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-	call =
-	    grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-				     grpc_slice_from_static_string(method), NULL, deadline, NULL);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	memset(&auth, 0, sizeof(auth));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	if (c->bearer) {
-		auth.key = grpc_slice_from_static_string("authorization");
-		auth.value = grpc_slice_from_static_string(c->bearer);
-		ops[0].data.send_initial_metadata.count = 1;
-		ops[0].data.send_initial_metadata.metadata = &auth;
+	if (ans.code != GRPC_STATUS_OK) {
+		snprintf(err, errlen, "%s: %s", method, ans.details);
+		if (ans.resp)
+			grpc_byte_buffer_destroy(ans.resp);
+		return (int)ans.code;
 	}
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[5].data.recv_status_on_client.status = &code;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK) {
-		grpc_completion_queue_pluck(c->cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
-					    NULL);
-	} else {
-		snprintf(err, errlen, "cannot start the call");
-	}
-	if (code != GRPC_STATUS_OK) {
-		snprintf(err, errlen, "%s: %.*s", method, (int)GRPC_SLICE_LENGTH(details),
-			 (const char *)GRPC_SLICE_START_PTR(details));
-		if (*resp) {
-			grpc_byte_buffer_destroy(*resp);
-			*resp = NULL;
-		}
-	}
-	rc = code == GRPC_STATUS_OK ? 0 : (int)code;
-	if (rc == 0 && !*resp) {
+	if (!ans.resp) {
 		snprintf(err, errlen, "%s: OK without a response message", method);
-		rc = -1;
+		return -1;
 	}
-	grpc_slice_unref(details);
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_byte_buffer_destroy(req);
-	grpc_call_unref(call);
-	return rc;
+	*resp = ans.resp;
+	return 0;
 }
 
 /* The bytes of a response message as one slice (the caller unrefs). */

@@ -58,7 +58,7 @@ static void release(struct otlp_forward *f)
 static bool send_one(struct otlp_forward *f, const struct item *it)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	struct otlp_grpc_answer ans;
+	struct grpc_unary_answer ans;
 	bool ok, first;
 
 	otlp_grpc_call(f->channel, cq, it->data, it->len, CALL_DEADLINE_S, &ans);

@@ -300,48 +300,7 @@ void otlp_grpc_stop(struct otlp_grpc *g)
 }
 
 void otlp_grpc_call(grpc_channel *ch, grpc_completion_queue *cq, const void *buf, size_t len,
-		    int deadline_s, struct otlp_grpc_answer *out)
+		    int deadline_s, struct grpc_unary_answer *out)
 {
-	grpc_slice s = grpc_slice_from_copied_buffer(buf, len), details;
-	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&s, 1);
-	grpc_metadata_array md0, md1;
-	grpc_call *call;
-	grpc_op ops[6];
-
-	memset(out, 0, sizeof(*out));
-	out->code = GRPC_STATUS_INTERNAL;
-	call =
-	    grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-				     grpc_slice_from_static_string(OTLP_GRPC_METHOD), NULL,
-				     gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-						  gpr_time_from_seconds(deadline_s, GPR_TIMESPAN)),
-				     NULL);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &out->resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[5].data.recv_status_on_client.status = &out->code;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK) {
-		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
-					    NULL);
-		snprintf(out->details, sizeof(out->details), "%.*s",
-			 (int)GRPC_SLICE_LENGTH(details),
-			 (const char *)GRPC_SLICE_START_PTR(details));
-		grpc_slice_unref(details);
-	}
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_byte_buffer_destroy(req);
-	grpc_slice_unref(s);
-	grpc_call_unref(call);
+	grpc_unary_call(ch, cq, OTLP_GRPC_METHOD, NULL, buf, len, deadline_s * 1000, out);
 }

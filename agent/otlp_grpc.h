@@ -13,16 +13,10 @@
 
 #include <grpc/grpc.h>
 
+#include "grpc_unary.h"
 #include "otlp.h"
 
 #define OTLP_GRPC_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-
-/* What one client Export call (otlp_grpc_call) got back. */
-struct otlp_grpc_answer {
-	grpc_status_code code;	/* the call's status; GRPC_STATUS_INTERNAL if it could not start */
-	char details[256];	/* its status details, cut to fit */
-	grpc_byte_buffer *resp; /* the response message, or NULL; the caller destroys it */
-};
 
 /*
  * Client side (forwarding upstream, tests, benchmarks): one unary
@@ -30,7 +24,7 @@ struct otlp_grpc_answer {
  * on cq (a pluck queue, reusable) for at most deadline_s seconds.
  */
 void otlp_grpc_call(grpc_channel *ch, grpc_completion_queue *cq, const void *buf, size_t len,
-		    int deadline_s, struct otlp_grpc_answer *out);
+		    int deadline_s, struct grpc_unary_answer *out);
 
 struct otlp_grpc;
 

@@ -377,7 +377,7 @@ static void *grpc_client(void *arg)
 	grpc_channel_credentials_release(creds);
 	memcpy(buf, msg, msg_len);
 	while (!atomic_load(&stop)) {
-		struct otlp_grpc_answer ans;
+		struct grpc_unary_answer ans;
 
 		pace(n++);
 		if (atomic_load(&stop))

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "control.h"
+#include "grpc_unary.h"
 #include "traceprof/control_client.h"
 #include "traceprof/log.h"
 #include "triggers.h"
@@ -205,50 +206,16 @@ static void test_round_trip(struct triggers *t)
 		ch = grpc_channel_create(addr, cr, NULL);
 		grpc_channel_credentials_release(cr);
 		for (size_t i = 0; i < 2; i++) {
-			grpc_slice sl = grpc_slice_from_copied_buffer(cases[i].buf, cases[i].len);
-			grpc_slice details;
-			grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1), *resp_bb = NULL;
-			grpc_metadata_array md0, md1;
-			grpc_status_code code = GRPC_STATUS_OK;
-			grpc_op ops[6];
-			grpc_call *call = grpc_channel_create_call(
-			    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-			    grpc_slice_from_static_string(CONTROL_METHOD_APPLY), NULL,
-			    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-					 gpr_time_from_seconds(5, GPR_TIMESPAN)),
-			    NULL);
+			struct grpc_unary_answer ans;
 
-			grpc_metadata_array_init(&md0);
-			grpc_metadata_array_init(&md1);
-			memset(ops, 0, sizeof(ops));
-			ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-			ops[1].op = GRPC_OP_SEND_MESSAGE;
-			ops[1].data.send_message.send_message = bb;
-			ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-			ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-			ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-			ops[4].op = GRPC_OP_RECV_MESSAGE;
-			ops[4].data.recv_message.recv_message = &resp_bb;
-			ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-			ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-			ops[5].data.recv_status_on_client.status = &code;
-			ops[5].data.recv_status_on_client.status_details = &details;
-			grpc_call_start_batch(call, ops, 6, (void *)1, NULL);
-			grpc_completion_queue_pluck(cq, (void *)1,
-						    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-			CHECK(code == cases[i].want, "raw case %zu: status %d, want %d (%.*s)", i,
-			      code, cases[i].want, (int)GRPC_SLICE_LENGTH(details),
-			      (const char *)GRPC_SLICE_START_PTR(details));
+			grpc_unary_call(ch, cq, CONTROL_METHOD_APPLY, NULL, cases[i].buf,
+					cases[i].len, 5000, &ans);
+			CHECK(ans.code == cases[i].want, "raw case %zu: status %d, want %d (%s)", i,
+			      ans.code, cases[i].want, ans.details);
 			if (i == 0)
-				CHECK(GRPC_SLICE_LENGTH(details) > 0, "malformed: no message");
-			grpc_slice_unref(details);
-			if (resp_bb)
-				grpc_byte_buffer_destroy(resp_bb);
-			grpc_byte_buffer_destroy(bb);
-			grpc_slice_unref(sl);
-			grpc_metadata_array_destroy(&md0);
-			grpc_metadata_array_destroy(&md1);
-			grpc_call_unref(call);
+				CHECK(ans.details[0] != '\0', "malformed: no message");
+			if (ans.resp)
+				grpc_byte_buffer_destroy(ans.resp);
 		}
 		free(bigbuf);
 		grpc_channel_destroy(ch);

@@ -81,7 +81,7 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	grpc_channel *ch;
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	struct otlp_grpc_answer ans;
+	struct grpc_unary_answer ans;
 
 	memset(out, 0, sizeof(*out));
 	out->rejected = -1;
