@@ -1,0 +1,264 @@
+/*
+ * grpc_server.c - see rpc_server.h.
+ */
+#include "rpc_server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/slice.h>
+
+#include "traceprof/log.h"
+
+enum phase { WAITING, ANSWERING };
+
+struct call {
+	enum phase phase;	   /* what the next completion means */
+	size_t method;		   /* which method it was requested for */
+	grpc_call *call;	   /* the call, once it arrived */
+	gpr_timespec deadline;	   /* client's deadline (unused) */
+	grpc_metadata_array md;	   /* request metadata */
+	grpc_byte_buffer *payload; /* request message, or NULL */
+	grpc_byte_buffer *reply;   /* response message, or NULL */
+	grpc_slice details;	   /* status message (ANSWERING) */
+	int cancelled;		   /* from RECV_CLOSE_ON_SERVER */
+};
+
+struct rpc_server {
+	struct rpc_server_opts o;	       /* settings (borrowed strings) */
+	grpc_server *server;		       /* the server */
+	grpc_completion_queue *cq;	       /* its one queue */
+	void *methods[RPC_SERVER_MAX_METHODS]; /* registered methods */
+	pthread_t thread;		       /* serving thread */
+	bool started;			       /* thread runs */
+	int port;			       /* bound port */
+	int shutdown_tag;		       /* address used as the shutdown tag */
+};
+
+static struct call *call_new(size_t method)
+{
+	struct call *c = calloc(1, sizeof(*c));
+
+	if (c) {
+		c->method = method;
+		grpc_metadata_array_init(&c->md);
+	}
+	return c;
+}
+
+static void call_free(struct call *c)
+{
+	if (!c)
+		return;
+	if (c->call)
+		grpc_call_unref(c->call);
+	if (c->payload)
+		grpc_byte_buffer_destroy(c->payload);
+	if (c->reply)
+		grpc_byte_buffer_destroy(c->reply);
+	if (c->phase == ANSWERING)
+		grpc_slice_unref(c->details);
+	grpc_metadata_array_destroy(&c->md);
+	free(c);
+}
+
+/* Asks gRPC for the next call of a method. */
+static int request_call(struct rpc_server *s, size_t method)
+{
+	struct call *c = call_new(method);
+
+	if (!c)
+		return -ENOMEM;
+	if (grpc_server_request_registered_call(s->server, s->methods[method], &c->call,
+						&c->deadline, &c->md, &c->payload, s->cq, s->cq,
+						c) != GRPC_CALL_OK) {
+		call_free(c);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Runs the handler on the request and starts the answering batch. */
+static void answer(struct rpc_server *s, struct call *c)
+{
+	struct rpc_reply rep = {.code = GRPC_STATUS_OK};
+	struct rpc_request req = {.method = c->method, .md = &c->md};
+	grpc_byte_buffer_reader rd;
+	grpc_slice all = grpc_empty_slice();
+	grpc_op ops[4];
+	size_t n = 0;
+
+	if (c->payload && !grpc_byte_buffer_reader_init(&rd, c->payload)) {
+		rep.code = GRPC_STATUS_INVALID_ARGUMENT;
+		snprintf(rep.message, sizeof(rep.message),
+			 "cannot read the request message (compression?)");
+		req.unreadable = true;
+	} else if (c->payload) {
+		all = grpc_byte_buffer_reader_readall(&rd);
+		grpc_byte_buffer_reader_destroy(&rd);
+		req.has_message = true;
+	}
+	req.data = GRPC_SLICE_START_PTR(all);
+	req.len = GRPC_SLICE_LENGTH(all);
+	s->o.handler(s->o.ctx, &req, &rep);
+	grpc_slice_unref(all);
+	memset(ops, 0, sizeof(ops));
+	ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+	if (rep.code == GRPC_STATUS_OK) { /* a response message, empty or not */
+		grpc_slice sl = rep.len
+				    ? grpc_slice_from_copied_buffer((const char *)rep.data, rep.len)
+				    : grpc_empty_slice();
+
+		c->reply = grpc_raw_byte_buffer_create(&sl, 1);
+		grpc_slice_unref(sl);
+		ops[n].op = GRPC_OP_SEND_MESSAGE;
+		ops[n].data.send_message.send_message = c->reply;
+		n++;
+	}
+	free(rep.data);
+	c->details = grpc_slice_from_copied_string(rep.code == GRPC_STATUS_OK ? "" : rep.message);
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = rep.code;
+	ops[n].data.send_status_from_server.status_details = &c->details;
+	n++;
+	ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[n].data.recv_close_on_server.cancelled = &c->cancelled;
+	n++;
+	c->phase = ANSWERING;
+	if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK)
+		call_free(c); /* no completion will come */
+}
+
+static void *serve(void *arg)
+{
+	struct rpc_server *s = arg;
+	bool shutting_down = false;
+
+	for (;;) {
+		grpc_event ev =
+		    grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		struct call *c;
+
+		if (ev.type == GRPC_QUEUE_SHUTDOWN)
+			break;
+		if (ev.type != GRPC_OP_COMPLETE)
+			continue;
+		if (ev.tag == &s->shutdown_tag) {
+			shutting_down = true;
+			grpc_completion_queue_shutdown(s->cq);
+			continue;
+		}
+		c = ev.tag;
+		if (c->phase == ANSWERING || !ev.success) {
+			call_free(c);
+			continue;
+		}
+		if (!shutting_down && request_call(s, c->method) != 0)
+			log_warn("%s: cannot wait for the next call", s->o.name);
+		answer(s, c);
+	}
+	return NULL;
+}
+
+struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
+{
+	struct rpc_server *s;
+	grpc_arg args[2];
+	grpc_channel_args chargs = {2, args};
+	int rc;
+
+	if (o->nmethods < 1 || o->nmethods > RPC_SERVER_MAX_METHODS || !o->handler) {
+		grpc_server_credentials_release(o->creds);
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		grpc_server_credentials_release(o->creds);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->o = *o;
+	s->o.creds = NULL;
+	grpc_init();
+	memset(args, 0, sizeof(args));
+	args[0].type = GRPC_ARG_INTEGER;
+	args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+	args[0].value.integer = o->max_receive_bytes;
+	args[1].type = GRPC_ARG_INTEGER;
+	args[1].key = GRPC_ARG_ALLOW_REUSEPORT;
+	args[1].value.integer = 0;
+	s->server = grpc_server_create(&chargs, NULL);
+	s->cq = grpc_completion_queue_create_for_next(NULL);
+	grpc_server_register_completion_queue(s->server, s->cq, NULL);
+	for (size_t i = 0; i < o->nmethods; i++)
+		s->methods[i] = grpc_server_register_method(
+		    s->server, o->methods[i], NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+	s->port = grpc_server_add_http2_port(s->server, o->addr, o->creds);
+	grpc_server_credentials_release(o->creds);
+	if (!s->port) {
+		log_error("%s: cannot listen on %s (address in use, or not host:port?)", o->name,
+			  o->addr);
+		grpc_server_destroy(s->server);
+		grpc_completion_queue_shutdown(s->cq);
+		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
+			   .type != GRPC_QUEUE_SHUTDOWN)
+			;
+		grpc_completion_queue_destroy(s->cq);
+		grpc_shutdown();
+		free(s);
+		errno = EADDRINUSE;
+		return NULL;
+	}
+	grpc_server_start(s->server);
+	rc = 0;
+	for (size_t i = 0; i < o->nmethods && !rc; i++)
+		rc = request_call(s, i) ? EIO : 0;
+	if (!rc)
+		rc = pthread_create(&s->thread, NULL, serve, s);
+	if (rc) {
+		log_error("%s: cannot start serving: %s", o->name, strerror(rc));
+		rpc_server_stop(s);
+		errno = rc;
+		return NULL;
+	}
+	s->started = true;
+	return s;
+}
+
+int rpc_server_port(const struct rpc_server *s)
+{
+	return s->port;
+}
+
+void rpc_server_stop(struct rpc_server *s)
+{
+	if (!s)
+		return;
+	grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+	grpc_server_cancel_all_calls(s->server);
+	if (s->started) {
+		pthread_join(s->thread, NULL);
+	} else {
+		for (;;) {
+			grpc_event ev = grpc_completion_queue_next(
+			    s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+
+			if (ev.type == GRPC_QUEUE_SHUTDOWN)
+				break;
+			if (ev.tag == &s->shutdown_tag)
+				grpc_completion_queue_shutdown(s->cq);
+			else if (ev.tag)
+				call_free(ev.tag);
+		}
+	}
+	grpc_server_destroy(s->server);
+	grpc_completion_queue_destroy(s->cq);
+	grpc_shutdown();
+	free(s);
+}
