@@ -139,24 +139,6 @@ BEGIN
        AND NOT EXISTS (SELECT FROM pick p WHERE p.source_id = s.source_id);
 END $$;
 
--- _trace_stacks (004) over _trace_rows: per (service, stack id) of one
--- trace, the raw count and CPU ms, each row weighted by its own hz.
-CREATE OR REPLACE FUNCTION traceprof._trace_stacks(p_trace uuid, p_service text)
-RETURNS TABLE (service text, stack_id bigint, samples bigint, cpu_ms double precision)
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
-BEGIN
-    RETURN QUERY
-    SELECT coalesce(src.service, '[unknown]'), x.stack_id, sum(x.n)::bigint,
-           sum(x.n * 1000.0::float8 / x.hz)
-      FROM (SELECT s.source_id, s.hz, u.stack_id, sum(coalesce(u.n, 1)) AS n
-              FROM traceprof._trace_rows(p_trace) s
-              CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
-             GROUP BY s.source_id, s.hz, u.stack_id) x
-      LEFT JOIN traceprof.sources src ON src.source_id = x.source_id
-     WHERE p_service IS NULL OR coalesce(src.service, '[unknown]') = p_service
-     GROUP BY 1, x.stack_id;
-END $$;
-
 -- _trace_span_stacks (006) over _trace_rows, keeping the span: what
 -- trace_services and trace_summary read.
 CREATE OR REPLACE FUNCTION traceprof._trace_span_stacks(p_trace uuid)
@@ -173,6 +155,17 @@ BEGIN
       LEFT JOIN traceprof.sources src ON src.source_id = x.source_id
      GROUP BY x.span_id, 2, x.stack_id;
 END $$;
+
+-- _trace_stacks (004), the same rows without the span: per (service, stack
+-- id) of one trace, the raw count and CPU ms, each row weighted by its hz.
+CREATE OR REPLACE FUNCTION traceprof._trace_stacks(p_trace uuid, p_service text)
+RETURNS TABLE (service text, stack_id bigint, samples bigint, cpu_ms double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT x.service, x.stack_id, sum(x.samples)::bigint, sum(x.cpu_ms)
+      FROM traceprof._trace_span_stacks(p_trace) x
+     WHERE p_service IS NULL OR x.service = p_service
+     GROUP BY x.service, x.stack_id
+$$;
 
 -- What a trigger collected ---------------------------------------------------
 
