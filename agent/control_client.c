@@ -130,18 +130,21 @@ void control_client_free(struct control_client *c)
 }
 
 /*
- * One unary call of method with the packed request msg. Returns 0 with
- * *resp the answer (the caller destroys it), or the status code / -1 with
- * err set.
+ * One unary call of method with the packed request msg, its answer decoded
+ * as a message of type out_desc into *out. Returns 0, the status code, or
+ * -1 (no memory, no or an undecodable answer) with err set.
  */
-static int unary(struct control_client *c, const char *method, const ProtobufCMessage *msg,
-		 int timeout_ms, grpc_byte_buffer **resp, char *err, size_t errlen)
+static int call(struct control_client *c, const char *method, const ProtobufCMessage *msg,
+		const ProtobufCMessageDescriptor *out_desc, int timeout_ms, ProtobufCMessage **out,
+		char *err, size_t errlen)
 {
 	size_t len = protobuf_c_message_get_packed_size(msg);
 	uint8_t *buf = malloc(len ? len : 1);
 	struct grpc_unary_answer ans;
+	grpc_byte_buffer_reader rd;
+	grpc_slice all = grpc_empty_slice();
 
-	*resp = NULL;
+	*out = NULL;
 	if (!buf) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -159,21 +162,19 @@ static int unary(struct control_client *c, const char *method, const ProtobufCMe
 		snprintf(err, errlen, "%s: OK without a response message", method);
 		return -1;
 	}
-	*resp = ans.resp;
-	return 0;
-}
-
-/* The bytes of a response message as one slice (the caller unrefs). */
-static grpc_slice response_bytes(grpc_byte_buffer *resp)
-{
-	grpc_byte_buffer_reader rd;
-	grpc_slice all = grpc_empty_slice();
-
-	if (grpc_byte_buffer_reader_init(&rd, resp)) {
+	if (grpc_byte_buffer_reader_init(&rd, ans.resp)) {
 		all = grpc_byte_buffer_reader_readall(&rd);
 		grpc_byte_buffer_reader_destroy(&rd);
 	}
-	return all;
+	grpc_byte_buffer_destroy(ans.resp);
+	*out = protobuf_c_message_unpack(out_desc, NULL, GRPC_SLICE_LENGTH(all),
+					 GRPC_SLICE_START_PTR(all));
+	grpc_slice_unref(all);
+	if (!*out) {
+		snprintf(err, errlen, "%s: the answer is not a %s", method, out_desc->short_name);
+		return -1;
+	}
+	return 0;
 }
 
 int control_client_apply(struct control_client *c,
@@ -181,23 +182,9 @@ int control_client_apply(struct control_client *c,
 			 Traceprof__Control__V1__ApplyTriggersResponse **out, char *err,
 			 size_t errlen)
 {
-	grpc_byte_buffer *resp;
-	grpc_slice all;
-	int rc = unary(c, CONTROL_METHOD_APPLY, &req->base, timeout_ms, &resp, err, errlen);
-
-	*out = NULL;
-	if (rc)
-		return rc;
-	all = response_bytes(resp);
-	grpc_byte_buffer_destroy(resp);
-	*out = traceprof__control__v1__apply_triggers_response__unpack(NULL, GRPC_SLICE_LENGTH(all),
-								       GRPC_SLICE_START_PTR(all));
-	grpc_slice_unref(all);
-	if (!*out) {
-		snprintf(err, errlen, "ApplyTriggers: the answer is not an ApplyTriggersResponse");
-		return -1;
-	}
-	return 0;
+	return call(c, CONTROL_METHOD_APPLY, &req->base,
+		    &traceprof__control__v1__apply_triggers_response__descriptor, timeout_ms,
+		    (ProtobufCMessage **)out, err, errlen);
 }
 
 int control_client_status(struct control_client *c, int timeout_ms,
@@ -205,21 +192,8 @@ int control_client_status(struct control_client *c, int timeout_ms,
 {
 	Traceprof__Control__V1__GetStatusRequest req =
 	    TRACEPROF__CONTROL__V1__GET_STATUS_REQUEST__INIT;
-	grpc_byte_buffer *resp;
-	grpc_slice all;
-	int rc = unary(c, CONTROL_METHOD_STATUS, &req.base, timeout_ms, &resp, err, errlen);
 
-	*out = NULL;
-	if (rc)
-		return rc;
-	all = response_bytes(resp);
-	grpc_byte_buffer_destroy(resp);
-	*out = traceprof__control__v1__agent_status__unpack(NULL, GRPC_SLICE_LENGTH(all),
-							    GRPC_SLICE_START_PTR(all));
-	grpc_slice_unref(all);
-	if (!*out) {
-		snprintf(err, errlen, "GetStatus: the answer is not an AgentStatus");
-		return -1;
-	}
-	return 0;
+	return call(c, CONTROL_METHOD_STATUS, &req.base,
+		    &traceprof__control__v1__agent_status__descriptor, timeout_ms,
+		    (ProtobufCMessage **)out, err, errlen);
 }
