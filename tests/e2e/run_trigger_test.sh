@@ -16,40 +16,20 @@
 # usage: run_trigger_test.sh TRACEPROF_DB AGENT CONTROLLER SERVICE LOAD CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 agent=$2 controller=$3 service=$4 load=$5 cluster=$6
-if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
-if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; exit 1; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/lib.sh"
+needs_bpf
 # lines of stdin with the wall-clock time in front (microseconds)
 stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
 
-name=tp_e2e_trigger
-base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
-conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
-"$tpdb" migrate --db "$conn" >/dev/null
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_trigger)
 q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
 
 otlp_port=$(free_port)
 ctl_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 
-"$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces" \
-	>"$work/payment.out" 2>"$work/payment.log" &
-pids+=($!)
-pay_pid=$!
-for _ in $(seq 100); do grep -q '^listening on' "$work/payment.out" && break; sleep 0.1; done
-pay_port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/payment.out")
-[ -n "$pay_port" ] || fail "the payment service did not start"
+start payment "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces"
+pay_port=$port pay_pid=${pids[-1]}
 
 "$agent" --db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \

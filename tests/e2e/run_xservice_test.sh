@@ -11,35 +11,10 @@
 set -euo pipefail
 tpdb=$1 agent=$2 service=$3 frontend=$4 load=$5 cluster=$6
 here=$(cd "$(dirname "$0")" && pwd)
-if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
-if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
+. "$here/lib.sh"
+needs_bpf
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; tail -20 "$f" >&2; done; exit 1; }
-# start NAME COMMAND...: runs it in the background, waits for "listening on HOST:PORT", sets $port
-start() {
-	local name=$1
-	shift
-	"$@" >"$work/$name.out" 2>"$work/$name.log" &
-	pids+=($!)
-	for _ in $(seq 100); do grep -q '^listening on' "$work/$name.out" && break; sleep 0.1; done
-	port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/$name.out")
-	[ -n "$port" ] || fail "$name did not start"
-}
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-name=tp_e2e_xservice
-base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
-conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
-"$tpdb" migrate --db "$conn" >/dev/null
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_xservice)
 
 # The services export spans to the agent's OTLP/HTTP receiver on a free port.
 otlp_port=$(free_port)
