@@ -1,8 +1,10 @@
 /*
  * local.c - the controller's local mode (see local.h).
  *
- * One loop: inotify on the triggers directory (a change is picked up after
- * about 100 ms, so bursts of writes make one pass), a periodic tick
+ * One loop: inotify on the triggers directory (a file closed after writing,
+ * renamed in or removed is picked up after 10 ms, so a burst of writes
+ * makes one pass; a file only created waits 250 ms for its writer to close
+ * it, so a half-written manifest is not reported), a periodic tick
  * (--interval, 1 s), and signals through a signalfd. Every pass is level
  * triggered and starts from current state only: it re-reads every manifest,
  * brings the trigger table in line (triggers_db.c), builds the complete
@@ -34,7 +36,8 @@
 #include "triggers_db.h"
 
 #define MAX_FILES	 1024 /* manifest files read per pass; more are reported */
-#define DEBOUNCE_MS	 100
+#define DEBOUNCE_MS	 10   /* after a complete change: close, rename, removal */
+#define CREATE_WAIT_MS	 250  /* after a creation not yet closed by its writer */
 #define AGENT_TIMEOUT_MS 1000
 
 struct agent {
@@ -621,27 +624,36 @@ static int watch_dir(int ifd, const char *dir)
 				     IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
 }
 
-/* Reads the pending events; true when one concerns a manifest (or the directory itself). */
-static bool drain_inotify(int ifd, bool *lost_watch)
+/*
+ * Reads the pending events. Returns the delay before the pass they call
+ * for: DEBOUNCE_MS for a complete change of a manifest (or of the directory
+ * itself), CREATE_WAIT_MS when a manifest was only created so far, -1 when
+ * none concerns a manifest.
+ */
+static int drain_inotify(int ifd, bool *lost_watch)
 {
 	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
-	bool relevant = false;
+	int delay = -1;
 	ssize_t n;
 
 	while ((n = read(ifd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
+			int d = -1;
+
 			if (ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
-				relevant = true;
+				d = DEBOUNCE_MS;
 			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
 				*lost_watch = true;
 			if (ev->len && is_manifest_name(ev->name))
-				relevant = true;
+				d = ev->mask == IN_CREATE ? CREATE_WAIT_MS : DEBOUNCE_MS;
+			if (d >= 0 && (delay < 0 || d < delay))
+				delay = d;
 			p += sizeof(*ev) + ev->len;
 		}
 	}
-	return relevant;
+	return delay;
 }
 
 static void state_free(struct state *s)
@@ -734,8 +746,13 @@ int local_run(const struct local_config *cfg)
 			log_info("stopping on signal %u", si.ssi_signo);
 			break;
 		}
-		if (fds[1].revents & POLLIN && drain_inotify(ifd, &lost) && !rescan_at)
-			rescan_at = now_ms(CLOCK_MONOTONIC) + DEBOUNCE_MS;
+		if (fds[1].revents & POLLIN) {
+			int d = drain_inotify(ifd, &lost);
+			int64_t at = now_ms(CLOCK_MONOTONIC) + d;
+
+			if (d >= 0 && (!rescan_at || at < rescan_at))
+				rescan_at = at;
+		}
 		if (lost && wd >= 0) {
 			inotify_rm_watch(ifd, wd);
 			wd = -1;
