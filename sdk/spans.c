@@ -395,20 +395,25 @@ static uint64_t queue_len(struct queue *q)
 /* ---- request path ---- */
 
 /*
- * Asks for the slot the next span will likely take, for writing, so that
- * its first two lines (ids, times, status, method and the start of the
- * route) are owned by this core by the time tp_sdk_span_end fills them:
- * the exporter read them last, or they left the cache a lap ago. A hint
- * only: another producer may take that slot.
+ * Asks for a slot a span will soon take, for writing, so that its first
+ * two lines (ids, times, status, method and the start of the route) are
+ * owned by this core by the time tp_sdk_span_end fills them: the exporter
+ * read them last, or they left the cache a lap ago. PREFETCH_AHEAD slots
+ * ahead of head, not the next one: a request shorter than a cache miss
+ * (back-to-back spans) would otherwise still wait for its line, as the
+ * compare-and-swap on head drains the previous span's stores. A hint only:
+ * any producer may take that slot.
  */
+#define PREFETCH_AHEAD 8
 static inline void prefetch_next_slot(void)
 {
 	struct queue *q = atomic_load_explicit(&rp.queue, memory_order_relaxed);
 
 	if (likely(q != NULL)) {
 		const char *p =
-		    (const char *)&q
-			->slots[atomic_load_explicit(&q->head, memory_order_relaxed) & q->mask];
+		    (const char *)&q->slots[(atomic_load_explicit(&q->head, memory_order_relaxed) +
+					     PREFETCH_AHEAD) &
+					    q->mask];
 
 		__builtin_prefetch(p, 1, 3);
 		__builtin_prefetch(p + 64, 1, 3);
