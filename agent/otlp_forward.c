@@ -92,6 +92,7 @@ static void *run(void *arg)
 {
 	struct otlp_forward *f = arg;
 
+	pthread_setname_np(pthread_self(), "tp-otlp-fwd");
 	pthread_mutex_lock(&f->mu);
 	for (;;) {
 		struct item *it;

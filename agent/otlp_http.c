@@ -468,6 +468,7 @@ static void *serve(void *arg)
 	struct pollfd pfd[OTLP_HTTP_MAX_CONNS + 2];
 	int idx[OTLP_HTTP_MAX_CONNS + 2];
 
+	pthread_setname_np(pthread_self(), "tp-otlp-http");
 	for (;;) {
 		int64_t now = now_ms(), next = now + 1000;
 		nfds_t n = 0;

@@ -139,6 +139,16 @@ static void *serve(void *arg)
 	struct rpc_server *s = arg;
 	bool shutting_down = false;
 
+	{
+		char name[16];
+
+		/* tp-otlp-grpc, tp-control: what top -H and the benchmarks show */
+		snprintf(name, sizeof(name), "tp-%s", s->o.name);
+		for (char *c = name; *c; c++)
+			if (*c == ' ')
+				*c = '-';
+		pthread_setname_np(pthread_self(), name);
+	}
 	for (;;) {
 		grpc_event ev =
 		    grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);

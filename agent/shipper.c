@@ -503,6 +503,7 @@ static void *run(void *arg)
 	struct shipper *s = arg;
 	int backoff = 0;
 
+	pthread_setname_np(pthread_self(), "tp-shipper");
 	for (;;) {
 		struct agg_window *w;
 		int rc;

@@ -1056,6 +1056,7 @@ static void *claim_thread(void *arg)
 	struct triggers *t = arg;
 	PGconn *conn = NULL;
 
+	pthread_setname_np(pthread_self(), "tp-claims");
 	pthread_mutex_lock(&t->mu);
 	for (;;) {
 		struct claim *c;
