@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The README's first command end to end: scripts/demo on this build tree
+# (no rebuild), with its database in a fresh private cluster. Real BPF, real
+# OTLP, real gRPC, real PostgreSQL. Checked from what the demo prints, and
+# against the database it leaves behind:
+#  - the trigger of examples/triggers/next-slow-payments.yaml reaches
+#    Completed with 5/5 requests, all POST /api/pay, 200, >= 200 ms, raised
+#    samples at 99 Hz;
+#  - the collected trace it explains has its payment-svc part at 99 Hz
+#    (about 99 samples per CPU-second, several times its 19 Hz samples),
+#    and the numbers it prints are the stored ones;
+#  - the cross-service view and the verdict name payment-svc's slow path
+#    (validateSignature -> ... -> mont_mul), the frontend waiting; the cohort
+#    comparison at the base rate puts validateSignature on top;
+#  - nothing it started is left running, also after a Ctrl-C mid-run.
+# usage: run_demo_test.sh SOURCE_DIR BUILD_DIR TRACEPROF_DB
+set -euo pipefail
+src=$1 build=$2 tpdb=$3
+. "$(dirname "$0")/lib.sh"
+needs_bpf
+chmod 755 "$work" # the postgres user must reach the demo's cluster
+db=$work/db
+demo_pid=""
+finish() {
+	[ -z "$demo_pid" ] || kill -TERM -- "-$demo_pid" 2>/dev/null || true
+	"$tpdb" remove "$db" >/dev/null 2>&1 || true
+	cleanup
+}
+trap finish EXIT
+
+# run_demo OUT: the demo in its own process group (as a terminal would run
+# it), in the background; sets $demo_pid (also the group id)
+run_demo() {
+	TRACEPROF_BUILD_DIR=$build TRACEPROF_DEMO_DB=$db TRACEPROF_DEMO_NO_BUILD=1 \
+		setsid "$src/scripts/demo" >"$1" 2>"$work/demo.log" &
+	demo_pid=$!
+}
+# leftovers: fails when a process of the demo's group is still running
+leftovers() {
+	local left
+	sleep 0.5
+	left=$(pgrep -g "$demo_pid" -a || true)
+	[ -z "$left" ] || fail "processes left running after the demo: $left"
+	demo_pid=""
+}
+
+start_s=$SECONDS
+run_demo "$work/demo.out"
+rc=0
+wait "$demo_pid" || rc=$?
+cat "$work/demo.out"
+[ "$rc" -eq 0 ] || fail "the demo exited with status $rc"
+echo "the demo took $((SECONDS - start_s)) s"
+leftovers
+out=$work/demo.out
+conn=$("$tpdb" conninfo "$db")
+q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
+
+grep -Eq '^ next-slow-payments \| payment-svc \| Completed \| 5/5 +\| 99 \|' "$out" ||
+	fail "no Completed 5/5 trigger row at 99 Hz in the output"
+echo "ok: the trigger completed with 5/5 at 99 Hz"
+# the collected requests: n | trace | method | route | status | ms | raised | hz
+rows=$(awk -F'|' '$1 ~ /^ [1-9] $/ && $2 ~ /^ [0-9a-f]+ $/ && length($2) == 34 && $3 ~ /POST/ && $4 ~ /\/api\/pay/ &&
+	$5 + 0 == 200 && $6 + 0 >= 200 && $7 + 0 >= 20 && $8 + 0 == 99' "$out" | wc -l)
+[ "$rows" -eq 5 ] || fail "expected 5 collected slow payments at 99 Hz in the output, found $rows"
+echo "ok: 5 collected requests, each a slow POST /api/pay with raised samples at 99 Hz"
+
+line=$(grep -E "^   payment-svc's part: [0-9]+ samples at 99 Hz" "$out") ||
+	fail "no 99 Hz line for the chosen trace"
+trace=$(sed -n 's/^== A collected payment, trace \([0-9a-f]\{32\}\), .*/\1/p' "$out")
+raised=$(sed -E 's/.* ([0-9]+) samples at 99 Hz.*/\1/' <<<"$line")
+base=$(sed -E 's/.* vs ([0-9]+) in the always-on 19 Hz.*/\1/' <<<"$line")
+[ -n "$trace" ] || fail "the output names no collected trace"
+[ "$raised" -ge 30 ] && [ "$raised" -ge $((3 * base)) ] ||
+	fail "the chosen trace has $raised samples at 99 Hz and $base at 19 Hz"
+stored=$(q "SELECT sum(coalesce(u.n, 1)) FROM traceprof.trigger_samples s, unnest(s.stacks, s.counts) u(k, n)
+	WHERE s.trace_id = traceprof.parse_trace_id('$trace') AND s.hz = 99")
+[ "$stored" = "$raised" ] || fail "the demo printed $raised raised samples, trigger_samples holds $stored"
+claimed=$(q "SELECT count(*) FROM traceprof.trace_profile_triggers
+	WHERE name = 'next-slow-payments' AND traceprof.parse_trace_id('$trace') = ANY (trace_ids)")
+[ "$claimed" = 1 ] || fail "the explained trace $trace is not one the trigger claimed"
+echo "ok: the explained trace was claimed; payment-svc at 99 Hz: $raised samples (vs $base at 19 Hz)"
+
+# payment-svc's span is its CPU ("cpu"), or partly waiting for a CPU on a
+# busy machine ("mixed"); the frontend only waited for it
+slow_path='(validateSignature|rsa_verify|bn_mod_exp|bn_mul|mont_mul)'
+grep -Eq "^ payment-svc +\\| /api/pay +\\| +200 \\|.*\\| $slow_path +\\|.*\\| (cpu|mixed) *\$" "$out" &&
+	grep -Eq '^ frontend +\| /api/checkout +\| +200 \|.*\| waiting *$' "$out" ||
+	fail "trace_services: payment-svc on CPU in its slow path and the frontend waiting expected"
+verdict=$(sed -n '/^== In one line/{n;p}' "$out")
+# the slow path is validateSignature -> rsa_verify -> bn_mod_exp -> mont_mul;
+# the verdict names the hot path's top or its leaf, depending on the samples
+grep -Eq "^payment-svc: .*$slow_path" <<<"$verdict" ||
+	fail "the verdict does not name payment-svc's slow path: $verdict"
+echo "ok: verdict: $verdict"
+grep -Eq '^ validateSignature +\| +(9[0-9]|100)\.[0-9] \|' "$out" ||
+	fail "the cohort comparison does not show validateSignature in the slow requests"
+echo "ok: the cohort comparison at the base rate shows validateSignature in the slow requests"
+[ "$(q "SELECT count(*) FROM traceprof.samples WHERE hz <> 19")" = 0 ] ||
+	fail "the continuous profile is not at the base rate"
+echo "ok: the continuous profile stays at 19 Hz"
+
+# Ctrl-C while the trigger is being applied: everything stops, nothing stays
+run_demo "$work/interrupted.out"
+for _ in $(seq 300); do grep -q '^== After 5 s' "$work/interrupted.out" && break; sleep 0.1; done
+grep -q '^== After 5 s' "$work/interrupted.out" || fail "the second run did not reach the trigger"
+kill -INT -- "-$demo_pid"
+rc=0
+wait "$demo_pid" || rc=$?
+[ "$rc" -ne 0 ] || fail "the interrupted demo exited 0"
+leftovers
+echo "ok: interrupted (status $rc), nothing left running"
