@@ -67,8 +67,9 @@ static int upsert(PGconn *conn, const struct manifest_trigger *t, const char *ex
 	    "INSERT INTO traceprof.trace_profile_triggers AS t "
 	    "  (trigger_id, namespace, name, service, spec, phase, frequency_hz, max_requests, "
 	    "   created_at, started_at, deadline) "
-	    "VALUES ($1, $2, $3, $4, $5::jsonb, 'Active', $6, $7, clock_timestamp(), "
-	    "        clock_timestamp(), clock_timestamp() + $8::bigint * interval '1 millisecond') "
+	    "SELECT $1, $2, $3, $4, $5::jsonb, 'Active', $6::integer, $7::integer, c.t, c.t, "
+	    "       c.t + $8::bigint * interval '1 millisecond' "
+	    "FROM (SELECT clock_timestamp() AS t) c " /* one reading: deadline - created = timeout */
 	    "ON CONFLICT (trigger_id) DO UPDATE SET "
 	    "  service = EXCLUDED.service, spec = EXCLUDED.spec, "
 	    "  frequency_hz = EXCLUDED.frequency_hz, "
