@@ -8,8 +8,9 @@
  * tp_sdk_span_end detaches and copies the finished span into a slot of a
  * bounded multi-producer single-consumer queue (a ring of sequence-numbered
  * slots: one compare-and-swap claims a slot, a release store publishes it).
- * No allocation, lock or system call; a full queue drops the span and
- * counts it.
+ * A slot is one cache line: method and route are not copied but interned
+ * (see "names" below), so a span writes one line. No allocation, lock or
+ * system call; a full queue drops the span and counts it.
  *
  * Exporter thread: polls the queue every EXPORT_TICK_MS (at most; the
  * request path never wakes it, as that would be a system call), sends a
@@ -43,19 +44,73 @@
 #define DEFAULT_TIMEOUT_MS  5000
 #define EXPORT_TICK_MS	    25
 #define MAX_QUEUE	    (1u << 20)
+#define MIN_QUEUE	    8
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /*
- * One queue slot: seq says whose turn it is (see queue_claim). Slots start
- * on a cache line, so a producer filling one never shares a line with the
- * exporter reading its neighbour.
+ * Names: each distinct (method, route) pair, as cut to TP_SPAN_METHOD_SIZE
+ * and TP_SPAN_ROUTE_SIZE, gets an entry in a table that lives as long as
+ * the process, and a span carries the entry's index. Routes are templates
+ * (OpenTelemetry's http.route), so a service has tens of pairs; the table
+ * holds NAMES_CAP. An entry is claimed with a compare-and-swap (free ->
+ * busy), written, and published (busy -> ready, release); it never changes
+ * again, so the exporter reads it without a lock. Two threads adding the
+ * same pair at once may make two entries for it: harmless. Each thread
+ * remembers the entries of its last few (method, route) pointers, checked
+ * against the strings every time (a caller's buffer may hold another name
+ * the next time). A pair that finds no entry within NAMES_PROBE slots (the
+ * table is full) is sent in full, in WIDE_EXTRA more slots after the span.
+ */
+#define NAMES_CAP   1024 /* a power of two */
+#define NAMES_PROBE 16
+#define NAME_WIDE   0xffff /* the names follow the span in WIDE_EXTRA slots */
+#define WIDE_EXTRA  3
+#define NAME_CACHE  4 /* per thread, a power of two */
+#define NAME_FREE   0
+#define NAME_BUSY   1
+#define NAME_READY  2
+
+struct name_entry {
+	_Atomic uint32_t state;		  /* NAME_FREE, NAME_BUSY, NAME_READY */
+	uint32_t hash;			  /* of the cut strings */
+	char method[TP_SPAN_METHOD_SIZE]; /* NUL-terminated */
+	char route[TP_SPAN_ROUTE_SIZE];	  /* NUL-terminated */
+};
+
+static struct name_entry names[NAMES_CAP];
+
+static __thread struct {
+	const char *method, *route; /* the caller's pointers */
+	uint32_t id;		    /* names[] index + 1; 0: empty */
+} name_cache[NAME_CACHE];
+
+/*
+ * One queue slot, one cache line: seq says whose turn it is (see
+ * queue_claim); the span, its names by index. A producer filling one never
+ * shares a line with the exporter reading its neighbour.
  */
 struct slot {
 	_Alignas(64) _Atomic uint64_t seq; /* pos + 1: the span of pos is in the slot */
-	struct tp_span_rec rec;		   /* the span */
+	uint8_t trace_id[16];		   /* the trace */
+	uint8_t span_id[8];		   /* this span */
+	uint8_t parent_span_id[8];	   /* zero for a root span */
+	int64_t start_unix_ns;		   /* wall-clock start */
+	int64_t end_unix_ns;		   /* start + the CLOCK_MONOTONIC duration */
+	int32_t status_code;		   /* HTTP status; 0 unknown */
+	uint16_t name;			   /* names[] index, or NAME_WIDE */
+	uint8_t trace_flags;		   /* W3C trace flags */
 };
+_Static_assert(sizeof(struct slot) == 64, "a slot is one cache line");
+
+/* The names of a NAME_WIDE span, in the payload of the WIDE_EXTRA slots after it. */
+struct wide_names {
+	char method[TP_SPAN_METHOD_SIZE];
+	char route[TP_SPAN_ROUTE_SIZE];
+};
+#define WIDE_CHUNK (sizeof(struct slot) - sizeof(uint64_t)) /* payload bytes per extra slot */
+_Static_assert(WIDE_EXTRA *WIDE_CHUNK >= sizeof(struct wide_names), "room for the names");
 
 /* The bounded MPSC ring. */
 struct queue {
@@ -110,13 +165,16 @@ static struct {
 /*
  * Counted by the request path (st_error by both sides: rare there). Spans
  * queued are not counted there: every position claimed in a queue is one,
- * so spans_ended = ended_before + the current queue's head, and a span
- * costs no atomic add of its own. ended_before holds the heads of queues
- * that a restart with another size replaced.
+ * but for the WIDE_EXTRA positions of a span whose names did not fit the
+ * table (counted in wide_positions), so spans_ended = ended_before + the
+ * current queue's head - wide_positions, and a span costs no atomic add of
+ * its own. ended_before holds the heads of queues that a restart with
+ * another size replaced.
  */
 static struct {
-	_Alignas(64) _Atomic uint64_t ended_before; /* spans queued in replaced queues */
+	_Alignas(64) _Atomic uint64_t ended_before; /* positions claimed in replaced queues */
 	_Atomic uint64_t full;			    /* spans dropped: queue full */
+	_Atomic uint64_t wide_positions;	    /* extra positions of wide spans */
 } st_prod;
 
 /* Counted by the exporter thread. */
@@ -337,12 +395,13 @@ static struct queue *queue_new(uint32_t cap)
 }
 
 /*
- * Claims a slot for a producer: the record to fill, or NULL when full. The
- * slot is free because the exporter has taken position pos - cap: the hint
- * (or tail) read with acquire says so. Nothing of the slot is read, so
- * filling it costs stores only, which do not wait for the line to arrive.
+ * Claims n consecutive positions for a producer (1, or 1 + WIDE_EXTRA):
+ * the first one's slot, or NULL when full. The slots are free because the
+ * exporter has taken position pos + n - 1 - cap: the hint (or tail) read
+ * with acquire says so. Nothing of the slot is read, so filling it costs
+ * stores only, which do not wait for the line to arrive.
  */
-static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
+static inline struct slot *queue_claim(struct queue *q, uint32_t n, uint64_t *pos_out)
 {
 	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
 
@@ -350,10 +409,10 @@ static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
 		uint64_t hint = atomic_load_explicit(&q->tail_hint, memory_order_acquire);
 
 		/* signed: a stale pos may be behind the hint; the exchange then fails */
-		if (unlikely((int64_t)(pos - hint) >= (int64_t)q->cap)) {
+		if (unlikely((int64_t)(pos + n - 1 - hint) >= (int64_t)q->cap)) {
 			uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
 
-			if ((int64_t)(pos - t) >= (int64_t)q->cap) {
+			if ((int64_t)(pos + n - 1 - t) >= (int64_t)q->cap) {
 				if (atomic_load_explicit(&q->head, memory_order_relaxed) == pos)
 					return NULL; /* the slot of pos - cap is still unread */
 				pos = atomic_load_explicit(&q->head, memory_order_relaxed);
@@ -363,24 +422,54 @@ static inline struct slot *queue_claim(struct queue *q, uint64_t *pos_out)
 			atomic_store_explicit(&q->tail_hint, t, memory_order_release);
 		}
 		if (atomic_compare_exchange_weak_explicit(
-			&q->head, &pos, pos + 1, memory_order_relaxed, memory_order_relaxed)) {
+			&q->head, &pos, pos + n, memory_order_relaxed, memory_order_relaxed)) {
 			*pos_out = pos;
 			return &q->slots[pos & q->mask];
 		}
 	}
 }
 
-/* Takes the oldest span into *out (the exporter only); false when none is ready. */
+/*
+ * Takes the oldest span into *out (the exporter only); false when none is
+ * ready. Its names come from the table (published before the span, whose
+ * seq was read with acquire) or from the slots after it.
+ */
 static bool queue_pop(struct queue *q, struct tp_span_rec *out)
 {
-	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
-	struct slot *s = &q->slots[pos & q->mask];
+	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed), next = pos + 1;
+	const struct slot *s = &q->slots[pos & q->mask];
 
 	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
 		return false;
-	*out = s->rec;
-	/* release: the copy is done before a producer, seeing tail, reuses the slot */
-	atomic_store_explicit(&q->tail, pos + 1, memory_order_release);
+	memcpy(out->trace_id, s->trace_id, 16);
+	memcpy(out->span_id, s->span_id, 8);
+	memcpy(out->parent_span_id, s->parent_span_id, 8);
+	out->trace_flags = s->trace_flags;
+	out->start_unix_ns = s->start_unix_ns;
+	out->end_unix_ns = s->end_unix_ns;
+	out->status_code = s->status_code;
+	if (likely(s->name < NAMES_CAP)) {
+		memcpy(out->method, names[s->name].method, sizeof(out->method));
+		memcpy(out->route, names[s->name].route, sizeof(out->route));
+	} else {
+		struct wide_names w;
+
+		for (size_t k = 0; k < WIDE_EXTRA; k++) {
+			size_t off = k * WIDE_CHUNK, len = sizeof(w) - off;
+
+			if (off >= sizeof(w))
+				break;
+			memcpy((char *)&w + off,
+			       (const char *)&q->slots[(pos + 1 + k) & q->mask] + 8,
+			       len < WIDE_CHUNK ? len : WIDE_CHUNK);
+		}
+		memcpy(out->method, w.method, sizeof(out->method));
+		memcpy(out->route, w.route, sizeof(out->route));
+		out->method[sizeof(out->method) - 1] = out->route[sizeof(out->route) - 1] = '\0';
+		next = pos + 1 + WIDE_EXTRA;
+	}
+	/* release: the copy is done before a producer, seeing tail, reuses the slots */
+	atomic_store_explicit(&q->tail, next, memory_order_release);
 	return true;
 }
 
@@ -395,10 +484,9 @@ static uint64_t queue_len(struct queue *q)
 /* ---- request path ---- */
 
 /*
- * Asks for a slot a span will soon take, for writing, so that its first
- * two lines (ids, times, status, method and the start of the route) are
- * owned by this core by the time tp_sdk_span_end fills them: the exporter
- * read them last, or they left the cache a lap ago. PREFETCH_AHEAD slots
+ * Asks for a slot a span will soon take, for writing, so that its line is
+ * owned by this core by the time tp_sdk_span_end fills it: the exporter
+ * read it last, or it left the cache a lap ago. PREFETCH_AHEAD slots
  * ahead of head, not the next one: a request shorter than a cache miss
  * (back-to-back spans) would otherwise still wait for its line, as the
  * compare-and-swap on head drains the previous span's stores. A hint only:
@@ -416,7 +504,6 @@ static inline void prefetch_next_slot(void)
 					    q->mask];
 
 		__builtin_prefetch(p, 1, 3);
-		__builtin_prefetch(p + 64, 1, 3);
 	}
 }
 
@@ -452,6 +539,102 @@ static inline void copy_str(char *dst, const char *src, size_t size)
 	dst[i] = '\0';
 }
 
+/* True when src (NULL: ""), cut to size - 1 bytes, is the string e. */
+static inline bool same_cut(const char *e, const char *src, size_t size)
+{
+	if (!src)
+		return e[0] == '\0';
+	for (size_t i = 0; i < size - 1; i++) {
+		if (e[i] != src[i])
+			return false;
+		if (!src[i])
+			return true;
+	}
+	return true; /* e[size - 1] is its NUL */
+}
+
+static inline bool name_is(const struct name_entry *e, const char *method, const char *route)
+{
+	return same_cut(e->method, method, sizeof(e->method)) &&
+	       same_cut(e->route, route, sizeof(e->route));
+}
+
+static uint32_t name_hash(const char *method, const char *route)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (size_t i = 0; method && i < TP_SPAN_METHOD_SIZE - 1 && method[i]; i++)
+		h = (h ^ (uint8_t)method[i]) * 16777619u;
+	h = (h ^ 0xff) * 16777619u;
+	for (size_t i = 0; route && i < TP_SPAN_ROUTE_SIZE - 1 && route[i]; i++)
+		h = (h ^ (uint8_t)route[i]) * 16777619u;
+	return h;
+}
+
+/* The table entry of (method, route), added if new; NAME_WIDE when the table is full. */
+static __attribute__((noinline)) uint32_t name_intern(const char *method, const char *route)
+{
+	uint32_t h = name_hash(method, route);
+
+	for (uint32_t k = 0; k < NAMES_PROBE; k++) {
+		uint32_t i = (h + k) & (NAMES_CAP - 1), st = NAME_FREE;
+		struct name_entry *e = &names[i];
+
+		if (atomic_compare_exchange_strong_explicit(
+			&e->state, &st, NAME_BUSY, memory_order_acquire, memory_order_acquire)) {
+			e->hash = h;
+			copy_str(e->method, method, sizeof(e->method));
+			copy_str(e->route, route, sizeof(e->route));
+			atomic_store_explicit(&e->state, NAME_READY, memory_order_release);
+			return i;
+		}
+		/* busy: being written, perhaps with this very pair; a second entry is harmless */
+		if (st == NAME_READY && e->hash == h && name_is(e, method, route))
+			return i;
+	}
+	return NAME_WIDE;
+}
+
+/* The names[] index of (method, route), or NAME_WIDE. */
+static inline uint32_t name_id(const char *method, const char *route)
+{
+	uint32_t c = (uint32_t)((uintptr_t)route >> 4) & (NAME_CACHE - 1), id;
+
+	if (likely(name_cache[c].method == method && name_cache[c].route == route &&
+		   name_cache[c].id) &&
+	    likely(name_is(&names[name_cache[c].id - 1], method, route)))
+		return name_cache[c].id - 1;
+	id = name_intern(method, route);
+	if (id != NAME_WIDE) {
+		name_cache[c].method = method;
+		name_cache[c].route = route;
+		name_cache[c].id = id + 1;
+	}
+	return id;
+}
+
+/* Writes the names of a NAME_WIDE span into the WIDE_EXTRA slots after pos. */
+static __attribute__((noinline)) void put_wide(struct queue *q, uint64_t pos, const char *method,
+					       const char *route)
+{
+	struct wide_names w;
+
+	memset(&w, 0, sizeof(w));
+	copy_str(w.method, method, sizeof(w.method));
+	copy_str(w.route, route, sizeof(w.route));
+	for (size_t k = 0; k < WIDE_EXTRA; k++) {
+		struct slot *x = &q->slots[(pos + 1 + k) & q->mask];
+		size_t off = k * WIDE_CHUNK, len = sizeof(w) - off;
+
+		/* never a header: seq 0 is no position's turn */
+		atomic_store_explicit(&x->seq, 0, memory_order_relaxed);
+		if (off < sizeof(w))
+			memcpy((char *)x + 8, (const char *)&w + off,
+			       len < WIDE_CHUNK ? len : WIDE_CHUNK);
+	}
+	atomic_fetch_add_explicit(&st_prod.wide_positions, WIDE_EXTRA, memory_order_relaxed);
+}
+
 static int try_autostart(void);
 
 TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, const char *route,
@@ -461,6 +644,7 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	struct queue *q;
 	struct slot *s;
 	uint64_t pos;
+	uint32_t name;
 
 	tp_sdk_detach_fast();
 	if (unlikely(!span))
@@ -476,22 +660,24 @@ TP_SDK_EXPORT int tp_sdk_span_end(struct tp_sdk_span *span, const char *method, 
 	q = atomic_load_explicit(&rp.queue, memory_order_acquire);
 	if (unlikely(!q))
 		return -ENOBUFS;
-	s = queue_claim(q, &pos);
+	name = name_id(method, route);
+	s = queue_claim(q, likely(name != NAME_WIDE) ? 1 : 1 + WIDE_EXTRA, &pos);
 	if (unlikely(!s)) {
 		atomic_fetch_add_explicit(&st_prod.full, 1, memory_order_relaxed);
 		return -ENOBUFS;
 	}
-	memcpy(s->rec.trace_id, span->trace_id, 16);
-	memcpy(s->rec.span_id, span->span_id, 8);
-	memcpy(s->rec.parent_span_id, span->parent_span_id, 8);
-	s->rec.trace_flags = span->trace_flags;
-	s->rec.start_unix_ns = span->start_unix_ns;
+	if (unlikely(name == NAME_WIDE))
+		put_wide(q, pos, method, route);
+	memcpy(s->trace_id, span->trace_id, 16);
+	memcpy(s->span_id, span->span_id, 8);
+	memcpy(s->parent_span_id, span->parent_span_id, 8);
+	s->trace_flags = span->trace_flags;
+	s->start_unix_ns = span->start_unix_ns;
 	/* a re-anchor between begin and end can move the clock by a few ns */
-	s->rec.end_unix_ns = span->start_unix_ns +
-			     (end_mono > span->start_mono_ns ? end_mono - span->start_mono_ns : 0);
-	s->rec.status_code = status_code;
-	copy_str(s->rec.method, method, sizeof(s->rec.method));
-	copy_str(s->rec.route, route, sizeof(s->rec.route));
+	s->end_unix_ns = span->start_unix_ns +
+			 (end_mono > span->start_mono_ns ? end_mono - span->start_mono_ns : 0);
+	s->status_code = status_code;
+	s->name = (uint16_t)name;
 	atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
 	return 0;
 }
@@ -661,6 +847,7 @@ static void after_fork_child(void)
 	if (q)
 		queue_reset(q); /* the parent's spans are the parent's to export */
 	atomic_store(&st_prod.ended_before, 0);
+	atomic_store(&st_prod.wide_positions, 0);
 	atomic_store(&st_exported, 0);
 	atomic_store(&st_prod.full, 0);
 	atomic_store(&st_error, 0);
@@ -794,9 +981,11 @@ TP_SDK_EXPORT int tp_sdk_export_start(const struct tp_sdk_export_opts *opts)
 	if (o.queue_spans > MAX_QUEUE || o.batch_spans > MAX_QUEUE || o.timeout_ms > INT_MAX ||
 	    o.interval_ms > INT_MAX)
 		return -EINVAL;
-	/* a power of two: the request path finds a slot with a mask */
+	/* a power of two: the request path finds a slot with a mask; room for a wide span */
 	while (o.queue_spans & (o.queue_spans - 1))
 		o.queue_spans += o.queue_spans & -o.queue_spans;
+	if (o.queue_spans < MIN_QUEUE)
+		o.queue_spans = MIN_QUEUE;
 	err = resolve_endpoint(opts, &ep);
 	if (err)
 		return err;
@@ -849,7 +1038,8 @@ TP_SDK_EXPORT int tp_sdk_export_get_stats(struct tp_sdk_export_stats *out)
 	if (!out)
 		return -EINVAL;
 	q = atomic_load(&rp.queue);
-	out->spans_ended = atomic_load(&st_prod.ended_before) + (q ? atomic_load(&q->head) : 0);
+	out->spans_ended = atomic_load(&st_prod.ended_before) + (q ? atomic_load(&q->head) : 0) -
+			   atomic_load(&st_prod.wide_positions);
 	out->spans_exported = atomic_load(&st_exported);
 	out->spans_dropped_full = atomic_load(&st_prod.full);
 	out->spans_dropped_error = atomic_load(&st_error);

@@ -201,7 +201,8 @@ struct tp_sdk_export_opts {
 	const char *endpoint; /* http://host:port[/path]; NULL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 			       * (used as is), else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces,
 			       * else http://127.0.0.1:4318/v1/traces */
-	uint32_t queue_spans; /* queue capacity in spans, rounded up to a power of two; 0: 2048 */
+	uint32_t queue_spans; /* queue capacity in spans, rounded up to a power of two, at least 8;
+			       * 0: 2048 */
 	uint32_t batch_spans; /* spans per export request at most; 0: 512 */
 	uint32_t interval_ms; /* export when spans waited this long, or batch_spans wait; 0: 1000 */
 	uint32_t timeout_ms;  /* per export request; 0: 5000 */

@@ -667,16 +667,24 @@ static void test_fork(void)
 #define PRODUCERS	   4
 #define SPANS_PER_PRODUCER 5000
 
+/* The route a producer gives a span: from its span id, in a reused buffer. */
+static void route_of(const uint8_t *span_id, char *out, size_t size)
+{
+	snprintf(out, size, "/mt/%u", span_id[0] % 8u);
+}
+
 static void *producer_main(void *arg)
 {
 	uint64_t *ids = arg;
+	char route[32];
 
 	for (int i = 0; i < SPANS_PER_PRODUCER; i++) {
 		struct tp_sdk_span sp;
 
 		tp_sdk_span_begin(&sp, NULL, 0);
 		memcpy(&ids[i], sp.span_id, 8);
-		tp_sdk_span_end(&sp, "GET", "/mt", 200);
+		route_of(sp.span_id, route, sizeof(route));
+		tp_sdk_span_end(&sp, "GET", route, 200);
 	}
 	return NULL;
 }
@@ -699,7 +707,7 @@ static void test_threads(void)
 	struct server s;
 	char ep[128];
 	size_t n = 0, total;
-	bool same = true;
+	bool same = true, routes_ok = true;
 
 	server_start(&s, ANSWER_200);
 	endpoint_of(&s, ep, sizeof(ep));
@@ -717,15 +725,21 @@ static void test_threads(void)
 		for (size_t k = 0;
 		     reqs[i] && k < reqs[i]->resource_spans[0]->scope_spans[0]->n_spans; k++) {
 			const Span *sp = reqs[i]->resource_spans[0]->scope_spans[0]->spans[k];
+			char route[32];
 
-			if (n < PRODUCERS * SPANS_PER_PRODUCER && sp->span_id.len == 8)
+			if (n < PRODUCERS * SPANS_PER_PRODUCER && sp->span_id.len == 8) {
 				memcpy(&got[n++], sp->span_id.data, 8);
+				route_of(sp->span_id.data, route, sizeof(route));
+				routes_ok = routes_ok && attr_str(sp->attributes, sp->n_attributes,
+								  "http.route", route);
+			}
 		}
 	qsort(sent, n, sizeof(sent[0]), cmp_u64);
 	qsort(got, n, sizeof(got[0]), cmp_u64);
 	for (size_t i = 0; i < n; i++)
 		same = same && sent[i] == got[i];
 	CHECK(n == PRODUCERS * SPANS_PER_PRODUCER && same, "each span exactly once");
+	CHECK(routes_ok, "each span with its own route (one buffer per thread, reused)");
 	free_reqs(&s, reqs, s.nbodies);
 }
 
@@ -799,6 +813,134 @@ static void test_clock(void)
 	free_reqs(&s, reqs, s.nbodies);
 }
 
+#define WIDE_SPANS   1500 /* more distinct routes than the SDK's name table holds */
+#define WIDE_THREADS 2
+#define WIDE_PER_THR 300
+
+struct wide_job {
+	int first; /* route numbers first .. first + count - 1 */
+	int count;
+	uint8_t (*ids)[8]; /* span ids, one per route number */
+};
+
+static void *wide_main(void *arg)
+{
+	struct wide_job *j = arg;
+	char route[64];
+
+	for (int i = 0; i < j->count; i++) {
+		struct tp_sdk_span sp;
+
+		tp_sdk_span_begin(&sp, NULL, 0);
+		memcpy(j->ids[j->first + i], sp.span_id, 8);
+		snprintf(route, sizeof(route), "/wide/%d", j->first + i);
+		tp_sdk_span_end(&sp, "PUT", route, 201);
+		if (i % 64 == 0)
+			usleep(1000);
+	}
+	return NULL;
+}
+
+/*
+ * Method and route as the exporter sends them, whatever the caller's
+ * strings: a reused buffer, cut lengths, NULL, and more distinct routes
+ * than the SDK's name table holds (those are sent in full, in extra queue
+ * slots), from several threads.
+ */
+static void test_names(void)
+{
+	struct tp_sdk_export_opts o = {.queue_spans = 4096, .batch_spans = 512, .interval_ms = 5};
+	static uint8_t wide_ids[WIDE_SPANS + WIDE_THREADS * WIDE_PER_THR][8];
+	struct wide_job jobs[WIDE_THREADS];
+	pthread_t t[WIDE_THREADS];
+	struct tp_sdk_span sp[6];
+	ExportReq *reqs[MAX_BODIES] = {0};
+	char buf[256], mbuf[32], ep[128], want[160], long_route[128];
+	struct tp_sdk_export_stats st0 = stats_now(), st;
+	struct server s;
+	const Span *x;
+	int bad = 0, missing = 0;
+
+	server_start(&s, ANSWER_200);
+	endpoint_of(&s, ep, sizeof(ep));
+	o.endpoint = ep;
+	CHECK(tp_sdk_export_start(&o) == 0, "start");
+	strcpy(buf, "/a");
+	tp_sdk_span_begin(&sp[0], NULL, 0);
+	tp_sdk_span_end(&sp[0], "GET", buf, 200);
+	strcpy(buf, "/b"); /* the same pointer, another route */
+	tp_sdk_span_begin(&sp[1], NULL, 0);
+	tp_sdk_span_end(&sp[1], "GET", buf, 200);
+	memset(buf, 'x', 200);
+	buf[200] = '\0';
+	tp_sdk_span_begin(&sp[2], NULL, 0);
+	tp_sdk_span_end(&sp[2], "GET", buf, 200);
+	strcpy(buf + 127, "yyy"); /* differs after the cut: the same name */
+	tp_sdk_span_begin(&sp[3], NULL, 0);
+	tp_sdk_span_end(&sp[3], "GET", buf, 200);
+	strcpy(mbuf, "PATCHPATCHPATCHPATCH");
+	tp_sdk_span_begin(&sp[4], NULL, 0);
+	tp_sdk_span_end(&sp[4], mbuf, "/m", 200);
+	tp_sdk_span_begin(&sp[5], NULL, 0);
+	tp_sdk_span_end(&sp[5], NULL, "/only", 200);
+	for (int i = 0; i < WIDE_SPANS; i++) {
+		struct tp_sdk_span w;
+
+		tp_sdk_span_begin(&w, NULL, 0);
+		memcpy(wide_ids[i], w.span_id, 8);
+		snprintf(buf, sizeof(buf), "/wide/%d", i);
+		tp_sdk_span_end(&w, "PUT", buf, 201);
+		if (i % 64 == 0)
+			usleep(1000); /* the exporter keeps up: nothing dropped */
+	}
+	for (int k = 0; k < WIDE_THREADS; k++) {
+		jobs[k] = (struct wide_job){WIDE_SPANS + k * WIDE_PER_THR, WIDE_PER_THR, wide_ids};
+		pthread_create(&t[k], NULL, wide_main, &jobs[k]);
+	}
+	for (int k = 0; k < WIDE_THREADS; k++)
+		pthread_join(t[k], NULL);
+	CHECK(tp_sdk_export_stop(10000) == 0, "stop");
+	server_stop(&s);
+	st = stats_now();
+	CHECK(st.spans_ended - st0.spans_ended == 6 + WIDE_SPANS + WIDE_THREADS * WIDE_PER_THR,
+	      "spans_ended counts spans, not queue slots (%lu)",
+	      (unsigned long)(st.spans_ended - st0.spans_ended));
+	CHECK(st.spans_dropped_full == st0.spans_dropped_full, "nothing dropped");
+	CHECK(decode_all(&s, reqs) == 6 + WIDE_SPANS + WIDE_THREADS * WIDE_PER_THR,
+	      "every span exported");
+	memset(long_route, 'x', 127);
+	long_route[127] = '\0';
+	const char *routes[6] = {"/a", "/b", long_route, long_route, "/m", "/only"};
+	const char *methods[6] = {"GET", "GET", "GET", "GET", "PATCHPATCHPATCH", NULL};
+	for (int i = 0; i < 6; i++) {
+		x = find_span(reqs, s.nbodies, sp[i].span_id);
+		CHECK(x && attr_str(x->attributes, x->n_attributes, "http.route", routes[i]),
+		      "span %d: route %.20s...", i, routes[i]);
+		CHECK(x && (methods[i]
+				? attr_str(x->attributes, x->n_attributes, "http.request.method",
+					   methods[i])
+				: !attr(x->attributes, x->n_attributes, "http.request.method")),
+		      "span %d: method %s", i, methods[i] ? methods[i] : "(none)");
+	}
+	x = find_span(reqs, s.nbodies, sp[5].span_id);
+	CHECK(x && !strcmp(x->name, "/only"), "no method: the name is the route");
+	for (int i = 0; i < WIDE_SPANS + WIDE_THREADS * WIDE_PER_THR; i++) {
+		x = find_span(reqs, s.nbodies, wide_ids[i]);
+		snprintf(want, sizeof(want), "/wide/%d", i);
+		if (!x)
+			missing++;
+		else if (!attr_str(x->attributes, x->n_attributes, "http.route", want) ||
+			 !attr_str(x->attributes, x->n_attributes, "http.request.method", "PUT") ||
+			 !attr_int(x->attributes, x->n_attributes, "http.response.status_code",
+				   201))
+			bad++;
+	}
+	CHECK(missing == 0 && bad == 0,
+	      "%d distinct routes (more than the name table holds): %d missing, %d wrong",
+	      WIDE_SPANS + WIDE_THREADS * WIDE_PER_THR, missing, bad);
+	free_reqs(&s, reqs, s.nbodies);
+}
+
 int main(void)
 {
 	test_fields();
@@ -811,5 +953,6 @@ int main(void)
 	test_endpoints();
 	test_fork();
 	test_clock();
+	test_names(); /* last: it fills the name table */
 	return check_done();
 }
