@@ -60,15 +60,21 @@ static void mint_id(const struct manifest_trigger *t, char *out, size_t len)
 	snprintf(out, len, "%s/%s/%08x", t->namespace_, t->name, r);
 }
 
-/* Inserts or updates the row of one manifest; existing is its current id or NULL. */
+/*
+ * Inserts or updates the row of one manifest; existing is its current id or
+ * NULL. A new row's times come from one clock_timestamp(): deadline -
+ * created_at is exactly the timeout, and rows inserted one after another
+ * in a pass keep their order (the per-service limit goes by created_at).
+ */
 static int upsert(PGconn *conn, const struct manifest_trigger *t, const char *existing)
 {
 	static const char sql[] =
 	    "INSERT INTO traceprof.trace_profile_triggers AS t "
 	    "  (trigger_id, namespace, name, service, spec, phase, frequency_hz, max_requests, "
 	    "   created_at, started_at, deadline) "
-	    "VALUES ($1, $2, $3, $4, $5::jsonb, 'Active', $6, $7, clock_timestamp(), "
-	    "        clock_timestamp(), clock_timestamp() + $8::bigint * interval '1 millisecond') "
+	    "SELECT $1, $2, $3, $4, $5::jsonb, 'Active', $6, $7, c.ts, c.ts, "
+	    "       c.ts + $8::bigint * interval '1 millisecond' "
+	    "  FROM (SELECT clock_timestamp() AS ts) c "
 	    "ON CONFLICT (trigger_id) DO UPDATE SET "
 	    "  service = EXCLUDED.service, spec = EXCLUDED.spec, "
 	    "  frequency_hz = EXCLUDED.frequency_hz, "
