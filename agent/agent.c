@@ -927,10 +927,11 @@ static void write_trigger_stats(struct agent *a, FILE *f)
 		"\ntrigger_requests=%" PRIu64 "\ntrigger_requests_target=%" PRIu64
 		"\ntrigger_claims_queued=%" PRIu64 "\ntrigger_claims_dropped=%" PRIu64
 		"\ntrigger_claims_abandoned=%" PRIu64 "\ntrigger_claims_ok=%" PRIu64
-		"\ntrigger_claims_null=%" PRIu64 "\ntrigger_claim_errors=%" PRIu64 "\n",
+		"\ntrigger_claims_null=%" PRIu64 "\ntrigger_claims_skipped=%" PRIu64
+		"\ntrigger_claim_errors=%" PRIu64 "\n",
 		ts.applies, ts.applies_changed, ts.requests, ts.requests_target, ts.claims_queued,
 		ts.claims_dropped, ts.claims_abandoned, ts.claims_ok, ts.claims_null,
-		ts.claim_errors);
+		ts.claims_skipped, ts.claim_errors);
 	fprintf(f,
 		"control_calls=%" PRIu64 "\ncontrol_ok=%" PRIu64
 		"\ncontrol_unauthenticated=%" PRIu64 "\ncontrol_invalid=%" PRIu64 "\n",
@@ -1237,10 +1238,13 @@ static void recheck_processes(struct agent *a, int64_t real)
 
 /*
  * How long the main loop may sleep in the ring poll: until the next thing
- * due (a window to close, a process to look at again, the sweep, the end),
- * at most POLL_MAX_MS. Samples carry their own time, so sleeping longer
- * delays them but never misfiles them; the BPF side wakes the loop early
- * for an exec or when the ring fills up (wakeup_bytes).
+ * due (a window to close, a process to look at again, the sweep, a
+ * trigger's deadline, the end), at most POLL_MAX_MS. A deadline wakes the
+ * loop at that millisecond, so the agent ends an expired trigger (and
+ * lowers sampling) itself, before the controller's next pass does.
+ * Samples carry their own time, so sleeping longer delays them but never
+ * misfiles them; the BPF side wakes the loop early for an exec or when the
+ * ring fills up (wakeup_bytes).
  */
 static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64_t end_mono)
 {
@@ -1253,6 +1257,12 @@ static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64
 		due = a->next_recheck_us - a->mono_to_real_us;
 	if (end_mono && end_mono < due)
 		due = end_mono;
+	if (a->trig) {
+		int64_t dl_ms = triggers_next_deadline_ms(a->trig);
+
+		if (dl_ms != INT64_MAX && dl_ms * 1000 - a->mono_to_real_us < due)
+			due = dl_ms * 1000 - a->mono_to_real_us;
+	}
 	if (due - mono >= POLL_MAX_MS * 1000)
 		return POLL_MAX_MS;
 	return due <= mono ? 0 : (int)((due - mono + 999) / 1000);

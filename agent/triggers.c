@@ -798,6 +798,18 @@ void triggers_tick(struct triggers *t)
 	pthread_mutex_unlock(&t->mu);
 }
 
+int64_t triggers_next_deadline_ms(struct triggers *t)
+{
+	int64_t next = INT64_MAX;
+
+	pthread_mutex_lock(&t->mu);
+	for (size_t i = 0; i < t->n; i++)
+		if (live(t->set[i]) && t->set[i]->msg->deadline_unix_ms < next)
+			next = t->set[i]->msg->deadline_unix_ms;
+	pthread_mutex_unlock(&t->mu);
+	return next;
+}
+
 /* ---- requests ---- */
 
 /* Whether a request from src comes from a target of tr. */
@@ -963,6 +975,8 @@ static enum claim_result claim_one(struct triggers *t, PGconn **conn, struct cla
 		pthread_mutex_lock(&t->mu);
 		tr = find_trigger(t, id);
 		active = tr && tr->state == ST(ACTIVE);
+		if (!active)
+			t->stats.claims_skipped++;
 		pthread_mutex_unlock(&t->mu);
 		if (!active) {
 			c->next++;

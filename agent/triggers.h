@@ -111,6 +111,7 @@ struct triggers_stats {
 	uint64_t claims_abandoned; /* gave up: trigger stopped or hold time passed while retrying */
 	uint64_t claims_ok;	   /* claimed */
 	uint64_t claims_null;	   /* claim_request() returned NULL */
+	uint64_t claims_skipped;   /* not tried: the trigger had ended here before its turn */
 	uint64_t claim_errors;	   /* failed statements (each retry counts) */
 	uint64_t db_connects;	   /* connections opened by the claim thread */
 	uint64_t claims_pending;   /* claims queued or in flight now */
@@ -145,8 +146,10 @@ void triggers_proc_remove(struct triggers *t, uint32_t pid);
 void triggers_request(struct triggers *t, const struct triggers_source *src,
 		      const struct triggers_request *r);
 
-/* Deadlines: call at least once a second. */
+/* Deadlines: call at least once a second, and at triggers_next_deadline_ms(). */
 void triggers_tick(struct triggers *t);
+/* The earliest deadline (Unix ms) of a Pending or Active trigger; INT64_MAX when none. */
+int64_t triggers_next_deadline_ms(struct triggers *t);
 
 /* The sampler's figures for GetStatus (copied). */
 void triggers_set_sampler(struct triggers *t, const struct triggers_sampler *s);

@@ -460,6 +460,42 @@ static const char *file_of(const struct manifest_list *m, const char *ns, const 
 	return NULL;
 }
 
+/*
+ * The trigger's target processes summed over the agents that report it,
+ * and a message when an Active trigger targets nothing: every agent
+ * reached has it in force and none has a process of it (a service name
+ * no process has, pids that are gone). The trigger stays Active (a
+ * process may still start before the deadline); the message says why
+ * nothing is collected.
+ */
+static void json_targets(struct state *s, struct jsonbuf *b, const struct trigger_row *r)
+{
+	unsigned long long sum = 0;
+	size_t reporting = 0, reached = 0;
+	char msg[320];
+
+	for (size_t k = 0; k < s->cfg->n_agents; k++) {
+		const Traceprof__Control__V1__TriggerStatus *ts =
+		    agent_trigger(&s->agents[k], r->id);
+
+		if (s->agents[k].down || !s->agents[k].status)
+			continue;
+		reached++;
+		if (!ts)
+			continue;
+		reporting++;
+		sum += ts->target_processes;
+	}
+	jsonbuf_printf(b, "], \"targetProcesses\": %llu, \"message\": ", sum);
+	if (strcmp(r->phase, "Active") == 0 && reached && reporting == reached && !sum) {
+		snprintf(msg, sizeof(msg), "no target process on any agent (service %s)",
+			 r->service);
+		jsonbuf_str(b, msg);
+	} else {
+		jsonbuf_str(b, NULL);
+	}
+}
+
 static void json_trigger(struct state *s, struct jsonbuf *b, const struct manifest_list *m,
 			 const struct trigger_row *r)
 {
@@ -491,7 +527,8 @@ static void json_trigger(struct state *s, struct jsonbuf *b, const struct manife
 		jsonbuf_printf(b, "%s\"%.*s\"", ids == r->trace_ids ? "" : ", ", (int)n, ids);
 		ids += n + (comma ? 1 : 0);
 	}
-	jsonbuf_printf(b, "], \"agents\": [");
+	json_targets(s, b, r);
+	jsonbuf_printf(b, ", \"agents\": [");
 	for (size_t k = 0, out = 0; k < s->cfg->n_agents; k++) {
 		const Traceprof__Control__V1__TriggerStatus *ts =
 		    agent_trigger(&s->agents[k], r->id);

@@ -60,7 +60,12 @@ static void mint_id(const struct manifest_trigger *t, char *out, size_t len)
 	snprintf(out, len, "%s/%s/%08x", t->namespace_, t->name, r);
 }
 
-/* Inserts or updates the row of one manifest; existing is its current id or NULL. */
+/*
+ * Inserts or updates the row of one manifest; existing is its current id or
+ * NULL. A new row's times come from one clock_timestamp(): deadline -
+ * created_at is exactly the timeout, and rows inserted one after another
+ * in a pass keep their order (the per-service limit goes by created_at).
+ */
 static int upsert(PGconn *conn, const struct manifest_trigger *t, const char *existing)
 {
 	static const char sql[] =

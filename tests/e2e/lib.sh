@@ -1,6 +1,8 @@
 # Shared by the end-to-end scripts (sourced): skips without root or kernel
 # BTF, a work directory and background processes cleaned up on exit, a
-# failure that shows the logs, free ports, and a fresh migrated database.
+# failure that shows the logs, free ports, a fresh migrated database, an
+# agent with a time-stamped log, the load generator's ground truth as a
+# table, and checks of one query's result.
 
 # needs_bpf: exit 77 (skipped) unless the agent can load its sampler here
 needs_bpf() {
@@ -37,4 +39,34 @@ start() {
 	for _ in $(seq 100); do grep -q '^listening on' "$work/$name.out" && break; sleep 0.1; done
 	port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/$name.out")
 	[ -n "$port" ] || fail "$name did not start"
+}
+# lines of stdin with the wall-clock time in front (seconds, microsecond digits)
+stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
+# start_agent NAME AGENT ARGS...: runs the agent in the background with its
+# log time-stamped in $work/NAME.log, waits until it samples; sets $agent_pid
+start_agent() {
+	local name=$1
+	shift
+	"$@" 2> >(stamp >"$work/$name.log") &
+	agent_pid=$!
+	pids+=("$agent_pid")
+	for _ in $(seq 100); do grep -qs 'sampling at' "$work/$name.log" && break; sleep 0.1; done
+	grep -q 'sampling at' "$work/$name.log" || fail "the agent $name did not start"
+}
+# q SQL: one query on $conn, unaligned, no header
+q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
+# load_truth TABLE CSV: the load generator's ground truth (--out) as table TABLE of $conn
+load_truth() {
+	psql "$conn" -qX -v ON_ERROR_STOP=1 \
+		-c "CREATE TABLE $1 (trace_id text, parent_span_id text, server_span_id text,
+		    method text, route text, path text, status int, start_unix_us bigint,
+		    duration_us bigint, server_cpu_us bigint)" \
+		-c "\\copy $1 FROM '$2' WITH (FORMAT csv, HEADER)" >/dev/null
+}
+# check WHAT EXPECTED SQL: fails unless the query on $conn gives EXPECTED
+check() {
+	local got
+	got=$(q "$3")
+	[ "$got" = "$2" ] || fail "$1: expected $2, got $got"
+	echo "ok: $1 ($got)"
 }

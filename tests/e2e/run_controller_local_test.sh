@@ -73,7 +73,7 @@ usage() { # usage WANT_EXIT PATTERN args...
 	local want=$1 pattern=$2 out rc=0
 	shift 2
 	out=$("$ctl" "$@" 2>&1 </dev/null) || rc=$?
-	if [ "$rc" -eq "$want" ] && printf '%s' "$out" | grep -q -- "$pattern"; then ok; else bad "$* -> exit $rc, output: $out"; fi
+	if [ "$rc" -eq "$want" ] && grep -q -- "$pattern" <<<"$out"; then ok; else bad "$* -> exit $rc, output: $out"; fi
 }
 usage 0 "usage: traceprof-controller" --help
 usage 2 "usage: traceprof-controller"

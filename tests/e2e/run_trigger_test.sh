@@ -18,11 +18,8 @@ set -euo pipefail
 tpdb=$1 agent=$2 controller=$3 service=$4 load=$5 cluster=$6
 . "$(dirname "$0")/lib.sh"
 needs_bpf
-# lines of stdin with the wall-clock time in front (microseconds)
-stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
 
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_trigger)
-q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
 
 otlp_port=$(free_port)
 ctl_port=$(free_port)
@@ -31,14 +28,10 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 start payment "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces"
 pay_port=$port pay_pid=${pids[-1]}
 
-"$agent" --db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s \
+start_agent agent "$agent" --db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \
 	--control-listen "127.0.0.1:$ctl_port" --control-token-file "$work/token" \
-	--stats-file "$work/stats" 2> >(stamp >"$work/agent.log") &
-agent_pid=$!
-pids+=("$agent_pid")
-for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
-grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
+	--stats-file "$work/stats"
 
 mkdir "$work/triggers"
 "$controller" --triggers-dir "$work/triggers" --agent "127.0.0.1:$ctl_port" \
@@ -87,17 +80,7 @@ lowered_at=$(awk '/sampling back at the base rate/ { print $1; exit }' "$work/ag
 awk -v d="$done_at" -v l="$lowered_at" 'BEGIN { x = l - d; printf "back at the base rate %.0f ms after the last claim\n", x * 1000; exit !(x < 1.0) }' ||
 	fail "sampling stayed raised more than a second after the trigger completed"
 
-psql "$conn" -qX -v ON_ERROR_STOP=1 \
-	-c "CREATE TABLE truth (trace_id text, parent_span_id text, server_span_id text,
-	    method text, route text, path text, status int, start_unix_us bigint,
-	    duration_us bigint, server_cpu_us bigint)" \
-	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv, HEADER)" >/dev/null
-check() { # what expected sql
-	local got
-	got=$(q "$3")
-	[ "$got" = "$2" ] || fail "$1: expected $2, got $got"
-	echo "ok: $1 ($got)"
-}
+load_truth truth "$work/truth.csv"
 check "5 requests collected" 5 \
 	"SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'slow-pay'"
 check "5 distinct trace ids, all slow requests of the ground truth" 5 \

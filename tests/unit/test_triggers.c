@@ -409,10 +409,13 @@ static void test_targets_and_idempotency(void)
 	/* deadline: Expired within a tick, raise off */
 	triggers_proc_add(t, &p1);
 	CHECK(s.hz == 99, "raised again");
+	CHECK(triggers_next_deadline_ms(t) == now + 300000, "next deadline %lld, want %lld",
+	      (long long)triggers_next_deadline_ms(t), (long long)(now + 300000));
 	__atomic_store_n(&fake_now, now + 300000, __ATOMIC_SEQ_CST);
 	triggers_tick(t);
 	expect_state(t, "bysvc", ST(EXPIRED), "deadline");
 	CHECK(s.hz == 0 && s.ntgids == 0, "expired trigger still raises");
+	CHECK(triggers_next_deadline_ms(t) == INT64_MAX, "an expired trigger's deadline is next");
 	/* terminal while the id stays */
 	CHECK(apply(t, 10, sp, 1, &changed, now) == 0, "re-apply after expiry");
 	expect_state(t, "bysvc", ST(EXPIRED), NULL);
@@ -601,6 +604,20 @@ static void test_claims(void)
 	CHECK(sa.decisions == 40 && sb.decisions == 40, "decisions %d, %d (one per request)",
 	      sa.decisions, sb.decisions);
 	CHECK(sa.hz == 0 && sb.hz == 0, "completed triggers still raise: %u %u", sa.hz, sb.hz);
+	/* every queued claim is answered once: claimed, NULL, or skipped (ended here first) */
+	for (int i = 0; i < 2; i++) {
+		struct triggers_stats ts;
+
+		triggers_get_stats(i ? b : a, &ts);
+		CHECK(ts.claims_ok + ts.claims_null + ts.claims_skipped + ts.claims_abandoned ==
+			  ts.claims_queued,
+		      "engine %d: queued %llu, ok %llu null %llu skipped %llu abandoned %llu", i,
+		      (unsigned long long)ts.claims_queued, (unsigned long long)ts.claims_ok,
+		      (unsigned long long)ts.claims_null, (unsigned long long)ts.claims_skipped,
+		      (unsigned long long)ts.claims_abandoned);
+		CHECK(ts.claims_queued <= ts.claims_ok || ts.claims_null + ts.claims_skipped > 0,
+		      "engine %d: claims past the count not counted", i);
+	}
 
 	/* NULL from claim_request: the row's phase decides */
 	insert_trigger(conn, "gone", "Expired", 5);

@@ -1,0 +1,110 @@
+/*
+ * control_raw_call.c - one raw unary call to a running agent's control
+ * port, for end-to-end scripts: the request message is given as hex bytes
+ * (not decoded or checked here), so a script can send garbage, an empty
+ * message or a valid one, with or without a bearer token. Prints the gRPC
+ * status as "code=N name=NAME details=..." on stdout and exits 0 when the
+ * call was made (whatever its status), 2 on wrong usage.
+ *
+ * usage: control_raw_call HOST:PORT METHOD HEX [TOKEN_FILE]
+ *   METHOD: ApplyTriggers or GetStatus (of traceprof.control.v1.AgentControl)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
+#include "grpc_unary.h"
+#include "traceprof/hex.h"
+
+static const char *code_name(grpc_status_code c)
+{
+	static const char *names[] = {"OK",
+				      "CANCELLED",
+				      "UNKNOWN",
+				      "INVALID_ARGUMENT",
+				      "DEADLINE_EXCEEDED",
+				      "NOT_FOUND",
+				      "ALREADY_EXISTS",
+				      "PERMISSION_DENIED",
+				      "RESOURCE_EXHAUSTED",
+				      "FAILED_PRECONDITION",
+				      "ABORTED",
+				      "OUT_OF_RANGE",
+				      "UNIMPLEMENTED",
+				      "INTERNAL",
+				      "UNAVAILABLE",
+				      "DATA_LOSS",
+				      "UNAUTHENTICATED"};
+
+	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "?";
+}
+
+/* The first line of path, blanks around it removed, as "Bearer <token>"; NULL on error. */
+static char *read_bearer(const char *path)
+{
+	char line[4200], *s, *e, *out;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return NULL;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	fclose(f);
+	for (s = line; *s == ' ' || *s == '\t'; s++)
+		;
+	for (e = s + strlen(s); e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ');)
+		*--e = 0;
+	out = malloc(strlen(s) + 8);
+	if (out)
+		sprintf(out, "Bearer %s", s);
+	return out;
+}
+
+int main(int argc, char **argv)
+{
+	struct grpc_unary_answer ans;
+	grpc_channel_credentials *cr;
+	grpc_completion_queue *cq;
+	grpc_channel *ch;
+	char method[128], *auth = NULL;
+	size_t hexlen, len;
+	unsigned char *buf;
+
+	if (argc < 4 || argc > 5 ||
+	    (strcmp(argv[2], "ApplyTriggers") != 0 && strcmp(argv[2], "GetStatus") != 0)) {
+		fprintf(stderr, "usage: control_raw_call HOST:PORT ApplyTriggers|GetStatus HEX "
+				"[TOKEN_FILE]\n");
+		return 2;
+	}
+	hexlen = strlen(argv[3]);
+	len = hexlen / 2;
+	buf = malloc(len ? len : 1);
+	if (!buf || hexlen % 2 || tp_hex_decode(argv[3], buf, len, false) != 0) {
+		fprintf(stderr, "control_raw_call: '%s' is not hex bytes\n", argv[3]);
+		return 2;
+	}
+	if (argc == 5 && !(auth = read_bearer(argv[4]))) {
+		fprintf(stderr, "control_raw_call: cannot read token file %s\n", argv[4]);
+		return 2;
+	}
+	snprintf(method, sizeof(method), "/traceprof.control.v1.AgentControl/%s", argv[2]);
+	grpc_init();
+	cq = grpc_completion_queue_create_for_pluck(NULL);
+	cr = grpc_insecure_credentials_create();
+	ch = grpc_channel_create(argv[1], cr, NULL);
+	grpc_channel_credentials_release(cr);
+	grpc_unary_call(ch, cq, method, auth, buf, len, 5000, &ans);
+	printf("code=%d name=%s details=%s\n", ans.code, code_name(ans.code), ans.details);
+	if (ans.resp)
+		grpc_byte_buffer_destroy(ans.resp);
+	grpc_channel_destroy(ch);
+	grpc_completion_queue_shutdown(cq);
+	grpc_completion_queue_destroy(cq);
+	grpc_shutdown();
+	free(auth);
+	free(buf);
+	return 0;
+}
