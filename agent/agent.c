@@ -121,6 +121,7 @@ struct agent {
 	struct control *control;		  /* AgentControl server, or NULL */
 	struct control_stats control_stats;	  /* its final counters, after stop */
 	int64_t next_sampler_report;	      /* next triggers_set_sampler(), CLOCK_MONOTONIC µs */
+	uint32_t cpus_online;		      /* at start: sysconf reads sysfs every call */
 	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
 	struct proc *procs;		      /* open-addressing table by pid */
@@ -909,7 +910,9 @@ static void tick_triggers(struct agent *a, int64_t mono)
 	sampler_get_stats(a->sampler, &ss);
 	ts.running = true;
 	ts.base_hz = (uint32_t)a->cfg.frequency;
-	ts.cpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	if (!a->cpus_online)
+		a->cpus_online = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	ts.cpus = a->cpus_online;
 	ts.samples = ss.counters[TP_CNT_SAMPLES];
 	ts.samples_lost = ss.counters[TP_CNT_RINGBUF_FULL];
 	triggers_set_sampler(a->trig, &ts);
