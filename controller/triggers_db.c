@@ -74,7 +74,7 @@ static int upsert(PGconn *conn, const struct manifest_trigger *t, const char *ex
 	    "   created_at, started_at, deadline) "
 	    "SELECT $1, $2, $3, $4, $5::jsonb, 'Active', $6::integer, $7::integer, c.t, c.t, "
 	    "       c.t + $8::bigint * interval '1 millisecond' "
-	    "FROM (SELECT clock_timestamp() AS t) c " /* one reading: deadline - created = timeout */
+	    "FROM (SELECT clock_timestamp() AS t) c " /* one reading */
 	    "ON CONFLICT (trigger_id) DO UPDATE SET "
 	    "  service = EXCLUDED.service, spec = EXCLUDED.spec, "
 	    "  frequency_hz = EXCLUDED.frequency_hz, "
