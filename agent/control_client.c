@@ -41,8 +41,7 @@ struct control_client *control_client_new(const char *addr, const struct control
 	struct control_client *c = calloc(1, sizeof(*c));
 	grpc_channel_credentials *creds = NULL;
 	char *ca = NULL, *cert = NULL, *key = NULL;
-	grpc_arg args[1];
-	grpc_channel_args chargs = {0, args};
+	const char *override = NULL;
 
 	if (!c) {
 		snprintf(err, errlen, "out of memory");
@@ -82,13 +81,8 @@ struct control_client *control_client_new(const char *addr, const struct control
 		pair.private_key = key;
 		pair.cert_chain = cert;
 		creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
-		if (set(auth->tls_override)) {
-			memset(args, 0, sizeof(args));
-			args[0].type = GRPC_ARG_STRING;
-			args[0].key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
-			args[0].value.string = (char *)auth->tls_override;
-			chargs.num_args = 1;
-		}
+		if (set(auth->tls_override))
+			override = auth->tls_override;
 	} else {
 		creds = grpc_insecure_credentials_create();
 	}
@@ -97,7 +91,7 @@ struct control_client *control_client_new(const char *addr, const struct control
 		goto out_free;
 	}
 	grpc_init();
-	c->channel = grpc_channel_create(addr, creds, &chargs);
+	c->channel = grpc_unary_channel(addr, creds, override);
 	grpc_channel_credentials_release(creds);
 	c->cq = grpc_completion_queue_create_for_pluck(NULL);
 	free(ca);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <grpc/byte_buffer.h>
+#include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 
@@ -65,4 +66,30 @@ void grpc_unary_call(grpc_channel *ch, grpc_completion_queue *cq, const char *me
 	grpc_byte_buffer_destroy(req);
 	grpc_slice_unref(s);
 	grpc_call_unref(call);
+}
+
+grpc_channel *grpc_unary_channel(const char *target, grpc_channel_credentials *creds,
+				 const char *ssl_target_name)
+{
+	grpc_arg args[4];
+	grpc_channel_args chargs = {0, args};
+	static const struct {
+		const char *key;
+		int ms;
+	} backoff[] = {{GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100},
+		       {GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100},
+		       {GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000}};
+
+	memset(args, 0, sizeof(args));
+	for (size_t i = 0; i < sizeof(backoff) / sizeof(backoff[0]); i++) {
+		args[chargs.num_args].type = GRPC_ARG_INTEGER;
+		args[chargs.num_args].key = (char *)backoff[i].key;
+		args[chargs.num_args++].value.integer = backoff[i].ms;
+	}
+	if (ssl_target_name) {
+		args[chargs.num_args].type = GRPC_ARG_STRING;
+		args[chargs.num_args].key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+		args[chargs.num_args++].value.string = (char *)ssl_target_name;
+	}
+	return grpc_channel_create(target, creds, &chargs);
 }

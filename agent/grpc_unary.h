@@ -28,4 +28,15 @@ void grpc_unary_call(grpc_channel *ch, grpc_completion_queue *cq, const char *me
 		     const char *authorization, const void *buf, size_t len, int timeout_ms,
 		     struct grpc_unary_answer *out);
 
+/*
+ * A client channel to target with creds, as every client in traceprof
+ * opens one: after the peer goes away it tries to reconnect every second
+ * at most (gRPC's default backoff grows to two minutes, so a restarted
+ * agent or collector would wait that long for its next call).
+ * ssl_target_name, when not NULL, overrides the name checked in the
+ * server's certificate.
+ */
+grpc_channel *grpc_unary_channel(const char *target, grpc_channel_credentials *creds,
+				 const char *ssl_target_name);
+
 #endif

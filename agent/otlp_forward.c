@@ -144,7 +144,7 @@ struct otlp_forward *otlp_forward_start(const char *target, size_t max_queue_byt
 	f->max_bytes = max_queue_bytes ? max_queue_bytes : OTLP_FORWARD_QUEUE_BYTES;
 	grpc_init();
 	creds = grpc_insecure_credentials_create();
-	f->channel = grpc_channel_create(target, creds, NULL);
+	f->channel = grpc_unary_channel(target, creds, NULL);
 	grpc_channel_credentials_release(creds);
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_cond_init(&f->cv, NULL);

@@ -375,6 +375,61 @@ static void test_loopback(struct triggers *t)
 	control_stop(s);
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * An agent that was down for a while and comes back is reached within
+ * about a second by a client that kept calling meanwhile (the controller's
+ * tick), not after gRPC's default reconnect backoff, which grows past 10 s
+ * in that time.
+ */
+static void test_reconnect(struct triggers *t)
+{
+	char err[512], addr[64];
+	struct control *s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	struct control_client *c;
+	int port, rc = -1;
+	int64_t t0, up;
+
+	CHECK(s != NULL, "start: %s", err);
+	if (!s)
+		return;
+	port = control_port(s);
+	c = client(port, NULL, NULL, NULL, NULL);
+	CHECK(status_call(c, err, sizeof(err)) == GRPC_STATUS_OK, "status: %s", err);
+	control_stop(s);
+	for (t0 = mono_ms(); mono_ms() - t0 < 15000;) {
+		Traceprof__Control__V1__AgentStatus *st = NULL;
+
+		CHECK(control_client_status(c, 200, &st, err, sizeof(err)) != GRPC_STATUS_OK,
+		      "a stopped agent answered");
+		usleep(500000);
+	}
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	s = start(t, addr, NULL, false, err, sizeof(err));
+	CHECK(s != NULL, "restart on port %d: %s", port, err);
+	for (up = mono_ms(); s && mono_ms() - up < 20000; usleep(100000)) {
+		Traceprof__Control__V1__AgentStatus *st = NULL;
+
+		rc = control_client_status(c, 200, &st, err, sizeof(err));
+		if (st)
+			traceprof__control__v1__agent_status__free_unpacked(st, NULL);
+		if (rc == GRPC_STATUS_OK)
+			break;
+	}
+	CHECK(rc == GRPC_STATUS_OK && mono_ms() - up < 2500,
+	      "reached again %ld ms after the agent came back (after 15 s down)",
+	      (long)(mono_ms() - up));
+	control_client_free(c);
+	control_stop(s);
+}
+
 int main(void)
 {
 	struct triggers_opts o = {.no_claims = true};
@@ -391,6 +446,7 @@ int main(void)
 	test_token(t);
 	test_loopback(t);
 	test_mtls(t);
+	test_reconnect(t);
 	triggers_free(t);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
