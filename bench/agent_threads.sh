@@ -12,19 +12,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
 warmup=${WARMUP:-15} measure=${MEASURE:-30}
-[ "$(id -u)" -eq 0 ] || { echo "needs root (eBPF)" >&2; exit 1; }
 [ $# -gt 0 ] || set -- --frequency 19
-work=$(mktemp -d /tmp/tp-bench-threads.XXXXXX)
-chmod 755 "$work"
-cleanup() {
-	pkill -P $$ 2>/dev/null || true
-	wait 2>/dev/null || true
-	"$build/cli/traceprof-db" remove "$work/db" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-"$build/cli/traceprof-db" create "$work/db" --fast >/dev/null
-conn=$("$build/cli/traceprof-db" conninfo "$work/db")
+. "$root/bench/lib.sh"
+bench_setup threads
 "$build/bench/cpu_burn" --seconds $((warmup + measure + 5)) >/dev/null &
 "$build/agent/traceprof-agent" --db "$conn" --duration $((warmup + measure + 2)) "$@" 2>"$work/agent.log" &
 agent=$!

@@ -29,19 +29,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
 rounds=${ROUNDS:-3} warmup=${WARMUP:-20} measure=${MEASURE:-60}
-[ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
 command -v perf >/dev/null || { echo "needs perf (linux-perf)" >&2; exit 1; }
-work=$(mktemp -d /tmp/tp-bench-steady.XXXXXX)
-chmod 755 "$work"
-cleanup() {
-	pkill -P $$ 2>/dev/null || true
-	wait 2>/dev/null || true
-	"$build/cli/traceprof-db" remove "$work/db" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-"$build/cli/traceprof-db" create "$work/db" --fast >/dev/null
-conn=$("$build/cli/traceprof-db" conninfo "$work/db")
+. "$root/bench/lib.sh"
+bench_setup steady
 
 # on-CPU ns of all threads of a process
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }

@@ -24,7 +24,10 @@
 #              (status 5xx; every span is a 200), so the target stays raised
 #              the whole time and only the sampling itself is measured.
 #    The agent is restarted for every round (its stats file, written at
-#    exit, gives the raised samples of that round). Medians over ROUNDS.
+#    exit, gives the raised samples of that round). The trigger file is in
+#    place before the target starts; a round whose target was raised only
+#    after counting began (2 s) is reported and left out. Medians over
+#    ROUNDS.
 #
 # Never fails on timing. usage: bench/bench_trigger.sh
 # environment: ITERATIONS (50), ROUNDS (7), MEASURE (8), TRACEPROF_BUILD_DIR
@@ -32,28 +35,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
 iterations=${ITERATIONS:-50} rounds=${ROUNDS:-7} measure=${MEASURE:-8}
-[ "$(id -u)" -eq 0 ] || { echo "needs root (eBPF)" >&2; exit 1; }
-work=$(mktemp -d /tmp/tp-bench-trigger.XXXXXX)
-chmod 755 "$work"
+. "$root/bench/lib.sh"
+bench_setup trigger
 agent_pid=0
-cleanup() {
-	pkill -P $$ 2>/dev/null || true
-	wait 2>/dev/null || true
-	"$build/cli/traceprof-db" remove "$work/db" >/dev/null 2>&1 || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-"$build/cli/traceprof-db" create "$work/db" --fast >/dev/null
-conn=$("$build/cli/traceprof-db" conninfo "$work/db")
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 otlp_port=$(free_port) ctl_port=$(free_port)
 export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$otlp_port
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 mkdir "$work/triggers"
 ncpu=$(nproc)
 
-# lines of stdin with the wall-clock time in front (seconds, µs resolution)
-stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
 start_agent() {
 	"$build/agent/traceprof-agent" --db "$conn" --frequency 19 --window 2s \
 		--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \
@@ -144,11 +134,13 @@ for r in $(seq "$rounds"); do
 	b=$(burn)
 	nraised=$(grep -c 'sampling raised' "$work/agent.log" || true)
 	manifest "burn-$r" >"$work/burn.yaml"
+	mv "$work/burn.yaml" "$work/triggers/burn.yaml"
+	t_start=$EPOCHREALTIME
 	"$build/bench/cpu_burn" --threads "$ncpu" --skip 2 --seconds "$measure" --service burn-svc \
 		>"$work/burn.out" &
 	burn_pid=$!
-	mv "$work/burn.yaml" "$work/triggers/burn.yaml"
 	t_raised=$(wait_line 'sampling raised' $((nraised + 1)))
+	lag=$(ms "$t_start" "$t_raised")
 	wait "$burn_pid"
 	t_end=$EPOCHREALTIME
 	x=$(awk '{ print $1 }' "$work/burn.out")
@@ -157,9 +149,15 @@ for r in $(seq "$rounds"); do
 	stop_agent
 	sr=$(sed -n 's/^bpf_raised=//p' "$work/stats")
 	hz=$(awk -v s="$sr" -v a="$t_raised" -v b="$t_end" -v c="$ncpu" 'BEGIN { printf "%.0f", s / (b - a) / c }')
-	none+=" $n" base+=" $b" raised+=" $x" rate+=" $hz"
-	echo "round $r: none $n, base $b, raised $x units/s; raised samples $hz per thread-second"
+	if awk -v l="$lag" 'BEGIN { exit !(l < 2000) }'; then
+		none+=" $n" base+=" $b" raised+=" $x" rate+=" $hz"
+		echo "round $r: none $n, base $b, raised $x units/s; raised $lag ms after the target started," \
+			"$hz raised samples per thread-second"
+	else # raised after counting began: that run was partly at the base rate
+		echo "round $r: raised $lag ms after the target started, after counting began: not counted"
+	fi
 done
+[ -n "$raised" ] || { echo "no round was raised in time" >&2; exit 1; }
 med() { stats "$1" | awk '{ print $1 }'; }
 mn=$(med "$none") mb=$(med "$base") mr=$(med "$raised") mhz=$(med "$rate")
 awk -v n="$mn" -v b="$mb" -v r="$mr" -v hz="$mhz" 'BEGIN {
