@@ -78,6 +78,7 @@ struct proc {
 	int64_t recheck_step_us; /* backoff of those looks */
 	int64_t last_sample_us;	 /* last sample seen (for sweeping) */
 	int64_t inspected_us;	 /* last proc_inspect() */
+	uint64_t maps_fp;	 /* procmem_maps_fingerprint() at the last full look, 0 = none */
 };
 
 /* One cached raw stack. */
@@ -120,7 +121,6 @@ struct agent {
 	uint64_t decisions_dropped;		  /* ring full: those traces' holds expire */
 	struct control *control;		  /* AgentControl server, or NULL */
 	struct control_stats control_stats;	  /* its final counters, after stop */
-	int64_t next_sampler_report;	      /* next triggers_set_sampler(), CLOCK_MONOTONIC µs */
 	uint32_t cpus_online;		      /* at start: sysconf reads sysfs every call */
 	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
@@ -150,7 +150,23 @@ struct agent {
 	uint64_t execs;		  /* new programs started by sampled processes */
 	uint64_t exits;		  /* processes ended (exit records) */
 	uint64_t swept;		  /* dead processes found by the sweep (exit record lost) */
+	uint64_t inspections;	  /* proc_inspect() calls (first sight, exec, rechecks) */
+	uint64_t rechecks_unchanged; /* of those, rechecks cut short: mappings unchanged */
+	/* the main thread's CPU time, where it goes (ns; CLOCK_THREAD_CPUTIME_ID) */
+	uint64_t cpu_inspect_ns;   /* looking at processes */
+	uint64_t cpu_symbolize_ns; /* symbolizing stacks first seen */
+	uint64_t cpu_poll_ns;	   /* reading the ring (samples, symbolizing included) */
+	uint64_t cpu_window_ns;	   /* closing windows and handing them to the shipper */
 };
+
+/* CPU time of the calling thread, ns: a system call, so only around rare work. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static int64_t clock_us(clockid_t clk)
 {
@@ -293,21 +309,68 @@ static void note_trigger_proc(struct agent *a, int pid, const struct identity *i
  * the process has not published everything yet (an SDK that starts after
  * the agent first saw the process).
  */
+static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us);
+
+/* The next look at an incomplete process: 1 s, 4 s, then every 2 min if it runs. */
+static void schedule_recheck(struct agent *a, struct proc *p, int64_t now_us)
+{
+	p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 4 : RECHECK_MIN_US;
+	if (p->recheck_step_us > RECHECK_FAST_US)
+		p->recheck_step_us = RECHECK_MAX_US;
+	p->recheck_us = now_us + p->recheck_step_us;
+	if (p->recheck_us < a->next_recheck_us)
+		a->next_recheck_us = p->recheck_us;
+}
+
+/* procmem_maps_fingerprint() of pid's mappings, 0 when they cannot be read. */
+static uint64_t maps_fingerprint(int pid)
+{
+	struct procmem_maps pm;
+	uint64_t fp;
+
+	if (procmem_maps_read(pid, &pm) != 0)
+		return 0;
+	fp = procmem_maps_fingerprint(&pm);
+	procmem_maps_free(&pm);
+	return fp;
+}
+
 static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
+{
+	uint64_t t0 = thread_cpu_ns();
+
+	proc_inspect_now(a, p, now_us);
+	a->inspections++;
+	a->cpu_inspect_ns += thread_cpu_ns() - t0;
+}
+
+static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 {
 	struct identity id;
 	struct tp_tls_loc loc;
 	struct tlsloc_info info;
 	struct store_source src;
 	bool has_ctx = false, has_tls = false, kernel_thread = false;
+	uint64_t fp;
 	int rc;
 
 	p->inspected_us = now_us;
+	fp = maps_fingerprint(p->pid);
 	if (p->start_time == 0) {
 		a->procs_seen++;
 		p->start_time = procmem_start_time(p->pid);
 		sym_note_process(a->sym, p->pid);
+	} else if (fp && fp == p->maps_fp) {
+		/*
+		 * A recheck, and no library came or went and nothing was published
+		 * since the last look (the environment cannot change without an
+		 * exec, which starts over): what it would find is what it found.
+		 */
+		a->rechecks_unchanged++;
+		schedule_recheck(a, p, now_us);
+		return;
 	}
+	p->maps_fp = fp;
 	if (identity_read(p->pid, &id) == 0) {
 		memset(&src, 0, sizeof(src));
 		src.service = id.service_name;
@@ -351,14 +414,8 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 	if (!p->sdk_uprobe && info.module[0])
 		attach_sdk_uprobe(a, p, info.module);
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
-	if (!p->complete) {
-		p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 4 : RECHECK_MIN_US;
-		if (p->recheck_step_us > RECHECK_FAST_US)
-			p->recheck_step_us = RECHECK_MAX_US;
-		p->recheck_us = now_us + p->recheck_step_us;
-		if (p->recheck_us < a->next_recheck_us)
-			a->next_recheck_us = p->recheck_us;
-	}
+	if (!p->complete)
+		schedule_recheck(a, p, now_us);
 }
 
 static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
@@ -456,14 +513,17 @@ static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struc
 				      s->ips, ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t)) |
 		       1;
 	struct stack_slot *slot;
+	uint64_t t0;
 
 	slot = &a->stacks[key & (STACK_CACHE_SIZE - 1)];
 	if (slot->key == key && agg_has_stack(a->agg, slot->stack_id)) {
 		a->stack_hits++;
 		return slot->stack_id;
 	}
+	t0 = thread_cpu_ns();
 	a->stack_misses++;
 	slot->stack_id = symbolize_stack(a, s);
+	a->cpu_symbolize_ns += thread_cpu_ns() - t0;
 	slot->key = key;
 	return slot->stack_id;
 }
@@ -844,6 +904,32 @@ static void apply_decisions(struct agent *a)
 	}
 }
 
+/* Deadlines: every pass of the main loop (which wakes at the earliest one). */
+static void tick_triggers(struct agent *a)
+{
+	if (a->trig)
+		triggers_tick(a->trig);
+}
+
+/*
+ * The sampler's figures, asked by the control thread when it answers a
+ * status call (reading the BPF counters costs a per-CPU map copy: done on
+ * demand, not every second). The sampler lives until after control stops.
+ */
+static void sampler_figures(void *ctx, struct triggers_sampler *ts)
+{
+	struct agent *a = ctx;
+	struct sampler_stats ss = {0};
+
+	sampler_get_stats(a->sampler, &ss);
+	ts->running = true;
+	ts->base_hz = (uint32_t)a->cfg.frequency;
+	ts->cpus = a->cpus_online;
+	ts->samples = ss.counters[TP_CNT_SAMPLES];
+	ts->samples_raised = ss.counters[TP_CNT_RAISED];
+	ts->samples_lost = ss.counters[TP_CNT_RINGBUF_FULL];
+}
+
 /*
  * The trigger engine and the AgentControl server. Settings a user must fix
  * (no authentication off loopback, half a TLS setup, unreadable files) stop
@@ -857,6 +943,8 @@ static int start_control(struct agent *a)
 	    .raise_ctx = a,
 	    .on_decision = on_decision,
 	    .decision_ctx = a,
+	    .sampler_figures = sampler_figures,
+	    .sampler_ctx = a,
 	};
 	struct control_opts co = {
 	    .listen = a->cfg.control_listen,
@@ -869,6 +957,7 @@ static int start_control(struct agent *a)
 	};
 	char err[512];
 
+	a->cpus_online = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
 	a->trig = triggers_new(&to);
 	if (!a->trig) {
 		log_error("cannot start the trigger engine: %s", strerror(errno));
@@ -893,29 +982,6 @@ static void stop_control(struct agent *a)
 		control_get_stats(a->control, &a->control_stats);
 	control_stop(a->control);
 	a->control = NULL;
-}
-
-/* Deadlines (every pass of the main loop, at least once a second) and the sampler's figures. */
-static void tick_triggers(struct agent *a, int64_t mono)
-{
-	struct sampler_stats ss = {0};
-	struct triggers_sampler ts = {0};
-
-	if (!a->trig)
-		return;
-	triggers_tick(a->trig);
-	if (mono < a->next_sampler_report)
-		return;
-	a->next_sampler_report = mono + 1000000;
-	sampler_get_stats(a->sampler, &ss);
-	ts.running = true;
-	ts.base_hz = (uint32_t)a->cfg.frequency;
-	if (!a->cpus_online)
-		a->cpus_online = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-	ts.cpus = a->cpus_online;
-	ts.samples = ss.counters[TP_CNT_SAMPLES];
-	ts.samples_lost = ss.counters[TP_CNT_RINGBUF_FULL];
-	triggers_set_sampler(a->trig, &ts);
 }
 
 static void write_trigger_stats(struct agent *a, FILE *f)
@@ -1118,13 +1184,16 @@ static void write_stats(struct agent *a, double elapsed_s)
 	struct shipper_stats sh;
 	struct sym_stats sy;
 	struct rusage ru;
+	char tmp[sizeof(a->cfg.stats_file) + 16];
 	FILE *f;
 
 	if (!a->cfg.stats_file[0])
 		return;
-	f = fopen(a->cfg.stats_file, "w");
+	/* replaced atomically: a reader sees the previous file or this one, whole */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", a->cfg.stats_file);
+	f = fopen(tmp, "w");
 	if (!f) {
-		log_warn("cannot write stats file %s: %s", a->cfg.stats_file, strerror(errno));
+		log_warn("cannot write stats file %s: %s", tmp, strerror(errno));
 		return;
 	}
 	sampler_get_stats(a->sampler, &ss);
@@ -1178,7 +1247,16 @@ static void write_stats(struct agent *a, double elapsed_s)
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
 		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames);
-	fclose(f);
+	fprintf(f,
+		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64 "\nmain_cpu_inspect_ns=%" PRIu64
+		"\nmain_cpu_symbolize_ns=%" PRIu64 "\nmain_cpu_poll_ns=%" PRIu64
+		"\nmain_cpu_window_ns=%" PRIu64 "\n",
+		a->inspections, a->rechecks_unchanged, thread_cpu_ns(), a->cpu_inspect_ns, a->cpu_symbolize_ns,
+		a->cpu_poll_ns, a->cpu_window_ns);
+	if (fclose(f) != 0 || rename(tmp, a->cfg.stats_file) != 0) {
+		log_warn("cannot write stats file %s: %s", a->cfg.stats_file, strerror(errno));
+		unlink(tmp);
+	}
 }
 
 /*
@@ -1271,7 +1349,7 @@ static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64
 	return due <= mono ? 0 : (int)((due - mono + 999) / 1000);
 }
 
-int agent_run(struct agent *a, volatile sig_atomic_t *stop)
+int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_t *stats_now)
 {
 	int64_t t0 = clock_us(CLOCK_MONOTONIC), next_sweep = t0 + SWEEP_EVERY_US;
 	int64_t next_renew = t0 + RENEW_EVERY_US;
@@ -1280,12 +1358,13 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 	int rc = 0, n;
 
 	while (!*stop) {
+		int timeout = poll_timeout_ms(a, next_sweep < next_renew ? next_sweep : next_renew, end);
+		uint64_t c0 = thread_cpu_ns(), c1, c2;
 		int64_t mono, real;
 
-		n = sampler_poll(
-		    a->sampler,
-		    poll_timeout_ms(a, next_sweep < next_renew ? next_sweep : next_renew, end),
-		    on_sample, a);
+		n = sampler_poll(a->sampler, timeout, on_sample, a);
+		c1 = thread_cpu_ns();
+		a->cpu_poll_ns += c1 - c0;
 		if (n < 0 && n != -EINTR) {
 			log_error("sampler failed: %s", strerror(-n));
 			rc = n;
@@ -1298,7 +1377,9 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		apply_decisions(a);
 		hold_tick(a->hold, real);
 		ship_closed(a);
-		tick_triggers(a, mono);
+		c2 = thread_cpu_ns();
+		a->cpu_window_ns += c2 - c1;
+		tick_triggers(a);
 		if (real >= a->next_recheck_us)
 			recheck_processes(a, real);
 		if (mono >= next_sweep) {
@@ -1312,6 +1393,10 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop)
 		if (mono >= next_progress) {
 			log_progress(a);
 			next_progress = mono + 60000000;
+		}
+		if (stats_now && *stats_now) {
+			*stats_now = 0;
+			write_stats(a, (double)(mono - t0) / 1e6);
 		}
 		if (end && mono >= end)
 			break;

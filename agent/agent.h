@@ -24,7 +24,7 @@ struct agent *agent_new(const struct agent_config *cfg);
  * sampling, closes the open window and flushes the queue (bounded wait).
  * Returns 0, or -errno when the sampler failed.
  */
-int agent_run(struct agent *a, volatile sig_atomic_t *stop);
+int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_t *stats_now);
 /* Frees everything; NULL is a no-op. */
 void agent_free(struct agent *a);
 

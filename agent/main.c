@@ -4,7 +4,8 @@
  * Settings come from config.c's table: defaults, then --config FILE, then
  * the other flags (same names as the file). SIGTERM and SIGINT stop the
  * agent cleanly: sampling stops, the open window is closed and everything
- * queued is flushed to the database within a deadline. SIGHUP is ignored.
+ * queued is flushed to the database within a deadline. SIGUSR1 writes the
+ * stats file now. SIGHUP is ignored.
  */
 #include <errno.h>
 #include <signal.h>
@@ -42,12 +43,18 @@ static void usage(FILE *out)
 	    "exit status: 0 after a clean stop, 1 when the agent failed, 2 for usage errors.\n");
 }
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, stats_requested;
 
 static void on_stop(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
+}
+
+static void on_stats(int sig)
+{
+	(void)sig;
+	stats_requested = 1;
 }
 
 /* Splits "--name=value" or "--name value"; returns the index of the next argument or -1. */
@@ -147,13 +154,15 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_stats;
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 
 	agent = agent_new(&cfg);
 	if (!agent)
 		return 1;
-	rc = agent_run(agent, &stop_requested);
+	rc = agent_run(agent, &stop_requested, &stats_requested);
 	agent_free(agent);
 	return rc == 0 ? 0 : 1;
 }

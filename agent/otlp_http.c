@@ -470,7 +470,7 @@ static void *serve(void *arg)
 
 	pthread_setname_np(pthread_self(), "tp-otlp-http");
 	for (;;) {
-		int64_t now = now_ms(), next = now + 1000;
+		int64_t now = now_ms(), next = INT64_MAX; /* no connection: sleep until one comes */
 		nfds_t n = 0;
 		int rc;
 
@@ -492,7 +492,7 @@ static void *serve(void *arg)
 			pfd[n++] = (struct pollfd){.fd = c->fd,
 						   .events = c->state == WRITE ? POLLOUT : POLLIN};
 		}
-		rc = poll(pfd, n, (int)(next - now));
+		rc = poll(pfd, n, next == INT64_MAX ? -1 : (int)(next - now));
 		if (rc < 0 && errno != EINTR) {
 			log_error("otlp http: poll failed: %s", strerror(errno));
 			break;

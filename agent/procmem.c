@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "procmem.h"
+#include "traceprof/ids.h"
 
 /* Refuse maps files beyond this: a process with more mappings is not looked into. */
 #define MAPS_MAX_BYTES (64u << 20)
@@ -241,6 +242,24 @@ void procmem_maps_free(struct procmem_maps *maps)
 	free(maps->maps);
 	free(maps->strings);
 	memset(maps, 0, sizeof(*maps));
+}
+
+uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps)
+{
+	uint64_t h = 0x6d617073u; /* "maps" */
+
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct procmem_map *m = &maps->maps[i];
+		uint64_t fields[5] = {m->start, m->end, m->offset, m->inode, m->dev};
+
+		if (!m->path[0] || strcmp(m->path, "[heap]") == 0 ||
+		    strncmp(m->path, "[stack", 6) == 0)
+			continue;
+		h = ids_hash_bytes(h, fields, sizeof(fields));
+		h = ids_hash_bytes(h, m->perms, sizeof(m->perms));
+		h = ids_hash_bytes(h, m->path, strlen(m->path));
+	}
+	return h | 1;
 }
 
 static int read_proc_mem(pid_t pid, uint64_t addr, void *buf, size_t len)

@@ -60,6 +60,14 @@ int procmem_maps_parse(const char *text, size_t len, struct procmem_maps *maps);
 int procmem_maps_read(pid_t pid, struct procmem_maps *maps);
 /* Frees what procmem_maps_read/parse allocated and zeroes maps; a zeroed struct is fine. */
 void procmem_maps_free(struct procmem_maps *maps);
+/*
+ * A hash of what an inspection of the process depends on: its file, pseudo
+ * and named mappings (code, libraries, a published process context), not
+ * its anonymous memory, heap or stack, which change all the time. The same
+ * value twice means no library was loaded or unloaded and nothing was
+ * published in between. Never 0.
+ */
+uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps);
 
 /* True when the mapping is backed by a file (a path starting with '/' and an inode). */
 bool procmem_map_is_file(const struct procmem_map *map);

@@ -86,28 +86,29 @@ void sym_free(struct symbolizer *sym)
  * set, the most recently used first. Direct mapping lost a quarter of the
  * lookups to collisions at a quarter load; two ways lose a few percent.
  */
-static struct sym_addr_entry *cache_set(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip)
+static struct sym_addr_entry *cache_set(struct symbolizer *sym, const struct sym_addr_key *k)
 {
-	uint64_t h =
-	    (ip ^ ((uint64_t)(uint32_t)pid << 40) ^ ((uint64_t)gen << 20)) * 0x9e3779b97f4a7c15ULL;
+	uint64_t h = (k->addr ^ (k->owner * 0xff51afd7ed558ccdULL) ^ (uint64_t)(uintptr_t)k->module) *
+		     0x9e3779b97f4a7c15ULL;
 
 	/* the top bits of a multiplicative hash are the well mixed ones */
 	return &sym->cache[(h >> sym->cache_shift) & sym->cache_mask & ~(size_t)1];
 }
 
-static bool entry_is(const struct sym_addr_entry *s, int pid, uint32_t gen, uint64_t ip)
+static bool entry_is(const struct sym_addr_entry *s, const struct sym_addr_key *k)
 {
-	return s->frames && s->ip == ip && s->pid == pid && s->gen == gen;
+	return s->frames && s->key.addr == k->addr && s->key.owner == k->owner &&
+	       s->key.module == k->module;
 }
 
-static int cache_get(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip,
-		     struct sym_frame *out, int max)
+static int cache_get(struct symbolizer *sym, const struct sym_addr_key *k, struct sym_frame *out,
+		     int max)
 {
-	struct sym_addr_entry *set = cache_set(sym, pid, gen, ip), tmp;
+	struct sym_addr_entry *set = cache_set(sym, k), tmp;
 	int n;
 
-	if (!entry_is(&set[0], pid, gen, ip)) {
-		if (!entry_is(&set[1], pid, gen, ip))
+	if (!entry_is(&set[0], k)) {
+		if (!entry_is(&set[1], k))
 			return 0;
 		tmp = set[0];
 		set[0] = set[1];
@@ -119,10 +120,10 @@ static int cache_get(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip,
 	return n;
 }
 
-static void cache_put(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip,
+static void cache_put(struct symbolizer *sym, const struct sym_addr_key *k,
 		      const struct sym_frame *frames, int n)
 {
-	struct sym_addr_entry *set = cache_set(sym, pid, gen, ip), old = set[1];
+	struct sym_addr_entry *set = cache_set(sym, k), old = set[1];
 	struct sym_frame *copy;
 
 	/* the least recently used way goes; its allocation is reused when it fits */
@@ -138,9 +139,14 @@ static void cache_put(struct symbolizer *sym, int pid, uint32_t gen, uint64_t ip
 	set[1] = set[0];
 	set[0].frames = copy;
 	set[0].n = (uint32_t)n;
-	set[0].ip = ip;
-	set[0].pid = pid;
-	set[0].gen = gen;
+	set[0].key = *k;
+}
+
+static void process_key(struct sym_addr_key *k, int pid, uint32_t gen, uint64_t ip)
+{
+	k->owner = ((uint64_t)((uint32_t)pid & 0x7fffffffu) << 32) | gen; /* bit 63 clear */
+	k->addr = ip;
+	k->module = NULL;
 }
 
 /* ---- user frames ---- */
@@ -202,25 +208,52 @@ static int resolve_elf(struct symbolizer *sym, struct sym_elf *e, const char *mo
 	return n;
 }
 
-static int resolve_user(struct symbolizer *sym, struct sym_proc *p, uint64_t ip,
-			struct sym_frame *out)
+/* The mapping holding ip, or NULL. */
+static const struct sym_map *find_map(const struct sym_proc *p, uint64_t ip)
 {
-	const struct sym_map *m = NULL;
 	size_t lo = 0, hi = p ? p->nmaps : 0;
-	uint64_t off, vaddr;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (ip < p->maps[mid].start) {
+		if (ip < p->maps[mid].start)
 			hi = mid;
-		} else if (ip >= p->maps[mid].end) {
+		else if (ip >= p->maps[mid].end)
 			lo = mid + 1;
-		} else {
-			m = &p->maps[mid];
-			break;
-		}
+		else
+			return &p->maps[mid];
 	}
+	return NULL;
+}
+
+/* The ELF address of ip in mapping m of an ELF file. */
+static uint64_t elf_vaddr(const struct sym_map *m, uint64_t ip)
+{
+	uint64_t off = ip - m->start + m->offset, vaddr;
+
+	return elfsyms_vaddr(&m->elf->hdr, off, &vaddr) ? vaddr : off;
+}
+
+/* The cache key of ip in process p (NULL: not known). */
+static void user_key(struct sym_addr_key *k, const struct sym_proc *p, int pid, uint64_t ip)
+{
+	const struct sym_map *m = find_map(p, ip);
+
+	if (m && m->type == SYM_MAP_ELF) {
+		k->owner = SYM_KEY_ELF | m->elf->serial;
+		k->addr = elf_vaddr(m, ip);
+		k->module = m->module;
+	} else {
+		process_key(k, pid, p ? p->gen : 0, ip);
+	}
+}
+
+static int resolve_user(struct symbolizer *sym, struct sym_proc *p, uint64_t ip,
+			struct sym_frame *out)
+{
+	const struct sym_map *m = find_map(p, ip);
+	uint64_t off;
+
 	if (!m) {
 		set_frame(out, "[unknown]", "", "", ip, SYM_KIND_UNKNOWN);
 		return 1;
@@ -228,9 +261,7 @@ static int resolve_user(struct symbolizer *sym, struct sym_proc *p, uint64_t ip,
 	off = ip - m->start + m->offset;
 	switch (m->type) {
 	case SYM_MAP_ELF:
-		if (!elfsyms_vaddr(&m->elf->hdr, off, &vaddr))
-			vaddr = off;
-		return resolve_elf(sym, m->elf, m->module, vaddr, out);
+		return resolve_elf(sym, m->elf, m->module, elf_vaddr(m, ip), out);
 	case SYM_MAP_FILE:
 		set_frame(out, offset_name(sym, m->module, off), m->module, "", off,
 			  SYM_KIND_UNKNOWN);
@@ -243,23 +274,6 @@ static int resolve_user(struct symbolizer *sym, struct sym_proc *p, uint64_t ip,
 	}
 }
 
-static bool in_maps(const struct sym_proc *p, uint64_t ip)
-{
-	size_t lo = 0, hi = p->nmaps;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ip < p->maps[mid].start)
-			hi = mid;
-		else if (ip >= p->maps[mid].end)
-			lo = mid + 1;
-		else
-			return true;
-	}
-	return false;
-}
-
 static void count_unknown(struct symbolizer *sym, const struct sym_frame *f, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -269,6 +283,7 @@ static void count_unknown(struct symbolizer *sym, const struct sym_frame *f, int
 int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out, int max)
 {
 	struct sym_frame frames[MAX_CHAIN];
+	struct sym_addr_key key;
 	struct sym_proc *p;
 	uint64_t now;
 	int n;
@@ -278,7 +293,8 @@ int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out
 	sym->stats.lookups++;
 	p = sym_proc_find(sym, pid);
 	if (p) {
-		n = cache_get(sym, pid, p->gen, ip, out, max);
+		user_key(&key, p, pid, ip);
+		n = cache_get(sym, &key, out, max);
 		if (n > 0) {
 			/* a coarse clock read (a few ns): keeps a busy process from looking idle */
 			p->last_used_ms = sym_now_ms();
@@ -292,7 +308,7 @@ int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out
 	if (p) {
 		p->last_used_ms = now;
 		/* a new dlopen or JIT region: re-read the maps, not more often than refresh_ms */
-		if (!in_maps(p, ip) &&
+		if (!find_map(p, ip) &&
 		    (sym->opts.refresh_ms < 0 ||
 		     now - p->last_refresh_ms >= (uint64_t)sym->opts.refresh_ms) &&
 		    sym_proc_alive(p))
@@ -301,8 +317,10 @@ int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out
 	sym->stats.cache_misses++;
 	n = resolve_user(sym, p, ip, frames);
 	count_unknown(sym, frames, n);
-	if (p)
-		cache_put(sym, pid, p->gen, ip, frames, n);
+	if (p) {
+		user_key(&key, p, pid, ip); /* the snapshot may be new */
+		cache_put(sym, &key, frames, n);
+	}
 	if (n > max)
 		n = max;
 	memcpy(out, frames, (size_t)n * sizeof(*out));
@@ -356,11 +374,13 @@ static void kallsyms_ensure(struct symbolizer *sym, bool missed)
 int sym_kernel(struct symbolizer *sym, uint64_t ip, struct sym_frame *out)
 {
 	struct kallsyms_hit hit;
+	struct sym_addr_key key;
 
 	if (!sym || !out)
 		return -EINVAL;
 	sym->stats.lookups++;
-	if (sym->ks && cache_get(sym, -1, sym->kernel_gen, ip, out, 1) == 1)
+	process_key(&key, -1, sym->kernel_gen, ip);
+	if (sym->ks && cache_get(sym, &key, out, 1) == 1)
 		return 1;
 	kallsyms_ensure(sym, false);
 	sym->stats.cache_misses++;
@@ -376,7 +396,8 @@ int sym_kernel(struct symbolizer *sym, uint64_t ip, struct sym_frame *out)
 	set_frame(out, sym_intern_str(sym, hit.name, "[kernel]"),
 		  sym_intern_str(sym, hit.module, "[kernel]"),
 		  sym_intern_str(sym, hit.build_id, ""), ip - hit.base, SYM_KIND_KERNEL);
-	cache_put(sym, -1, sym->kernel_gen, ip, out, 1);
+	process_key(&key, -1, sym->kernel_gen, ip); /* kallsyms may have been reloaded */
+	cache_put(sym, &key, out, 1);
 	return 1;
 }
 

@@ -79,10 +79,25 @@ struct sym_proc {
 	struct sym_proc *next;	  /* hash chain */
 };
 
+/*
+ * What an address cache entry answers for. An address in an ELF file is
+ * keyed by the file (its entry's serial, never reused), the module name
+ * the process maps it under, and the ELF address: every process mapping
+ * that file shares the entry, whatever its load address (forked workers,
+ * new processes of a known program, every process's libc). Other
+ * addresses (anonymous memory, unreadable files, no snapshot) are keyed
+ * by process snapshot and raw address; kernel ones by kallsyms generation.
+ */
+struct sym_addr_key {
+	uint64_t owner;	    /* SYM_KEY_ELF | elf serial, or (pid << 32) | snapshot generation */
+	uint64_t addr;	    /* ELF address, or raw address */
+	const char *module; /* interned module name (ELF keys), else NULL */
+};
+
+#define SYM_KEY_ELF (1ull << 63)
+
 struct sym_addr_entry {
-	uint64_t ip;		  /* looked-up address */
-	int32_t pid;		  /* process, -1 for kernel */
-	uint32_t gen;		  /* process snapshot or kallsyms generation */
+	struct sym_addr_key key;  /* what it answers for */
 	uint32_t n;		  /* frames */
 	struct sym_frame *frames; /* owned, NULL for an empty slot */
 };

@@ -1218,7 +1218,14 @@ void triggers_set_sampler(struct triggers *t, const struct triggers_sampler *s)
 
 void triggers_sampler_health(struct triggers *t, Traceprof__Control__V1__SamplerHealth *out)
 {
+	struct triggers_sampler now;
+
 	traceprof__control__v1__sampler_health__init(out);
+	if (t->o.sampler_figures) { /* asked outside the lock: it reads BPF maps */
+		memset(&now, 0, sizeof(now));
+		t->o.sampler_figures(t->o.sampler_ctx, &now);
+		triggers_set_sampler(t, &now);
+	}
 	pthread_mutex_lock(&t->mu);
 	out->running = t->smp.running;
 	out->base_hz = t->smp.base_hz;

@@ -50,6 +50,16 @@ typedef void (*triggers_raise_fn)(void *ctx, const uint32_t *tgids, size_t n, un
 typedef void (*triggers_decision_fn)(void *ctx, const uint8_t trace_id[16], const char *trigger_id,
 				     bool keep);
 
+/* What the sampler reports; the engine adds what it raised. */
+struct triggers_sampler {
+	bool running;		 /* the sampler is attached */
+	uint32_t base_hz;	 /* base frequency */
+	uint32_t cpus;		 /* CPUs sampled */
+	uint64_t samples;	 /* samples received */
+	uint64_t samples_raised; /* of those, from the raised events */
+	uint64_t samples_lost;	 /* lost (ring buffer full) */
+};
+
 struct triggers_opts {
 	const char *conninfo;	      /* claims' database (libpq); NULL or "": PG* environment */
 	bool no_claims;		      /* no database: matches are never claimed (tests) */
@@ -60,6 +70,9 @@ struct triggers_opts {
 	void *raise_ctx;	      /* its argument */
 	triggers_decision_fn on_decision; /* may be NULL */
 	void *decision_ctx;		  /* its argument */
+	/* asked for the sampler's figures when a status is built (any thread); may be NULL */
+	void (*sampler_figures)(void *ctx, struct triggers_sampler *out);
+	void *sampler_ctx; /* its argument */
 };
 
 /* A process of the node, as the agent knows it. Strings are copied; "" when unknown. */
@@ -88,16 +101,6 @@ struct triggers_request {
 	int status;	      /* HTTP status, 0 when unknown (never matches a status pattern) */
 	const char *route;    /* route or path, or NULL */
 	const char *method;   /* HTTP method, or NULL */
-};
-
-/* What the sampler reports; the engine adds what it raised. */
-struct triggers_sampler {
-	bool running;		 /* the sampler is attached */
-	uint32_t base_hz;	 /* base frequency */
-	uint32_t cpus;		 /* CPUs sampled */
-	uint64_t samples;	 /* samples received */
-	uint64_t samples_raised; /* of those, from the raised events */
-	uint64_t samples_lost;	 /* lost (ring buffer full) */
 };
 
 /* Counters of the engine (stats file). */
@@ -151,7 +154,7 @@ void triggers_tick(struct triggers *t);
 /* The earliest deadline (Unix ms) of a Pending or Active trigger; INT64_MAX when none. */
 int64_t triggers_next_deadline_ms(struct triggers *t);
 
-/* The sampler's figures for GetStatus (copied). */
+/* The sampler's figures for GetStatus (copied), for an engine without opts.sampler_figures. */
 void triggers_set_sampler(struct triggers *t, const struct triggers_sampler *s);
 
 /*
@@ -161,7 +164,7 @@ void triggers_set_sampler(struct triggers *t, const struct triggers_sampler *s);
  */
 Traceprof__Control__V1__TriggerStatus **triggers_status(struct triggers *t, size_t *n);
 void triggers_status_free(Traceprof__Control__V1__TriggerStatus **st, size_t n);
-/* Sampler health: the figures set plus the raised Hz and processes now. */
+/* Sampler health: the sampler's figures (asked now, or as set) plus the raised Hz and processes. */
 void triggers_sampler_health(struct triggers *t, Traceprof__Control__V1__SamplerHealth *out);
 
 void triggers_get_stats(struct triggers *t, struct triggers_stats *out);

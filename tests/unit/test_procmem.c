@@ -122,9 +122,63 @@ static void test_start_time(void)
 	CHECK(procmem_start_time(0x7ffffff0) == 0, "no such process: 0");
 }
 
+/* The fingerprint follows libraries and published mappings, not anonymous memory. */
+static uint64_t fp_of(const char *text)
+{
+	struct procmem_maps maps;
+	uint64_t fp = 0;
+
+	if (procmem_maps_parse(text, strlen(text), &maps) == 0) {
+		fp = procmem_maps_fingerprint(&maps);
+		procmem_maps_free(&maps);
+	}
+	return fp;
+}
+
+static void test_fingerprint(void)
+{
+	static const char base[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0c00000-55d0c0c21000 rw-p 00000000 00:00 0 [heap]\n"
+	    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
+	/* heap grown, a new anonymous region, a larger stack: the same */
+	static const char grown[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0c00000-55d0c0c99000 rw-p 00000000 00:00 0 [heap]\n"
+	    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	    "7f0000001000-7f0000001800 rw-p 00000000 00:00 0 \n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7ffcfff00000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
+	/* a library loaded */
+	static const char dlopened[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7f0000005000-7f0000006000 r-xp 00000000 08:01 77 /opt/app/libtraceprof-sdk.so\n";
+	/* a process context published */
+	static const char published[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7f0000008000-7f0000009000 r--p 00000000 00:00 0 [anon:OTEL_CTX]\n";
+	/* the same program loaded elsewhere (a new exec) */
+	static const char moved[] =
+	    "55d0c0b00000-55d0c0b01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n";
+	uint64_t f = fp_of(base);
+
+	CHECK(f != 0, "fingerprint never 0");
+	CHECK(fp_of(grown) == f, "heap, stack and anonymous memory do not count");
+	CHECK(fp_of(dlopened) != f, "a loaded library counts");
+	CHECK(fp_of(published) != f && fp_of(published) != fp_of(dlopened), "a named mapping counts");
+	CHECK(fp_of(moved) != f, "load addresses count");
+	CHECK(fp_of("") != 0, "no mappings: still not 0");
+}
+
 int main(void)
 {
 	test_parse();
+	test_fingerprint();
 	test_self();
 	test_start_time();
 	return check_done();

@@ -626,6 +626,54 @@ static void test_kernel(void)
 	unlink(path);
 }
 
+/*
+ * Processes mapping the same file share its address cache entries, at any
+ * load address; a copy of the file under another name gets its own.
+ */
+static void test_shared_cache(void)
+{
+	struct symbolizer *sym = sym_new(NULL);
+	struct sym_frame f[8], g[8];
+	struct sym_stats st0, st1;
+	struct child a, b, c;
+	char copy[128];
+	int n;
+
+	snprintf(copy, sizeof(copy), "%s/symtest_copy", tmpdir);
+	CHECK(copy_file(SYMTEST_DIR "/symtest_pie", copy, SIZE_MAX) == 0 && chmod(copy, 0755) == 0,
+	      "copy symtest_pie");
+	CHECK(child_start(&a, SYMTEST_DIR "/symtest_pie", NULL, NULL, NULL) == 0, "first");
+	CHECK(child_start(&b, SYMTEST_DIR "/symtest_pie", NULL, NULL, NULL) == 0, "second");
+	CHECK(child_start(&c, copy, NULL, NULL, NULL) == 0, "copy");
+	CHECK(a.alpha != b.alpha, "two load addresses (ASLR): %" PRIx64 " %" PRIx64, a.alpha,
+	      b.alpha);
+	CHECK(sym_note_process(sym, b.pid) == 0 && sym_note_process(sym, c.pid) == 0, "noted");
+	n = sym_user(sym, a.pid, a.alpha + 3, f, 8);
+	CHECK(n == 1 && str_eq(f[0].function, "tp_symtest_alpha"), "first -> %s", f[0].function);
+	sym_get_stats(sym, &st0);
+	n = sym_user(sym, b.pid, b.alpha + 3, g, 8);
+	sym_get_stats(sym, &st1);
+	CHECK(n == 1 && st1.cache_misses == st0.cache_misses && st1.cache_hits == st0.cache_hits + 1,
+	      "second process hits the first one's entry (misses %" PRIu64 " -> %" PRIu64 ")",
+	      st0.cache_misses, st1.cache_misses);
+	CHECK(g[0].function == f[0].function && g[0].module == f[0].module &&
+		  g[0].build_id == f[0].build_id && g[0].address == f[0].address &&
+		  g[0].line == f[0].line && g[0].file == f[0].file,
+	      "same frame");
+	/* the same build under another name: its own module name */
+	n = sym_user(sym, c.pid, c.alpha + 3, g, 8);
+	CHECK(n == 1 && str_eq(g[0].function, "tp_symtest_alpha") &&
+		  str_eq(g[0].module, "symtest_copy") && str_eq(g[0].build_id, f[0].build_id),
+	      "copy -> %s in %s", g[0].function, g[0].module);
+	/* a raw address of one process means nothing in another: anonymous memory */
+	n = sym_user(sym, b.pid, a.anon + 16, g, 8);
+	CHECK(n == 1 && g[0].kind == SYM_KIND_UNKNOWN, "foreign address -> %s", g[0].function);
+	child_stop(&c);
+	child_stop(&b);
+	child_stop(&a);
+	sym_free(sym);
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_symbolize.XXXXXX");
@@ -638,6 +686,7 @@ int main(void)
 	test_pie();
 	test_eviction();
 	test_builds();
+	test_shared_cache();
 	test_deleted();
 	test_corrupt();
 	test_dlopen();
