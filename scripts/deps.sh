@@ -9,6 +9,7 @@ packages=(
 	libpq-dev postgresql-15 postgresql-client-15
 	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
+	libcurl4-openssl-dev libjansson-dev libyaml-dev
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
 # a node and npm already installed (from any source) are used as they are.
