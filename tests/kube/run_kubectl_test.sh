@@ -14,6 +14,12 @@ for tool in "$py" openssl kubectl curl; do
 	command -v "$tool" >/dev/null || { echo "SKIP: $tool not found"; exit 77; }
 done
 echo "kubectl: $(kubectl version --client 2>/dev/null | head -1)"
+# `kubectl patch --subresource` (used below) exists since kubectl 1.24.
+minor=$(kubectl version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -1)
+if [ -n "$minor" ] && [ "$minor" -lt 24 ]; then
+	echo "SKIP: kubectl 1.$minor is older than 1.24 (no patch --subresource)"
+	exit 77
+fi
 
 work=$(mktemp -d /tmp/traceprof-kubectl.XXXXXX)
 state=$work/state
