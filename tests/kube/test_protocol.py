@@ -283,6 +283,35 @@ def run(s):
           "application/merge-patch+json")
     check(s.req("GET", C + "/fin")[0] == 404, "removing the finalizer deletes the object")
 
+    # CRDs: a rule outside the CEL subset refuses the CRD; a CRD's resources
+    # are served at once and go away with it.
+    def crd(rule):
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.dev"},
+                "spec": {"group": "example.dev", "scope": "Namespaced",
+                         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                         "versions": [{"name": "v1", "served": True, "storage": True,
+                                       "schema": {"openAPIV3Schema": {
+                                           "type": "object", "properties": {"spec": {
+                                               "type": "object",
+                                               "x-kubernetes-validations": [{"rule": rule}],
+                                               "properties": {"n": {"type": "integer"}}}}}}}]}}
+    D = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    st, e = s.req("POST", D, crd("self.n.exists(x, x > 1)"))
+    check(st == 422 and "compilation failed" in e["message"] and
+          "x-kubernetes-validations[0].rule" in e["message"],
+          "a CEL rule outside the subset refuses the CRD: %s" % e.get("message"))
+    check(s.req("GET", "/apis/example.dev/v1")[0] == 404, "refused CRD not served")
+    st, _ = s.req("POST", D, crd("self.n < 10"))
+    st2, w = s.req("POST", "/apis/example.dev/v1/namespaces/default/widgets", {
+        "apiVersion": "example.dev/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"n": 12}})
+    check(st == 201 and st2 == 422 and w["details"]["causes"][0]["field"] == "spec",
+          "CRD served at once; its rule refuses n=12")
+    st, _ = s.req("DELETE", D + "/widgets.example.dev")
+    check(st == 200 and s.req("GET", "/apis/example.dev/v1")[0] == 404,
+          "deleting the CRD stops serving it")
+
     # Unsupported patch type, bad JSON, missing namespace, no credentials.
     st, e = s.req("PATCH", C + "/sel", {}, "application/apply-patch+yaml")
     check(st == 415 and "accepted media types" in e["message"], "apply patch: 415")
