@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
 	build-essential cmake pkg-config
 	libpq-dev postgresql-15 postgresql-client-15
-	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3
+	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 openssl
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev
 )
@@ -15,6 +15,11 @@ packages=(
 # a node and npm already installed (from any source) are used as they are.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	packages+=(nodejs npm)
+fi
+# kubectl drives the Kubernetes API tests (tests/kube); Debian's
+# kubernetes-client only when no kubectl (of any version) is on PATH.
+if ! command -v kubectl >/dev/null; then
+	packages+=(kubernetes-client)
 fi
 
 missing=()
