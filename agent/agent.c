@@ -121,36 +121,36 @@ struct agent {
 	uint64_t decisions_dropped;		  /* ring full: those traces' holds expire */
 	struct control *control;		  /* AgentControl server, or NULL */
 	struct control_stats control_stats;	  /* its final counters, after stop */
-	uint32_t cpus_online;		      /* at start: sysconf reads sysfs every call */
-	uint64_t http_timeouts;		      /* OTLP/HTTP connections closed as too slow */
-	uint64_t http_refused;		      /* OTLP/HTTP connections refused when full */
-	struct proc *procs;		      /* open-addressing table by pid */
-	size_t nprocs_cap;		      /* slots (power of two) */
-	size_t nprocs;			      /* used slots */
-	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
-	int64_t mono_to_real_us;	      /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
-	int64_t next_recheck_us;	      /* earliest proc.recheck_us (CLOCK_REALTIME) */
-	int self_pid;			      /* the agent's own pid, never sampled */
-	uint64_t next_gen;		      /* proc.gen of the next entry */
-	bool uprobe_warned;		      /* said once that the SDK uprobe is unavailable */
-	uint64_t frame_ids[MAX_STACK_FRAMES]; /* scratch for one stack */
+	uint32_t cpus_online;			  /* at start: sysconf reads sysfs every call */
+	uint64_t http_timeouts;			  /* OTLP/HTTP connections closed as too slow */
+	uint64_t http_refused;			  /* OTLP/HTTP connections refused when full */
+	struct proc *procs;			  /* open-addressing table by pid */
+	size_t nprocs_cap;			  /* slots (power of two) */
+	size_t nprocs;				  /* used slots */
+	struct stack_slot *stacks;		  /* STACK_CACHE_SIZE entries */
+	int64_t mono_to_real_us;		  /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
+	int64_t next_recheck_us;		  /* earliest proc.recheck_us (CLOCK_REALTIME) */
+	int self_pid;				  /* the agent's own pid, never sampled */
+	uint64_t next_gen;			  /* proc.gen of the next entry */
+	bool uprobe_warned;			  /* said once that the SDK uprobe is unavailable */
+	uint64_t frame_ids[MAX_STACK_FRAMES];	  /* scratch for one stack */
 	/* counters (stats file) */
-	uint64_t samples;	  /* samples received */
-	uint64_t samples_self;	  /* of the agent itself, skipped */
-	uint64_t tagged;	  /* with a valid thread context */
-	uint64_t invalid_ctx;	  /* context record present but not valid */
-	uint64_t ctx_faults;	  /* context unreadable */
-	uint64_t stack_hits;	  /* raw stack cache hits */
-	uint64_t stack_misses;	  /* symbolized stacks */
-	uint64_t agg_refused;	  /* samples the aggregator refused */
-	uint64_t procs_seen;	  /* processes looked at */
-	uint64_t tls_found;	  /* of those, with a thread context location */
-	uint64_t tls_unsupported; /* symbol found, placement not supported */
-	uint64_t sym_renewals;	  /* symbolizers replaced to bound interned names */
-	uint64_t execs;		  /* new programs started by sampled processes */
-	uint64_t exits;		  /* processes ended (exit records) */
-	uint64_t swept;		  /* dead processes found by the sweep (exit record lost) */
-	uint64_t inspections;	  /* proc_inspect() calls (first sight, exec, rechecks) */
+	uint64_t samples;	     /* samples received */
+	uint64_t samples_self;	     /* of the agent itself, skipped */
+	uint64_t tagged;	     /* with a valid thread context */
+	uint64_t invalid_ctx;	     /* context record present but not valid */
+	uint64_t ctx_faults;	     /* context unreadable */
+	uint64_t stack_hits;	     /* raw stack cache hits */
+	uint64_t stack_misses;	     /* symbolized stacks */
+	uint64_t agg_refused;	     /* samples the aggregator refused */
+	uint64_t procs_seen;	     /* processes looked at */
+	uint64_t tls_found;	     /* of those, with a thread context location */
+	uint64_t tls_unsupported;    /* symbol found, placement not supported */
+	uint64_t sym_renewals;	     /* symbolizers replaced to bound interned names */
+	uint64_t execs;		     /* new programs started by sampled processes */
+	uint64_t exits;		     /* processes ended (exit records) */
+	uint64_t swept;		     /* dead processes found by the sweep (exit record lost) */
+	uint64_t inspections;	     /* proc_inspect() calls (first sight, exec, rechecks) */
 	uint64_t rechecks_unchanged; /* of those, rechecks cut short: mappings unchanged */
 	/* the main thread's CPU time, where it goes (ns; CLOCK_THREAD_CPUTIME_ID) */
 	uint64_t cpu_inspect_ns;   /* looking at processes */
@@ -1248,11 +1248,11 @@ static void write_stats(struct agent *a, double elapsed_s)
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
 		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames);
 	fprintf(f,
-		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64 "\nmain_cpu_inspect_ns=%" PRIu64
-		"\nmain_cpu_symbolize_ns=%" PRIu64 "\nmain_cpu_poll_ns=%" PRIu64
-		"\nmain_cpu_window_ns=%" PRIu64 "\n",
-		a->inspections, a->rechecks_unchanged, thread_cpu_ns(), a->cpu_inspect_ns, a->cpu_symbolize_ns,
-		a->cpu_poll_ns, a->cpu_window_ns);
+		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64
+		"\nmain_cpu_inspect_ns=%" PRIu64 "\nmain_cpu_symbolize_ns=%" PRIu64
+		"\nmain_cpu_poll_ns=%" PRIu64 "\nmain_cpu_window_ns=%" PRIu64 "\n",
+		a->inspections, a->rechecks_unchanged, thread_cpu_ns(), a->cpu_inspect_ns,
+		a->cpu_symbolize_ns, a->cpu_poll_ns, a->cpu_window_ns);
 	if (fclose(f) != 0 || rename(tmp, a->cfg.stats_file) != 0) {
 		log_warn("cannot write stats file %s: %s", a->cfg.stats_file, strerror(errno));
 		unlink(tmp);
@@ -1358,7 +1358,8 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 	int rc = 0, n;
 
 	while (!*stop) {
-		int timeout = poll_timeout_ms(a, next_sweep < next_renew ? next_sweep : next_renew, end);
+		int timeout =
+		    poll_timeout_ms(a, next_sweep < next_renew ? next_sweep : next_renew, end);
 		uint64_t c0 = thread_cpu_ns(), c1, c2;
 		int64_t mono, real;
 

@@ -88,8 +88,9 @@ void sym_free(struct symbolizer *sym)
  */
 static struct sym_addr_entry *cache_set(struct symbolizer *sym, const struct sym_addr_key *k)
 {
-	uint64_t h = (k->addr ^ (k->owner * 0xff51afd7ed558ccdULL) ^ (uint64_t)(uintptr_t)k->module) *
-		     0x9e3779b97f4a7c15ULL;
+	uint64_t h =
+	    (k->addr ^ (k->owner * 0xff51afd7ed558ccdULL) ^ (uint64_t)(uintptr_t)k->module) *
+	    0x9e3779b97f4a7c15ULL;
 
 	/* the top bits of a multiplicative hash are the well mixed ones */
 	return &sym->cache[(h >> sym->cache_shift) & sym->cache_mask & ~(size_t)1];

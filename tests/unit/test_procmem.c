@@ -170,7 +170,8 @@ static void test_fingerprint(void)
 	CHECK(f != 0, "fingerprint never 0");
 	CHECK(fp_of(grown) == f, "heap, stack and anonymous memory do not count");
 	CHECK(fp_of(dlopened) != f, "a loaded library counts");
-	CHECK(fp_of(published) != f && fp_of(published) != fp_of(dlopened), "a named mapping counts");
+	CHECK(fp_of(published) != f && fp_of(published) != fp_of(dlopened),
+	      "a named mapping counts");
 	CHECK(fp_of(moved) != f, "load addresses count");
 	CHECK(fp_of("") != 0, "no mappings: still not 0");
 }

@@ -653,7 +653,8 @@ static void test_shared_cache(void)
 	sym_get_stats(sym, &st0);
 	n = sym_user(sym, b.pid, b.alpha + 3, g, 8);
 	sym_get_stats(sym, &st1);
-	CHECK(n == 1 && st1.cache_misses == st0.cache_misses && st1.cache_hits == st0.cache_hits + 1,
+	CHECK(n == 1 && st1.cache_misses == st0.cache_misses &&
+		  st1.cache_hits == st0.cache_hits + 1,
 	      "second process hits the first one's entry (misses %" PRIu64 " -> %" PRIu64 ")",
 	      st0.cache_misses, st1.cache_misses);
 	CHECK(g[0].function == f[0].function && g[0].module == f[0].module &&
