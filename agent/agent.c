@@ -339,7 +339,9 @@ static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 {
 	uint64_t t0 = thread_cpu_ns();
 
+	procmem_maps_scope_begin(p->pid); /* one read of its maps for every part of the look */
 	proc_inspect_now(a, p, now_us);
+	procmem_maps_scope_end();
 	a->inspections++;
 	a->cpu_inspect_ns += thread_cpu_ns() - t0;
 }

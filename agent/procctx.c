@@ -394,15 +394,15 @@ int procctx_read(pid_t pid, struct procctx *ctx)
 	err = procmem_maps_read(pid, &maps);
 	if (err)
 		return err == -ESRCH ? -ENOENT : err;
-	payload = malloc(PROCCTX_MAX_PAYLOAD);
-	if (!payload) {
-		procmem_maps_free(&maps);
-		return -ENOMEM;
-	}
+	payload = NULL; /* most processes publish nothing: allocated at the first candidate */
 	err = -ENOENT;
 	for (size_t i = 0; i < maps.n && err; i++) {
 		if (!is_ctx_mapping(&maps.maps[i]))
 			continue;
+		if (!payload && !(payload = malloc(PROCCTX_MAX_PAYLOAD))) {
+			err = -ENOMEM;
+			break;
+		}
 		for (int t = 0; t < READ_TRIES; t++) {
 			err = read_once(pid, maps.maps[i].start, payload, ctx);
 			if (err != -EAGAIN && err != -ENODATA)

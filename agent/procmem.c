@@ -219,6 +219,27 @@ out_free:
 	return err;
 }
 
+/* The maps text of one process, kept while a scope is open on this thread. */
+static __thread struct {
+	bool open;
+	pid_t pid;
+	char *text; /* NULL until the first read in the scope */
+	size_t len;
+} maps_scope;
+
+void procmem_maps_scope_begin(pid_t pid)
+{
+	procmem_maps_scope_end();
+	maps_scope.open = true;
+	maps_scope.pid = pid;
+}
+
+void procmem_maps_scope_end(void)
+{
+	free(maps_scope.text);
+	memset(&maps_scope, 0, sizeof(maps_scope));
+}
+
 int procmem_maps_read(pid_t pid, struct procmem_maps *maps)
 {
 	char path[64], *text = NULL;
@@ -226,12 +247,19 @@ int procmem_maps_read(pid_t pid, struct procmem_maps *maps)
 	int err;
 
 	memset(maps, 0, sizeof(*maps));
+	if (maps_scope.open && maps_scope.pid == pid && maps_scope.text)
+		return procmem_maps_parse(maps_scope.text, maps_scope.len, maps);
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	err = read_whole(path, &text, &len);
 	if (err)
 		return err;
 	err = procmem_maps_parse(text, len, maps);
-	free(text);
+	if (maps_scope.open && maps_scope.pid == pid) {
+		maps_scope.text = text; /* the scope's readers parse this copy */
+		maps_scope.len = len;
+	} else {
+		free(text);
+	}
 	return err;
 }
 

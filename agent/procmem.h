@@ -58,6 +58,16 @@ int procmem_maps_parse(const char *text, size_t len, struct procmem_maps *maps);
  * errno of the failed read.
  */
 int procmem_maps_read(pid_t pid, struct procmem_maps *maps);
+/*
+ * A scope on the calling thread in which the maps of pid are read from the
+ * kernel once: later procmem_maps_read(pid) calls parse the same text
+ * (generating it is what costs, for a process with many mappings). For
+ * one look at a process, whose parts (identity, thread context, symbols)
+ * each read the maps; not for longer, as the maps change. begin ends any
+ * open scope; end frees the text.
+ */
+void procmem_maps_scope_begin(pid_t pid);
+void procmem_maps_scope_end(void);
 /* Frees what procmem_maps_read/parse allocated and zeroes maps; a zeroed struct is fine. */
 void procmem_maps_free(struct procmem_maps *maps);
 /*

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -176,10 +177,32 @@ static void test_fingerprint(void)
 	CHECK(fp_of("") != 0, "no mappings: still not 0");
 }
 
+/* In a scope the maps come from the kernel once; after it, fresh again. */
+static void test_scope(void)
+{
+	struct procmem_maps m1, m2, m3;
+	void *page;
+
+	procmem_maps_scope_begin(getpid());
+	CHECK(procmem_maps_read(getpid(), &m1) == 0, "read in scope");
+	page = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(page != MAP_FAILED, "mmap");
+	CHECK(procmem_maps_read(getpid(), &m2) == 0 && m2.n == m1.n,
+	      "same text in scope (%zu, %zu)", m1.n, m2.n);
+	procmem_maps_scope_end();
+	CHECK(procmem_maps_read(getpid(), &m3) == 0 && m3.n != m1.n,
+	      "fresh after the scope (%zu, was %zu)", m3.n, m1.n);
+	munmap(page, 4096);
+	procmem_maps_free(&m1);
+	procmem_maps_free(&m2);
+	procmem_maps_free(&m3);
+}
+
 int main(void)
 {
 	test_parse();
 	test_fingerprint();
+	test_scope();
 	test_self();
 	test_start_time();
 	return check_done();
