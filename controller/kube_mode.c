@@ -428,8 +428,7 @@ static void build_agent_set(struct kstate *s, struct kagent *ka, const struct ma
 	struct ctl_set *set = &ka->set;
 
 	ctl_set_clear_triggers(set);
-	free(set->req.node);
-	set->req.node = strdup(ka->a.node);
+	set->req.node = ka->a.node; /* borrowed; set again on every pass */
 	set->req.triggers = calloc(m->n ? m->n : 1, sizeof(*set->req.triggers));
 	for (size_t i = 0; set->req.triggers && i < m->n; i++) {
 		const struct manifest_trigger *t = &m->items[i];
@@ -446,6 +445,15 @@ static void build_agent_set(struct kstate *s, struct kagent *ka, const struct ma
 			continue;
 		/* the row is authoritative for limits: maxRequests never below collected */
 		p->max_requests = (uint32_t)r->max_requests;
+		/* the agents' per-service limit needs a service: a selector-only
+		 * trigger is a group of its own */
+		if (!t->service) {
+			free(p->service);
+			if (!(p->service = strdup(r->id))) {
+				manifest_proto_free(p);
+				continue;
+			}
+		}
 		if (t->has_selector) {
 			json_t *containers, *pods = selected_pods(s, objs[i], &containers);
 			bool here = target_node_pods(p, pods, containers, ka->a.node);
@@ -1008,7 +1016,6 @@ static void teardown(struct kstate *s)
 	for (size_t k = 0; k < s->n_agents; k++) {
 		ctl_agent_clear(&s->agents[k].a);
 		ctl_set_free(&s->agents[k].set);
-		free(s->agents[k].set.req.node);
 	}
 	trigger_rows_free(&s->rows);
 	ctl_db_close(&s->db);
