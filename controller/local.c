@@ -29,25 +29,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "jsonbuf.h"
 #include "manifest.h"
 #include "traceprof/log.h"
-#include "traceprof/migrate.h"
 #include "triggers_db.h"
 
-#define MAX_FILES	 1024 /* manifest files read per pass; more are reported */
-#define DEBOUNCE_MS	 10   /* after a complete change: close, rename, removal */
-#define CREATE_WAIT_MS	 250  /* after a creation not yet closed by its writer */
-#define AGENT_TIMEOUT_MS 1000
-
-struct agent {
-	const char *addr;			     /* host:port, borrowed from the config */
-	struct control_client *client;		     /* channel, NULL until created */
-	bool down;				     /* the last call failed */
-	char error[256];			     /* why, while down */
-	uint64_t generation;			     /* generation the agent has in force */
-	Traceprof__Control__V1__AgentStatus *status; /* last GetStatus answer, or NULL */
-};
+#define MAX_FILES      1024 /* manifest files read per pass; more are reported */
+#define DEBOUNCE_MS    10   /* after a complete change: close, rename, removal */
+#define CREATE_WAIT_MS 250  /* after a creation not yet closed by its writer */
 
 struct phase_seen {
 	char *id;    /* trigger id */
@@ -55,16 +45,12 @@ struct phase_seen {
 };
 
 struct state {
-	const struct local_config *cfg;	       /* flags */
-	char status_path[PATH_MAX];	       /* status file */
-	PGconn *db;			       /* connection, NULL while down */
-	bool db_down;			       /* the database was unreachable at the last try */
-	char db_error[256];		       /* why */
-	struct agent agents[LOCAL_MAX_AGENTS]; /* one per --agent */
-	struct trigger_rows rows; /* current rows, from the last pass that reached the database */
-	Traceprof__Control__V1__ApplyTriggersRequest req; /* desired set */
-	uint8_t *set_bytes;	   /* the desired set packed with generation 0: change detection */
-	size_t set_len;		   /* bytes of set_bytes */
+	const struct local_config *cfg;		   /* flags */
+	char status_path[PATH_MAX];		   /* status file */
+	struct ctl_db db;			   /* the database */
+	struct ctl_agent agents[LOCAL_MAX_AGENTS]; /* one per --agent */
+	struct trigger_rows rows;  /* current rows, from the last pass that reached the database */
+	struct ctl_set set;	   /* the desired set */
 	char **errors;		   /* manifest errors of the last pass (logged once each) */
 	size_t n_errors;	   /* entries of errors */
 	struct phase_seen *phases; /* phases last logged */
@@ -72,14 +58,6 @@ struct state {
 	bool rows_loaded;	   /* the table was read at least once: the desired set is known */
 	bool status_write_failed;  /* the last status file write failed (logged once) */
 };
-
-static int64_t now_ms(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool is_manifest_name(const char *name)
 {
@@ -204,65 +182,14 @@ static void log_new_errors(struct state *s, const struct manifest_list *m)
 	s->n_errors = now ? m->n_errors : 0;
 }
 
-static void db_lost(struct state *s)
-{
-	if (s->db && PQstatus(s->db) == CONNECTION_OK)
-		return; /* a statement failed but the connection is fine: logged already */
-	snprintf(s->db_error, sizeof(s->db_error), "%s",
-		 s->db ? PQerrorMessage(s->db) : "not connected");
-	PQfinish(s->db);
-	s->db = NULL;
-	if (!s->db_down)
-		log_error("database unreachable, retrying: %s", s->db_error);
-	s->db_down = true;
-}
-
-static bool db_ensure(struct state *s)
-{
-	if (s->db && PQstatus(s->db) == CONNECTION_OK)
-		return true;
-	PQfinish(s->db);
-	s->db = PQconnectdb(s->cfg->db ? s->cfg->db : "");
-	if (PQstatus(s->db) != CONNECTION_OK || migrate_apply(s->db, NULL)) {
-		char *nl;
-
-		snprintf(s->db_error, sizeof(s->db_error), "%s", PQerrorMessage(s->db));
-		if ((nl = strchr(s->db_error, '\n')))
-			*nl = '\0';
-		if (!s->db_down)
-			log_error("database unreachable, retrying: %s", s->db_error);
-		s->db_down = true;
-		PQfinish(s->db);
-		s->db = NULL;
-		return false;
-	}
-	if (s->db_down)
-		log_info("database reachable again");
-	s->db_down = false;
-	s->db_error[0] = '\0';
-	return true;
-}
-
-static void free_desired(struct state *s)
-{
-	for (size_t i = 0; i < s->req.n_triggers; i++)
-		manifest_proto_free(s->req.triggers[i]);
-	free(s->req.triggers);
-	s->req.triggers = NULL;
-	s->req.n_triggers = 0;
-}
-
 /* The desired set: every Active row. A new generation when it changed. */
 static void build_desired(struct state *s)
 {
 	static const struct manifest_opts opts = {.local = true};
-	uint64_t generation = s->req.generation;
-	uint8_t *bytes;
-	size_t len;
 
-	free_desired(s);
-	s->req.triggers = calloc(s->rows.n ? s->rows.n : 1, sizeof(*s->req.triggers));
-	if (!s->req.triggers)
+	ctl_set_clear_triggers(&s->set);
+	s->set.req.triggers = calloc(s->rows.n ? s->rows.n : 1, sizeof(*s->set.req.triggers));
+	if (!s->set.req.triggers)
 		return;
 	for (size_t i = 0; i < s->rows.n; i++) {
 		const struct trigger_row *r = &s->rows.v[i];
@@ -285,104 +212,11 @@ static void build_desired(struct state *s)
 			p->max_requests = (uint32_t)r->max_requests;
 		manifest_trigger_clear(&t);
 		if (p)
-			s->req.triggers[s->req.n_triggers++] = p;
+			s->set.req.triggers[s->set.req.n_triggers++] = p;
 	}
-	s->req.generation = 0;
-	len = traceprof__control__v1__apply_triggers_request__get_packed_size(&s->req);
-	bytes = malloc(len ? len : 1);
-	if (bytes)
-		traceprof__control__v1__apply_triggers_request__pack(&s->req, bytes);
-	if (!bytes || len != s->set_len || memcmp(bytes, s->set_bytes, len) != 0 || !generation) {
-		uint64_t wall = (uint64_t)now_ms(CLOCK_REALTIME);
-
-		/* wall-clock milliseconds: still increasing after a controller restart */
-		generation = wall > generation ? wall : generation + 1;
+	if (ctl_set_commit(&s->set))
 		log_debug("desired set changed generation=%llu triggers=%zu",
-			  (unsigned long long)generation, s->req.n_triggers);
-		free(s->set_bytes);
-		s->set_bytes = bytes;
-		s->set_len = bytes ? len : 0;
-	} else {
-		free(bytes);
-	}
-	s->req.generation = generation;
-}
-
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
-static void agent_down(struct agent *a, const char *why)
-{
-	if (!a->down)
-		log_error("agent unreachable, retrying addr=%s: %s", a->addr, why);
-	a->down = true;
-	snprintf(a->error, sizeof(a->error), "%s", why);
-}
-
-static void program_agent(struct state *s, struct agent *a)
-{
-	Traceprof__Control__V1__ApplyTriggersResponse *resp = NULL;
-	Traceprof__Control__V1__AgentStatus *st = NULL;
-	char err[256] = "";
-	int rc;
-
-	if (!a->client) {
-		a->client = control_client_new(a->addr, &s->cfg->auth, err, sizeof(err));
-		if (!a->client) {
-			agent_down(a, err);
-			return;
-		}
-	}
-	rc = control_client_apply(a->client, &s->req, AGENT_TIMEOUT_MS, &resp, err, sizeof(err));
-	if (rc) {
-		agent_down(a, err[0] ? err : "ApplyTriggers failed");
-		return;
-	}
-	if (resp->changed)
-		log_info("agent applied triggers addr=%s generation=%llu triggers=%zu", a->addr,
-			 (unsigned long long)resp->generation, s->req.n_triggers);
-	a->generation = resp->generation;
-	traceprof__control__v1__apply_triggers_response__free_unpacked(resp, NULL);
-	rc = control_client_status(a->client, AGENT_TIMEOUT_MS, &st, err, sizeof(err));
-	if (rc) {
-		agent_down(a, err[0] ? err : "GetStatus failed");
-		return;
-	}
-	if (a->status)
-		traceprof__control__v1__agent_status__free_unpacked(a->status, NULL);
-	a->status = st;
-	if (a->down)
-		log_info("agent reachable again addr=%s", a->addr);
-	a->down = false;
-	a->error[0] = '\0';
-}
-#endif
-
-static const Traceprof__Control__V1__TriggerStatus *agent_trigger(const struct agent *a,
-								  const char *id)
-{
-	if (!a->status || a->down)
-		return NULL;
-	for (size_t i = 0; i < a->status->n_triggers; i++)
-		if (strcmp(a->status->triggers[i]->id, id) == 0)
-			return a->status->triggers[i];
-	return NULL;
-}
-
-static const char *state_name(Traceprof__Control__V1__TriggerState st)
-{
-	switch (st) {
-	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_PENDING:
-		return "Pending";
-	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_ACTIVE:
-		return "Active";
-	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_COMPLETED:
-		return "Completed";
-	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_EXPIRED:
-		return "Expired";
-	case TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_REJECTED:
-		return "Rejected";
-	default:
-		return "Unknown";
-	}
+			  (unsigned long long)s->set.req.generation, s->set.req.n_triggers);
 }
 
 /* A trigger an agent refused turns Rejected, with the agent's reason. */
@@ -395,7 +229,7 @@ static void apply_agent_rejections(struct state *s)
 			continue;
 		for (size_t k = 0; k < s->cfg->n_agents; k++) {
 			const Traceprof__Control__V1__TriggerStatus *ts =
-			    agent_trigger(&s->agents[k], r->id);
+			    ctl_agent_trigger(&s->agents[k], r->id);
 			char reason[512], *p;
 
 			if (!ts ||
@@ -404,7 +238,7 @@ static void apply_agent_rejections(struct state *s)
 				continue;
 			snprintf(reason, sizeof(reason), "agent %s: %s", s->agents[k].addr,
 				 ts->reason && *ts->reason ? ts->reason : "rejected");
-			if (!s->db || triggers_db_reject(s->db, r->id, reason))
+			if (!s->db.conn || triggers_db_reject(s->db.conn, r->id, reason))
 				break;
 			if ((p = strdup(reason))) {
 				free(r->reason);
@@ -476,7 +310,7 @@ static void json_targets(struct state *s, struct jsonbuf *b, const struct trigge
 
 	for (size_t k = 0; k < s->cfg->n_agents; k++) {
 		const Traceprof__Control__V1__TriggerStatus *ts =
-		    agent_trigger(&s->agents[k], r->id);
+		    ctl_agent_trigger(&s->agents[k], r->id);
 
 		if (s->agents[k].down || !s->agents[k].status)
 			continue;
@@ -531,13 +365,13 @@ static void json_trigger(struct state *s, struct jsonbuf *b, const struct manife
 	jsonbuf_printf(b, ", \"agents\": [");
 	for (size_t k = 0, out = 0; k < s->cfg->n_agents; k++) {
 		const Traceprof__Control__V1__TriggerStatus *ts =
-		    agent_trigger(&s->agents[k], r->id);
+		    ctl_agent_trigger(&s->agents[k], r->id);
 
 		if (!ts)
 			continue;
 		jsonbuf_printf(b, "%s{\"address\": ", out++ ? ", " : "");
 		jsonbuf_str(b, s->agents[k].addr);
-		jsonbuf_printf(b, ", \"state\": \"%s\", \"reason\": ", state_name(ts->state));
+		jsonbuf_printf(b, ", \"state\": \"%s\", \"reason\": ", ctl_state_name(ts->state));
 		jsonbuf_str(b, ts->reason && *ts->reason ? ts->reason : NULL);
 		jsonbuf_printf(b,
 			       ", \"targetProcesses\": %u, \"requestsSeen\": %llu, "
@@ -565,11 +399,11 @@ static void write_status(struct state *s, const struct manifest_list *m)
 	jsonbuf_printf(&b, "{\n  \"updated\": \"%s\",\n  \"triggersDir\": ", stamp);
 	jsonbuf_str(&b, s->cfg->triggers_dir);
 	jsonbuf_printf(&b, ",\n  \"database\": {\"reachable\": %s, \"error\": ",
-		       s->db_down ? "false" : "true");
-	jsonbuf_str(&b, s->db_down ? s->db_error : NULL);
+		       s->db.down ? "false" : "true");
+	jsonbuf_str(&b, s->db.down ? s->db.error : NULL);
 	jsonbuf_printf(&b, "},\n  \"agents\": [");
 	for (size_t k = 0; k < s->cfg->n_agents; k++) {
-		const struct agent *a = &s->agents[k];
+		const struct ctl_agent *a = &s->agents[k];
 
 		jsonbuf_printf(&b, "%s\n    {\"address\": ", k ? "," : "");
 		jsonbuf_str(&b, a->addr);
@@ -580,7 +414,7 @@ static void write_status(struct state *s, const struct manifest_list *m)
 		jsonbuf_printf(&b, "}");
 	}
 	jsonbuf_printf(&b, "%s],\n  \"generation\": %llu,\n  \"triggers\": [",
-		       s->cfg->n_agents ? "\n  " : "", (unsigned long long)s->req.generation);
+		       s->cfg->n_agents ? "\n  " : "", (unsigned long long)s->set.req.generation);
 	for (size_t i = 0; i < s->rows.n; i++) {
 		jsonbuf_printf(&b, "%s\n    ", i ? "," : "");
 		json_trigger(s, &b, m, &s->rows.v[i]);
@@ -623,12 +457,12 @@ static bool reconcile(struct state *s)
 
 	scan_dir(s->cfg->triggers_dir, &m);
 	log_new_errors(s, &m);
-	if (db_ensure(s)) {
+	if (ctl_db_ensure(&s->db)) {
 		struct trigger_rows rows;
 
-		if (triggers_db_sync(s->db, &m, m.broken_files == 0) ||
-		    triggers_db_load(s->db, &rows)) {
-			db_lost(s);
+		if (triggers_db_sync(s->db.conn, &m, m.broken_files == 0) ||
+		    triggers_db_load(s->db.conn, &rows)) {
+			ctl_db_lost(&s->db);
 			clean = false;
 		} else {
 			trigger_rows_free(&s->rows);
@@ -642,7 +476,7 @@ static bool reconcile(struct state *s)
 #ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 	/* never send a set before the table was read: it would clear the agents */
 	for (size_t k = 0; s->rows_loaded && k < s->cfg->n_agents; k++) {
-		program_agent(s, &s->agents[k]);
+		ctl_agent_program(&s->agents[k], &s->cfg->auth, &s->set.req);
 		clean = clean && !s->agents[k].down;
 	}
 #endif
@@ -695,16 +529,9 @@ static int drain_inotify(int ifd, bool *lost_watch)
 
 static void state_free(struct state *s)
 {
-	for (size_t k = 0; k < s->cfg->n_agents; k++) {
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
-		control_client_free(s->agents[k].client);
-#endif
-		if (s->agents[k].status)
-			traceprof__control__v1__agent_status__free_unpacked(s->agents[k].status,
-									    NULL);
-	}
-	free_desired(s);
-	free(s->set_bytes);
+	for (size_t k = 0; k < s->cfg->n_agents; k++)
+		ctl_agent_clear(&s->agents[k]);
+	ctl_set_free(&s->set);
 	trigger_rows_free(&s->rows);
 	for (size_t j = 0; j < s->n_errors; j++)
 		free(s->errors[j]);
@@ -714,7 +541,7 @@ static void state_free(struct state *s)
 		free(s->phases[j].phase);
 	}
 	free(s->phases);
-	PQfinish(s->db);
+	ctl_db_close(&s->db);
 }
 
 int local_run(const struct local_config *cfg)
@@ -724,14 +551,15 @@ int local_run(const struct local_config *cfg)
 	int64_t next_tick = 0, rescan_at = 0;
 	sigset_t mask;
 
-	traceprof__control__v1__apply_triggers_request__init(&s.req);
+	ctl_set_init(&s.set);
+	s.db.conninfo = cfg->db;
 	if (cfg->status_file)
 		snprintf(s.status_path, sizeof(s.status_path), "%s", cfg->status_file);
 	else
 		snprintf(s.status_path, sizeof(s.status_path), "%s/%s", cfg->triggers_dir,
 			 LOCAL_STATUS_DEFAULT);
 	for (size_t k = 0; k < cfg->n_agents; k++)
-		s.agents[k].addr = cfg->agents[k];
+		snprintf(s.agents[k].addr, sizeof(s.agents[k].addr), "%s", cfg->agents[k]);
 	if (cfg->once) {
 		rc = reconcile(&s) ? 0 : 1;
 		goto out;
@@ -757,7 +585,7 @@ int local_run(const struct local_config *cfg)
 	for (;;) {
 		struct pollfd fds[2] = {{.fd = sfd, .events = POLLIN},
 					{.fd = ifd, .events = POLLIN}};
-		int64_t now = now_ms(CLOCK_MONOTONIC), wake;
+		int64_t now = ctl_now_ms(CLOCK_MONOTONIC), wake;
 		struct signalfd_siginfo si;
 		bool lost = false;
 
@@ -766,7 +594,7 @@ int local_run(const struct local_config *cfg)
 				log_info("watching triggers dir=%s again", cfg->triggers_dir);
 			reconcile(&s);
 			rescan_at = 0;
-			now = now_ms(CLOCK_MONOTONIC);
+			now = ctl_now_ms(CLOCK_MONOTONIC);
 			next_tick = now + cfg->interval_ms;
 		}
 		wake = rescan_at && rescan_at < next_tick ? rescan_at : next_tick;
@@ -777,7 +605,7 @@ int local_run(const struct local_config *cfg)
 		}
 		if (fds[0].revents & POLLIN && read(sfd, &si, sizeof(si)) == sizeof(si)) {
 			if (si.ssi_signo == SIGHUP) {
-				rescan_at = now_ms(CLOCK_MONOTONIC);
+				rescan_at = ctl_now_ms(CLOCK_MONOTONIC);
 				continue;
 			}
 			log_info("stopping on signal %u", si.ssi_signo);
@@ -785,7 +613,7 @@ int local_run(const struct local_config *cfg)
 		}
 		if (fds[1].revents & POLLIN) {
 			int d = drain_inotify(ifd, &lost);
-			int64_t at = now_ms(CLOCK_MONOTONIC) + d;
+			int64_t at = ctl_now_ms(CLOCK_MONOTONIC) + d;
 
 			if (d >= 0 && (!rescan_at || at < rescan_at))
 				rescan_at = at;

@@ -1,7 +1,8 @@
 /*
  * traceprof-controller - programs traceprof agents from TraceProfileTrigger
- * manifests. This binary has the local mode (a directory of manifests, see
- * local.c); the Kubernetes mode comes later behind the same flags.
+ * manifests: the local mode (a directory of manifests, local.c) or the
+ * Kubernetes mode (the custom resources through the API server,
+ * kube_mode.c), with the same agent, database and TLS flags.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kube_mode.h"
 #include "local.h"
 #include "manifest.h"
 #include "traceprof/log.h"
@@ -19,24 +21,43 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "usage: traceprof-controller --triggers-dir DIR [OPTIONS]\n"
+	    "       traceprof-controller --kubeconfig FILE | --in-cluster [OPTIONS]\n"
 	    "\n"
-	    "Reads TraceProfileTrigger manifests (" MANIFEST_API_VERSION
-	    ") from DIR, mirrors them\n"
-	    "into traceprof.trace_profile_triggers and sends the active ones to the agents.\n"
-	    "Changes in DIR are picked up within a second.\n"
+	    "Reads TraceProfileTrigger objects (" MANIFEST_API_VERSION "), mirrors them into\n"
+	    "traceprof.trace_profile_triggers and sends the active ones to the agents.\n"
+	    "Local mode: manifests in DIR, changes picked up within a second. Kubernetes\n"
+	    "mode: the custom resources of every namespace, status written to each.\n"
 	    "\n"
-	    "options:\n"
-	    "  --triggers-dir DIR     directory of *.yaml / *.yml manifests (required)\n"
+	    "local mode:\n"
+	    "  --triggers-dir DIR     directory of *.yaml / *.yml manifests\n"
 	    "  --agent ADDR           agent control address host:port; repeatable\n"
+	    "  --status-file F        status JSON; default DIR/" LOCAL_STATUS_DEFAULT "\n"
+	    "  --once                 one pass, then exit (1 if a manifest, the database\n"
+	    "                         or an agent had a problem)\n"
+	    "\n"
+	    "Kubernetes mode:\n"
+	    "  --kubeconfig FILE      API server and credentials from this kubeconfig\n"
+	    "  --kube-context NAME    its context to use (default: current-context)\n"
+	    "  --in-cluster           the pod's service account instead\n"
+	    "  --agent ADDR@NODE      an agent outside the cluster serving NODE; repeatable\n"
+	    "  --agent-selector SEL   label selector of the agent pods\n"
+	    "                         (default " KUBE_MODE_AGENT_SELECTOR "; \"\" for none)\n"
+	    "  --agent-namespace NS   their namespace (default: the controller's own)\n"
+	    "  --agent-port N         their AgentControl port (default 4320)\n"
+	    "  --leader-elect[=BOOL]  campaign for the Lease " KUBE_MODE_LEASE " before acting\n"
+	    "                         (default true; false for a single replica)\n"
+	    "  --lease-namespace NS   namespace of the Lease (default: the controller's own)\n"
+	    "  --identity ID          leader election identity (default: hostname_pid)\n"
+	    "  --resync D             reconcile every trigger at least this often (default 30s)\n"
+	    "\n"
+	    "both modes:\n"
 	    "  --agent-token-file F   send the bearer token in F to the agents\n"
 	    "  --agent-tls-ca F       verify the agents' certificates with this CA (PEM)\n"
 	    "  --agent-tls-cert F     client certificate for mutual TLS (PEM)\n"
 	    "  --agent-tls-key F      its private key (PEM)\n"
 	    "  --db CONNINFO          libpq conninfo or URI; default: PG* environment\n"
-	    "  --status-file F        status JSON; default DIR/" LOCAL_STATUS_DEFAULT "\n"
-	    "  --interval D           reconcile and status period, e.g. 1s, 500ms (default 1s)\n"
-	    "  --once                 one pass, then exit (1 if a manifest, the database\n"
-	    "                         or an agent had a problem)\n"
+	    "  --interval D           database and agents pass period, e.g. 1s, 500ms\n"
+	    "                         (default 1s)\n"
 	    "  -v, --verbose          debug output\n"
 	    "  -h, --help             this help\n");
 }
@@ -61,7 +82,17 @@ int main(int argc, char **argv)
 		OPT_DB,
 		OPT_STATUS,
 		OPT_INTERVAL,
-		OPT_ONCE
+		OPT_ONCE,
+		OPT_KUBECONFIG,
+		OPT_CONTEXT,
+		OPT_IN_CLUSTER,
+		OPT_AGENT_SELECTOR,
+		OPT_AGENT_NAMESPACE,
+		OPT_AGENT_PORT,
+		OPT_LEADER_ELECT,
+		OPT_LEASE_NAMESPACE,
+		OPT_IDENTITY,
+		OPT_RESYNC
 	};
 	static const struct option longopts[] = {
 	    {"triggers-dir", required_argument, NULL, OPT_DIR},
@@ -74,12 +105,30 @@ int main(int argc, char **argv)
 	    {"status-file", required_argument, NULL, OPT_STATUS},
 	    {"interval", required_argument, NULL, OPT_INTERVAL},
 	    {"once", no_argument, NULL, OPT_ONCE},
+	    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+	    {"kube-context", required_argument, NULL, OPT_CONTEXT},
+	    {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
+	    {"agent-selector", required_argument, NULL, OPT_AGENT_SELECTOR},
+	    {"agent-namespace", required_argument, NULL, OPT_AGENT_NAMESPACE},
+	    {"agent-port", required_argument, NULL, OPT_AGENT_PORT},
+	    {"leader-elect", optional_argument, NULL, OPT_LEADER_ELECT},
+	    {"lease-namespace", required_argument, NULL, OPT_LEASE_NAMESPACE},
+	    {"identity", required_argument, NULL, OPT_IDENTITY},
+	    {"resync", required_argument, NULL, OPT_RESYNC},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct local_config cfg = {.interval_ms = 1000};
+	struct kube_mode_config kcfg = {.agent_selector = KUBE_MODE_AGENT_SELECTOR,
+					.agent_port = KUBE_MODE_AGENT_PORT,
+					.leader_elect = true,
+					.resync_ms = 30000};
+	const char *agents[KUBE_MODE_MAX_AGENTS];
+	size_t n_agents = 0;
+	bool once_or_status = false;
 	struct stat st;
+	char *end;
 	uint64_t us;
 	int c;
 
@@ -92,9 +141,51 @@ int main(int argc, char **argv)
 		case OPT_AGENT:
 			if (!strchr(optarg, ':'))
 				return bad_usage("--agent '%s' is not host:port", optarg);
-			if (cfg.n_agents == LOCAL_MAX_AGENTS)
-				return bad_usage("more than %s agents", "64");
-			cfg.agents[cfg.n_agents++] = optarg;
+			if (n_agents == KUBE_MODE_MAX_AGENTS)
+				return bad_usage("more than %s agents", "256");
+			agents[n_agents++] = optarg;
+			break;
+		case OPT_KUBECONFIG:
+			kcfg.kubeconfig = optarg;
+			break;
+		case OPT_CONTEXT:
+			kcfg.context = optarg;
+			break;
+		case OPT_IN_CLUSTER:
+			kcfg.in_cluster = true;
+			break;
+		case OPT_AGENT_SELECTOR:
+			kcfg.agent_selector = optarg;
+			break;
+		case OPT_AGENT_NAMESPACE:
+			kcfg.agent_namespace = optarg;
+			break;
+		case OPT_AGENT_PORT:
+			errno = 0;
+			kcfg.agent_port = (int)strtol(optarg, &end, 10);
+			if (errno || *end || kcfg.agent_port < 1 || kcfg.agent_port > 65535)
+				return bad_usage("--agent-port '%s' is not a port number", optarg);
+			break;
+		case OPT_LEADER_ELECT:
+			if (!optarg || strcmp(optarg, "true") == 0)
+				kcfg.leader_elect = true;
+			else if (strcmp(optarg, "false") == 0)
+				kcfg.leader_elect = false;
+			else
+				return bad_usage("--leader-elect='%s': true or false", optarg);
+			break;
+		case OPT_LEASE_NAMESPACE:
+			kcfg.lease_namespace = optarg;
+			break;
+		case OPT_IDENTITY:
+			kcfg.identity = optarg;
+			break;
+		case OPT_RESYNC:
+			if (manifest_parse_duration(optarg, &us) || us < 1000000 ||
+			    us > 3600000000ULL)
+				return bad_usage(
+				    "--resync '%s' is not a duration between 1s and 1h", optarg);
+			kcfg.resync_ms = (int)(us / 1000);
 			break;
 		case OPT_TOKEN:
 			cfg.auth.token_file = optarg;
@@ -112,6 +203,7 @@ int main(int argc, char **argv)
 			cfg.db = optarg;
 			break;
 		case OPT_STATUS:
+			once_or_status = true;
 			cfg.status_file = optarg;
 			break;
 		case OPT_INTERVAL:
@@ -123,6 +215,7 @@ int main(int argc, char **argv)
 			cfg.interval_ms = (int)(us / 1000);
 			break;
 		case OPT_ONCE:
+			once_or_status = true;
 			cfg.once = true;
 			break;
 		case 'v':
@@ -138,18 +231,43 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return bad_usage("unexpected argument '%s'", argv[optind]);
+	if (!cfg.auth.tls_cert != !cfg.auth.tls_key)
+		return bad_usage("%s", "--agent-tls-cert and --agent-tls-key go together");
+#ifndef TRACEPROF_HAVE_CONTROL_CLIENT
+	if (n_agents || kcfg.kubeconfig || kcfg.in_cluster)
+		return bad_usage("%s", "this build has no AgentControl client (the gRPC "
+				       "client library was not found at build time)");
+#endif
+	if (kcfg.kubeconfig || kcfg.in_cluster) {
+		if (cfg.triggers_dir)
+			return bad_usage("%s", "--triggers-dir (local mode) and --kubeconfig / "
+					       "--in-cluster (Kubernetes mode) exclude each other");
+		if (kcfg.kubeconfig && kcfg.in_cluster)
+			return bad_usage("%s", "--kubeconfig and --in-cluster exclude each other");
+		if (once_or_status)
+			return bad_usage("%s", "--once and --status-file are local mode flags");
+		for (size_t i = 0; i < n_agents; i++) {
+			const char *at = strrchr(agents[i], '@');
+
+			if (!at || at == agents[i] || !at[1])
+				return bad_usage("--agent '%s' is not ADDR@NODE in Kubernetes mode",
+						 agents[i]);
+			kcfg.agents[kcfg.n_agents++] = agents[i];
+		}
+		kcfg.auth = cfg.auth;
+		kcfg.db = cfg.db;
+		kcfg.interval_ms = cfg.interval_ms;
+		return kube_mode_run(&kcfg);
+	}
 	if (!cfg.triggers_dir) {
 		usage(stderr);
 		return 2;
 	}
+	if (n_agents > LOCAL_MAX_AGENTS)
+		return bad_usage("more than %s agents", "64");
+	for (size_t i = 0; i < n_agents; i++)
+		cfg.agents[cfg.n_agents++] = agents[i];
 	if (stat(cfg.triggers_dir, &st) || !S_ISDIR(st.st_mode))
 		return bad_usage("--triggers-dir '%s' is not a directory", cfg.triggers_dir);
-	if (!cfg.auth.tls_cert != !cfg.auth.tls_key)
-		return bad_usage("%s", "--agent-tls-cert and --agent-tls-key go together");
-#ifndef TRACEPROF_HAVE_CONTROL_CLIENT
-	if (cfg.n_agents)
-		return bad_usage("%s", "--agent: this build has no AgentControl client (the gRPC "
-				       "client library was not found at build time)");
-#endif
 	return local_run(&cfg);
 }

@@ -47,6 +47,8 @@ struct manifest_trigger {
 	uint32_t frequency_hz;			/* spec.sampling.frequencyHz, 1..100 */
 	uint32_t max_requests;			/* spec.maxRequests, 1..1000 */
 	uint64_t timeout_ms;			/* spec.timeout, 1 ms..10 min */
+	char *id; /* trigger id fixed by the source (Kubernetes: namespace/name/uid prefix); NULL:
+		     minted at first sight. Owned: manifest_trigger_clear frees it. */
 };
 
 struct manifest_error {

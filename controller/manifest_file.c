@@ -260,6 +260,7 @@ void manifest_trigger_clear(struct manifest_trigger *t)
 	free(t->status);
 	free(t->route);
 	free(t->method);
+	free(t->id);
 	memset(t, 0, sizeof(*t));
 }
 

@@ -303,6 +303,12 @@ void manifest_proto_free(Traceprof__Control__V1__Trigger *p)
 		for (size_t i = 0; i < p->targets->n_cgroup_paths; i++)
 			free(p->targets->cgroup_paths[i]);
 		free(p->targets->cgroup_paths);
+		for (size_t i = 0; i < p->targets->n_pod_uids; i++)
+			free(p->targets->pod_uids[i]);
+		free(p->targets->pod_uids);
+		for (size_t i = 0; i < p->targets->n_container_ids; i++)
+			free(p->targets->container_ids[i]);
+		free(p->targets->container_ids);
 		free(p->targets);
 	}
 	free(p);

@@ -100,6 +100,8 @@ static int upsert(PGconn *conn, const struct manifest_trigger *t, const char *ex
 		return -ENOMEM;
 	if (existing)
 		snprintf(id, sizeof(id), "%s", existing);
+	else if (t->id)
+		snprintf(id, sizeof(id), "%s", t->id);
 	else
 		mint_id(t, id, sizeof(id));
 	snprintf(freq, sizeof(freq), "%u", t->frequency_hz);
@@ -165,7 +167,8 @@ static int enforce_limit(PGconn *conn)
 	    "  completed_at = now() "
 	    "FROM (SELECT trigger_id, row_number() OVER (PARTITION BY service "
 	    "        ORDER BY created_at, trigger_id) AS rn "
-	    "      FROM traceprof.trace_profile_triggers WHERE phase = 'Active') a "
+	    "      FROM traceprof.trace_profile_triggers "
+	    "      WHERE phase = 'Active' AND service IS NOT NULL) a "
 	    "WHERE t.trigger_id = a.trigger_id AND a.rn > %d RETURNING t.trigger_id, t.service",
 	    TRIGGERS_PER_SERVICE, TRIGGERS_PER_SERVICE);
 	res = PQexec(conn, sql);
@@ -207,7 +210,13 @@ int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_rem
 			if (strcmp(PQgetvalue(cur, r, 1), t->namespace_) == 0 &&
 			    strcmp(PQgetvalue(cur, r, 2), t->name) == 0)
 				existing = PQgetvalue(cur, r, 0);
-		rc = upsert(conn, t, existing);
+		/* the same name with another fixed id: the old object is gone */
+		if (existing && t->id && strcmp(existing, t->id) != 0) {
+			rc = remove_row(conn, existing);
+			existing = NULL;
+		}
+		if (!rc)
+			rc = upsert(conn, t, existing);
 	}
 	for (int r = 0; !rc && r < PQntuples(cur); r++) {
 		const char *ns = PQgetvalue(cur, r, 1), *name = PQgetvalue(cur, r, 2);
@@ -253,7 +262,11 @@ int triggers_db_load(PGconn *conn, struct trigger_rows *out)
 	    "  coalesce(array_to_string(ARRAY(SELECT traceprof.trace_id_text(x) "
 	    "      FROM unnest(trace_ids) WITH ORDINALITY u(x, o) ORDER BY o), ','), ''), "
 	    "  (extract(epoch FROM deadline) * 1000)::bigint, "
-	    "  to_char(deadline AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+	    "  to_char(deadline AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+	    "  coalesce(to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+	    "''), "
+	    "  coalesce(to_char(completed_at AT TIME ZONE 'UTC', "
+	    "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '') "
 	    "FROM (" CURRENT_ROWS ") c ORDER BY namespace, name";
 	PGresult *res = PQexec(conn, sql);
 	bool oom = false;
@@ -286,6 +299,8 @@ int triggers_db_load(PGconn *conn, struct trigger_rows *out)
 		t->trace_ids = dup_value(res, r, 10, &oom);
 		t->deadline_ms = strtoll(PQgetvalue(res, r, 11), NULL, 10);
 		t->deadline = dup_value(res, r, 12, &oom);
+		t->started = dup_value(res, r, 13, &oom);
+		t->completed = dup_value(res, r, 14, &oom);
 	}
 	PQclear(res);
 	if (oom) {
@@ -322,6 +337,8 @@ void trigger_rows_free(struct trigger_rows *r)
 		free(t->reason);
 		free(t->trace_ids);
 		free(t->deadline);
+		free(t->started);
+		free(t->completed);
 	}
 	free(r->v);
 	memset(r, 0, sizeof(*r));

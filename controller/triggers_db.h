@@ -8,7 +8,9 @@
  * at most 3 Active triggers per service (later ones, by first-seen time,
  * Rejected), then traceprof.expire_triggers(). A row whose reason ends in
  * 'manifest removed' is detached: a manifest with the same name later is a
- * new trigger.
+ * new trigger. A manifest that carries its own id (Kubernetes: from the
+ * object's uid) keeps it; a row of the same name with another id is ended
+ * as removed (the object was deleted and created again).
  */
 #ifndef TRACEPROF_CONTROLLER_TRIGGERS_DB_H
 #define TRACEPROF_CONTROLLER_TRIGGERS_DB_H
@@ -36,6 +38,8 @@ struct trigger_row {
 	char *trace_ids;     /* the collected trace ids, 32 hex digits each, comma separated */
 	int64_t deadline_ms; /* deadline, Unix milliseconds */
 	char *deadline;	     /* deadline, ISO 8601 UTC */
+	char *started;	     /* started_at, ISO 8601 UTC ("" when none) */
+	char *completed;     /* completed_at, ISO 8601 UTC ("" when none) */
 };
 
 struct trigger_rows {
