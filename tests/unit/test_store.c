@@ -98,8 +98,8 @@ static void make_trace(uint8_t id[16], unsigned seed)
 		id[i] = (uint8_t)(seed * 31 + i + 1);
 }
 
-static const struct store_source fixture_src = {"checkout", "shop",   "checkout-7d9f",
-						"c0ffee",   "node-1", "abcdef0123"};
+static const struct store_source fixture_src = {
+    "checkout", "shop", "checkout-7d9f", "c0ffee", "node-1", "abcdef0123", ""};
 
 /* Dictionary entries and rows of every shape; ids of the fixture. */
 struct fixture {
@@ -387,7 +387,7 @@ static void test_invalid(void)
 	uint64_t stacks[2] = {1, 2};
 	uint64_t frames513[513] = {0};
 	uint32_t zero_count[2] = {1, 0};
-	struct store_source src = {"svc", "", "", "", "", ""};
+	struct store_source src = {"svc", "", "", "", "", "", ""};
 	struct store_sample_row ok = {.bucket_us = now - 60 * SEC,
 				      .source_id = 9,
 				      .span_id = 3,
