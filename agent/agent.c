@@ -55,16 +55,17 @@
 #include "traceprof/log.h"
 #include "triggers.h"
 
-#define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
-#define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
-#define MAX_INLINE	 8	   /* inlined frames kept per address */
-#define RECHECK_MIN_US	 1000000   /* first re-look at an incomplete process */
-#define RECHECK_FAST_US	 4000000   /* looks (x4) up to this step... */
-#define RECHECK_MAX_US	 120000000 /* ...then every 2 min, only if sampled meanwhile */
-#define SWEEP_EVERY_US	 300000000 /* look for dead processes whose exit record was lost */
-#define RENEW_EVERY_US	 10000000  /* check the symbolizer's name budget this often */
-#define POLL_MAX_MS	 1000	   /* longest sleep of the main loop */
-#define STOP_FLUSH_MS	 10000	   /* final flush deadline */
+#define STACK_CACHE_SIZE  65536	    /* raw stack -> stack id entries (power of two) */
+#define MAX_STACK_FRAMES  512	    /* the store's limit on frames per stack */
+#define MAX_INLINE	  8	    /* inlined frames kept per address */
+#define RECHECK_MIN_US	  1000000   /* first re-look at an incomplete process */
+#define RECHECK_FAST_US	  4000000   /* looks (x4) up to this step... */
+#define RECHECK_MAX_US	  120000000 /* ...then every 2 min, only if sampled meanwhile */
+#define SWEEP_EVERY_US	  300000000 /* look for dead processes whose exit record was lost */
+#define RENEW_EVERY_US	  10000000  /* check the symbolizer's name budget this often */
+#define POLL_MAX_MS	  1000	    /* longest sleep of the main loop */
+#define STOP_FLUSH_MS	  10000	    /* final flush deadline */
+#define KUBE_SYNC_WAIT_MS 3000	    /* at start, wait this long for the node's pods */
 
 /* What the agent knows about one process. */
 struct proc {
@@ -862,6 +863,11 @@ static int start_kube(struct agent *a)
 			  err);
 		return -EINVAL;
 	}
+	/* The processes already running are looked at first thing: name them at once if the
+	 * API server answers quickly; if not, they are renamed when their pods arrive. */
+	if (!kubepods_wait_synced(a->kube, KUBE_SYNC_WAIT_MS))
+		log_info("kube: pods of node=%s not listed within %d ms; starting without them",
+			 a->cfg.node, KUBE_SYNC_WAIT_MS);
 	return 0;
 }
 

@@ -395,6 +395,11 @@ void kubepods_stop(struct kubepods *kp)
 	free(kp);
 }
 
+bool kubepods_wait_synced(struct kubepods *kp, long timeout_ms)
+{
+	return kp && kube_informer_wait_synced(kp->inf, timeout_ms);
+}
+
 bool kubepods_find_uid(struct kubepods *kp, const char *uid, struct kubepods_pod *out)
 {
 	return kp && kubepods_map_find_uid(kp->map, uid, out);

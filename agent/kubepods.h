@@ -91,6 +91,8 @@ struct kubepods;
  */
 struct kubepods *kubepods_start(const struct kubepods_opts *opts, char *err, size_t errlen);
 void kubepods_stop(struct kubepods *kp);
+/* Waits up to timeout_ms for the first LIST; true when it arrived. */
+bool kubepods_wait_synced(struct kubepods *kp, long timeout_ms);
 bool kubepods_find_uid(struct kubepods *kp, const char *uid, struct kubepods_pod *out);
 bool kubepods_find_container(struct kubepods *kp, const char *container_id,
 			     struct kubepods_pod *out);
