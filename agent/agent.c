@@ -40,6 +40,7 @@
 #include "hold.h"
 #include "control.h"
 #include "identity.h"
+#include "kubepods.h"
 #include "otlp.h"
 #include "otlp_forward.h"
 #include "otlp_grpc.h"
@@ -54,16 +55,17 @@
 #include "traceprof/log.h"
 #include "triggers.h"
 
-#define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
-#define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
-#define MAX_INLINE	 8	   /* inlined frames kept per address */
-#define RECHECK_MIN_US	 1000000   /* first re-look at an incomplete process */
-#define RECHECK_FAST_US	 4000000   /* looks (x4) up to this step... */
-#define RECHECK_MAX_US	 120000000 /* ...then every 2 min, only if sampled meanwhile */
-#define SWEEP_EVERY_US	 300000000 /* look for dead processes whose exit record was lost */
-#define RENEW_EVERY_US	 10000000  /* check the symbolizer's name budget this often */
-#define POLL_MAX_MS	 1000	   /* longest sleep of the main loop */
-#define STOP_FLUSH_MS	 10000	   /* final flush deadline */
+#define STACK_CACHE_SIZE  65536	    /* raw stack -> stack id entries (power of two) */
+#define MAX_STACK_FRAMES  512	    /* the store's limit on frames per stack */
+#define MAX_INLINE	  8	    /* inlined frames kept per address */
+#define RECHECK_MIN_US	  1000000   /* first re-look at an incomplete process */
+#define RECHECK_FAST_US	  4000000   /* looks (x4) up to this step... */
+#define RECHECK_MAX_US	  120000000 /* ...then every 2 min, only if sampled meanwhile */
+#define SWEEP_EVERY_US	  300000000 /* look for dead processes whose exit record was lost */
+#define RENEW_EVERY_US	  10000000  /* check the symbolizer's name budget this often */
+#define POLL_MAX_MS	  1000	    /* longest sleep of the main loop */
+#define STOP_FLUSH_MS	  10000	    /* final flush deadline */
+#define KUBE_SYNC_WAIT_MS 3000	    /* at start, wait this long for the node's pods */
 
 /* What the agent knows about one process. */
 struct proc {
@@ -79,6 +81,8 @@ struct proc {
 	int64_t last_sample_us;	 /* last sample seen (for sweeping) */
 	int64_t inspected_us;	 /* last proc_inspect() */
 	uint64_t maps_fp;	 /* procmem_maps_fingerprint() at the last full look, 0 = none */
+	char pod_uid[IDENTITY_POD_UID_LEN + 1]; /* from its cgroup, "" outside a pod */
+	bool pod_named; /* its source carries the pod's namespace and name */
 };
 
 /* One cached raw stack. */
@@ -121,6 +125,9 @@ struct agent {
 	uint64_t decisions_dropped;		  /* ring full: those traces' holds expire */
 	struct control *control;		  /* AgentControl server, or NULL */
 	struct control_stats control_stats;	  /* its final counters, after stop */
+	struct kubepods *kube;			  /* the node's pods (Kubernetes API), or NULL */
+	uint64_t kube_gen;			  /* kubepods_generation() last acted on */
+	uint64_t kube_renamed;			  /* sources renamed when their pod arrived */
 	uint32_t cpus_online;			  /* at start: sysconf reads sysfs every call */
 	uint64_t http_timeouts;			  /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;			  /* OTLP/HTTP connections refused when full */
@@ -335,6 +342,61 @@ static uint64_t maps_fingerprint(int pid)
 	return fp;
 }
 
+/*
+ * The source of a process from its identity: with the Kubernetes API on
+ * and its pod known, the pod's namespace, name and labels; else the pod
+ * UID stands in for the name until the pod arrives (rename_pod_procs).
+ */
+static void proc_set_source(struct agent *a, struct proc *p, const struct identity *id)
+{
+	struct kubepods_pod pod = {0};
+	struct store_source src = {0};
+
+	snprintf(p->pod_uid, sizeof(p->pod_uid), "%s", id->pod_uid);
+	p->pod_named = id->pod_uid[0] && kubepods_find_uid(a->kube, id->pod_uid, &pod);
+	src.service = id->service_name;
+	src.namespace_ = p->pod_named ? pod.namespace_ : "";
+	src.pod = p->pod_named ? pod.name : id->pod_uid;
+	src.container = id->container_id;
+	src.node = a->cfg.node;
+	src.build_id = id->build_id;
+	src.labels_json = pod.labels_json;
+	p->source_id =
+	    ids_source(src.service, src.namespace_, src.pod, src.container, src.node, src.build_id);
+	if (!agg_has_source(a->agg, p->source_id))
+		agg_add_source(a->agg, p->source_id, &src);
+	free(pod.labels_json);
+}
+
+/*
+ * Pods arrived or changed: processes still under their pod UID get their
+ * pod's names from now on (samples already aggregated keep the old source).
+ */
+static void rename_pod_procs(struct agent *a)
+{
+	uint64_t gen = kubepods_generation(a->kube);
+
+	if (gen == a->kube_gen)
+		return;
+	a->kube_gen = gen;
+	for (size_t i = 0; i < a->nprocs_cap; i++) {
+		struct proc *p = &a->procs[i];
+		struct identity id;
+
+		if (!p->pid || !p->pod_uid[0] || p->pod_named)
+			continue;
+		if (identity_read(p->pid, &id) != 0)
+			continue;
+		proc_set_source(a, p, &id);
+		if (p->pod_named) {
+			a->kube_renamed++;
+			log_debug("process pid=%d now named after its pod uid=%s", p->pid,
+				  p->pod_uid);
+		}
+		identity_clear(&id);
+	}
+}
+
 static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 {
 	uint64_t t0 = thread_cpu_ns();
@@ -351,7 +413,6 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 	struct identity id;
 	struct tp_tls_loc loc;
 	struct tlsloc_info info;
-	struct store_source src;
 	bool has_ctx = false, has_tls = false, kernel_thread = false;
 	uint64_t fp;
 	int rc;
@@ -374,17 +435,7 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 	}
 	p->maps_fp = fp;
 	if (identity_read(p->pid, &id) == 0) {
-		memset(&src, 0, sizeof(src));
-		src.service = id.service_name;
-		src.namespace_ = "";
-		src.pod = id.pod_uid;
-		src.container = id.container_id;
-		src.node = a->cfg.node;
-		src.build_id = id.build_id;
-		p->source_id = ids_source(src.service, src.namespace_, src.pod, src.container,
-					  src.node, src.build_id);
-		if (!agg_has_source(a->agg, p->source_id))
-			agg_add_source(a->agg, p->source_id, &src);
+		proc_set_source(a, p, &id);
 		note_trigger_proc(a, p->pid, &id);
 		has_ctx = id.source == IDENTITY_FROM_PROCCTX;
 		kernel_thread = id.source == IDENTITY_FROM_COMM && !id.build_id[0];
@@ -394,7 +445,7 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 	} else if (p->source_id == 0) {
 		p->source_id = ids_source("[unknown]", "", "", "", a->cfg.node, "");
 		if (!agg_has_source(a->agg, p->source_id)) {
-			struct store_source unk = {"[unknown]", "", "", "", a->cfg.node, ""};
+			struct store_source unk = {"[unknown]", "", "", "", a->cfg.node, "", ""};
 
 			agg_add_source(a->agg, p->source_id, &unk);
 		}
@@ -781,6 +832,47 @@ static int forward_export(void *ctx, const void *buf, size_t len)
 	return otlp_forward_submit(ctx, buf, len);
 }
 
+/* OTLP resources name a pod by k8s.pod.uid or container.id (otlp.h). */
+static bool otlp_pod_lookup(void *ctx, const char *pod_uid, const char *container_id,
+			    struct kubepods_pod *out)
+{
+	struct kubepods *kp = ctx;
+
+	return (pod_uid && *pod_uid && kubepods_find_uid(kp, pod_uid, out)) ||
+	       (container_id && *container_id && kubepods_find_container(kp, container_id, out));
+}
+
+/*
+ * The node's pods from the Kubernetes API: with kubeconfig, or in-cluster
+ * when kube-in-cluster is on (auto: when KUBERNETES_SERVICE_HOST is set).
+ * A configuration that cannot be read stops the start; an API server that
+ * does not answer does not (kubepods.h).
+ */
+static int start_kube(struct agent *a)
+{
+	struct kubepods_opts ko = {.kubeconfig = a->cfg.kubeconfig, .node = a->cfg.node};
+	bool in_cluster =
+	    a->cfg.kube_in_cluster == CONFIG_ON ||
+	    (a->cfg.kube_in_cluster == CONFIG_AUTO && getenv("KUBERNETES_SERVICE_HOST"));
+	char err[512];
+
+	if (!a->cfg.kubeconfig[0] && !in_cluster)
+		return 0;
+	a->kube = kubepods_start(&ko, err, sizeof(err));
+	if (!a->kube) {
+		log_error("cannot read pods from the Kubernetes API: %s (set kubeconfig, or "
+			  "kube-in-cluster=off to run without pod names)",
+			  err);
+		return -EINVAL;
+	}
+	/* The processes already running are looked at first thing: name them at once if the
+	 * API server answers quickly; if not, they are renamed when their pods arrive. */
+	if (!kubepods_wait_synced(a->kube, KUBE_SYNC_WAIT_MS))
+		log_info("kube: pods of node=%s not listed within %d ms; starting without them",
+			 a->cfg.node, KUBE_SYNC_WAIT_MS);
+	return 0;
+}
+
 /*
  * The OTLP receivers. An address that cannot be bound is logged and that
  * receiver stays off: the profiler keeps running (docs/agent.md says why).
@@ -793,6 +885,8 @@ static int start_otlp(struct agent *a)
 	    .max_bytes = a->cfg.otlp_max_bytes,
 	    .submit = submit_requests,
 	    .submit_ctx = a,
+	    .pod_lookup = a->kube ? otlp_pod_lookup : NULL,
+	    .pod_ctx = a->kube,
 	};
 
 	if (a->cfg.otlp_forward[0]) {
@@ -986,6 +1080,22 @@ static void stop_control(struct agent *a)
 	a->control = NULL;
 }
 
+/* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */
+static void write_kube_stats(struct agent *a, FILE *f)
+{
+	struct kubepods_stats ks;
+
+	if (!a->kube)
+		return;
+	kubepods_get_stats(a->kube, &ks);
+	fprintf(f,
+		"kube_pods_known=%" PRIu64 "\nkube_errors=%" PRIu64 "\nkube_synced=%d\n"
+		"kube_pods_dropped=%" PRIu64 "\nkube_labels_dropped=%" PRIu64
+		"\nkube_renamed=%" PRIu64 "\n",
+		ks.pods_known, ks.errors, ks.synced ? 1 : 0, ks.pods_dropped, ks.labels_dropped,
+		a->kube_renamed);
+}
+
 static void write_trigger_stats(struct agent *a, FILE *f)
 {
 	struct triggers_stats ts;
@@ -1127,6 +1237,8 @@ struct agent *agent_new(const struct agent_config *cfg)
 
 	if (start_control(a) != 0)
 		goto out_free;
+	if (start_kube(a) != 0)
+		goto out_free;
 	if (start_otlp(a) != 0)
 		goto out_free;
 
@@ -1245,6 +1357,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	write_otlp_stats(a, f);
 	write_hold_stats(a, f);
 	write_trigger_stats(a, f);
+	write_kube_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
@@ -1356,6 +1469,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 	int64_t t0 = clock_us(CLOCK_MONOTONIC), next_sweep = t0 + SWEEP_EVERY_US;
 	int64_t next_renew = t0 + RENEW_EVERY_US;
 	int64_t next_progress = t0 + 60000000;
+	int64_t next_kube_check = t0;
 	int64_t end = a->cfg.duration_s > 0 ? t0 + (int64_t)(a->cfg.duration_s * 1e6) : 0;
 	int rc = 0, n;
 
@@ -1383,6 +1497,13 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		c2 = thread_cpu_ns();
 		a->cpu_window_ns += c2 - c1;
 		tick_triggers(a);
+		if (a->kube) {
+			rename_pod_procs(a);
+			if (mono >= next_kube_check) {
+				kubepods_check(a->kube);
+				next_kube_check = mono + 1000000;
+			}
+		}
 		if (real >= a->next_recheck_us)
 			recheck_processes(a, real);
 		if (mono >= next_sweep) {
@@ -1433,6 +1554,8 @@ void agent_free(struct agent *a)
 	stop_control(a);
 	triggers_free(a->trig); /* after the OTLP threads, which feed it */
 	a->trig = NULL;
+	kubepods_stop(a->kube); /* after the OTLP threads, which read it */
+	a->kube = NULL;
 	sampler_free(a->sampler);
 	hold_free(a->hold);
 	shipper_free(a->shipper);

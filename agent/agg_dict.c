@@ -8,7 +8,7 @@
 #include "agg_dict.h"
 
 #define MAX_FRAMES  512
-#define SOURCE_STRS 6
+#define SOURCE_STRS 7
 
 /* Common head of every dictionary entry. */
 struct dent {
@@ -20,7 +20,7 @@ struct dent {
 
 struct dsource {
 	struct dent h;		    /* head */
-	const char *s[SOURCE_STRS]; /* service, namespace, pod, container, node, build id */
+	const char *s[SOURCE_STRS]; /* service, namespace, pod, container, node, build id, labels */
 	char buf[];		    /* the strings */
 };
 
@@ -170,6 +170,7 @@ int agg_dict_add_source(struct agg_dict *d, uint64_t seq, uint64_t id,
 	in[3] = src->container;
 	in[4] = src->node;
 	in[5] = src->build_id;
+	in[6] = src->labels_json;
 	for (int i = 0; i < SOURCE_STRS; i++)
 		bytes += str_size(in[i]);
 	e = malloc(sizeof(*e) + bytes);
@@ -382,9 +383,9 @@ void agg_dict_fill(const struct agg_dict *d, struct agg_window *w, uint64_t *u64
 	for (size_t i = 0; i < w->nsources; i++) {
 		const struct dsource *e = d->cl[AGG_DICT_SOURCES].p[i];
 		struct agg_source *o = &w->sources[i];
-		const char **dst[SOURCE_STRS] = {&o->src.service, &o->src.namespace_,
-						 &o->src.pod,	  &o->src.container,
-						 &o->src.node,	  &o->src.build_id};
+		const char **dst[SOURCE_STRS] = {
+		    &o->src.service, &o->src.namespace_, &o->src.pod,	     &o->src.container,
+		    &o->src.node,    &o->src.build_id,	 &o->src.labels_json};
 
 		o->id = e->h.id;
 		for (int s = 0; s < SOURCE_STRS; s++)

@@ -28,6 +28,7 @@ enum setting_type {
 	SET_TARGET,    /* all | pid:N[,N...] | cgroup:PATH */
 	SET_LOGLEVEL,  /* debug | info | warn | error */
 	SET_SPANKINDS, /* comma list of server, client, internal, producer, consumer */
+	SET_AUTOBOOL,  /* auto | on | off, stored as enum config_auto */
 };
 
 struct setting {
@@ -90,6 +91,12 @@ static const struct setting settings[] = {
      "PEM CA whose certificates the control port accepts from clients"},
     {"control-token-file", SET_STRING, STR(control_token_file), 0, 0, "",
      "file whose first line is the bearer token every control call must carry"},
+    {"kubeconfig", SET_STRING, STR(kubeconfig), 0, 0, "",
+     "kubeconfig to read the node's pods from (namespace, name, labels); empty: see "
+     "kube-in-cluster"},
+    {"kube-in-cluster", SET_AUTOBOOL, FIELD(kube_in_cluster), 0, 0, 0, "auto",
+     "read the node's pods with the pod's service account: auto (when "
+     "KUBERNETES_SERVICE_HOST is set), on or off"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -321,6 +328,18 @@ int config_set(struct agent_config *cfg, const char *name, const char *value, ch
 		return parse_target(cfg, value, err, errlen);
 	case SET_SPANKINDS:
 		return parse_span_kinds(cfg, value, err, errlen);
+	case SET_AUTOBOOL: {
+		static const char *const words[] = {"auto", "on", "off"};
+
+		for (int i = 0; i < 3; i++)
+			if (strcmp(value, words[i]) == 0) {
+				*(enum config_auto *)((char *)cfg + s->offset) =
+				    (enum config_auto)i;
+				return 0;
+			}
+		snprintf(err, errlen, "%s: want auto, on or off, not \"%s\"", name, value);
+		return -EINVAL;
+	}
 	case SET_LOGLEVEL: {
 		static const char *const levels[] = {"debug", "info", "warn", "error"};
 
@@ -504,4 +523,8 @@ void config_print(const struct agent_config *cfg, FILE *out)
 			fprintf(out, "%s%s", n++ ? "," : "", span_kinds[i].name);
 	fprintf(out, "\notlp-forward = %s\n", cfg->otlp_forward);
 	fprintf(out, "trigger-hold-bytes = %zu\n", cfg->trigger_hold_bytes);
+	fprintf(out, "kubeconfig = %s\nkube-in-cluster = %s\n", cfg->kubeconfig,
+		cfg->kube_in_cluster == CONFIG_ON    ? "on"
+		: cfg->kube_in_cluster == CONFIG_OFF ? "off"
+						     : "auto");
 }

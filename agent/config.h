@@ -20,6 +20,13 @@ enum config_target {
 	CONFIG_TARGET_CGROUP = 2, /* only processes in the cgroup (v2) at cgroup */
 };
 
+/* A setting that may follow the environment. */
+enum config_auto {
+	CONFIG_AUTO = 0, /* decided at start (see the setting) */
+	CONFIG_ON = 1,
+	CONFIG_OFF = 2,
+};
+
 struct agent_config {
 	int frequency;		     /* base sampling frequency, Hz (1..1000) */
 	int window_s;		     /* aggregation window, seconds */
@@ -47,6 +54,8 @@ struct agent_config {
 	char control_tls_ca[4096];   /* PEM CA that signs controller certificates, or "" */
 	char control_token_file[4096]; /* file holding the bearer token, or "" */
 	size_t trigger_hold_bytes; /* bound of raised samples held until their request is decided */
+	char kubeconfig[4096];	   /* kubeconfig for the node's pods, "" = none */
+	enum config_auto kube_in_cluster; /* service account of the pod (auto: in a cluster) */
 };
 
 /* Sets every field to its default. */

@@ -155,6 +155,7 @@ static const char *const K_STATUS[] = {"http.response.status_code", "http.status
 static const char *const K_SERVICE[] = {"service.name", NULL};
 static const char *const K_NAMESPACE[] = {"k8s.namespace.name", NULL};
 static const char *const K_POD[] = {"k8s.pod.name", NULL};
+static const char *const K_POD_UID[] = {"k8s.pod.uid", NULL};
 static const char *const K_CONTAINER[] = {"container.id", NULL};
 static const char *const K_NODE[] = {"k8s.node.name", "host.name", NULL};
 
@@ -223,7 +224,7 @@ static size_t round8(size_t n)
 
 static size_t slen(const char *s)
 {
-	return strlen(s) + 1;
+	return (s ? strlen(s) : 0) + 1;
 }
 
 static char *put_str(char **pos, const char *s)
@@ -231,7 +232,7 @@ static char *put_str(char **pos, const char *s)
 	size_t n = slen(s);
 	char *d = *pos;
 
-	memcpy(d, s, n);
+	memcpy(d, s ? s : "", n);
 	*pos += n;
 	return d;
 }
@@ -273,7 +274,7 @@ static struct agg_window *build_batch(struct pending *rows, size_t nrows,
 		const struct store_source *s = &srcs[i].src;
 
 		strbytes += slen(s->service) + slen(s->namespace_) + slen(s->pod) +
-			    slen(s->container) + slen(s->node) + 1;
+			    slen(s->container) + slen(s->node) + slen(s->labels_json) + 1;
 	}
 	bytes = round8(sizeof(*w)) + round8(nrows * sizeof(*w->requests)) +
 		round8(nsrcs * sizeof(*w->sources)) + round8(nroutes * sizeof(*w->routes)) +
@@ -312,6 +313,7 @@ static struct agg_window *build_batch(struct pending *rows, size_t nrows,
 		d->container = put_str(&pos, s->container);
 		d->node = put_str(&pos, s->node);
 		d->build_id = put_str(&pos, "");
+		d->labels_json = put_str(&pos, s->labels_json);
 	}
 	if (nrows)
 		w->start_us = w->requests[0].start_us;
@@ -342,7 +344,8 @@ int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts
 	const char *node = opts && opts->node ? opts->node : "";
 	struct pending *rows = NULL;
 	struct pending_source *srcs = NULL;
-	size_t nrows = 0, nsrcs = 0, total = 0;
+	struct kubepods_pod *pods = NULL; /* per resource, when opts->pod_lookup */
+	size_t nrows = 0, nsrcs = 0, total = 0, npods = 0;
 	export_req *req;
 	int rc = 0;
 
@@ -376,7 +379,9 @@ int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts
 	}
 	rows = malloc(sizeof(*rows) * (total ? total : 1));
 	srcs = malloc(sizeof(*srcs) * (req->n_resource_spans ? req->n_resource_spans : 1));
-	if (!rows || !srcs) {
+	if (opts && opts->pod_lookup)
+		pods = calloc(req->n_resource_spans ? req->n_resource_spans : 1, sizeof(*pods));
+	if (!rows || !srcs || (opts && opts->pod_lookup && !pods)) {
 		snprintf(out->message, sizeof(out->message), "out of memory");
 		rc = -ENOMEM;
 		goto out_free;
@@ -399,6 +404,14 @@ int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts
 
 		if (!src.node[0])
 			src.node = node;
+		/* A pod the agent knows: its namespace, name and labels (kubepods.h). */
+		if (pods && opts->pod_lookup(opts->pod_ctx, attr_str(kv, nkv, K_POD_UID),
+					     src.container, &pods[npods])) {
+			src.namespace_ = pods[npods].namespace_;
+			src.pod = pods[npods].name;
+			src.labels_json = pods[npods].labels_json;
+			npods++;
+		}
 		text_ok = store_valid_text(src.service) && store_valid_text(src.namespace_) &&
 			  store_valid_text(src.pod) && store_valid_text(src.container) &&
 			  store_valid_text(src.node);
@@ -447,6 +460,9 @@ int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts
 		}
 	}
 out_free:
+	for (size_t i = 0; i < npods; i++)
+		free(pods[i].labels_json);
+	free(pods);
 	free(rows);
 	free(srcs);
 out_release:
@@ -519,7 +535,10 @@ size_t otlp_receiver_max_bytes(const struct otlp_receiver *r)
 void otlp_receiver_export(struct otlp_receiver *r, const void *buf, size_t len,
 			  struct otlp_result *out)
 {
-	struct otlp_decode_opts dopts = {.kinds = r->o.kinds, .node = r->o.node};
+	struct otlp_decode_opts dopts = {.kinds = r->o.kinds,
+					 .node = r->o.node,
+					 .pod_lookup = r->o.pod_lookup,
+					 .pod_ctx = r->o.pod_ctx};
 	struct otlp_decoded d;
 	uint64_t rows = 0, unqueued = 0, by_status[6] = {0};
 	int rc;

@@ -28,10 +28,12 @@
 #ifndef TRACEPROF_AGENT_OTLP_H
 #define TRACEPROF_AGENT_OTLP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "aggregate.h"
+#include "kubepods.h"
 
 #define OTLP_DEFAULT_MAX_BYTES (4u << 20) /* largest export accepted */
 #define OTLP_ARENA_FACTOR      32	  /* decode memory <= factor * size + slack */
@@ -65,9 +67,19 @@ enum otlp_status {
 	OTLP_STATUS__COUNT,
 };
 
+/*
+ * Finds the pod of a resource by its k8s.pod.uid or container.id (either
+ * may be ""); fills *out (the receiver frees out->labels_json) and returns
+ * true when known. Called on the receiving threads.
+ */
+typedef bool (*otlp_pod_lookup_fn)(void *ctx, const char *pod_uid, const char *container_id,
+				   struct kubepods_pod *out);
+
 struct otlp_decode_opts {
-	uint32_t kinds;	  /* OTLP_KIND_* mask of spans kept; 0 = OTLP_KIND_SERVER */
-	const char *node; /* node recorded when the resource names none; NULL = "" */
+	uint32_t kinds;		       /* OTLP_KIND_* mask of spans kept; 0 = OTLP_KIND_SERVER */
+	const char *node;	       /* node recorded when the resource names none; NULL = "" */
+	otlp_pod_lookup_fn pod_lookup; /* optional (see below) */
+	void *pod_ctx;		       /* its first argument */
 };
 
 /* What one decoded export holds. */
@@ -106,7 +118,9 @@ struct otlp_receiver_opts {
 	void *submit_ctx;      /* its first argument */
 	/* optional: gets the bytes of every export that decoded (otlp_forward_submit) */
 	int (*forward)(void *ctx, const void *buf, size_t len);
-	void *forward_ctx; /* its first argument */
+	void *forward_ctx;	       /* its first argument */
+	otlp_pod_lookup_fn pod_lookup; /* optional: namespace, pod name and labels of a pod */
+	void *pod_ctx;		       /* its first argument */
 };
 
 struct otlp_stats {

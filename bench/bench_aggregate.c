@@ -61,7 +61,7 @@ struct workload {
 /* Registers `stacks` stacks of 20 frames over 400 functions, and 2 sources. */
 static void register_dict(struct agg *a, int stacks)
 {
-	struct store_source src = {"checkout", "shop", "checkout-1", "c0", "node-1", "b1d"};
+	struct store_source src = {"checkout", "shop", "checkout-1", "c0", "node-1", "b1d", ""};
 	char name[64];
 
 	agg_add_source(a, 1, &src);

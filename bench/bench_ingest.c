@@ -250,7 +250,7 @@ static void add_dictionaries(struct store *st, const struct pool *p, struct rng 
 	char name[64];
 
 	for (int i = 0; i < SOURCES; i++) {
-		struct store_source src = {"checkout", "shop", name, "", "node-1", "b1d"};
+		struct store_source src = {"checkout", "shop", name, "", "node-1", "b1d", ""};
 
 		snprintf(name, sizeof(name), "checkout-%d", i);
 		store_add_source(st, p->source[i], &src);

@@ -26,6 +26,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "store_internal.h"
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
@@ -396,6 +398,30 @@ static bool valid_opt_str(const char *s)
 	return !s || valid_utf8(s);
 }
 
+/*
+ * A source's labels: NULL, "" or a JSON object whose values are strings
+ * (Kubernetes labels), at most STORE_LABELS_MAX bytes, valid UTF-8 without
+ * \u0000 (which jsonb refuses). Checked here so that one bad value is
+ * refused alone instead of failing the COPY of the whole flush.
+ */
+static bool valid_labels(const char *s)
+{
+	json_error_t jerr;
+	const char *k;
+	json_t *o, *v;
+	bool ok;
+
+	if (!s || !*s)
+		return true;
+	if (strlen(s) > STORE_LABELS_MAX || !valid_utf8(s))
+		return false;
+	o = json_loads(s, JSON_REJECT_DUPLICATES, &jerr);
+	ok = json_is_object(o);
+	json_object_foreach(ok ? o : NULL, k, v) if (!json_is_string(v)) ok = false;
+	json_decref(o);
+	return ok;
+}
+
 static bool valid_req_str(const char *s)
 {
 	return s && *s && valid_utf8(s);
@@ -552,7 +578,8 @@ int store_add_source(struct store *st, uint64_t source_id, const struct store_so
 		return -EINVAL;
 	if (!src || !valid_req_str(src->service) || !valid_opt_str(src->namespace_) ||
 	    !valid_opt_str(src->pod) || !valid_opt_str(src->container) ||
-	    !valid_opt_str(src->node) || !valid_opt_str(src->build_id))
+	    !valid_opt_str(src->node) || !valid_opt_str(src->build_id) ||
+	    !valid_labels(src->labels_json))
 		return refuse(st);
 	r = dict_check(st, DICT_SOURCE, source_id);
 	if (r)

@@ -590,7 +590,8 @@ int copy_put_source(struct copybuf *b, enum copy_format f, uint64_t id,
 	const char *v[6] = {src->service,	 or_empty(src->namespace_),
 			    or_empty(src->pod),	 or_empty(src->container),
 			    or_empty(src->node), or_empty(src->build_id)};
-	size_t need = 64;
+	const char *labels = src->labels_json && *src->labels_json ? src->labels_json : "{}";
+	size_t need = 64 + str_bound(labels);
 	char *p;
 	int err;
 
@@ -601,14 +602,22 @@ int copy_put_source(struct copybuf *b, enum copy_format f, uint64_t id,
 		return err;
 	p = b->data + b->len;
 	if (f == COPY_BINARY) {
-		p = put_be16(p, 7);
+		size_t n = strlen(labels);
+
+		p = put_be16(p, 8);
 		p = bin_i64(p, id);
 		for (int i = 0; i < 6; i++)
 			p = bin_str(p, v[i]);
+		/* jsonb's binary form: a version byte (1), then the text */
+		p = put_be32(p, (uint32_t)(n + 1));
+		*p++ = 1;
+		memcpy(p, labels, n);
+		p += n;
 	} else {
 		p = txt_i64(p, (int64_t)id);
 		for (int i = 0; i < 6; i++)
 			p = txt_str(txt_tab(p), v[i]);
+		p = txt_str(txt_tab(p), labels);
 		p = txt_end(p);
 	}
 	b->len = (size_t)(p - b->data);

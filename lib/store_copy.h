@@ -31,7 +31,7 @@
 #define COPY_FUNCTIONS_COLUMNS "function_id, name, module, kind"
 #define COPY_FRAMES_COLUMNS    "frame_id, function_id, build_id, file, line, address"
 #define COPY_STACKS_COLUMNS    "stack_id, frame_ids"
-#define COPY_SOURCES_COLUMNS   "source_id, service, namespace, pod, container, node, build_id"
+#define COPY_SOURCES_COLUMNS   "source_id, service, namespace, pod, container, node, build_id, labels"
 #define COPY_ROUTES_COLUMNS    "route_id, method, route"
 
 enum copy_format {

@@ -43,7 +43,7 @@ static const struct dict_sql dict_sql[DICT_KINDS] = {
     {"stacks", "stack_id bigint, frame_ids bigint[]", COPY_STACKS_COLUMNS},
     {"sources",
      "source_id bigint, service text, namespace text, pod text, container text, "
-     "node text, build_id text",
+     "node text, build_id text, labels jsonb",
      COPY_SOURCES_COLUMNS},
     {"routes", "route_id bigint, method text, route text", COPY_ROUTES_COLUMNS},
 };

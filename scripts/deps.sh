@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
 	build-essential cmake pkg-config
 	libpq-dev postgresql-15 postgresql-client-15
-	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 openssl
+	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 python3-yaml openssl
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev
 )

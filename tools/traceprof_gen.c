@@ -325,8 +325,8 @@ static int define_dictionaries(struct gen *g)
 
 		for (int p = 0; p < PODS; p++) {
 			char pod[64];
-			struct store_source src = {m->name, "shop",   pod,
-						   "",	    nodes[p], "5f3e9a1c0b7d4e21"};
+			struct store_source src = {
+			    m->name, "shop", pod, "", nodes[p], "5f3e9a1c0b7d4e21", ""};
 
 			snprintf(pod, sizeof(pod), "%s-7d9f8-%c", m->name, 'a' + p);
 			g->sources[s][p] = ids_source(src.service, src.namespace_, src.pod,

@@ -62,13 +62,16 @@ struct store_opts {
 	size_t open_error_len; /* bytes at open_error */
 };
 
+#define STORE_LABELS_MAX 65536 /* bytes of a source's labels_json */
+
 struct store_source {
-	const char *service;	/* required, non-empty */
-	const char *namespace_; /* Kubernetes namespace or "" */
-	const char *pod;	/* pod name or "" */
-	const char *container;	/* container id or "" */
-	const char *node;	/* node name or "" */
-	const char *build_id;	/* main executable build id, hex, or "" */
+	const char *service;	 /* required, non-empty */
+	const char *namespace_;	 /* Kubernetes namespace or "" */
+	const char *pod;	 /* pod name or "" */
+	const char *container;	 /* container id or "" */
+	const char *node;	 /* node name or "" */
+	const char *build_id;	 /* main executable build id, hex, or "" */
+	const char *labels_json; /* JSON object of string values (pod labels); NULL or "" = {} */
 };
 
 struct store_sample_row {

@@ -336,7 +336,7 @@ static void test_hz_and_invalid(void)
 /* Dictionary of the closure test: 2 sources, 3 functions, 4 frames, 3 stacks. */
 static void register_dict(struct agg *a, uint64_t fr[4], uint64_t stk[3])
 {
-	struct store_source src = {"checkout", "shop", "pod-1", "c1", "node-1", "b1"};
+	struct store_source src = {"checkout", "shop", "pod-1", "c1", "node-1", "b1", ""};
 	uint64_t fn[3];
 
 	src.service = "checkout";

@@ -77,7 +77,7 @@ static void trace_of(int win, int j, uint8_t out[16])
 
 static void register_dict(void)
 {
-	struct store_source src = {"checkout", "shop", "checkout-1", "c0", "node-1", "b1d"};
+	struct store_source src = {"checkout", "shop", "checkout-1", "c0", "node-1", "b1d", ""};
 	uint64_t fn[3], fr[4];
 
 	CHECK(agg_add_source(agg, 11, &src) == 0, "source");

@@ -98,8 +98,13 @@ static void make_trace(uint8_t id[16], unsigned seed)
 		id[i] = (uint8_t)(seed * 31 + i + 1);
 }
 
-static const struct store_source fixture_src = {"checkout", "shop",   "checkout-7d9f",
-						"c0ffee",   "node-1", "abcdef0123"};
+static const struct store_source fixture_src = {"checkout",
+						"shop",
+						"checkout-7d9f",
+						"c0ffee",
+						"node-1",
+						"abcdef0123",
+						"{\"app\": \"checkout\", \"tier\": \"web\"}"};
 
 /* Dictionary entries and rows of every shape; ids of the fixture. */
 struct fixture {
@@ -252,6 +257,8 @@ static void check_fixture(PGconn *conn, const struct fixture *fx, const char *fm
 		    "SELECT concat_ws('|', service, namespace, pod, container, node, build_id) "
 		    "FROM traceprof.sources",
 		    "checkout|shop|checkout-7d9f|c0ffee|node-1|abcdef0123", "source");
+	expect_text(conn, "SELECT labels ->> 'tier' FROM traceprof.sources", "web",
+		    "source labels (jsonb)");
 	expect_text(conn, "SELECT concat_ws('|', method, route) FROM traceprof.routes",
 		    "GET|" ROUTE_PATH, "route");
 	expect_text(conn,
@@ -271,7 +278,7 @@ static char *dump_all(PGconn *conn)
 		  " UNION ALL SELECT f::text FROM traceprof.frames f"
 		  " UNION ALL SELECT s::text FROM traceprof.stacks s"
 		  " UNION ALL SELECT concat_ws('|', source_id, service, namespace, pod, container,"
-		  "  node, build_id) FROM traceprof.sources"
+		  "  node, build_id, labels) FROM traceprof.sources"
 		  " UNION ALL SELECT r::text FROM traceprof.routes r) x");
 }
 
@@ -387,7 +394,7 @@ static void test_invalid(void)
 	uint64_t stacks[2] = {1, 2};
 	uint64_t frames513[513] = {0};
 	uint32_t zero_count[2] = {1, 0};
-	struct store_source src = {"svc", "", "", "", "", ""};
+	struct store_source src = {"svc", "", "", "", "", "", ""};
 	struct store_sample_row ok = {.bucket_us = now - 60 * SEC,
 				      .source_id = 9,
 				      .span_id = 3,
@@ -476,6 +483,15 @@ static void test_invalid(void)
 	src.pod = "p\xfe";
 	BAD(store_add_source(st, 2, &src), "invalid pod");
 	src.pod = NULL;
+	src.labels_json = "[\"a\"]";
+	BAD(store_add_source(st, 2, &src), "labels not an object");
+	src.labels_json = "{\"a\": 1}";
+	BAD(store_add_source(st, 2, &src), "a label value not a string");
+	src.labels_json = "{\"a\": \"x\\u0000\"}";
+	BAD(store_add_source(st, 2, &src), "a label with NUL (jsonb refuses it)");
+	src.labels_json = "{\"a\": ";
+	BAD(store_add_source(st, 2, &src), "labels not JSON");
+	src.labels_json = NULL;
 	GOOD(store_add_source(st, 2, &src), "source with NULL members");
 	BAD(store_add_stack(st, 3, stacks, 0), "empty stack");
 	BAD(store_add_stack(st, 3, frames513, 513), "513 frames");

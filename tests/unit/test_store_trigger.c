@@ -119,7 +119,8 @@ static void add_sample_rows(struct store *st, int count, int64_t t, unsigned see
  */
 static void test_round_trip(void)
 {
-	static const struct store_source src = {"checkout", "shop", "checkout-1", "", "node-1", ""};
+	static const struct store_source src = {"checkout", "shop", "checkout-1", "", "node-1",
+						"",	    ""};
 	char ci[2][4200], want[2048], tr[33];
 	int64_t base = (now_us() / SEC - 600) * SEC + 250001;
 	uint64_t source = ids_source("checkout", "shop", "checkout-1", "", "node-1", "");
