@@ -27,28 +27,44 @@ install_crd() {
 		fail "CRD not established"
 }
 cgroot=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
-# pod_for PID NAME LABEL=VALUE NODE: a Running Pod object for process PID,
-# which moves into /kubepods.slice/kubepods-pod<uid>.slice/cri-containerd-<id>.scope
-pod_for() {
-	local pid=$1 name=$2 label=$3 node=$4 uid cid cg
-	kc apply -f - >/dev/null <<YAML || fail "pod $name"
+# kube_pod NAME NAMESPACE NODE LABELS: a Pod object (NODE "" = not scheduled
+# yet; LABELS a YAML flow map's content, "app: x, tier: web"); prints its uid
+kube_pod() {
+	local node=''
+	[ -n "$3" ] && node="nodeName: $3, "
+	kc apply -f - >/dev/null <<YAML || fail "pod $1"
 apiVersion: v1
 kind: Pod
-metadata: {name: $name, namespace: default, labels: {${label%%=*}: "${label#*=}"}}
-spec: {nodeName: $node, containers: [{name: main, image: demo}]}
+metadata: {name: $1, namespace: $2, labels: {$4}}
+spec: {${node}containers: [{name: main, image: demo}]}
 YAML
-	uid=$(kc get pod "$name" -o jsonpath='{.metadata.uid}')
+	kc get pod -n "$2" "$1" -o jsonpath='{.metadata.uid}'
+}
+# kube_pod_cgroup UID CID: makes the kubelet-shaped cgroup of that pod's
+# container (removed at exit) and sets $pod_cg to it
+kube_pod_cgroup() {
+	[ -n "$cgroot" ] || fail "no cgroup v2 hierarchy"
+	pod_cg="$cgroot/kubepods.slice/kubepods-pod${1//-/_}.slice/cri-containerd-$2.scope"
+	mkdir -p "$pod_cg" || fail "cannot create $pod_cg"
+	cgroups+=("$pod_cg")
+}
+# kube_pod_running NAME NAMESPACE CID: status Running with that container id
+kube_pod_running() {
+	kc patch pod -n "$2" "$1" --subresource=status --type=merge -p \
+		"{\"status\": {\"phase\": \"Running\", \"containerStatuses\": [{\"name\": \"main\", \"ready\": true, \"restartCount\": 0, \"image\": \"demo\", \"imageID\": \"\", \"containerID\": \"containerd://$3\"}]}}" \
+		>/dev/null || fail "pod $1 status"
+}
+# pod_for PID NAME LABEL=VALUE NODE: a Running Pod object in namespace
+# default for process PID (none: no process), which moves into its cgroup
+pod_for() {
+	local pid=$1 name=$2 label=$3 node=$4 uid cid
+	uid=$(kube_pod "$name" default "$node" "${label%%=*}: \"${label#*=}\"")
 	cid=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	if [ "$pid" != none ]; then
-		[ -n "$cgroot" ] || fail "no cgroup v2 hierarchy"
-		cg="$cgroot/kubepods.slice/kubepods-pod${uid//-/_}.slice/cri-containerd-$cid.scope"
-		mkdir -p "$cg" || fail "cannot create $cg"
-		cgroups+=("$cg")
-		echo "$pid" >"$cg/cgroup.procs" || fail "cannot move $pid into $cg"
+		kube_pod_cgroup "$uid" "$cid"
+		echo "$pid" >"$pod_cg/cgroup.procs" || fail "cannot move $pid into $pod_cg"
 	fi
-	kc patch pod "$name" --subresource=status --type=merge -p \
-		"{\"status\": {\"phase\": \"Running\", \"containerStatuses\": [{\"name\": \"main\", \"ready\": true, \"restartCount\": 0, \"image\": \"demo\", \"imageID\": \"\", \"containerID\": \"containerd://$cid\"}]}}" \
-		>/dev/null || fail "pod $name status"
+	kube_pod_running "$name" default "$cid"
 }
 # the cgroups go once their processes are gone (cleanup of lib.sh kills them first)
 kube_cleanup() {
