@@ -183,32 +183,16 @@ void kube_workqueue_free(struct kube_workqueue *q)
 	free(q);
 }
 
-int kube_workqueue_add(struct kube_workqueue *q, const char *key)
-{
-	struct wq_entry *e;
-	int rc = 0;
-
-	pthread_mutex_lock(&q->lock);
-	if (q->shutdown) {
-		rc = -ESHUTDOWN;
-	} else if (!(e = lookup(q, key, true))) {
-		rc = -ENOMEM;
-	} else {
-		add_locked(q, e);
-	}
-	pthread_mutex_unlock(&q->lock);
-	return rc;
-}
-
 static int add_after_locked(struct kube_workqueue *q, struct wq_entry *e, long delay_ms)
 {
-	int64_t at = kube_mono_ms() + delay_ms;
 	struct wq_entry **pp;
+	int64_t at;
 
 	if (delay_ms <= 0) {
 		add_locked(q, e);
 		return 0;
 	}
+	at = kube_mono_ms() + delay_ms;
 	if (e->waiting) {
 		if (e->ready_ms <= at)
 			return 0; /* an earlier time is already pending */
@@ -239,6 +223,11 @@ int kube_workqueue_add_after(struct kube_workqueue *q, const char *key, long del
 		rc = add_after_locked(q, e, delay_ms);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
+}
+
+int kube_workqueue_add(struct kube_workqueue *q, const char *key)
+{
+	return kube_workqueue_add_after(q, key, 0);
 }
 
 int kube_workqueue_add_rate_limited(struct kube_workqueue *q, const char *key)
