@@ -310,14 +310,6 @@ static void note_trigger_proc(struct agent *a, int pid, const struct identity *i
 		log_warn("triggers: out of memory noting pid=%d", pid);
 }
 
-/*
- * Looks at a process: identity -> source, thread-context location -> BPF,
- * symbols snapshot. Called at first sight and again, with backoff, while
- * the process has not published everything yet (an SDK that starts after
- * the agent first saw the process).
- */
-static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us);
-
 /* The next look at an incomplete process: 1 s, 4 s, then every 2 min if it runs. */
 static void schedule_recheck(struct agent *a, struct proc *p, int64_t now_us)
 {
@@ -397,17 +389,12 @@ static void rename_pod_procs(struct agent *a)
 	}
 }
 
-static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
-{
-	uint64_t t0 = thread_cpu_ns();
-
-	procmem_maps_scope_begin(p->pid); /* one read of its maps for every part of the look */
-	proc_inspect_now(a, p, now_us);
-	procmem_maps_scope_end();
-	a->inspections++;
-	a->cpu_inspect_ns += thread_cpu_ns() - t0;
-}
-
+/*
+ * Looks at a process: identity -> source, thread-context location -> BPF,
+ * symbols snapshot. Called at first sight and again, with backoff, while
+ * the process has not published everything yet (an SDK that starts after
+ * the agent first saw the process).
+ */
 static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 {
 	struct identity id;
@@ -469,6 +456,18 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete)
 		schedule_recheck(a, p, now_us);
+}
+
+/* proc_inspect_now, with its maps read once and its CPU time counted. */
+static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
+{
+	uint64_t t0 = thread_cpu_ns();
+
+	procmem_maps_scope_begin(p->pid); /* one read of its maps for every part of the look */
+	proc_inspect_now(a, p, now_us);
+	procmem_maps_scope_end();
+	a->inspections++;
+	a->cpu_inspect_ns += thread_cpu_ns() - t0;
 }
 
 static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
