@@ -527,9 +527,10 @@ def check_schema(v, s, path, errors):
 # ---- the chart -----------------------------------------------------------
 
 
-def render(chart, release="traceprof", namespace="traceprof", value_files=(), sets=(),
-           include_crds=False):
-    """Returns the rendered manifests as one multi-document YAML string."""
+def context(chart, release, namespace, value_files, sets):
+    """The chart's path, the top-level template object (values merged and
+    checked against values.schema.json) and the named templates of
+    templates/_*.tpl."""
     chart = Path(chart)
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     values = yaml.safe_load((chart / "values.yaml").read_text()) or {}
@@ -551,14 +552,21 @@ def render(chart, release="traceprof", namespace="traceprof", value_files=(), se
         "Chart": {"Name": meta["name"], "Version": meta["version"],
                   "AppVersion": meta.get("appVersion", "")},
     }
-    defines, templates = {}, []
-    tdir = chart / "templates"
-    for f in sorted(tdir.iterdir()):
-        if f.suffix not in (".yaml", ".yml", ".tpl", ".txt"):
+    defines = {}
+    for f in sorted((chart / "templates").glob("_*.tpl")):
+        parse(f.read_text(), f"templates/{f.name}", defines)
+    return chart, top, defines
+
+
+def render(chart, release="traceprof", namespace="traceprof", value_files=(), sets=(),
+           include_crds=False):
+    """Returns the rendered manifests as one multi-document YAML string."""
+    chart, top, defines = context(chart, release, namespace, value_files, sets)
+    templates = []
+    for f in sorted((chart / "templates").iterdir()):
+        if f.suffix not in (".yaml", ".yml", ".tpl") or f.name.startswith("_"):
             continue
-        nodes = parse(f.read_text(), f"templates/{f.name}", defines)
-        if not f.name.startswith("_") and f.suffix != ".txt":
-            templates.append((f.name, nodes))
+        templates.append((f.name, parse(f.read_text(), f"templates/{f.name}", defines)))
     r = Renderer(defines, top)
     docs = []
     if include_crds and (chart / "crds").is_dir():
@@ -567,7 +575,7 @@ def render(chart, release="traceprof", namespace="traceprof", value_files=(), se
     for name, nodes in templates:
         out = r.run(nodes, top, {"$": top})
         for doc in re.split(r"^---\s*$", out, flags=re.M):
-            body = "\n".join(ln for ln in doc.split("\n")).strip("\n")
+            body = doc.strip("\n")
             if not yaml.safe_load(body or "null"):
                 continue
             docs.append(f"# Source: traceprof/templates/{name}\n{body}")
@@ -576,20 +584,7 @@ def render(chart, release="traceprof", namespace="traceprof", value_files=(), se
 
 def notes(chart, release="traceprof", namespace="traceprof", value_files=(), sets=()):
     """The rendered NOTES.txt (what helm prints after install)."""
-    chart = Path(chart)
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    values = yaml.safe_load((chart / "values.yaml").read_text()) or {}
-    for f in value_files:
-        merge(values, yaml.safe_load(Path(f).read_text()) or {})
-    for s in sets:
-        set_value(values, s)
-    top = {"Values": values, "Release": {"Name": release, "Namespace": namespace,
-                                         "Service": "Helm"},
-           "Chart": {"Name": meta["name"], "Version": meta["version"],
-                     "AppVersion": meta.get("appVersion", "")}}
-    defines = {}
-    for f in sorted((chart / "templates").glob("_*.tpl")):
-        parse(f.read_text(), f"templates/{f.name}", defines)
+    chart, top, defines = context(chart, release, namespace, value_files, sets)
     nodes = parse((chart / "templates/NOTES.txt").read_text(), "templates/NOTES.txt", defines)
     return Renderer(defines, top).run(nodes, top, {"$": top})
 
