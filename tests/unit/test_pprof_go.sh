@@ -118,6 +118,10 @@ row_of "$work/focus.txt" json_encode | grep -q . && fail "tagfocus kept json_enc
 pprof -top -sample_index=samples -tagfocus=service=frontend "$f" >"$work/frontend.txt"
 expect "service frontend samples" "$(shown_total "$work/frontend.txt" | cut -d' ' -f1)" 4
 
+# no -sample_index: CPU time, the default sample type
+pprof -top "$f" >"$work/default.txt"
+grep -qx "Type: cpu" "$work/default.txt" || fail "-top without -sample_index is not cpu"
+
 # the raw view: default sample type, period, comment
 pprof -raw "$f" >"$work/raw.txt"
 grep -qx "samples/count cpu/nanoseconds\[dflt\]" "$work/raw.txt" || fail "-raw: cpu is not the default"
