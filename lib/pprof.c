@@ -231,7 +231,8 @@ struct gz_sink {
 	ProtobufCBuffer base; /* first: protobuf-c calls base.append */
 	z_stream zs;
 	FILE *out;
-	int rc; /* first failure, 0 while all is well */
+	int rc;	      /* first failure, 0 while all is well */
+	int os_errno; /* errno of a failed write, 0 if none */
 	unsigned char buf[16384];
 };
 
@@ -246,8 +247,10 @@ static int gz_pump(struct gz_sink *s, int flush)
 		if (zrc == Z_STREAM_ERROR)
 			return -EIO;
 		size_t have = sizeof(s->buf) - s->zs.avail_out;
-		if (have && fwrite(s->buf, 1, have, s->out) != have)
+		if (have && fwrite(s->buf, 1, have, s->out) != have) {
+			s->os_errno = errno;
 			return -EIO;
+		}
 	} while (s->zs.avail_out == 0);
 	return flush == Z_FINISH && zrc != Z_STREAM_END ? -EIO : 0;
 }
@@ -290,13 +293,18 @@ static int write_gzip(const pb_profile *msg, FILE *out, char *err, size_t errlen
 		s->zs.avail_in = 0;
 		rc = gz_pump(s, Z_FINISH);
 	}
-	if (!rc && fflush(out) != 0)
+	if (!rc && fflush(out) != 0) {
+		s->os_errno = errno;
 		rc = -EIO;
+	}
 	if (!rc && ferror(out))
 		rc = -EIO;
+	if (rc)
+		fail(err, errlen, rc, "cannot write the profile: %s",
+		     s->os_errno ? strerror(s->os_errno) : "output error");
 	deflateEnd(&s->zs);
 	free(s);
-	return rc ? fail(err, errlen, rc, "cannot write the profile: output error") : 0;
+	return rc;
 }
 
 /* ---- building the message ---- */

@@ -446,7 +446,8 @@ static void test_output_error(void)
 
 	if (!full)
 		return; /* no /dev/full here: nothing to check */
-	CHECK(tp_pprof_write(&set, NULL, full, err, sizeof(err)) == -EIO && strstr(err, "write"),
+	CHECK(tp_pprof_write(&set, NULL, full, err, sizeof(err)) == -EIO &&
+		  strstr(err, "cannot write the profile: No space left on device"),
 	      "a full device: -EIO (%s)", err);
 	fclose(full);
 }
