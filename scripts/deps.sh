@@ -10,6 +10,7 @@ packages=(
 	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 python3-yaml openssl
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev
+	chromium
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
 # a node and npm already installed (from any source) are used as they are.
