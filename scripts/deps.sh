@@ -11,6 +11,7 @@ packages=(
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev
 	zlib1g-dev golang-go
+	chromium
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
 # a node and npm already installed (from any source) are used as they are.
