@@ -40,6 +40,7 @@
 #include <jansson.h>
 
 #include "common.h"
+#include "health.h"
 #include "manifest.h"
 #include "traceprof/kube.h"
 #include "traceprof/log.h"
@@ -75,6 +76,12 @@ struct kstate {
 	size_t n_agents;			    /* entries of agents */
 	char agent_namespace[256];		    /* where the agent pods are */
 	const char *lease_namespace;		    /* where the Lease is */
+	struct health *health;			    /* --health-addr server, or NULL */
+	atomic_llong loop_ms;			    /* monotonic ms: the worker took a key */
+	atomic_size_t n_agents_seen;		    /* n_agents, for the health thread */
+	atomic_int db_ok;			    /* the last pass reached the database */
+	pthread_mutex_t db_error_lock;		    /* guards db_error */
+	char db_error[320];			    /* why not, while !db_ok */
 };
 
 /* ---- objects ------------------------------------------------------------ */
@@ -877,6 +884,77 @@ static void enqueue_all(struct kstate *s)
 	json_decref(all);
 }
 
+/* ---- health --------------------------------------------------------------- */
+
+/*
+ * After each :sync: whether the database answered. The leader's pass has
+ * just used it; a follower runs no pass and checks it with a trivial
+ * statement, so that it reports whether it could take over.
+ */
+static void note_db(struct kstate *s)
+{
+	bool ok;
+
+	if (!atomic_load(&s->leading) && ctl_db_ensure(&s->db)) {
+		PGresult *r = PQexec(s->db.conn, "SELECT 1");
+
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			PQclear(r);
+			ctl_db_lost(&s->db);
+		} else {
+			PQclear(r);
+		}
+	}
+	ok = s->db.conn && !s->db.down;
+	if (!ok) {
+		pthread_mutex_lock(&s->db_error_lock);
+		snprintf(s->db_error, sizeof(s->db_error), "database unreachable: %s",
+			 s->db.error[0] ? s->db.error : "not connected yet");
+		pthread_mutex_unlock(&s->db_error_lock);
+	}
+	atomic_store(&s->db_ok, ok);
+	atomic_store(&s->n_agents_seen, s->n_agents);
+}
+
+/*
+ * The worker has taken a key recently. A pass calls every agent (two calls
+ * of at most CTL_AGENT_TIMEOUT_MS each) and the database, so the allowance
+ * grows with the agents.
+ */
+static bool probe_live(void *arg, char *why, size_t len)
+{
+	struct kstate *s = arg;
+	int64_t idle = ctl_now_ms(CLOCK_MONOTONIC) - atomic_load(&s->loop_ms);
+	int64_t limit = 60000 + 3 * (int64_t)s->cfg->interval_ms +
+			2 * CTL_AGENT_TIMEOUT_MS * (int64_t)atomic_load(&s->n_agents_seen);
+
+	if (idle <= limit)
+		return true;
+	snprintf(why, len, "the reconcile loop has taken no work for %lld ms (limit %lld ms)",
+		 (long long)idle, (long long)limit);
+	return false;
+}
+
+/* Ready: caches filled and the database reachable, leader or not. */
+static bool probe_ready(void *arg, char *why, size_t len)
+{
+	struct kstate *s = arg;
+
+	if (!kube_informer_has_synced(s->triggers))
+		snprintf(why, len, "the TraceProfileTrigger list is not synced yet");
+	else if (!kube_informer_has_synced(s->pods))
+		snprintf(why, len, "the pod list is not synced yet");
+	else if (s->agent_pods && !kube_informer_has_synced(s->agent_pods))
+		snprintf(why, len, "the agent pod list is not synced yet");
+	else if (!atomic_load(&s->db_ok)) {
+		pthread_mutex_lock(&s->db_error_lock);
+		snprintf(why, len, "%s", s->db_error);
+		pthread_mutex_unlock(&s->db_error_lock);
+	} else
+		return true;
+	return false;
+}
+
 /* ---- leader election, signals, the loop ---------------------------------- */
 
 static void started_leading(void *arg)
@@ -972,6 +1050,15 @@ static int setup(struct kstate *s)
 	log_info("kubernetes mode server=%s (%s) agents: %zu given, selector '%s' in namespace %s",
 		 s->kc->server, s->kc->source, cfg->n_agents,
 		 cfg->agent_selector ? cfg->agent_selector : "", s->agent_namespace);
+	if (cfg->health_addr) {
+		struct health_probes hp = {probe_live, probe_ready, s};
+
+		s->health = health_start(cfg->health_addr, &hp, err, sizeof(err));
+		if (!s->health) {
+			log_error("health endpoint: %s", err);
+			return -1;
+		}
+	}
 	if (!kube_informer_wait_synced(s->triggers, 30000))
 		log_warn("triggers not listed yet (the CRD installed?); still trying");
 	if (cfg->leader_elect) {
@@ -1000,6 +1087,7 @@ static int setup(struct kstate *s)
 
 static void teardown(struct kstate *s)
 {
+	health_stop(s->health);
 	if (s->leader)
 		kube_leader_stop(s->leader);
 	if (s->triggers)
@@ -1033,6 +1121,8 @@ int kube_mode_run(const struct kube_mode_config *cfg)
 
 	s->cfg = cfg;
 	s->db.conninfo = cfg->db;
+	pthread_mutex_init(&s->db_error_lock, NULL);
+	atomic_store(&s->loop_ms, ctl_now_ms(CLOCK_MONOTONIC));
 	/* block the signals in every thread; one thread waits for them */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -1046,13 +1136,16 @@ int kube_mode_run(const struct kube_mode_config *cfg)
 		teardown(s);
 		return 2;
 	}
+	kube_workqueue_add(s->q, KEY_SYNC); /* a follower checks the database too */
 	while (kube_workqueue_get(s->q, &key) == 0) {
 		char k[600];
 
 		snprintf(k, sizeof(k), "%s", key);
+		atomic_store(&s->loop_ms, ctl_now_ms(CLOCK_MONOTONIC));
 		if (strcmp(k, KEY_SYNC) == 0) {
 			if (atomic_load(&s->leading))
 				sync_pass(s);
+			note_db(s);
 			kube_workqueue_add_after(s->q, KEY_SYNC, cfg->interval_ms);
 		} else if (strcmp(k, KEY_RESYNC) == 0) {
 			if (atomic_load(&s->leading))

@@ -34,6 +34,7 @@ struct kube_mode_config {
 	bool leader_elect;			  /* campaign for the Lease before acting */
 	const char *lease_namespace;		  /* namespace of the Lease; NULL: our own */
 	const char *identity;			  /* leader identity; NULL: hostname_pid */
+	const char *health_addr;		  /* --health-addr HOST:PORT; NULL: none */
 };
 
 /*

@@ -49,6 +49,8 @@ static void usage(FILE *out)
 	    "  --lease-namespace NS   namespace of the Lease (default: the controller's own)\n"
 	    "  --identity ID          leader election identity (default: hostname_pid)\n"
 	    "  --resync D             reconcile every trigger at least this often (default 30s)\n"
+	    "  --health-addr H:P      serve GET /healthz and /readyz over HTTP on H:P\n"
+	    "                         (\":8081\": every address; default: none)\n"
 	    "\n"
 	    "both modes:\n"
 	    "  --agent-token-file F   send the bearer token in F to the agents\n"
@@ -92,7 +94,8 @@ int main(int argc, char **argv)
 		OPT_LEADER_ELECT,
 		OPT_LEASE_NAMESPACE,
 		OPT_IDENTITY,
-		OPT_RESYNC
+		OPT_RESYNC,
+		OPT_HEALTH_ADDR
 	};
 	static const struct option longopts[] = {
 	    {"triggers-dir", required_argument, NULL, OPT_DIR},
@@ -115,6 +118,7 @@ int main(int argc, char **argv)
 	    {"lease-namespace", required_argument, NULL, OPT_LEASE_NAMESPACE},
 	    {"identity", required_argument, NULL, OPT_IDENTITY},
 	    {"resync", required_argument, NULL, OPT_RESYNC},
+	    {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -179,6 +183,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_IDENTITY:
 			kcfg.identity = optarg;
+			break;
+		case OPT_HEALTH_ADDR:
+			kcfg.health_addr = optarg;
 			break;
 		case OPT_RESYNC:
 			if (manifest_parse_duration(optarg, &us) || us < 1000000 ||
@@ -259,6 +266,8 @@ int main(int argc, char **argv)
 		kcfg.interval_ms = cfg.interval_ms;
 		return kube_mode_run(&kcfg);
 	}
+	if (kcfg.health_addr)
+		return bad_usage("%s", "--health-addr is a Kubernetes mode flag");
 	if (!cfg.triggers_dir) {
 		usage(stderr);
 		return 2;

@@ -116,8 +116,10 @@ check("--in-cluster" in cc["args"] and "--agent-port=4320" in cc["args"]
 check(c["securityContext"]["runAsNonRoot"] is True
       and cc["securityContext"]["readOnlyRootFilesystem"] is True,
       "controller: non-root, read-only root file system")
-check("livenessProbe" not in cc and "readinessProbe" not in cc,
-      "controller: no probe (it has no health endpoint)")
+check("--health-addr=:8081" in cc["args"] and cc["ports"] == [{"name": "health", "containerPort": 8081}]
+      and cc["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+      and cc["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"},
+      "controller: health endpoint on 8081, liveness /healthz, readiness /readyz")
 check(cc["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "traceprof-db", "key": "conninfo"},
       "controller: conninfo from the Secret")
 tok = by_kind(docs, "Secret", "traceprof-control-token")
