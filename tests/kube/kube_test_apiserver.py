@@ -947,7 +947,8 @@ LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 class Store:
-    """All objects in memory, persisted to store.json on every mutation; one
+    """All objects in memory, persisted to store.json within 0.2 s of a
+    mutation and at shutdown (SIGTERM, SIGINT); one
     global resourceVersion counter; a bounded history of watch events."""
 
     def __init__(self, path, history):
@@ -984,9 +985,23 @@ class Store:
         return self.objects.setdefault(key, {})
 
     def save(self):
-        out = {"resourceVersion": self.rv, "objects": {
-            "%s/%s" % k: list(v.values()) for k, v in self.objects.items() if v}}
-        write_atomic(self.path, json.dumps(out))
+        """Marks the store changed; flush() writes it. Writing the whole
+        file on every mutation made a bulk apply of N objects cost O(N^2)."""
+        self.dirty = True
+
+    def flush(self):
+        with self.lock:
+            if not getattr(self, "dirty", False):
+                return
+            out = json.dumps({"resourceVersion": self.rv, "objects": {
+                "%s/%s" % k: list(v.values()) for k, v in self.objects.items() if v}})
+            self.dirty = False
+        write_atomic(self.path, out)
+
+    def flusher(self, stopping, period=0.2):
+        """Writes the changes of the last period, until stopping is set."""
+        while not stopping.wait(period):
+            self.flush()
 
     def emit(self, rd, typ, obj, old=None):
         self.events.append((self.rv, rd.key, typ, copy.deepcopy(obj), old))
@@ -2003,8 +2018,10 @@ def main():
     write_atomic(os.path.join(d, "pid"), "%d\n" % os.getpid())
     write_atomic(os.path.join(d, "port"), "%d\n" % srv.port)
     write_atomic(os.path.join(d, "kubeconfig"), kubeconfig(d, srv.port, a.auth, token))
+    threading.Thread(target=store.flusher, args=(srv.stopping,), daemon=True).start()
     srv.serve_forever(poll_interval=0.1)
     srv.server_close()
+    store.flush()
     sys.stdout.flush()
     os._exit(0)
 
