@@ -1,0 +1,325 @@
+/*
+ * cmd_compare.c - `traceprof compare`: two cohorts of a service's requests,
+ * each given as an expression (cohort_expr.c) compiled to a cohort spec,
+ * compared function by function with traceprof.compare_cohorts and sized
+ * with traceprof.cohort_sizes (docs/cohorts.md).
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cohort_expr.h"
+
+#define CMD	      "compare"
+#define DEFAULT_LIMIT 10
+
+void help_compare(FILE *f)
+{
+	fprintf(f,
+		"usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
+		"                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
+		"                         [--format text|json] [-o FILE] [--db CONNINFO]\n"
+		"\n"
+		"Which functions take a larger share of the CPU of one cohort of requests than\n"
+		"of the other: per function the share of each cohort (inclusive: the function\n"
+		"and what it called), the difference in points and a request-level p-value.\n"
+		"\n"
+		"cohort expressions (conditions joined with 'and'):\n"
+		"  duration > 1s          also >=, <, <=; units us, ms, s, m, h\n"
+		"  status = 5xx           a code or class; status in (4xx, 500)\n"
+		"  route ~ /api/pay*      glob (* any run, ? one character); route = /exact\n"
+		"  method = POST          method in (GET, HEAD)\n"
+		"  all                    every request of the service\n"
+		"\n"
+		"options:\n"
+		"  --service S          the service (required)\n"
+		"  --cohort-a EXPR      cohort A (required)\n"
+		"  --cohort-b EXPR      cohort B (required)\n" CLI_HELP_RANGE
+		"  --limit N            at most N functions hotter in each cohort (default %d)\n"
+		"  --exact              compute from the raw tables, not the rollup\n"
+		"  --format F           text (default) or json\n" CLI_HELP_DB CLI_HELP_COMMON "\n"
+		"example:\n"
+		"  traceprof compare --service payment-svc --cohort-a 'duration > 1s' \\\n"
+		"      --cohort-b 'duration < 100ms and status = 2xx' --since 2h\n",
+		DEFAULT_LIMIT);
+}
+
+static char *compile(const char *flag, const char *expr)
+{
+	struct cohort_expr_error e;
+	char *spec = cohort_expr_compile(expr, &e);
+	char what[64];
+
+	if (!spec) {
+		snprintf(what, sizeof(what), "compare: %s", flag);
+		cohort_expr_print_error(stderr, what, expr, &e);
+	}
+	return spec;
+}
+
+static void pval(char *buf, size_t len, PGresult *res, int row, int col)
+{
+	if (PQgetisnull(res, row, col))
+		snprintf(buf, len, "n/a");
+	else
+		snprintf(buf, len, "%.1e", strtod(PQgetvalue(res, row, col), NULL));
+}
+
+/* Rows of compare_cohorts hotter in A (sign 1) or B (sign -1), by |delta|. */
+static void text_side(FILE *out, PGresult *res, int sign, long limit, const char *name,
+		      const char *expr)
+{
+	int n = 0;
+
+	fprintf(out, "\nhotter in %s (%s)\n", name, expr);
+	fprintf(out, "  %-32s %7s %7s %9s %9s\n", "FUNCTION", "A", "B", "DELTA", "P");
+	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
+		double d = strtod(PQgetvalue(res, i, 6), NULL);
+		char p[32];
+
+		if (PQgetisnull(res, i, 6) || (sign > 0 ? d <= 0 : d >= 0))
+			continue;
+		pval(p, sizeof(p), res, i, 10);
+		fprintf(out, "  %-32s %6.1f%% %6.1f%% %+7.1fpt %9s\n", PQgetvalue(res, i, 0),
+			100 * strtod(PQgetvalue(res, i, 4), NULL),
+			100 * strtod(PQgetvalue(res, i, 5), NULL), 100 * d, p);
+		n++;
+	}
+	if (n == 0)
+		fprintf(out, "  (none)\n");
+}
+
+static void json_side(FILE *out, PGresult *res, int sign, long limit)
+{
+	int n = 0;
+
+	fputc('[', out);
+	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
+		double d = strtod(PQgetvalue(res, i, 6), NULL);
+
+		if (PQgetisnull(res, i, 6) || (sign > 0 ? d <= 0 : d >= 0))
+			continue;
+		fprintf(out, "%s\n  {\"function\": ", n ? "," : "");
+		cli_json_str(out, PQgetvalue(res, i, 0));
+		fputs(", \"module\": ", out);
+		cli_json_str(out, PQgetvalue(res, i, 1));
+		for (int col = 2; col <= 10; col++) {
+			static const char *const keys[] = {
+			    "a_cpu_ms",	    "b_cpu_ms",	    "a_share", "b_share", "delta",
+			    "a_self_share", "b_self_share", "z",       "p_value"};
+
+			fprintf(out, ", \"%s\": ", keys[col - 2]);
+			if (PQgetisnull(res, i, col))
+				fputs("null", out);
+			else if (col == 10) /* p-values span many orders of magnitude */
+				fprintf(out, "%.3g", strtod(PQgetvalue(res, i, col), NULL));
+			else if (col >= 4 && col <= 8) /* shares: 0.01 % */
+				fprintf(out, "%.4f", strtod(PQgetvalue(res, i, col), NULL));
+			else
+				cli_json_num(out, strtod(PQgetvalue(res, i, col), NULL));
+		}
+		fputc('}', out);
+		n++;
+	}
+	fputs(n ? "\n ]" : "]", out);
+}
+
+static void json_cohort(FILE *out, const char *expr, const char *spec, PGresult *sizes, int row)
+{
+	fputs("{\"expression\": ", out);
+	cli_json_str(out, expr);
+	fprintf(out,
+		", \"spec\": %s, \"requests\": %s, \"sampled_requests\": %s, \"samples\": %s, "
+		"\"cpu_ms\": ",
+		spec, PQgetvalue(sizes, row, 1), PQgetvalue(sizes, row, 2),
+		PQgetvalue(sizes, row, 3));
+	cli_json_num(out, strtod(PQgetvalue(sizes, row, 4), NULL));
+	fputc('}', out);
+}
+
+int cmd_compare(int argc, char **argv)
+{
+	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
+					     {"cohort-a", required_argument, NULL, 'A'},
+					     {"cohort-b", required_argument, NULL, 'B'},
+					     {"since", required_argument, NULL, 'n'},
+					     {"from", required_argument, NULL, 'F'},
+					     {"until", required_argument, NULL, 'U'},
+					     {"limit", required_argument, NULL, 'l'},
+					     {"exact", no_argument, NULL, 'x'},
+					     {"format", required_argument, NULL, 'f'},
+					     {"output", required_argument, NULL, 'o'},
+					     {"db", required_argument, NULL, 'd'},
+					     {"help", no_argument, NULL, 'h'},
+					     {NULL, 0, NULL, 0}};
+	struct cli_common c = {.format = CLI_FMT_TEXT};
+	const char *service = NULL, *ea = NULL, *eb = NULL, *since = NULL, *from = NULL,
+		   *until = NULL;
+	long limit = DEFAULT_LIMIT;
+	bool exact = false;
+	struct cli_range range;
+	struct cli_db db = {0};
+	char *sa = NULL, *sb = NULL, fa[64], fb[64], a[64], b[64];
+	PGresult *sizes = NULL, *res = NULL;
+	int ch, rc, f;
+	FILE *out;
+
+	opterr = 0;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			service = optarg;
+			break;
+		case 'A':
+			ea = optarg;
+			break;
+		case 'B':
+			eb = optarg;
+			break;
+		case 'n':
+			since = optarg;
+			break;
+		case 'F':
+			from = optarg;
+			break;
+		case 'U':
+			until = optarg;
+			break;
+		case 'l':
+			if (cli_parse_count(optarg, &limit))
+				return cli_usage_error(
+				    CMD, "--limit '%s' is not a count (1-1000000)", optarg);
+			break;
+		case 'x':
+			exact = true;
+			break;
+		case 'f':
+			f = cli_parse_format(optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON, CMD);
+			if (f < 0)
+				return CLI_USAGE;
+			c.format = (enum cli_format)f;
+			break;
+		case 'o':
+			c.output = optarg;
+			break;
+		case 'd':
+			c.conninfo = optarg;
+			break;
+		case 'h':
+			help_compare(stdout);
+			return CLI_OK;
+		default:
+			return cli_bad_option(CMD, argv, ch, optopt);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+	if (!service || !*service)
+		return cli_usage_error(CMD, "needs --service S");
+	if (!ea || !eb)
+		return cli_usage_error(CMD,
+				       "needs --cohort-a EXPR and --cohort-b EXPR, e.g. "
+				       "--cohort-a 'duration > 1s' --cohort-b 'duration < 100ms'");
+	if (cli_range_parse(since, from, until, &range))
+		return CLI_USAGE;
+	sa = compile("--cohort-a", ea);
+	sb = sa ? compile("--cohort-b", eb) : NULL;
+	if (!sa || !sb) {
+		rc = CLI_USAGE;
+		goto out;
+	}
+	rc = cli_connect(c.conninfo, &db);
+	if (rc)
+		goto out;
+	if (cli_unknown_service(&db, service)) {
+		rc = CLI_NO_DATA;
+		goto out;
+	}
+	{
+		const char *params[6] = {service,
+					 cli_time_sql(range.from_us, fa, sizeof(fa)),
+					 cli_time_sql(range.until_us, fb, sizeof(fb)),
+					 sa,
+					 sb,
+					 exact ? "false" : "true"};
+
+		sizes = cli_query(&db,
+				  "SELECT cohort, requests, sampled_requests, samples, cpu_ms FROM "
+				  "traceprof.cohort_sizes($1, $2::timestamptz, $3::timestamptz, "
+				  "$4::jsonb, $5::jsonb, $6::boolean) ORDER BY cohort",
+				  6, params, &rc);
+		if (!sizes)
+			goto out;
+		cli_time_rfc3339(range.from_us, a, sizeof(a));
+		cli_time_rfc3339(range.until_us, b, sizeof(b));
+		for (int i = 0; i < 2; i++)
+			if (strcmp(PQgetvalue(sizes, i, 2), "0") == 0) {
+				cli_error("cohort %s (%s) has no requests with samples in service "
+					  "'%s' in %s between %s and %s (%s requests matched)",
+					  i ? "B" : "A", i ? eb : ea, service, db.where, a, b,
+					  PQgetvalue(sizes, i, 1));
+				rc = CLI_NO_DATA;
+				goto out;
+			}
+		res = cli_query(
+		    &db,
+		    "SELECT function, module, a_cpu_ms, b_cpu_ms, a_share, b_share, delta, "
+		    "a_self_share, b_self_share, z, p_value FROM "
+		    "traceprof.compare_cohorts($1, $2::timestamptz, $3::timestamptz, "
+		    "$4::jsonb, $5::jsonb, $6::boolean)",
+		    6, params, &rc);
+		if (!res)
+			goto out;
+	}
+	out = cli_open_output(c.output);
+	if (!out) {
+		rc = CLI_IO;
+		goto out;
+	}
+	switch (c.format) {
+	case CLI_FMT_TEXT:
+		fprintf(out, "service %s, requests started %s to %s\n", service, a, b);
+		for (int i = 0; i < 2; i++) {
+			char t[32];
+
+			fprintf(out,
+				"  %s: %-28s %s requests, %s with samples, %s samples, %s CPU\n",
+				i ? "B" : "A", i ? eb : ea, PQgetvalue(sizes, i, 1),
+				PQgetvalue(sizes, i, 2), PQgetvalue(sizes, i, 3),
+				cli_fmt_us(
+				    (int64_t)(strtod(PQgetvalue(sizes, i, 4), NULL) * 1000 + 0.5),
+				    t, sizeof(t)));
+		}
+		text_side(out, res, 1, limit, "A", ea);
+		text_side(out, res, -1, limit, "B", eb);
+		fprintf(out, "\nA, B: share of the cohort's CPU on stacks through the function; "
+			     "DELTA = A - B;\nP: request-level two-sided p-value (n/a: too few "
+			     "requests to tell)\n");
+		break;
+	case CLI_FMT_JSON:
+		fputs("{\"service\": ", out);
+		cli_json_str(out, service);
+		fprintf(out, ", \"from\": \"%s\", \"until\": \"%s\",\n \"cohort_a\": ", a, b);
+		json_cohort(out, ea, sa, sizes, 0);
+		fputs(",\n \"cohort_b\": ", out);
+		json_cohort(out, eb, sb, sizes, 1);
+		fputs(",\n \"hotter_in_a\": ", out);
+		json_side(out, res, 1, limit);
+		fputs(",\n \"hotter_in_b\": ", out);
+		json_side(out, res, -1, limit);
+		fputs("}\n", out);
+		break;
+	default:
+		break;
+	}
+	rc = cli_close_output(out, c.output);
+out:
+	PQclear(sizes);
+	PQclear(res);
+	free(sa);
+	free(sb);
+	cli_disconnect(&db);
+	return rc;
+}

@@ -1,0 +1,208 @@
+/*
+ * cmd_trace.c - `traceprof trace-profile TRACE_ID`: the profile of one
+ * request across its services (stackset_read_trace), as a text report,
+ * folded stacks or JSON. Formats are one switch: a new one is one case.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "render.h"
+#include "stackset_read.h"
+
+#define CMD "trace-profile"
+
+void help_trace_profile(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: traceprof trace-profile TRACE_ID [--service S] [--format text|folded|json]\n"
+	    "                               [--min-pct P] [-o FILE] [--db CONNINFO]\n"
+	    "\n"
+	    "The CPU profile of one request (W3C trace id, 32 hex digits) in every service\n"
+	    "it passed through: per service the hotspots (functions by self time) and the\n"
+	    "call tree with CPU time and percentages. Raised samples of a request claimed\n"
+	    "by a trigger are used where a source has them, as the SQL API does.\n"
+	    "\n"
+	    "options:\n"
+	    "  --service S          only this service\n"
+	    "  --format F           text (default), folded (flamegraph.pl input, N in\n"
+	    "                       microseconds of CPU), json (docs/cli.md)\n"
+	    "  --min-pct P          text: summarize subtrees under P %% of the service\n"
+	    "                       (default %.1f; 0 shows everything)\n" CLI_HELP_DB
+		CLI_HELP_COMMON "\n"
+	    "example:\n"
+	    "  traceprof trace-profile 4bf92f3577b34da6a3ce929d0e0e4736 --service payment-svc\n",
+	    RENDER_DEFAULT_MIN_PCT);
+}
+
+static bool valid_trace_id(const char *s)
+{
+	size_t n = 0;
+	bool nonzero = false;
+
+	for (; s[n]; n++) {
+		if (!isxdigit((unsigned char)s[n]))
+			return false;
+		if (s[n] != '0')
+			nonzero = true;
+	}
+	return n == 32 && nonzero;
+}
+
+/* Says where the trace's samples were looked for; exit 1. */
+static int no_samples(struct cli_db *db, const char *trace_id, const char *service)
+{
+	const char *params[1] = {trace_id};
+	int rc;
+	PGresult *res = cli_query(db,
+				  "SELECT w.lo, w.hi, (SELECT count(*) FROM traceprof.requests r "
+				  "WHERE r.trace_id = traceprof.parse_trace_id($1)) "
+				  "FROM traceprof._trace_window(traceprof.parse_trace_id($1)) w",
+				  1, params, &rc);
+	char svc[300] = "";
+
+	if (!res)
+		return rc;
+	if (service)
+		snprintf(svc, sizeof(svc), " of service '%s'", service);
+	if (strcmp(PQgetvalue(res, 0, 2), "0") == 0)
+		cli_error("no samples%s for trace %s in %s (looked in samples and trigger_samples, "
+			  "every partition: no span of the trace is stored either)",
+			  svc, trace_id, db->where);
+	else
+		cli_error("no samples%s for trace %s in %s (looked in samples and trigger_samples "
+			  "between %s and %s: its %s span(s) ± trace_window_margin)",
+			  svc, trace_id, db->where, PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+			  PQgetvalue(res, 0, 2));
+	PQclear(res);
+	return CLI_NO_DATA;
+}
+
+int cmd_trace_profile(int argc, char **argv)
+{
+	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
+					     {"format", required_argument, NULL, 'f'},
+					     {"output", required_argument, NULL, 'o'},
+					     {"db", required_argument, NULL, 'd'},
+					     {"min-pct", required_argument, NULL, 'm'},
+					     {"help", no_argument, NULL, 'h'},
+					     {NULL, 0, NULL, 0}};
+	struct cli_common c = {.format = CLI_FMT_TEXT};
+	struct render_opts ro = {.min_pct = RENDER_DEFAULT_MIN_PCT};
+	const char *service = NULL, *trace_id;
+	struct tp_stackset *set = NULL;
+	struct cli_db db = {0};
+	char err[1024], lower[33];
+	int ch, rc, f;
+	FILE *out;
+
+	opterr = 0;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			service = optarg;
+			if (!*service)
+				return cli_usage_error(CMD, "--service must not be empty");
+			break;
+		case 'f':
+			f = cli_parse_format(
+			    optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED | 1u << CLI_FMT_JSON,
+			    CMD);
+			if (f < 0)
+				return CLI_USAGE;
+			c.format = (enum cli_format)f;
+			break;
+		case 'o':
+			c.output = optarg;
+			break;
+		case 'd':
+			c.conninfo = optarg;
+			break;
+		case 'm': {
+			char *end;
+
+			ro.min_pct = strtod(optarg, &end);
+			if (end == optarg || *end || !(ro.min_pct >= 0 && ro.min_pct <= 100))
+				return cli_usage_error(
+				    CMD, "--min-pct '%s' is not a percentage (0-100)", optarg);
+			break;
+		}
+		case 'h':
+			help_trace_profile(stdout);
+			return CLI_OK;
+		default:
+			return cli_bad_option(CMD, argv, ch, optopt);
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_error(CMD,
+				       argc == optind ? "needs a TRACE_ID"
+						      : "takes one TRACE_ID, not %d arguments",
+				       argc - optind);
+	trace_id = argv[optind];
+	if (!valid_trace_id(trace_id))
+		return cli_usage_error(CMD,
+				       "'%.80s' is not a trace id: expected 32 hexadecimal digits, "
+				       "not all zero",
+				       trace_id);
+	for (int i = 0; i < 33; i++)
+		lower[i] = (char)tolower((unsigned char)trace_id[i]);
+	trace_id = lower;
+
+	rc = cli_connect(c.conninfo, &db);
+	if (rc)
+		return rc;
+	rc = stackset_read_trace(db.conn, trace_id, service, &set, err, sizeof(err));
+	if (rc) {
+		cli_error("%s", err);
+		rc = rc == -EINVAL ? CLI_USAGE : CLI_DB;
+		goto out;
+	}
+	if (set->nrows == 0) {
+		rc = no_samples(&db, trace_id, service);
+		goto out;
+	}
+	out = cli_open_output(c.output);
+	if (!out) {
+		rc = CLI_IO;
+		goto out;
+	}
+	switch (c.format) {
+	case CLI_FMT_TEXT:
+		fprintf(out, "trace %s%s%s\n\n", trace_id, service ? ", service " : "",
+			service ? service : "");
+		rc = render_text(out, set, &ro);
+		break;
+	case CLI_FMT_FOLDED:
+		rc = render_folded(out, set, service == NULL);
+		break;
+	case CLI_FMT_JSON:
+		fprintf(out, "{\"trace_id\": \"%s\", \"service\": ", trace_id);
+		if (service)
+			cli_json_str(out, service);
+		else
+			fputs("null", out);
+		fputs(",\n \"services\": ", out);
+		rc = render_json_services(out, set, " ");
+		fputs("}\n", out);
+		break;
+	default:
+		rc = -EINVAL;
+	}
+	if (rc) {
+		cli_error("cannot render the profile: %s", strerror(-rc));
+		cli_close_output(out, c.output);
+		rc = CLI_IO;
+		goto out;
+	}
+	rc = cli_close_output(out, c.output);
+out:
+	stackset_free(set);
+	cli_disconnect(&db);
+	return rc;
+}

@@ -1,0 +1,39 @@
+/*
+ * render.h - the outputs of `traceprof` drawn from a struct tp_stackset:
+ * the text report (per service: hotspots, then the call tree with CPU time
+ * and percentages), folded stacks for flamegraph.pl, and the JSON tree.
+ * Renderers only read the set; other formats (SVG, pprof) are further
+ * renderers of the same set, one case each in the commands' format switch.
+ */
+#ifndef TRACEPROF_RENDER_H
+#define TRACEPROF_RENDER_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "traceprof/stackset.h"
+
+#define RENDER_DEFAULT_MIN_PCT 1.0 /* text tree: subtrees below this % are summarized */
+#define RENDER_HOTSPOTS	       5   /* text and JSON: top functions by self time */
+
+struct render_opts {
+	double min_pct; /* text tree: leave out subtrees under this % of the service */
+};
+
+/* Text: for each service (byte order), a header line, its hotspots and its
+ * call tree. Returns 0 or -errno. */
+int render_text(FILE *f, const struct tp_stackset *set, const struct render_opts *opts);
+
+/* Folded stacks, "root;...;leaf N" per line, N in whole microseconds of
+ * CPU, lines in byte order; service_root: each stack starts with its
+ * service (as trace_folded with no service). */
+int render_folded(FILE *f, const struct tp_stackset *set, bool service_root);
+
+/* The JSON array of services (docs/cli.md, "JSON"): each with cpu_ms,
+ * samples, hotspots and the full call tree. Keys in a fixed order. */
+int render_json_services(FILE *f, const struct tp_stackset *set, const char *indent);
+
+/* Number of distinct services of the set's rows. */
+size_t render_count_services(const struct tp_stackset *set);
+
+#endif

@@ -1,0 +1,602 @@
+/*
+ * stackset_read.c - the store -> struct tp_stackset reader (stackset_read.h).
+ *
+ * Two queries per set: the weighted stacks (trace_stacks, service_stacks or
+ * cohort_stacks of 009), then the frames of the distinct stacks
+ * (stack_frames). Frames are deduplicated by frame id (by function id where
+ * the dictionary lacks the frame) through a small open-addressing map; each
+ * row's frame index array points into one array shared by equal stacks.
+ * Everything the set points to lives in one arena, freed at once.
+ *
+ * Workload: a trace has tens of stacks; an hour of a busy service some
+ * 10^4 distinct stacks of depth ~30, i.e. a few 10^5 frame rows: linear.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "stackset_read.h"
+
+/* Arena ------------------------------------------------------------------ */
+
+struct chunk {
+	struct chunk *next; /* older chunk */
+	size_t used;	    /* bytes handed out */
+	size_t cap;	    /* bytes in data */
+	char data[];
+};
+
+/* The set and the memory it points to; stackset_free() takes &owned->set. */
+struct owned_set {
+	struct tp_stackset set; /* first: what callers see */
+	struct chunk *arena;	/* every string and array of the set */
+};
+
+static void *arena_alloc(struct owned_set *o, size_t n)
+{
+	struct chunk *c = o->arena;
+
+	n = (n + 7) & ~(size_t)7;
+	if (!c || c->cap - c->used < n) {
+		size_t cap = n > 65536 ? n : 65536;
+
+		c = malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->next = o->arena;
+		c->used = 0;
+		c->cap = cap;
+		o->arena = c;
+	}
+	c->used += n;
+	return c->data + c->used - n;
+}
+
+static char *arena_strdup(struct owned_set *o, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = arena_alloc(o, n);
+
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+void stackset_free(struct tp_stackset *set)
+{
+	struct owned_set *o = (struct owned_set *)set;
+	struct chunk *c, *next;
+
+	if (!set)
+		return;
+	for (c = o->arena; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(o->set.frames);
+	free(o->set.rows);
+	free(o);
+}
+
+/* uint64 -> uint32 map ---------------------------------------------------- */
+
+struct map {
+	uint64_t *keys; /* 0 = empty slot (key 0 is stored as ~0) */
+	uint32_t *vals;
+	size_t mask;
+};
+
+static int map_init(struct map *m, size_t n)
+{
+	size_t cap = 16;
+
+	while (cap < 2 * n)
+		cap <<= 1;
+	m->keys = calloc(cap, sizeof(*m->keys));
+	m->vals = calloc(cap, sizeof(*m->vals));
+	m->mask = cap - 1;
+	return m->keys && m->vals ? 0 : -ENOMEM;
+}
+
+static void map_free(struct map *m)
+{
+	free(m->keys);
+	free(m->vals);
+}
+
+/* The slot of key: *found tells whether it holds the key already. */
+static size_t map_slot(const struct map *m, uint64_t key, bool *found)
+{
+	uint64_t k = key ? key : ~(uint64_t)0;
+	size_t i = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & m->mask;
+
+	while (m->keys[i] && m->keys[i] != k)
+		i = (i + 1) & m->mask;
+	*found = m->keys[i] == k;
+	return i;
+}
+
+static void map_put(struct map *m, size_t slot, uint64_t key, uint32_t val)
+{
+	m->keys[slot] = key ? key : ~(uint64_t)0;
+	m->vals[slot] = val;
+}
+
+/* Reading --------------------------------------------------------------- */
+
+/* One weighted stack before frames are resolved. */
+struct raw_row {
+	uint64_t stack_id;
+	const char *service; /* arena */
+	const char *span_id; /* arena, or NULL */
+	int64_t samples, cpu_us, b_samples, b_cpu_us;
+};
+
+struct reader {
+	PGconn *conn;
+	struct owned_set *o;
+	struct raw_row *rows;
+	size_t nrows, cap;
+	char *err;
+	size_t errlen;
+};
+
+static int query_error(struct reader *r, PGresult *res, const char *what)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	bool bad_arg = state && strncmp(state, "22", 2) == 0;
+
+	if (bad_arg)
+		snprintf(r->err, r->errlen, "%s%s%s", msg ? msg : "invalid argument",
+			 hint ? "\nhint: " : "", hint ? hint : "");
+	else
+		snprintf(r->err, r->errlen, "%s failed: %s", what,
+			 msg ? msg : PQerrorMessage(r->conn));
+	PQclear(res);
+	return bad_arg ? -EINVAL : -EIO;
+}
+
+static PGresult *run(struct reader *r, const char *sql, int n, const char *const *params,
+		     const char *what, int *rc)
+{
+	PGresult *res = PQexecParams(r->conn, sql, n, NULL, params, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		*rc = query_error(r, res, what);
+		return NULL;
+	}
+	return res;
+}
+
+static int add_row(struct reader *r, struct raw_row row)
+{
+	if (r->nrows == r->cap) {
+		size_t cap = r->cap ? 2 * r->cap : 256;
+		struct raw_row *p = realloc(r->rows, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		r->rows = p;
+		r->cap = cap;
+	}
+	r->rows[r->nrows++] = row;
+	return 0;
+}
+
+static int64_t ms_to_us(const char *ms)
+{
+	return llround(strtod(ms, NULL) * 1000.0);
+}
+
+/* A frame label as the SQL API shows it (_frame_label): ';' -> ':', line
+ * breaks -> ' ', empty -> "[unknown]". */
+static char *frame_label(struct owned_set *o, const char *name, const char *module)
+{
+	size_t n = strlen(name) + (module ? strlen(module) + 3 : 0) + 1;
+	char *s = arena_alloc(o, n > 10 ? n : 10);
+
+	if (!s)
+		return NULL;
+	if (module)
+		snprintf(s, n, "%s [%s]", name, module);
+	else
+		snprintf(s, n, "%s", name);
+	for (char *c = s; *c; c++)
+		if (*c == ';')
+			*c = ':';
+		else if (*c == '\n' || *c == '\r' || *c == '\x01')
+			*c = ' ';
+	if (!*s)
+		strcpy(s, "[unknown]");
+	return s;
+}
+
+static int cmp_frame_by_name(const void *a, const void *b, void *ctx)
+{
+	const struct tp_frame_info *f = ctx;
+	const struct tp_frame_info *x = &f[*(const uint32_t *)a], *y = &f[*(const uint32_t *)b];
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : strcmp(x->module, y->module);
+}
+
+/* Display names: "name [module]" where functions of one name from two
+ * modules share a service's stacks (as the SQL API's frame labels). */
+static int name_frames(struct owned_set *o, bool *needs_module)
+{
+	struct tp_stackset *s = &o->set;
+	uint32_t *stamp = calloc(s->nframes + 1, sizeof(*stamp));
+	uint32_t *used = malloc((s->nframes + 1) * sizeof(*used));
+	uint32_t svc = 0;
+
+	if (!stamp || !used) {
+		free(stamp);
+		free(used);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->nrows;) {
+		const char *service = s->rows[i].service;
+		size_t n = 0, j;
+
+		svc++;
+		for (j = i; j < s->nrows && strcmp(s->rows[j].service, service) == 0; j++)
+			for (uint32_t d = 0; d < s->rows[j].depth; d++) {
+				uint32_t fi = s->rows[j].frames[d];
+
+				if (stamp[fi] != svc) {
+					stamp[fi] = svc;
+					used[n++] = fi;
+				}
+			}
+		qsort_r(used, n, sizeof(*used), cmp_frame_by_name, s->frames);
+		for (size_t a = 0; a < n;) {
+			size_t b = a + 1;
+			bool several = false;
+
+			while (b < n &&
+			       strcmp(s->frames[used[b]].name, s->frames[used[a]].name) == 0) {
+				if (strcmp(s->frames[used[b]].module, s->frames[used[a]].module) !=
+				    0)
+					several = true;
+				b++;
+			}
+			for (size_t k = a; several && k < b; k++)
+				if (*s->frames[used[k]].module)
+					needs_module[used[k]] = true;
+			a = b;
+		}
+		i = j;
+	}
+	free(stamp);
+	free(used);
+	for (size_t i = 0; i < s->nframes; i++) {
+		s->frames[i].function =
+		    frame_label(o, s->frames[i].name, needs_module[i] ? s->frames[i].module : NULL);
+		if (!s->frames[i].function)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Rows are grouped by service for name_frames: sort keeps the SQL order
+ * within a service. */
+static int cmp_raw_service(const void *a, const void *b)
+{
+	const struct raw_row *x = a, *y = b;
+	int c = strcmp(x->service, y->service);
+
+	if (c)
+		return c;
+	return x < y ? -1 : x > y;
+}
+
+/* Resolves the frames of r->rows into the set. */
+static int resolve(struct reader *r, const char *trace_id)
+{
+	struct owned_set *o = r->o;
+	struct tp_stackset *s = &o->set;
+	struct map stacks = {0}, frames = {0};
+	size_t nstacks = 0, len = 3, nres;
+	char *ids = NULL, *p;
+	PGresult *res = NULL;
+	uint32_t *stack_first = NULL, *stack_depth = NULL, *fidx = NULL;
+	bool *needs_module = NULL;
+	int rc = -ENOMEM;
+
+	qsort(r->rows, r->nrows, sizeof(*r->rows), cmp_raw_service);
+	if (map_init(&stacks, r->nrows))
+		goto out;
+	/* the distinct stack ids as a bigint[] literal */
+	ids = malloc(r->nrows * 21 + 3);
+	if (!ids)
+		goto out;
+	p = ids;
+	*p++ = '{';
+	for (size_t i = 0; i < r->nrows; i++) {
+		bool found;
+		size_t slot = map_slot(&stacks, r->rows[i].stack_id, &found);
+
+		if (found)
+			continue;
+		map_put(&stacks, slot, r->rows[i].stack_id, (uint32_t)nstacks++);
+		p += sprintf(p, "%s%" PRId64, nstacks > 1 ? "," : "", (int64_t)r->rows[i].stack_id);
+	}
+	*p++ = '}';
+	*p = '\0';
+	len = (size_t)(p - ids);
+	(void)len;
+	{
+		const char *params[1] = {ids};
+
+		res = run(r,
+			  "SELECT stack_id, pos, frame_id, function_id, name, module, kind, "
+			  "build_id, file, line, address FROM traceprof.stack_frames($1::bigint[])",
+			  1, params, "reading frames", &rc);
+		if (!res)
+			goto out;
+	}
+	rc = -ENOMEM;
+	nres = (size_t)PQntuples(res);
+	stack_first = calloc(nstacks + 1, sizeof(*stack_first));
+	stack_depth = calloc(nstacks + 1, sizeof(*stack_depth));
+	fidx = arena_alloc(o, (nres + 1) * sizeof(*fidx));
+	s->frames = calloc(nres + 1, sizeof(*s->frames));
+	if (!stack_first || !stack_depth || !fidx || !s->frames || map_init(&frames, nres))
+		goto out;
+	for (size_t i = 0; i < nres; i++) {
+		uint64_t sid = strtoull(PQgetvalue(res, (int)i, 0), NULL, 10);
+		uint64_t frame_id = strtoull(PQgetvalue(res, (int)i, 2), NULL, 10);
+		uint64_t function_id = strtoull(PQgetvalue(res, (int)i, 3), NULL, 10);
+		uint64_t key = frame_id ? frame_id : function_id * 0xD6E8FEB86659FD93ull + 1;
+		bool found;
+		size_t slot = map_slot(&stacks, sid, &found);
+		uint32_t si;
+
+		if (!found)
+			continue; /* not asked for */
+		si = stacks.vals[slot];
+		if (stack_depth[si] == 0)
+			stack_first[si] = (uint32_t)i;
+		stack_depth[si]++;
+		slot = map_slot(&frames, key, &found);
+		if (!found) {
+			struct tp_frame_info *f = &s->frames[s->nframes];
+
+			f->name = arena_strdup(o, PQgetvalue(res, (int)i, 4));
+			f->module = arena_strdup(o, PQgetvalue(res, (int)i, 5));
+			f->kind = (uint8_t)atoi(PQgetvalue(res, (int)i, 6));
+			f->build_id = arena_strdup(o, PQgetvalue(res, (int)i, 7));
+			f->file = PQgetisnull(res, (int)i, 8)
+				      ? NULL
+				      : arena_strdup(o, PQgetvalue(res, (int)i, 8));
+			f->line = (int32_t)atoi(PQgetvalue(res, (int)i, 9));
+			f->address = strtoull(PQgetvalue(res, (int)i, 10), NULL, 10);
+			if (!f->name || !f->module || !f->build_id ||
+			    (!PQgetisnull(res, (int)i, 8) && !f->file))
+				goto out;
+			map_put(&frames, slot, key, (uint32_t)s->nframes++);
+		}
+		fidx[i] = frames.vals[slot];
+	}
+	s->rows = calloc(r->nrows + 1, sizeof(*s->rows));
+	needs_module = calloc(s->nframes + 1, sizeof(*needs_module));
+	if (!s->rows || !needs_module)
+		goto out;
+	for (size_t i = 0; i < r->nrows; i++) {
+		bool found;
+		size_t slot = map_slot(&stacks, r->rows[i].stack_id, &found);
+		uint32_t si = stacks.vals[slot];
+		struct tp_stack_row *row = &s->rows[s->nrows];
+
+		if (stack_depth[si] == 0)
+			continue; /* stack_frames always returns a frame; cannot happen */
+		row->frames = fidx + stack_first[si];
+		row->depth = stack_depth[si];
+		row->samples = r->rows[i].samples;
+		row->cpu_us = r->rows[i].cpu_us;
+		row->b_samples = r->rows[i].b_samples;
+		row->b_cpu_us = r->rows[i].b_cpu_us;
+		row->service = r->rows[i].service;
+		row->trace_id = trace_id;
+		row->span_id = r->rows[i].span_id;
+		s->nrows++;
+	}
+	rc = name_frames(o, needs_module);
+out:
+	if (rc == -ENOMEM)
+		snprintf(r->err, r->errlen, "out of memory reading %zu stacks", r->nrows);
+	PQclear(res);
+	free(ids);
+	free(stack_first);
+	free(stack_depth);
+	free(needs_module);
+	map_free(&stacks);
+	map_free(&frames);
+	return rc;
+}
+
+/* The nominal sampling period: CPU per sample over the set. */
+static void set_period(struct tp_stackset *s)
+{
+	int64_t n = 0, us = 0;
+
+	for (size_t i = 0; i < s->nrows; i++) {
+		n += s->rows[i].samples + s->rows[i].b_samples;
+		us += s->rows[i].cpu_us + s->rows[i].b_cpu_us;
+	}
+	s->period_ns = n ? (int64_t)llround((double)us * 1000.0 / (double)n) : 0;
+}
+
+static int begin(struct reader *r, PGconn *conn, char *err, size_t errlen)
+{
+	memset(r, 0, sizeof(*r));
+	r->conn = conn;
+	r->err = err;
+	r->errlen = errlen;
+	r->o = calloc(1, sizeof(*r->o));
+	if (!r->o) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int finish(struct reader *r, int rc, struct tp_stackset **out)
+{
+	free(r->rows);
+	if (rc) {
+		stackset_free(&r->o->set);
+		return rc;
+	}
+	set_period(&r->o->set);
+	*out = &r->o->set;
+	return 0;
+}
+
+int stackset_read_trace(PGconn *conn, const char *trace_id, const char *service,
+			struct tp_stackset **out, char *err, size_t errlen)
+{
+	struct reader r;
+	const char *params[2] = {trace_id, service};
+	PGresult *res;
+	char *tid = NULL;
+	int rc = begin(&r, conn, err, errlen);
+
+	if (rc)
+		return rc;
+	res = run(&r,
+		  "SELECT service, span_id, stack_id, samples, cpu_ms, "
+		  "traceprof.trace_id_text(traceprof.parse_trace_id($1)) "
+		  "FROM traceprof.trace_stacks($1, $2)",
+		  2, params, "reading the trace's stacks", &rc);
+	if (!res)
+		return finish(&r, rc, out);
+	for (int i = 0; i < PQntuples(res) && !rc; i++) {
+		struct raw_row row = {0};
+
+		row.service = arena_strdup(r.o, PQgetvalue(res, i, 0));
+		row.span_id =
+		    PQgetisnull(res, i, 1) ? NULL : arena_strdup(r.o, PQgetvalue(res, i, 1));
+		row.stack_id = strtoull(PQgetvalue(res, i, 2), NULL, 10);
+		row.samples = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		row.cpu_us = ms_to_us(PQgetvalue(res, i, 4));
+		if (!tid)
+			tid = arena_strdup(r.o, PQgetvalue(res, i, 5));
+		rc = !row.service || !tid ? -ENOMEM : add_row(&r, row);
+	}
+	PQclear(res);
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	if (!rc && r.nrows)
+		rc = resolve(&r, tid);
+	return finish(&r, rc, out);
+}
+
+static int read_range_rows(struct reader *r, const char *sql, const char *const *params, int n,
+			   const char *service, bool b)
+{
+	PGresult *res;
+	int rc = 0;
+	const char *svc;
+	size_t i0 = r->nrows, cur = 0;
+
+	res = run(r, sql, n, params, "reading the stacks", &rc);
+	if (!res)
+		return rc;
+	svc = arena_strdup(r->o, service);
+	if (!svc)
+		rc = -ENOMEM;
+	for (int i = 0; i < PQntuples(res) && !rc; i++) {
+		struct raw_row row = {0};
+		uint64_t sid = strtoull(PQgetvalue(res, i, 0), NULL, 10);
+		int64_t ns = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		int64_t us = ms_to_us(PQgetvalue(res, i, 2));
+
+		/* both cohorts come ordered by stack id: merge B into A's row */
+		if (b) {
+			while (cur < i0 && (int64_t)r->rows[cur].stack_id < (int64_t)sid)
+				cur++;
+			if (cur < i0 && r->rows[cur].stack_id == sid) {
+				r->rows[cur].b_samples = ns;
+				r->rows[cur].b_cpu_us = us;
+				continue;
+			}
+		}
+		row.stack_id = sid;
+		row.service = svc;
+		if (b) {
+			row.b_samples = ns;
+			row.b_cpu_us = us;
+		} else {
+			row.samples = ns;
+			row.cpu_us = us;
+		}
+		rc = add_row(r, row);
+	}
+	PQclear(res);
+	if (rc == -ENOMEM)
+		snprintf(r->err, r->errlen, "out of memory");
+	return rc;
+}
+
+int stackset_read_service(PGconn *conn, const char *service, int64_t from_us, int64_t until_us,
+			  struct tp_stackset **out, char *err, size_t errlen)
+{
+	struct reader r;
+	char from[64], until[64];
+	const char *params[3] = {service, cli_time_sql(from_us, from, sizeof(from)),
+				 cli_time_sql(until_us, until, sizeof(until))};
+	int rc = begin(&r, conn, err, errlen);
+
+	if (rc)
+		return rc;
+	r.o->set.time_from_ns = from_us * 1000;
+	r.o->set.time_until_ns = until_us * 1000;
+	rc = read_range_rows(&r,
+			     "SELECT stack_id, samples, cpu_ms FROM traceprof.service_stacks("
+			     "$1, $2::timestamptz, $3::timestamptz)",
+			     params, 3, service, false);
+	if (!rc && r.nrows)
+		rc = resolve(&r, NULL);
+	return finish(&r, rc, out);
+}
+
+int stackset_read_cohorts(PGconn *conn, const char *service, int64_t from_us, int64_t until_us,
+			  const char *spec_a, const char *spec_b, const char *a_name,
+			  const char *b_name, struct tp_stackset **out, char *err, size_t errlen)
+{
+	static const char sql[] = "SELECT stack_id, samples, cpu_ms FROM traceprof.cohort_stacks("
+				  "$1, $2::timestamptz, $3::timestamptz, $4::jsonb, $5)";
+	struct reader r;
+	char from[64], until[64];
+	const char *pa[5] = {service, cli_time_sql(from_us, from, sizeof(from)),
+			     cli_time_sql(until_us, until, sizeof(until)), spec_a, "cohort_a"};
+	const char *pb[5] = {pa[0], pa[1], pa[2], spec_b, "cohort_b"};
+	int rc = begin(&r, conn, err, errlen);
+
+	if (rc)
+		return rc;
+	r.o->set.differential = 1;
+	r.o->set.time_from_ns = from_us * 1000;
+	r.o->set.time_until_ns = until_us * 1000;
+	r.o->set.a_name = arena_strdup(r.o, a_name ? a_name : "a");
+	r.o->set.b_name = arena_strdup(r.o, b_name ? b_name : "b");
+	if (!r.o->set.a_name || !r.o->set.b_name) {
+		snprintf(err, errlen, "out of memory");
+		return finish(&r, -ENOMEM, out);
+	}
+	rc = read_range_rows(&r, sql, pa, 5, service, false);
+	if (!rc)
+		rc = read_range_rows(&r, sql, pb, 5, service, true);
+	if (!rc && r.nrows)
+		rc = resolve(&r, NULL);
+	return finish(&r, rc, out);
+}
