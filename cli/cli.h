@@ -31,6 +31,8 @@ enum cli_format {
 	CLI_FMT_TEXT = 0,
 	CLI_FMT_FOLDED,
 	CLI_FMT_JSON,
+	CLI_FMT_SVG,   /* flame graph (flamegraph.h) */
+	CLI_FMT_PPROF, /* gzip-compressed profile.proto (pprof.h) */
 	CLI_FMT_COUNT,
 };
 
@@ -124,10 +126,12 @@ int cmd_trace_profile(int argc, char **argv);
 int cmd_traces(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_trigger(int argc, char **argv);
 void help_trace_profile(FILE *f);
 void help_traces(FILE *f);
 void help_profile(FILE *f);
 void help_compare(FILE *f);
+void help_trigger(FILE *f);
 
 /* Help text shared by the data commands. */
 #define CLI_HELP_DB                                                                                \

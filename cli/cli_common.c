@@ -143,7 +143,7 @@ PGresult *cli_query(struct cli_db *db, const char *sql, int nparams, const char 
 	return NULL;
 }
 
-static const char *const format_names[CLI_FMT_COUNT] = {"text", "folded", "json"};
+static const char *const format_names[CLI_FMT_COUNT] = {"text", "folded", "json", "svg", "pprof"};
 
 const char *cli_format_name(enum cli_format f)
 {

@@ -4,12 +4,15 @@
  * compared function by function with traceprof.compare_cohorts and sized
  * with traceprof.cohort_sizes (docs/cohorts.md).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "cohort_expr.h"
+#include "render.h"
+#include "stackset_read.h"
 
 #define CMD	      "compare"
 #define DEFAULT_LIMIT 10
@@ -138,6 +141,42 @@ static void json_cohort(FILE *out, const char *expr, const char *spec, PGresult 
 	fputc('}', out);
 }
 
+/* --format svg: the differential flame graph of the two cohorts' stacks
+ * (red: hotter in A, blue: hotter in B). */
+static int svg_diff(struct cli_db *db, const struct cli_common *c, const char *service,
+		    const struct cli_range *range, const char *sa, const char *sb, const char *ea,
+		    const char *eb)
+{
+	struct tp_stackset *set = NULL;
+	char err[1024], title[256], sub[512], a[64], b[64];
+	FILE *out;
+	int rc;
+
+	rc = stackset_read_cohorts(db->conn, service, range->from_us, range->until_us, sa, sb, ea,
+				   eb, &set, err, sizeof(err));
+	if (rc) {
+		cli_error("%s", err);
+		return rc == -EINVAL ? CLI_USAGE : CLI_DB;
+	}
+	out = cli_open_output(c->output);
+	if (!out) {
+		stackset_free(set);
+		return CLI_IO;
+	}
+	snprintf(title, sizeof(title), "%s: %s vs %s", service, ea, eb);
+	snprintf(sub, sizeof(sub),
+		 "requests started %s to %s; red: hotter in A (%s), blue: hotter in B (%s)",
+		 cli_time_rfc3339(range->from_us, a, sizeof(a)),
+		 cli_time_rfc3339(range->until_us, b, sizeof(b)), ea, eb);
+	rc = render_svg(out, set, title, sub);
+	stackset_free(set);
+	if (rc) {
+		cli_close_output(out, c->output);
+		return rc == -EINVAL ? CLI_USAGE : CLI_IO;
+	}
+	return cli_close_output(out, c->output);
+}
+
 int cmd_compare(int argc, char **argv)
 {
 	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
@@ -196,7 +235,9 @@ int cmd_compare(int argc, char **argv)
 			exact = true;
 			break;
 		case 'f':
-			f = cli_parse_format(optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON, CMD);
+			f = cli_parse_format(
+			    optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG,
+			    CMD);
 			if (f < 0)
 				return CLI_USAGE;
 			c.format = (enum cli_format)f;
@@ -263,6 +304,10 @@ int cmd_compare(int argc, char **argv)
 				rc = CLI_NO_DATA;
 				goto out;
 			}
+		if (c.format == CLI_FMT_SVG) {
+			rc = svg_diff(&db, &c, service, &range, sa, sb, ea, eb);
+			goto out;
+		}
 		res = cli_query(
 		    &db,
 		    "SELECT function, module, a_cpu_ms, b_cpu_ms, a_share, b_share, delta, "

@@ -74,9 +74,11 @@ int cmd_profile(int argc, char **argv)
 			until = optarg;
 			break;
 		case 'f':
-			f = cli_parse_format(
-			    optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED | 1u << CLI_FMT_JSON,
-			    CMD);
+			f = cli_parse_format(optarg,
+					     1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
+						 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
+						 1u << CLI_FMT_PPROF,
+					     CMD);
 			if (f < 0)
 				return CLI_USAGE;
 			c.format = (enum cli_format)f;
@@ -190,6 +192,21 @@ int cmd_profile(int argc, char **argv)
 		rc = render_json_services(out, set, " ");
 		fputs("}\n", out);
 		break;
+	case CLI_FMT_SVG: {
+		/* the builds go into the subtitle: a redeployment shows on the graph */
+		char sub[512];
+		int n = snprintf(sub, sizeof(sub), "%s to %s", a, b);
+
+		for (int i = 0; nb > 1 && i < nb && n > 0 && (size_t)n < sizeof(sub); i++)
+			n += snprintf(sub + n, sizeof(sub) - (size_t)n, "%s%.12s (%s .. %s)",
+				      i ? ", " : "; builds ", PQgetvalue(builds, i, 0),
+				      PQgetvalue(builds, i, 1), PQgetvalue(builds, i, 2));
+		rc = render_svg(out, set, service, sub);
+		goto binary;
+	}
+	case CLI_FMT_PPROF: /* each location's mapping carries its build id */
+		rc = render_pprof(out, set);
+		goto binary;
 	default:
 		rc = -EINVAL;
 	}
@@ -197,6 +214,14 @@ int cmd_profile(int argc, char **argv)
 		cli_error("cannot render the profile: %s", strerror(-rc));
 		cli_close_output(out, c.output);
 		rc = CLI_IO;
+		goto out;
+	}
+	rc = cli_close_output(out, c.output);
+	goto out;
+binary: /* the renderer has said what went wrong */
+	if (rc) {
+		cli_close_output(out, c.output);
+		rc = rc == -EINVAL ? CLI_USAGE : CLI_IO;
 		goto out;
 	}
 	rc = cli_close_output(out, c.output);

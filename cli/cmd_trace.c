@@ -110,9 +110,11 @@ int cmd_trace_profile(int argc, char **argv)
 				return cli_usage_error(CMD, "--service must not be empty");
 			break;
 		case 'f':
-			f = cli_parse_format(
-			    optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED | 1u << CLI_FMT_JSON,
-			    CMD);
+			f = cli_parse_format(optarg,
+					     1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
+						 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
+						 1u << CLI_FMT_PPROF,
+					     CMD);
 			if (f < 0)
 				return CLI_USAGE;
 			c.format = (enum cli_format)f;
@@ -191,6 +193,16 @@ int cmd_trace_profile(int argc, char **argv)
 		rc = render_json_services(out, set, " ");
 		fputs("}\n", out);
 		break;
+	case CLI_FMT_SVG: {
+		char title[64];
+
+		snprintf(title, sizeof(title), "trace %s", trace_id);
+		rc = render_svg(out, set, title, service ? service : "all services");
+		goto binary;
+	}
+	case CLI_FMT_PPROF:
+		rc = render_pprof(out, set);
+		goto binary;
 	default:
 		rc = -EINVAL;
 	}
@@ -198,6 +210,14 @@ int cmd_trace_profile(int argc, char **argv)
 		cli_error("cannot render the profile: %s", strerror(-rc));
 		cli_close_output(out, c.output);
 		rc = CLI_IO;
+		goto out;
+	}
+	rc = cli_close_output(out, c.output);
+	goto out;
+binary: /* the renderer has said what went wrong */
+	if (rc) {
+		cli_close_output(out, c.output);
+		rc = rc == -EINVAL ? CLI_USAGE : CLI_IO;
 		goto out;
 	}
 	rc = cli_close_output(out, c.output);

@@ -122,6 +122,11 @@ static const char usage_text[] =
     "  traceprof trigger get slow-pay -o json\n"
     "  traceprof trigger list --triggers-dir ./triggers\n";
 
+void help_trigger(FILE *f)
+{
+	fputs(usage_text, f);
+}
+
 static void usage_hint(void)
 {
 	fprintf(stderr, "try 'traceprof trigger --help'\n");

@@ -11,9 +11,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "render.h"
+#include "traceprof/flamegraph.h"
+#include "traceprof/pprof.h"
 
 struct node {
 	const char *label;   /* frame display name (borrowed from the set) */
@@ -486,5 +489,31 @@ int render_json_services(FILE *f, const struct tp_stackset *set, const char *ind
 	fputc('[', f);
 	rc = each_service(set, json_service, f, indent);
 	fprintf(f, "]");
+	return rc;
+}
+
+int render_svg(FILE *f, const struct tp_stackset *set, const char *title, const char *subtitle)
+{
+	struct tp_flamegraph_opts o = {.title = title, .subtitle = subtitle};
+	char err[256];
+	int rc = tp_flamegraph_svg_write(set, &o, f, err, sizeof(err));
+
+	if (rc)
+		cli_error("cannot write the flame graph: %s", err);
+	return rc;
+}
+
+int render_pprof(FILE *f, const struct tp_stackset *set)
+{
+	char err[256];
+	int rc;
+
+	if (isatty(fileno(f))) {
+		cli_error("pprof output is binary (gzip): give -o FILE or redirect it");
+		return -EINVAL;
+	}
+	rc = tp_pprof_write(set, NULL, f, err, sizeof(err));
+	if (rc)
+		cli_error("cannot write the pprof profile: %s", err);
 	return rc;
 }

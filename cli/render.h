@@ -33,6 +33,14 @@ int render_folded(FILE *f, const struct tp_stackset *set, bool service_root);
  * samples, hotspots and the full call tree. Keys in a fixed order. */
 int render_json_services(FILE *f, const struct tp_stackset *set, const char *indent);
 
+/* An SVG flame graph (flamegraph.h; differential when the set is) with
+ * title and subtitle. Says what went wrong (cli_error) and returns -errno. */
+int render_svg(FILE *f, const struct tp_stackset *set, const char *title, const char *subtitle);
+
+/* A gzip-compressed pprof profile (pprof.h) of the set's cohort A. Refuses
+ * a terminal (binary output). Says what went wrong and returns -errno. */
+int render_pprof(FILE *f, const struct tp_stackset *set);
+
 /* Number of distinct services of the set's rows. */
 size_t render_count_services(const struct tp_stackset *set);
 

@@ -32,6 +32,8 @@ static const struct command commands[] = {
     {"profile", cmd_profile, help_profile, "a service's continuous profile over a time range"},
     {"compare", cmd_compare, help_compare,
      "functions hotter in one cohort of requests than in another"},
+    {"trigger", cmd_trigger, help_trigger,
+     "create, list, get, delete TraceProfileTriggers (cluster or directory)"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -38,7 +38,8 @@ expect 0 "trace-profile" -- "$tp" help
 expect 2 "usage: traceprof COMMAND" -- "$tp"
 expect 0 "^traceprof [0-9]" -- "$tp" --version
 expect 2 "unknown command 'frobnicate'" -- "$tp" frobnicate
-expect 2 "unknown command 'trigger'" -- "$tp" trigger list
+expect 0 "usage: traceprof trigger create" -- "$tp" help trigger
+expect 2 "unknown subcommand \"frob\"" -- "$tp" trigger frob
 expect 2 "unknown option '--verbose' before the command" -- "$tp" --verbose traces
 for cmd in trace-profile traces profile compare; do
 	expect 0 "usage: traceprof $cmd" -- "$tp" "$cmd" --help
@@ -47,20 +48,21 @@ for cmd in trace-profile traces profile compare; do
 	expect 2 "traceprof $cmd: unknown option '--no-such-flag'" -- "$tp" "$cmd" --no-such-flag
 	expect 2 "try 'traceprof $cmd --help'" -- "$tp" "$cmd" --no-such-flag
 	expect 2 "option '--db' needs a value" -- "$tp" "$cmd" --db
-	expect 2 "unknown format 'svg'" -- "$tp" "$cmd" --format svg
-	expect 2 "unknown format 'pprof'" -- "$tp" "$cmd" --format pprof
+	expect 2 "unknown format 'flame'" -- "$tp" "$cmd" --format flame
 done
 expect 2 "unknown command 'nosuch'" -- "$tp" help nosuch
 expect 2 "needs a TRACE_ID" -- "$tp" trace-profile
 expect 2 "takes one TRACE_ID, not 2" -- "$tp" trace-profile "$A" "$A"
 expect 2 "'xyz' is not a trace id: expected 32 hexadecimal digits" -- "$tp" trace-profile xyz
 expect 2 "not all zero" -- "$tp" trace-profile 00000000000000000000000000000000
-expect 2 "formats: text, folded, json" -- "$tp" trace-profile "$A" --format flame
+expect 2 "formats: text, folded, json, svg, pprof" -- "$tp" trace-profile "$A" --format flame
 expect 2 "--min-pct 'lots' is not a percentage" -- "$tp" trace-profile "$A" --min-pct lots
 expect 2 "needs --service S" -- "$tp" traces
 expect 2 "needs --service S" -- "$tp" profile --since 1h
 expect 2 "formats: text, json" -- "$tp" traces --service x --format folded
-expect 2 "formats: text, folded, json" -- "$tp" profile --service x --format svg
+expect 2 "formats: text, folded, json, svg, pprof" -- "$tp" profile --service x --format svg2
+expect 2 "formats: text, json" -- "$tp" traces --service x --format svg
+expect 2 "formats: text, json, svg" -- "$tp" compare --service x --cohort-a all --cohort-b all --format pprof
 expect 2 "--since 'yesterday' is not a span of time" -- "$tp" traces --service x --since yesterday
 expect 2 "--from 'noon' is not a time" -- "$tp" profile --service x --from noon
 expect 2 "--since and --from/--until exclude each other" -- "$tp" profile --service x --since 1h --from 2030-01-02T10:00:00Z
