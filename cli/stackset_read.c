@@ -298,6 +298,50 @@ static int cmp_raw_service(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Entries of a bigint[] text ("{1,2,3}"): commas + 1, 0 for "{}". */
+static size_t count_ids(const char *a)
+{
+	size_t n = 1;
+
+	if (!strcmp(a, "{}"))
+		return 0;
+	for (; *a; a++)
+		n += *a == ',';
+	return n;
+}
+
+/* The next id of a bigint[] text, advancing *p; false at the end. */
+static bool next_id(const char **p, uint64_t *id)
+{
+	const char *a = *p;
+	char *end;
+
+	while (*a == '{' || *a == ',')
+		a++;
+	if ((*a < '0' || *a > '9') && *a != '-')
+		return false;
+	*id = (uint64_t)strtoll(a, &end, 10); /* ids are signed 64-bit hashes */
+	if (end == a)
+		return false;
+	*p = end;
+	return true;
+}
+
+/* A bigint[] literal of ids (malloc'ed), NULL on ENOMEM. */
+static char *id_array(const uint64_t *ids, size_t n)
+{
+	char *out = malloc(n * 21 + 3), *p = out;
+
+	if (!out)
+		return NULL;
+	*p++ = '{';
+	for (size_t i = 0; i < n; i++)
+		p += sprintf(p, "%s%" PRId64, i ? "," : "", (int64_t)ids[i]);
+	*p++ = '}';
+	*p = '\0';
+	return out;
+}
+
 /* Resolves the frames of r->rows into the set. */
 static int resolve(struct reader *r, const char *trace_id)
 {
@@ -308,6 +352,9 @@ static int resolve(struct reader *r, const char *trace_id)
 	char *ids = NULL, *p;
 	PGresult *res = NULL;
 	uint32_t *stack_first = NULL, *stack_depth = NULL, *fidx = NULL;
+	uint64_t *pend_frame = NULL, *pend_func = NULL;
+	size_t ntotal = 0, npend = 0;
+	char *fids = NULL, *funcs = NULL;
 	bool *needs_module = NULL;
 	int rc = -ENOMEM;
 
@@ -337,25 +384,28 @@ static int resolve(struct reader *r, const char *trace_id)
 		const char *params[1] = {ids};
 
 		res = run(r,
-			  "SELECT stack_id, pos, frame_id, function_id, name, module, kind, "
-			  "build_id, file, line, address FROM traceprof.stack_frames($1::bigint[])",
-			  1, params, "reading frames", &rc);
+			  "SELECT stack_id, frame_ids, function_ids "
+			  "FROM traceprof.stack_frame_ids($1::bigint[])",
+			  1, params, "reading stacks", &rc);
 		if (!res)
 			goto out;
 	}
 	rc = -ENOMEM;
 	nres = (size_t)PQntuples(res);
+	/* every frame position of every stack, to size the index arrays */
+	for (size_t i = 0; i < nres; i++)
+		ntotal += count_ids(PQgetvalue(res, (int)i, 1));
 	stack_first = calloc(nstacks + 1, sizeof(*stack_first));
 	stack_depth = calloc(nstacks + 1, sizeof(*stack_depth));
-	fidx = arena_alloc(o, (nres + 1) * sizeof(*fidx));
-	s->frames = calloc(nres + 1, sizeof(*s->frames));
-	if (!stack_first || !stack_depth || !fidx || !s->frames || map_init(&frames, nres))
+	fidx = arena_alloc(o, (ntotal + 1) * sizeof(*fidx));
+	pend_frame = malloc((ntotal + 1) * sizeof(*pend_frame));
+	pend_func = malloc((ntotal + 1) * sizeof(*pend_func));
+	if (!stack_first || !stack_depth || !fidx || !pend_frame || !pend_func ||
+	    map_init(&frames, ntotal))
 		goto out;
-	for (size_t i = 0; i < nres; i++) {
+	for (size_t i = 0, at = 0; i < nres; i++) {
 		uint64_t sid = strtoull(PQgetvalue(res, (int)i, 0), NULL, 10);
-		uint64_t frame_id = strtoull(PQgetvalue(res, (int)i, 2), NULL, 10);
-		uint64_t function_id = strtoull(PQgetvalue(res, (int)i, 3), NULL, 10);
-		uint64_t key = frame_id ? frame_id : function_id * 0xD6E8FEB86659FD93ull + 1;
+		const char *fr = PQgetvalue(res, (int)i, 1), *fn = PQgetvalue(res, (int)i, 2);
 		bool found;
 		size_t slot = map_slot(&stacks, sid, &found);
 		uint32_t si;
@@ -363,29 +413,70 @@ static int resolve(struct reader *r, const char *trace_id)
 		if (!found)
 			continue; /* not asked for */
 		si = stacks.vals[slot];
-		if (stack_depth[si] == 0)
-			stack_first[si] = (uint32_t)i;
-		stack_depth[si]++;
-		slot = map_slot(&frames, key, &found);
-		if (!found) {
-			struct tp_frame_info *f = &s->frames[s->nframes];
+		stack_first[si] = (uint32_t)at;
+		for (;;) {
+			uint64_t frame_id, function_id, key;
 
-			f->name = arena_strdup(o, PQgetvalue(res, (int)i, 4));
-			f->module = arena_strdup(o, PQgetvalue(res, (int)i, 5));
-			f->kind = (uint8_t)atoi(PQgetvalue(res, (int)i, 6));
-			f->build_id = arena_strdup(o, PQgetvalue(res, (int)i, 7));
-			f->file = PQgetisnull(res, (int)i, 8)
-				      ? NULL
-				      : arena_strdup(o, PQgetvalue(res, (int)i, 8));
-			f->line = (int32_t)atoi(PQgetvalue(res, (int)i, 9));
-			f->address = strtoull(PQgetvalue(res, (int)i, 10), NULL, 10);
-			if (!f->name || !f->module || !f->build_id ||
-			    (!PQgetisnull(res, (int)i, 8) && !f->file))
-				goto out;
-			map_put(&frames, slot, key, (uint32_t)s->nframes++);
+			if (!next_id(&fr, &frame_id) || !next_id(&fn, &function_id))
+				break;
+			key = frame_id ? frame_id : function_id * 0xD6E8FEB86659FD93ull + 1;
+			slot = map_slot(&frames, key, &found);
+			if (!found) {
+				pend_frame[npend] = frame_id;
+				pend_func[npend++] = function_id;
+				map_put(&frames, slot, key, (uint32_t)s->nframes++);
+			}
+			fidx[at++] = frames.vals[slot];
+			stack_depth[si]++;
 		}
-		fidx[i] = frames.vals[slot];
 	}
+	PQclear(res);
+	res = NULL;
+	/* the distinct frames' details, in the order they were numbered */
+	s->frames = calloc(s->nframes + 1, sizeof(*s->frames));
+	fids = id_array(pend_frame, npend);
+	funcs = id_array(pend_func, npend);
+	if (!s->frames || !fids || !funcs)
+		goto out;
+	{
+		const char *params[2] = {fids, funcs};
+
+		res = run(r,
+			  "SELECT frame_id, function_id, name, module, kind, build_id, file, line, "
+			  "address FROM traceprof.frame_details($1::bigint[], $2::bigint[])",
+			  2, params, "reading frames", &rc);
+		if (!res)
+			goto out;
+	}
+	rc = -ENOMEM;
+	for (int i = 0; i < PQntuples(res); i++) {
+		uint64_t frame_id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
+		uint64_t function_id = strtoull(PQgetvalue(res, i, 1), NULL, 10);
+		uint64_t key = frame_id ? frame_id : function_id * 0xD6E8FEB86659FD93ull + 1;
+		bool found;
+		size_t slot = map_slot(&frames, key, &found);
+		struct tp_frame_info *f;
+
+		if (!found)
+			continue;
+		f = &s->frames[frames.vals[slot]];
+		if (f->name)
+			continue; /* a frame asked for twice */
+		f->name = arena_strdup(o, PQgetvalue(res, i, 2));
+		f->module = arena_strdup(o, PQgetvalue(res, i, 3));
+		f->kind = (uint8_t)atoi(PQgetvalue(res, i, 4));
+		f->build_id = arena_strdup(o, PQgetvalue(res, i, 5));
+		f->file = PQgetisnull(res, i, 6) ? NULL : arena_strdup(o, PQgetvalue(res, i, 6));
+		f->line = (int32_t)atoi(PQgetvalue(res, i, 7));
+		f->address = strtoull(PQgetvalue(res, i, 8), NULL, 10);
+		if (!f->name || !f->module || !f->build_id || (!PQgetisnull(res, i, 6) && !f->file))
+			goto out;
+	}
+	for (size_t i = 0; i < s->nframes; i++) /* never NULL, whatever the answer */
+		if (!s->frames[i].name && (!(s->frames[i].name = arena_strdup(o, "[unknown]")) ||
+					   !(s->frames[i].module = arena_strdup(o, "")) ||
+					   !(s->frames[i].build_id = arena_strdup(o, ""))))
+			goto out;
 	s->rows = calloc(r->nrows + 1, sizeof(*s->rows));
 	needs_module = calloc(s->nframes + 1, sizeof(*needs_module));
 	if (!s->rows || !needs_module)
@@ -415,6 +506,10 @@ out:
 		snprintf(r->err, r->errlen, "out of memory reading %zu stacks", r->nrows);
 	PQclear(res);
 	free(ids);
+	free(fids);
+	free(funcs);
+	free(pend_frame);
+	free(pend_func);
 	free(stack_first);
 	free(stack_depth);
 	free(needs_module);
