@@ -62,6 +62,9 @@ golden profile_json -- profile --service payment-svc "${R[@]}" --format json
 golden profile_one_build_text -- profile --service checkout-svc "${R[@]}"
 golden compare_text -- compare --service payment-svc "${R[@]}" --cohort-a 'duration > 1s' --cohort-b 'duration < 100ms'
 golden compare_json -- compare --service payment-svc "${R[@]}" --cohort-a 'duration >= 1s and route ~ /api/pay*' --cohort-b 'duration < 100ms and status in (2xx, 503)' --format json --exact
+golden trace_svg -- trace-profile "$A" --format svg
+golden profile_svg -- profile --service payment-svc "${R[@]}" --format svg
+golden compare_svg -- compare --service payment-svc "${R[@]}" --cohort-a 'duration > 1s' --cohort-b 'duration < 100ms' --format svg
 golden compare_bad_spec -- compare --service payment-svc "${R[@]}" --cohort-a 'duration > 2s and duration < 1s' --cohort-b all
 golden trace_unknown -- trace-profile 00000000000000000000000000000abc
 golden trace_unknown_service -- trace-profile "$A" --service nosuch-svc
