@@ -1,15 +1,16 @@
 /*
  * stackset_read.c - the store -> struct tp_stackset reader (stackset_read.h).
  *
- * Two queries per set: the weighted stacks (trace_stacks, service_stacks or
- * cohort_stacks of 009), then the frames of the distinct stacks
- * (stack_frames). Frames are deduplicated by frame id (by function id where
+ * Three queries per set: the weighted stacks (trace_stacks, service_stacks
+ * or cohort_stacks of 009), the frame ids of the distinct stacks
+ * (stack_frame_ids), then the distinct frames' details (frame_details). Frames are deduplicated by frame id (by function id where
  * the dictionary lacks the frame) through a small open-addressing map; each
  * row's frame index array points into one array shared by equal stacks.
  * Everything the set points to lives in one arena, freed at once.
  *
  * Workload: a trace has tens of stacks; an hour of a busy service some
- * 10^4 distinct stacks of depth ~30, i.e. a few 10^5 frame rows: linear.
+ * 10^4 distinct stacks of depth ~30, i.e. a few 10^5 frame positions read
+ * from 10^4 rows of id arrays and ~10^3 distinct frames: linear.
  */
 
 #include <errno.h>
@@ -488,7 +489,7 @@ static int resolve(struct reader *r, const char *trace_id)
 		struct tp_stack_row *row = &s->rows[s->nrows];
 
 		if (stack_depth[si] == 0)
-			continue; /* stack_frames always returns a frame; cannot happen */
+			continue; /* stack_frame_ids always gives a frame; cannot happen */
 		row->frames = fidx + stack_first[si];
 		row->depth = stack_depth[si];
 		row->samples = r->rows[i].samples;
