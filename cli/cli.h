@@ -78,6 +78,9 @@ PGresult *cli_query(struct cli_db *db, const char *sql, int nparams, const char 
  * returns -1 otherwise. */
 int cli_parse_format(const char *name, unsigned accepted, const char *cmd);
 const char *cli_format_name(enum cli_format f);
+/* --format NAME into c->format when the command accepts it: 0, or -1 after
+ * cli_parse_format's error. */
+int cli_set_format(struct cli_common *c, const char *name, unsigned accepted, const char *cmd);
 
 /* --since (1h, 30m, 2d, 90s, 1w) and --from/--until (RFC 3339, or
  * "YYYY-MM-DD HH:MM[:SS]" in UTC): the range, now - 1h .. now by default.

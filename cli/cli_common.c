@@ -167,6 +167,16 @@ int cli_parse_format(const char *name, unsigned accepted, const char *cmd)
 	return -1;
 }
 
+int cli_set_format(struct cli_common *c, const char *name, unsigned accepted, const char *cmd)
+{
+	int f = cli_parse_format(name, accepted, cmd);
+
+	if (f < 0)
+		return -1;
+	c->format = (enum cli_format)f;
+	return 0;
+}
+
 int cli_parse_span(const char *text, int64_t *us)
 {
 	char *end;

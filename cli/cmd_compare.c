@@ -170,11 +170,7 @@ static int svg_diff(struct cli_db *db, const struct cli_common *c, const char *s
 		 cli_time_rfc3339(range->until_us, b, sizeof(b)), ea, eb);
 	rc = render_svg(out, set, title, sub);
 	stackset_free(set);
-	if (rc) {
-		cli_close_output(out, c->output);
-		return rc == -EINVAL ? CLI_USAGE : CLI_IO;
-	}
-	return cli_close_output(out, c->output);
+	return render_close(out, c->output, rc, true);
 }
 
 int cmd_compare(int argc, char **argv)
@@ -201,7 +197,7 @@ int cmd_compare(int argc, char **argv)
 	struct cli_db db = {0};
 	char *sa = NULL, *sb = NULL, fa[64], fb[64], a[64], b[64];
 	PGresult *sizes = NULL, *res = NULL;
-	int ch, rc, f;
+	int ch, rc;
 	FILE *out;
 
 	opterr = 0;
@@ -235,12 +231,10 @@ int cmd_compare(int argc, char **argv)
 			exact = true;
 			break;
 		case 'f':
-			f = cli_parse_format(
-			    optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG,
-			    CMD);
-			if (f < 0)
+			if (cli_set_format(
+				&c, optarg,
+				1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG, CMD))
 				return CLI_USAGE;
-			c.format = (enum cli_format)f;
 			break;
 		case 'o':
 			c.output = optarg;

@@ -54,7 +54,8 @@ int cmd_profile(int argc, char **argv)
 	struct tp_stackset *set = NULL;
 	PGresult *builds = NULL;
 	char err[1024], a[64], b[64];
-	int ch, rc, f, nb;
+	bool reported = false; /* by the SVG or pprof writer */
+	int ch, rc, nb;
 	FILE *out;
 
 	opterr = 0;
@@ -74,24 +75,17 @@ int cmd_profile(int argc, char **argv)
 			until = optarg;
 			break;
 		case 'f':
-			f = cli_parse_format(optarg,
-					     1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
-						 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
-						 1u << CLI_FMT_PPROF,
-					     CMD);
-			if (f < 0)
+			if (cli_set_format(&c, optarg,
+					   1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
+					       1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
+					       1u << CLI_FMT_PPROF,
+					   CMD))
 				return CLI_USAGE;
-			c.format = (enum cli_format)f;
 			break;
-		case 'm': {
-			char *end;
-
-			ro.min_pct = strtod(optarg, &end);
-			if (end == optarg || *end || !(ro.min_pct >= 0 && ro.min_pct <= 100))
-				return cli_usage_error(
-				    CMD, "--min-pct '%s' is not a percentage (0-100)", optarg);
+		case 'm':
+			if (render_parse_min_pct(optarg, CMD, &ro))
+				return CLI_USAGE;
 			break;
-		}
 		case 'o':
 			c.output = optarg;
 			break;
@@ -202,29 +196,17 @@ int cmd_profile(int argc, char **argv)
 				      i ? ", " : "; builds ", PQgetvalue(builds, i, 0),
 				      PQgetvalue(builds, i, 1), PQgetvalue(builds, i, 2));
 		rc = render_svg(out, set, service, sub);
-		goto binary;
+		reported = true;
+		break;
 	}
 	case CLI_FMT_PPROF: /* each location's mapping carries its build id */
 		rc = render_pprof(out, set);
-		goto binary;
+		reported = true;
+		break;
 	default:
 		rc = -EINVAL;
 	}
-	if (rc) {
-		cli_error("cannot render the profile: %s", strerror(-rc));
-		cli_close_output(out, c.output);
-		rc = CLI_IO;
-		goto out;
-	}
-	rc = cli_close_output(out, c.output);
-	goto out;
-binary: /* the renderer has said what went wrong */
-	if (rc) {
-		cli_close_output(out, c.output);
-		rc = rc == -EINVAL ? CLI_USAGE : CLI_IO;
-		goto out;
-	}
-	rc = cli_close_output(out, c.output);
+	rc = render_close(out, c.output, rc, reported);
 out:
 	PQclear(builds);
 	stackset_free(set);

@@ -97,7 +97,8 @@ int cmd_trace_profile(int argc, char **argv)
 	struct tp_stackset *set = NULL;
 	struct cli_db db = {0};
 	char err[1024], lower[33];
-	int ch, rc, f;
+	bool reported = false; /* by the SVG or pprof writer */
+	int ch, rc;
 	FILE *out;
 
 	opterr = 0;
@@ -110,14 +111,12 @@ int cmd_trace_profile(int argc, char **argv)
 				return cli_usage_error(CMD, "--service must not be empty");
 			break;
 		case 'f':
-			f = cli_parse_format(optarg,
-					     1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
-						 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
-						 1u << CLI_FMT_PPROF,
-					     CMD);
-			if (f < 0)
+			if (cli_set_format(&c, optarg,
+					   1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
+					       1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
+					       1u << CLI_FMT_PPROF,
+					   CMD))
 				return CLI_USAGE;
-			c.format = (enum cli_format)f;
 			break;
 		case 'o':
 			c.output = optarg;
@@ -125,15 +124,10 @@ int cmd_trace_profile(int argc, char **argv)
 		case 'd':
 			c.conninfo = optarg;
 			break;
-		case 'm': {
-			char *end;
-
-			ro.min_pct = strtod(optarg, &end);
-			if (end == optarg || *end || !(ro.min_pct >= 0 && ro.min_pct <= 100))
-				return cli_usage_error(
-				    CMD, "--min-pct '%s' is not a percentage (0-100)", optarg);
+		case 'm':
+			if (render_parse_min_pct(optarg, CMD, &ro))
+				return CLI_USAGE;
 			break;
-		}
 		case 'h':
 			help_trace_profile(stdout);
 			return CLI_OK;
@@ -198,29 +192,17 @@ int cmd_trace_profile(int argc, char **argv)
 
 		snprintf(title, sizeof(title), "trace %s", trace_id);
 		rc = render_svg(out, set, title, service ? service : "all services");
-		goto binary;
+		reported = true;
+		break;
 	}
 	case CLI_FMT_PPROF:
 		rc = render_pprof(out, set);
-		goto binary;
+		reported = true;
+		break;
 	default:
 		rc = -EINVAL;
 	}
-	if (rc) {
-		cli_error("cannot render the profile: %s", strerror(-rc));
-		cli_close_output(out, c.output);
-		rc = CLI_IO;
-		goto out;
-	}
-	rc = cli_close_output(out, c.output);
-	goto out;
-binary: /* the renderer has said what went wrong */
-	if (rc) {
-		cli_close_output(out, c.output);
-		rc = rc == -EINVAL ? CLI_USAGE : CLI_IO;
-		goto out;
-	}
-	rc = cli_close_output(out, c.output);
+	rc = render_close(out, c.output, rc, reported);
 out:
 	stackset_free(set);
 	cli_disconnect(&db);

@@ -75,7 +75,7 @@ int cmd_traces(int argc, char **argv)
 	size_t speclen = 0;
 	bool first = true;
 	PGresult *res = NULL;
-	int ch, rc, f, n;
+	int ch, rc, n;
 	FILE *m, *out;
 
 	opterr = 0;
@@ -112,10 +112,9 @@ int cmd_traces(int argc, char **argv)
 				    CMD, "--limit '%s' is not a count (1-1000000)", optarg);
 			break;
 		case 'f':
-			f = cli_parse_format(optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON, CMD);
-			if (f < 0)
+			if (cli_set_format(&c, optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON,
+					   CMD))
 				return CLI_USAGE;
-			c.format = (enum cli_format)f;
 			break;
 		case 'o':
 			c.output = optarg;

@@ -517,3 +517,24 @@ int render_pprof(FILE *f, const struct tp_stackset *set)
 		cli_error("cannot write the pprof profile: %s", err);
 	return rc;
 }
+
+int render_close(FILE *out, const char *path, int rc, bool reported)
+{
+	if (!rc)
+		return cli_close_output(out, path);
+	if (!reported)
+		cli_error("cannot render the profile: %s", strerror(-rc));
+	cli_close_output(out, path);
+	return reported && rc == -EINVAL ? CLI_USAGE : CLI_IO;
+}
+
+int render_parse_min_pct(const char *text, const char *cmd, struct render_opts *opts)
+{
+	char *end;
+	double v = strtod(text, &end);
+
+	if (end == text || *end || !(v >= 0 && v <= 100))
+		return cli_usage_error(cmd, "--min-pct '%s' is not a percentage (0-100)", text);
+	opts->min_pct = v;
+	return 0;
+}

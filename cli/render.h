@@ -20,6 +20,9 @@ struct render_opts {
 	double min_pct; /* text tree: leave out subtrees under this % of the service */
 };
 
+/* --min-pct P into opts: 0, or CLI_USAGE after saying P is not 0-100. */
+int render_parse_min_pct(const char *text, const char *cmd, struct render_opts *opts);
+
 /* Text: for each service (byte order), a header line, its hotspots and its
  * call tree. Returns 0 or -errno. */
 int render_text(FILE *f, const struct tp_stackset *set, const struct render_opts *opts);
@@ -40,6 +43,12 @@ int render_svg(FILE *f, const struct tp_stackset *set, const char *title, const 
 /* A gzip-compressed pprof profile (pprof.h) of the set's cohort A. Refuses
  * a terminal (binary output). Says what went wrong and returns -errno. */
 int render_pprof(FILE *f, const struct tp_stackset *set);
+
+/* Closes the output once the renderer returned rc (0 or -errno) and gives
+ * the exit code. reported: the renderer has said what went wrong (the SVG
+ * and pprof writers do, and their -EINVAL is a usage error such as pprof
+ * to a terminal); else the error is said here. */
+int render_close(FILE *out, const char *path, int rc, bool reported);
 
 /* Number of distinct services of the set's rows. */
 size_t render_count_services(const struct tp_stackset *set);

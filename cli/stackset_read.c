@@ -3,10 +3,10 @@
  *
  * Three queries per set: the weighted stacks (trace_stacks, service_stacks
  * or cohort_stacks of 009), the frame ids of the distinct stacks
- * (stack_frame_ids), then the distinct frames' details (frame_details). Frames are deduplicated by frame id (by function id where
- * the dictionary lacks the frame) through a small open-addressing map; each
- * row's frame index array points into one array shared by equal stacks.
- * Everything the set points to lives in one arena, freed at once.
+ * (stack_frame_ids), then the distinct frames' details (frame_details). Frames are deduplicated by
+ * frame id (by function id where the dictionary lacks the frame) through a small open-addressing
+ * map; each row's frame index array points into one array shared by equal stacks. Everything the
+ * set points to lives in one arena, freed at once.
  *
  * Workload: a trace has tens of stacks; an hour of a busy service some
  * 10^4 distinct stacks of depth ~30, i.e. a few 10^5 frame positions read
