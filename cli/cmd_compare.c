@@ -22,7 +22,7 @@ void help_compare(FILE *f)
 	fprintf(f,
 		"usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
 		"                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
-		"                         [--format text|json] [-o FILE] [--db CONNINFO]\n"
+		"                         [--format text|json|svg] [-o FILE] [--db CONNINFO]\n"
 		"\n"
 		"Which functions take a larger share of the CPU of one cohort of requests than\n"
 		"of the other: per function the share of each cohort (inclusive: the function\n"
@@ -41,7 +41,9 @@ void help_compare(FILE *f)
 		"  --cohort-b EXPR      cohort B (required)\n" CLI_HELP_RANGE
 		"  --limit N            at most N functions hotter in each cohort (default %d)\n"
 		"  --exact              compute from the raw tables, not the rollup\n"
-		"  --format F           text (default) or json\n" CLI_HELP_DB CLI_HELP_COMMON "\n"
+		"  --format F           text (default), json, or svg (differential flame graph:\n"
+		"                       red hotter in A, blue hotter in B)\n" CLI_HELP_DB
+		    CLI_HELP_COMMON "\n"
 		"example:\n"
 		"  traceprof compare --service payment-svc --cohort-a 'duration > 1s' \\\n"
 		"      --cohort-b 'duration < 100ms and status = 2xx' --since 2h\n",

@@ -18,7 +18,8 @@ void help_profile(FILE *f)
 {
 	fprintf(f,
 		"usage: traceprof profile --service S [--since 1h | --from T --until T]\n"
-		"                         [--format text|folded|json] [--min-pct P] [-o FILE]\n"
+		"                         [--format text|folded|json|svg|pprof] [--min-pct P]\n"
+		"                         [-o FILE]\n"
 		"                         [--db CONNINFO]\n"
 		"\n"
 		"The continuous profile of a service: every sample of its pods in the range,\n"
@@ -29,7 +30,8 @@ void help_profile(FILE *f)
 		"\n"
 		"options:\n"
 		"  --service S          the service (required)\n" CLI_HELP_RANGE
-		"  --format F           text (default), folded or json\n"
+		"  --format F           text (default), folded, json, svg (flame graph) or pprof\n"
+		"                       (gzip profile.proto; needs -o or a pipe)\n"
 		"  --min-pct P          text: summarize subtrees under P %% (default "
 		"%.1f)\n" CLI_HELP_DB CLI_HELP_COMMON "\n"
 		"example:\n"

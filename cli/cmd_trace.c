@@ -19,7 +19,8 @@ void help_trace_profile(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: traceprof trace-profile TRACE_ID [--service S] [--format text|folded|json]\n"
+	    "usage: traceprof trace-profile TRACE_ID [--service S]\n"
+	    "                               [--format text|folded|json|svg|pprof]\n"
 	    "                               [--min-pct P] [-o FILE] [--db CONNINFO]\n"
 	    "\n"
 	    "The CPU profile of one request (W3C trace id, 32 hex digits) in every service\n"
@@ -30,7 +31,8 @@ void help_trace_profile(FILE *f)
 	    "options:\n"
 	    "  --service S          only this service\n"
 	    "  --format F           text (default), folded (flamegraph.pl input, N in\n"
-	    "                       microseconds of CPU), json (docs/cli.md)\n"
+	    "                       microseconds of CPU), json (docs/cli.md), svg (flame\n"
+	    "                       graph), pprof (gzip profile.proto; needs -o or a pipe)\n"
 	    "  --min-pct P          text: summarize subtrees under P %% of the service\n"
 	    "                       (default %.1f; 0 shows everything)\n" CLI_HELP_DB
 		CLI_HELP_COMMON "\n"

@@ -62,6 +62,10 @@ expect 2 "needs --service S" -- "$tp" profile --since 1h
 expect 2 "formats: text, json" -- "$tp" traces --service x --format folded
 expect 2 "formats: text, folded, json, svg, pprof" -- "$tp" profile --service x --format svg2
 expect 2 "formats: text, json" -- "$tp" traces --service x --format svg
+for cmd in trace-profile profile compare; do
+	expect 0 "svg" -- "$tp" "$cmd" --help
+done
+expect 0 "gzip profile.proto; needs -o or a pipe" -- "$tp" profile --help
 expect 2 "formats: text, json, svg" -- "$tp" compare --service x --cohort-a all --cohort-b all --format pprof
 expect 2 "--since 'yesterday' is not a span of time" -- "$tp" traces --service x --since yesterday
 expect 2 "--from 'noon' is not a time" -- "$tp" profile --service x --from noon
