@@ -877,10 +877,14 @@ static int dir_write(const char *dir, const char *base, const char *text, size_t
 
 /* ---- the subcommands ------------------------------------------------------ */
 
+/* The whole of path ("-": standard input), at most MANIFEST_MAX_BYTES, NUL
+ * terminated, into *buf (the caller frees it). CLI_OK, or the exit code
+ * after saying what went wrong (*buf is then NULL). */
 static int read_file(const char *path, char **buf, size_t *len)
 {
 	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
-	size_t cap = 0;
+	size_t cap = 0, got;
+	int rc = CLI_OK;
 
 	*buf = NULL;
 	*len = 0;
@@ -888,30 +892,37 @@ static int read_file(const char *path, char **buf, size_t *len)
 		cli_error("cannot read %s: %s", path, strerror(errno));
 		return CLI_USAGE;
 	}
-	for (;;) {
+	do {
 		if (*len + 4096 + 1 > cap) {
-			char *grown = realloc(*buf, cap = cap ? 2 * cap : 8192);
+			size_t want = cap ? 2 * cap : 8192;
+			char *grown = realloc(*buf, want);
 
-			if (!grown)
+			if (!grown) {
+				cli_error("%s: out of memory", path);
+				rc = CLI_IO;
 				break;
+			}
 			*buf = grown;
+			cap = want;
 		}
-		size_t got = fread(*buf + *len, 1, cap - *len - 1, f);
-
+		got = fread(*buf + *len, 1, cap - *len - 1, f);
 		*len += got;
 		if (*len > MANIFEST_MAX_BYTES) {
 			cli_error("%s: larger than %d bytes", path, MANIFEST_MAX_BYTES);
-			if (f != stdin)
-				fclose(f);
-			return CLI_USAGE;
+			rc = CLI_USAGE;
 		}
-		if (got == 0)
-			break;
+	} while (rc == CLI_OK && got > 0);
+	if (rc == CLI_OK && ferror(f)) {
+		cli_error("cannot read %s: %s", path, strerror(errno));
+		rc = CLI_USAGE;
 	}
 	if (f != stdin)
 		fclose(f);
-	if (!*buf)
-		return CLI_USAGE;
+	if (rc != CLI_OK) {
+		free(*buf);
+		*buf = NULL;
+		return rc;
+	}
 	(*buf)[*len] = '\0';
 	return CLI_OK;
 }

@@ -53,6 +53,9 @@ expect 2 "spec.match.status" -- "$tp" trigger create bad --service s --status 6x
 expect 2 "set spec.selector or spec.service" -- "$tp" trigger create bad
 expect 2 "is not KEY=VALUE" -- "$tp" trigger create bad --selector app
 expect 2 "is not a number" -- "$tp" trigger create bad --service s --max-requests lots
+head -c 1100000 /dev/zero | tr '\0' a >"$work/huge.yaml"
+expect 2 "larger than 1048576 bytes" -- "$tp" trigger create -f "$work/huge.yaml"
+expect 2 "cannot read" -- "$tp" trigger create -f "$work/none.yaml"
 if kc get tpt bad >/dev/null 2>&1; then fail "an invalid trigger reached the cluster"; fi
 
 # what kubectl applies, traceprof lists; -f sends every document of a file

@@ -953,6 +953,7 @@ class Store:
 
     def __init__(self, path, history):
         self.path, self.history = path, history
+        self.dirty = False    # changes not yet in store.json (flush())
         self.lock = threading.Condition(threading.RLock())
         self.objects = {}     # (group, plural) -> {(namespace, name): object}
         self.rv = 0           # last resourceVersion handed out
@@ -991,7 +992,7 @@ class Store:
 
     def flush(self):
         with self.lock:
-            if not getattr(self, "dirty", False):
+            if not self.dirty:
                 return
             out = json.dumps({"resourceVersion": self.rv, "objects": {
                 "%s/%s" % k: list(v.values()) for k, v in self.objects.items() if v}})
