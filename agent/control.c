@@ -301,6 +301,7 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 	    .handler = handle,
 	    .ctx = s,
 	    .name = "control",
+	    .start_on_connect = !tls,
 	});
 	if (!s->srv) {
 		rc = errno;

@@ -76,6 +76,7 @@ struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r)
 	    .handler = handle,
 	    .ctx = g,
 	    .name = "otlp grpc",
+	    .start_on_connect = true,
 	});
 	if (!g->srv) {
 		err = errno;

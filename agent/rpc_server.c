@@ -3,14 +3,21 @@
  */
 #include "rpc_server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/slice.h>
 
 #include "traceprof/log.h"
@@ -36,8 +43,16 @@ struct rpc_server {
 	void *methods[RPC_SERVER_MAX_METHODS]; /* registered methods */
 	pthread_t thread;		       /* serving thread */
 	bool started;			       /* thread runs */
+	bool core_up;			       /* grpc_init done, server and queue made */
+	bool server_started;		       /* grpc_server_start called */
 	int port;			       /* bound port */
 	int shutdown_tag;		       /* address used as the shutdown tag */
+	/* start_on_connect: our own listener, and the acceptor that hands gRPC each connection */
+	int listen_fd;			/* -1 when gRPC listens itself */
+	grpc_server_credentials *creds; /* insecure credentials for each connection */
+	pthread_t acceptor;		/* accept() loop */
+	bool acceptor_started;		/* it runs */
+	volatile bool stopping;		/* rpc_server_stop began */
 };
 
 static struct call *call_new(size_t method)
@@ -134,21 +149,14 @@ static void answer(struct rpc_server *s, struct call *c)
 		call_free(c); /* no completion will come */
 }
 
+static void name_thread(const struct rpc_server *s, const char *suffix);
+
 static void *serve(void *arg)
 {
 	struct rpc_server *s = arg;
 	bool shutting_down = false;
 
-	{
-		char name[16];
-
-		/* tp-otlp-grpc, tp-control: what top -H and the benchmarks show */
-		snprintf(name, sizeof(name), "tp-%s", s->o.name);
-		for (char *c = name; *c; c++)
-			if (*c == ' ')
-				*c = '-';
-		pthread_setname_np(pthread_self(), name);
-	}
+	name_thread(s, "");
 	for (;;) {
 		grpc_event ev =
 		    grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
@@ -175,83 +183,71 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
+/* Thread names: "tp-otlp-grpc", "tp-control" (what top -H and the benchmarks show). */
+static void name_thread(const struct rpc_server *s, const char *suffix)
 {
-	struct rpc_server *s;
+	char name[16];
+
+	snprintf(name, sizeof(name), "tp-%s%s", s->o.name, suffix);
+	for (char *c = name; *c; c++)
+		if (*c == ' ')
+			*c = '-';
+	pthread_setname_np(pthread_self(), name);
+}
+
+/* grpc_init, the server with its queue and methods; not started yet. */
+static void core_create(struct rpc_server *s)
+{
 	grpc_arg args[2];
 	grpc_channel_args chargs = {2, args};
-	int rc;
 
-	if (o->nmethods < 1 || o->nmethods > RPC_SERVER_MAX_METHODS || !o->handler) {
-		grpc_server_credentials_release(o->creds);
-		errno = EINVAL;
-		return NULL;
-	}
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		grpc_server_credentials_release(o->creds);
-		errno = ENOMEM;
-		return NULL;
-	}
-	s->o = *o;
-	s->o.creds = NULL;
 	grpc_init();
 	memset(args, 0, sizeof(args));
 	args[0].type = GRPC_ARG_INTEGER;
 	args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-	args[0].value.integer = o->max_receive_bytes;
+	args[0].value.integer = s->o.max_receive_bytes;
 	args[1].type = GRPC_ARG_INTEGER;
 	args[1].key = GRPC_ARG_ALLOW_REUSEPORT;
 	args[1].value.integer = 0;
 	s->server = grpc_server_create(&chargs, NULL);
 	s->cq = grpc_completion_queue_create_for_next(NULL);
 	grpc_server_register_completion_queue(s->server, s->cq, NULL);
-	for (size_t i = 0; i < o->nmethods; i++)
+	for (size_t i = 0; i < s->o.nmethods; i++)
 		s->methods[i] = grpc_server_register_method(
-		    s->server, o->methods[i], NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-	s->port = grpc_server_add_http2_port(s->server, o->addr, o->creds);
-	grpc_server_credentials_release(o->creds);
-	if (!s->port) {
-		log_error("%s: cannot listen on %s (address in use, or not host:port?)", o->name,
-			  o->addr);
-		grpc_server_destroy(s->server);
-		grpc_completion_queue_shutdown(s->cq);
-		while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)
-			   .type != GRPC_QUEUE_SHUTDOWN)
-			;
-		grpc_completion_queue_destroy(s->cq);
-		grpc_shutdown();
-		free(s);
-		errno = EADDRINUSE;
-		return NULL;
-	}
+		    s->server, s->o.methods[i], NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+	s->core_up = true;
+}
+
+/* Starts the server, asks for the first call of each method, starts the serving thread. */
+static int core_run(struct rpc_server *s)
+{
+	int rc = 0;
+
 	grpc_server_start(s->server);
-	rc = 0;
-	for (size_t i = 0; i < o->nmethods && !rc; i++)
+	s->server_started = true;
+	for (size_t i = 0; i < s->o.nmethods && !rc; i++)
 		rc = request_call(s, i) ? EIO : 0;
 	if (!rc)
 		rc = pthread_create(&s->thread, NULL, serve, s);
 	if (rc) {
-		log_error("%s: cannot start serving: %s", o->name, strerror(rc));
-		rpc_server_stop(s);
-		errno = rc;
-		return NULL;
+		log_error("%s: cannot start serving: %s", s->o.name, strerror(rc));
+		return rc;
 	}
 	s->started = true;
-	return s;
+	return 0;
 }
 
-int rpc_server_port(const struct rpc_server *s)
+/* Shuts the server down and frees what core_create made. */
+static void core_destroy(struct rpc_server *s)
 {
-	return s->port;
-}
-
-void rpc_server_stop(struct rpc_server *s)
-{
-	if (!s)
+	if (!s->core_up)
 		return;
-	grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
-	grpc_server_cancel_all_calls(s->server);
+	if (s->server_started) {
+		grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+		grpc_server_cancel_all_calls(s->server);
+	} else {
+		grpc_completion_queue_shutdown(s->cq); /* nothing can arrive on it */
+	}
 	if (s->started) {
 		pthread_join(s->thread, NULL);
 	} else {
@@ -270,5 +266,219 @@ void rpc_server_stop(struct rpc_server *s)
 	grpc_server_destroy(s->server);
 	grpc_completion_queue_destroy(s->cq);
 	grpc_shutdown();
+	s->core_up = false;
+}
+
+/*
+ * "a.b.c.d:port" or "[v6]:port" with a numeric host into a socket address;
+ * false for anything else (names, "unix:...", an empty host), which gRPC
+ * then resolves and binds itself.
+ */
+static bool parse_numeric(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[64];
+	const char *colon, *port;
+	char *end;
+	long p;
+
+	memset(ss, 0, sizeof(*ss));
+	if (addr[0] == '[') {
+		const char *close = strchr(addr, ']');
+
+		if (!close || close[1] != ':' || (size_t)(close - addr - 1) >= sizeof(host))
+			return false;
+		memcpy(host, addr + 1, (size_t)(close - addr - 1));
+		host[close - addr - 1] = '\0';
+		port = close + 2;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host) ||
+		    memchr(addr, ':', (size_t)(colon - addr)))
+			return false;
+		memcpy(host, addr, (size_t)(colon - addr));
+		host[colon - addr] = '\0';
+		port = colon + 1;
+	}
+	errno = 0;
+	p = strtol(port, &end, 10);
+	if (!*port || *end || errno || p < 0 || p > 65535)
+		return false;
+	if (addr[0] == '[') {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+
+		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+			return false;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)p);
+		*len = sizeof(*a6);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+
+		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+			return false;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)p);
+		*len = sizeof(*a4);
+	}
+	return true;
+}
+
+/* A listening socket on ss; its port into s->port. Returns the fd or -errno. */
+static int listen_on(struct rpc_server *s, const struct sockaddr_storage *ss, socklen_t len)
+{
+	struct sockaddr_storage bound;
+	socklen_t blen = sizeof(bound);
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, err;
+
+	if (fd < 0)
+		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, SOMAXCONN) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+						    : ((struct sockaddr_in *)&bound)->sin_port);
+	return fd;
+}
+
+/*
+ * The acceptor of a start_on_connect server: blocks in accept(), so it
+ * costs nothing while no client comes. The first connection starts the
+ * gRPC core (its timer and executor threads wake about twice a second
+ * for as long as it runs); every connection is handed to it.
+ */
+static void *accept_loop(void *arg)
+{
+	struct rpc_server *s = arg;
+	bool warned = false;
+
+	name_thread(s, "-l");
+	for (;;) {
+		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+
+		if (s->stopping) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				if (!warned)
+					log_warn("%s: cannot accept a connection: %s", s->o.name,
+						 strerror(errno));
+				warned = true;
+				usleep(100000); /* the backlog keeps the client waiting */
+				continue;
+			}
+			log_error("%s: accept failed: %s; no further connections", s->o.name,
+				  strerror(errno));
+			break;
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (!s->core_up) {
+			core_create(s);
+			if (core_run(s) != 0) {
+				close(fd);
+				break;
+			}
+			log_info("%s: first connection, gRPC core started", s->o.name);
+		}
+		grpc_server_add_channel_from_fd(s->server, fd, s->creds); /* owns fd now */
+	}
+	return NULL;
+}
+
+struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	struct rpc_server *s;
+	int rc;
+
+	if (o->nmethods < 1 || o->nmethods > RPC_SERVER_MAX_METHODS || !o->handler) {
+		grpc_server_credentials_release(o->creds);
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		grpc_server_credentials_release(o->creds);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->o = *o;
+	s->o.creds = NULL;
+	s->listen_fd = -1;
+	if (o->start_on_connect && parse_numeric(o->addr, &ss, &sslen)) {
+		s->listen_fd = listen_on(s, &ss, sslen);
+		if (s->listen_fd < 0) {
+			log_error("%s: cannot listen on %s: %s", o->name, o->addr,
+				  strerror(-s->listen_fd));
+			grpc_server_credentials_release(o->creds);
+			free(s);
+			errno = EADDRINUSE;
+			return NULL;
+		}
+		s->creds = o->creds;
+		rc = pthread_create(&s->acceptor, NULL, accept_loop, s);
+		if (rc) {
+			log_error("%s: cannot start accepting: %s", o->name, strerror(rc));
+			rpc_server_stop(s);
+			errno = rc;
+			return NULL;
+		}
+		s->acceptor_started = true;
+		return s;
+	}
+	core_create(s);
+	s->port = grpc_server_add_http2_port(s->server, o->addr, o->creds);
+	grpc_server_credentials_release(o->creds);
+	if (!s->port) {
+		log_error("%s: cannot listen on %s (address in use, or not host:port?)", o->name,
+			  o->addr);
+		rpc_server_stop(s);
+		errno = EADDRINUSE;
+		return NULL;
+	}
+	rc = core_run(s);
+	if (rc) {
+		rpc_server_stop(s);
+		errno = rc;
+		return NULL;
+	}
+	return s;
+}
+
+int rpc_server_port(const struct rpc_server *s)
+{
+	return s->port;
+}
+
+bool rpc_server_core_started(const struct rpc_server *s)
+{
+	return s->core_up;
+}
+
+void rpc_server_stop(struct rpc_server *s)
+{
+	if (!s)
+		return;
+	s->stopping = true;
+	if (s->listen_fd >= 0) {
+		/* wakes the acceptor: accept() on a shut-down listener fails */
+		shutdown(s->listen_fd, SHUT_RDWR);
+		if (s->acceptor_started)
+			pthread_join(s->acceptor, NULL);
+		close(s->listen_fd);
+	}
+	core_destroy(s);
+	if (s->creds)
+		grpc_server_credentials_release(s->creds);
 	free(s);
 }

@@ -12,6 +12,15 @@
  * order. Stop: shutdown_and_notify + cancel_all_calls from the stopping
  * thread; the server thread shuts the queue down when the shutdown tag
  * arrives and exits once the queue is drained.
+ *
+ * start_on_connect (plaintext servers with a numeric "a.b.c.d:port" or
+ * "[v6]:port" address): the server listens on its own socket and an
+ * acceptor thread blocked in accept() hands every connection to gRPC
+ * (grpc_server_add_channel_from_fd, which takes only insecure
+ * credentials). The gRPC core, whose timer and executor threads wake about
+ * twice a second while it runs, starts with the first connection: an
+ * agent no client ever connects to runs none of it. Other addresses and
+ * TLS servers start the core at once and let gRPC listen.
  */
 #ifndef TRACEPROF_AGENT_RPC_SERVER_H
 #define TRACEPROF_AGENT_RPC_SERVER_H
@@ -56,6 +65,8 @@ struct rpc_server_opts {
 	rpc_handler handler;		/* answers every call, on the server thread */
 	void *ctx;			/* its argument */
 	const char *name;		/* for log lines ("otlp grpc", "control") */
+	bool start_on_connect;		/* insecure creds only: listen ourselves and start the
+					   gRPC core at the first connection (see below) */
 };
 
 struct rpc_server;
@@ -67,6 +78,8 @@ struct rpc_server;
 struct rpc_server *rpc_server_start(const struct rpc_server_opts *o);
 /* The port bound. */
 int rpc_server_port(const struct rpc_server *s);
+/* Whether the gRPC core runs for this server (always, unless start_on_connect waits). */
+bool rpc_server_core_started(const struct rpc_server *s);
 /* Cancels calls in progress, stops the thread, frees. NULL is a no-op. */
 void rpc_server_stop(struct rpc_server *s);
 

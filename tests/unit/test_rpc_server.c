@@ -1,0 +1,235 @@
+/*
+ * test_rpc_server.c - the unary gRPC server of the agent (agent/rpc_server.h)
+ * with a real gRPC C core client: a start_on_connect server listens without
+ * running any of the gRPC core (no gRPC thread in the process) until a
+ * client connects, then answers calls on every connection; it stops cleanly
+ * with no connection ever made, with idle connections open, and after a
+ * bare TCP connection that never spoke; an address in use is refused;
+ * a named address ("localhost:0") starts the core at once.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
+#include "check.h"
+#include "grpc_unary.h"
+#include "rpc_server.h"
+
+#define METHOD "/traceprof.test.Echo/Echo"
+
+/* Echoes the request with "echo:" in front; INVALID_ARGUMENT for "bad". */
+static void echo(void *ctx, const struct rpc_request *req, struct rpc_reply *rep)
+{
+	(void)ctx;
+	if (req->len == 3 && memcmp(req->data, "bad", 3) == 0) {
+		rep->code = GRPC_STATUS_INVALID_ARGUMENT;
+		snprintf(rep->message, sizeof(rep->message), "bad request");
+		return;
+	}
+	rep->code = GRPC_STATUS_OK;
+	rep->data = malloc(req->len + 5);
+	if (!rep->data) {
+		rep->code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+		return;
+	}
+	memcpy(rep->data, "echo:", 5);
+	memcpy(rep->data + 5, req->data, req->len);
+	rep->len = req->len + 5;
+}
+
+static struct rpc_server *start(const char *addr, bool lazy)
+{
+	static const char *const methods[] = {METHOD};
+
+	return rpc_server_start(&(struct rpc_server_opts){
+	    .addr = addr,
+	    .creds = grpc_insecure_server_credentials_create(),
+	    .methods = methods,
+	    .nmethods = 1,
+	    .max_receive_bytes = 1 << 20,
+	    .handler = echo,
+	    .name = "test",
+	    .start_on_connect = lazy,
+	});
+}
+
+/* Threads of this process whose name says they belong to the gRPC core. */
+static int grpc_threads(void)
+{
+	static const char *const names[] = {"grpc_global_tim", "timer_manager", "event_engine",
+					    "default-executo", "resolver-execut"};
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			n += strncasecmp(comm, names[i], strlen(names[i])) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+static int tcp_connect(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* One call of METHOD with msg on a new channel; the answer's text into out. */
+static grpc_status_code call(const char *target, const char *msg, char *out, size_t outlen)
+{
+	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+	grpc_channel *ch = grpc_unary_channel(target, creds, NULL);
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	struct grpc_unary_answer ans;
+
+	grpc_channel_credentials_release(creds);
+	grpc_unary_call(ch, cq, METHOD, NULL, msg, strlen(msg), 5000, &ans);
+	out[0] = '\0';
+	if (ans.resp) {
+		grpc_byte_buffer_reader rd;
+
+		if (grpc_byte_buffer_reader_init(&rd, ans.resp)) {
+			grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+			size_t n = GRPC_SLICE_LENGTH(all) < outlen - 1 ? GRPC_SLICE_LENGTH(all)
+								       : outlen - 1;
+
+			memcpy(out, GRPC_SLICE_START_PTR(all), n);
+			out[n] = '\0';
+			grpc_slice_unref(all);
+			grpc_byte_buffer_reader_destroy(&rd);
+		}
+		grpc_byte_buffer_destroy(ans.resp);
+	} else if (ans.code != GRPC_STATUS_OK) {
+		snprintf(out, outlen, "%s", ans.details);
+	}
+	grpc_channel_destroy(ch);
+	grpc_completion_queue_shutdown(cq);
+	while (
+	    grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+	    GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(cq);
+	return ans.code;
+}
+
+int main(void)
+{
+	struct rpc_server *s, *busy, *named;
+	char target[64], busy_addr[64], out[256];
+	double t0;
+	int port, fd, idle;
+
+	/* never connected: no gRPC at all, and a quick stop */
+	s = start("127.0.0.1:0", true);
+	CHECK(s != NULL, "lazy server starts: %s", strerror(errno));
+	if (!s)
+		return check_done();
+	CHECK(rpc_server_port(s) > 0, "a port is bound: %d", rpc_server_port(s));
+	CHECK(!rpc_server_core_started(s), "no gRPC core before a connection");
+	CHECK(grpc_threads() == 0, "no gRPC thread before a connection: %d", grpc_threads());
+	t0 = now_s();
+	rpc_server_stop(s);
+	CHECK(now_s() - t0 < 1.0, "stop without a connection takes %.3f s", now_s() - t0);
+	CHECK(grpc_threads() == 0, "still no gRPC thread after stop: %d", grpc_threads());
+
+	/* a bare TCP connection starts the core; the connection's close harms nothing */
+	s = start("127.0.0.1:0", true);
+	CHECK(s != NULL, "lazy server starts again");
+	if (!s)
+		return check_done();
+	port = rpc_server_port(s);
+	snprintf(busy_addr, sizeof(busy_addr), "127.0.0.1:%d", port);
+	busy = start(busy_addr, true);
+	CHECK(busy == NULL && errno == EADDRINUSE, "the same port again is refused: errno %d",
+	      errno);
+	fd = tcp_connect(port);
+	CHECK(fd >= 0, "tcp connect: %s", strerror(errno));
+	for (int i = 0; i < 200 && !rpc_server_core_started(s); i++)
+		usleep(10000);
+	CHECK(rpc_server_core_started(s), "the first connection started the gRPC core");
+	CHECK(grpc_threads() > 0, "gRPC threads run now: %d", grpc_threads());
+	if (fd >= 0)
+		close(fd);
+
+	/* real calls, each on a new connection, and an error status */
+	grpc_init(); /* the client's own */
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	for (int i = 0; i < 3; i++) {
+		char msg[32];
+
+		snprintf(msg, sizeof(msg), "hello %d", i);
+		CHECK(call(target, msg, out, sizeof(out)) == GRPC_STATUS_OK, "call %d: %s", i, out);
+		CHECK(strncmp(out, "echo:hello ", 11) == 0 && out[11] == '0' + i, "answer %d: %s",
+		      i, out);
+	}
+	CHECK(call(target, "bad", out, sizeof(out)) == GRPC_STATUS_INVALID_ARGUMENT &&
+		  strstr(out, "bad request"),
+	      "error status through: %s", out);
+
+	/* stop with an idle connection open */
+	idle = tcp_connect(port);
+	CHECK(idle >= 0, "idle connection");
+	t0 = now_s();
+	rpc_server_stop(s);
+	CHECK(now_s() - t0 < 5.0, "stop with an idle connection takes %.3f s", now_s() - t0);
+	CHECK(tcp_connect(port) < 0, "nothing listens after stop");
+	if (idle >= 0)
+		close(idle);
+
+	/* a name: gRPC resolves and listens itself, the core runs from the start */
+	named = start("localhost:0", true);
+	CHECK(named != NULL, "named address starts");
+	if (named) {
+		CHECK(rpc_server_core_started(named), "named address: core started at once");
+		snprintf(target, sizeof(target), "localhost:%d", rpc_server_port(named));
+		CHECK(call(target, "x", out, sizeof(out)) == GRPC_STATUS_OK &&
+			  strcmp(out, "echo:x") == 0,
+		      "named address answers: %s", out);
+		rpc_server_stop(named);
+	}
+	grpc_shutdown();
+	return check_done();
+}
