@@ -1359,8 +1359,10 @@ static void write_stats(struct agent *a, double elapsed_s)
 	write_kube_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
-		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64 "\n",
-		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames);
+		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64
+		"\nsym_map_refreshes=%" PRIu64 "\n",
+		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames,
+		sy.map_refreshes);
 	fprintf(f,
 		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64
 		"\nmain_cpu_inspect_ns=%" PRIu64 "\nmain_cpu_symbolize_ns=%" PRIu64

@@ -618,9 +618,12 @@ void sym_procs_gc(struct symbolizer *sym, uint64_t now)
 		while (p) {
 			struct sym_proc *next = p->next;
 
-			if (now - p->last_used_ms >= (uint64_t)sym->opts.idle_ms &&
-			    !sym_proc_alive(p))
-				sym_proc_drop(sym, p);
+			if (now - p->last_used_ms >= (uint64_t)sym->opts.idle_ms) {
+				if (!sym_proc_alive(p))
+					sym_proc_drop(sym, p);
+				else /* idle but alive: its next look after another idle period */
+					p->last_used_ms = now;
+			}
 			p = next;
 		}
 	}
