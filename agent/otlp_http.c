@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "traceprof/listen.h"
 #include "traceprof/log.h"
 
 /* gRPC status codes for the google.rpc.Status bodies */
@@ -508,58 +508,10 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-/* Splits "host:port" / "[v6]:port" and binds a listening socket. */
-static int listen_on(const char *addr)
-{
-	char host[256];
-	const char *colon = strrchr(addr, ':'), *port;
-	struct addrinfo hints = {.ai_family = AF_UNSPEC,
-				 .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-	struct addrinfo *res = NULL, *ai;
-	size_t hlen;
-	int fd = -1, rc, one = 1;
-
-	if (!colon || !colon[1] || (size_t)(colon - addr) >= sizeof(host)) {
-		log_error("otlp http: bad listen address \"%s\": want host:port", addr);
-		return -EINVAL;
-	}
-	hlen = (size_t)(colon - addr);
-	if (hlen >= 2 && addr[0] == '[' && addr[hlen - 1] == ']')
-		snprintf(host, sizeof(host), "%.*s", (int)hlen - 2, addr + 1);
-	else
-		snprintf(host, sizeof(host), "%.*s", (int)hlen, addr);
-	port = colon + 1;
-	rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
-	if (rc) {
-		log_error("otlp http: bad listen address \"%s\": %s", addr, gai_strerror(rc));
-		return -EINVAL;
-	}
-	rc = -EADDRNOTAVAIL;
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			continue;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0)
-			break;
-		rc = -errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd < 0) {
-		log_error("otlp http: cannot listen on %s: %s", addr, strerror(-rc));
-		return rc;
-	}
-	return fd;
-}
-
 struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r, int timeout_ms)
 {
 	struct otlp_http *h = calloc(1, sizeof(*h));
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
+	char msg[512];
 	int rc;
 
 	if (!h)
@@ -574,14 +526,12 @@ struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r, int
 	}
 	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
 		h->conns[i].fd = -1;
-	h->lfd = listen_on(addr);
+	h->lfd = tp_listen_tcp(addr, 0, SOCK_NONBLOCK, 128, &h->port, msg, sizeof(msg));
 	if (h->lfd < 0) {
+		log_error("otlp http: cannot listen on %s", msg);
 		rc = h->lfd;
 		goto out_free;
 	}
-	if (getsockname(h->lfd, (struct sockaddr *)&ss, &sl) == 0)
-		h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-							 : ((struct sockaddr_in *)&ss)->sin_port);
 	if (pipe2(h->wake, O_CLOEXEC) != 0) {
 		rc = -errno;
 		goto out_close;

@@ -3,9 +3,7 @@
  */
 #include "rpc_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -20,6 +18,7 @@
 #include <grpc/grpc_posix.h>
 #include <grpc/slice.h>
 
+#include "traceprof/listen.h"
 #include "traceprof/log.h"
 
 enum phase { WAITING, ANSWERING };
@@ -270,81 +269,6 @@ static void core_destroy(struct rpc_server *s)
 }
 
 /*
- * "a.b.c.d:port" or "[v6]:port" with a numeric host into a socket address;
- * false for anything else (names, "unix:...", an empty host), which gRPC
- * then resolves and binds itself.
- */
-static bool parse_numeric(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[64];
-	const char *colon, *port;
-	char *end;
-	long p;
-
-	memset(ss, 0, sizeof(*ss));
-	if (addr[0] == '[') {
-		const char *close = strchr(addr, ']');
-
-		if (!close || close[1] != ':' || (size_t)(close - addr - 1) >= sizeof(host))
-			return false;
-		memcpy(host, addr + 1, (size_t)(close - addr - 1));
-		host[close - addr - 1] = '\0';
-		port = close + 2;
-	} else {
-		colon = strrchr(addr, ':');
-		if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host) ||
-		    memchr(addr, ':', (size_t)(colon - addr)))
-			return false;
-		memcpy(host, addr, (size_t)(colon - addr));
-		host[colon - addr] = '\0';
-		port = colon + 1;
-	}
-	errno = 0;
-	p = strtol(port, &end, 10);
-	if (!*port || *end || errno || p < 0 || p > 65535)
-		return false;
-	if (addr[0] == '[') {
-		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-
-		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
-			return false;
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)p);
-		*len = sizeof(*a6);
-	} else {
-		struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-
-		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
-			return false;
-		a4->sin_family = AF_INET;
-		a4->sin_port = htons((uint16_t)p);
-		*len = sizeof(*a4);
-	}
-	return true;
-}
-
-/* A listening socket on ss; its port into s->port. Returns the fd or -errno. */
-static int listen_on(struct rpc_server *s, const struct sockaddr_storage *ss, socklen_t len)
-{
-	struct sockaddr_storage bound;
-	socklen_t blen = sizeof(bound);
-	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, err;
-
-	if (fd < 0)
-		return -errno;
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, SOMAXCONN) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&bound, &blen) != 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-						    : ((struct sockaddr_in *)&bound)->sin_port);
-	return fd;
-}
-
-/*
  * The acceptor of a start_on_connect server: blocks in accept(), so it
  * costs nothing while no client comes. The first connection starts the
  * gRPC core (its timer and executor threads wake about twice a second
@@ -396,10 +320,9 @@ static void *accept_loop(void *arg)
 
 struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
 {
-	struct sockaddr_storage ss;
-	socklen_t sslen;
 	struct rpc_server *s;
-	int rc;
+	char msg[512];
+	int rc, fd = -ENOENT; /* -ENOENT: gRPC listens */
 
 	if (o->nmethods < 1 || o->nmethods > RPC_SERVER_MAX_METHODS || !o->handler) {
 		grpc_server_credentials_release(o->creds);
@@ -415,16 +338,19 @@ struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
 	s->o = *o;
 	s->o.creds = NULL;
 	s->listen_fd = -1;
-	if (o->start_on_connect && parse_numeric(o->addr, &ss, &sslen)) {
-		s->listen_fd = listen_on(s, &ss, sslen);
-		if (s->listen_fd < 0) {
-			log_error("%s: cannot listen on %s: %s", o->name, o->addr,
-				  strerror(-s->listen_fd));
-			grpc_server_credentials_release(o->creds);
-			free(s);
-			errno = EADDRINUSE;
-			return NULL;
-		}
+	/* a name, "unix:..." or no host: gRPC resolves and listens itself (below) */
+	if (o->start_on_connect)
+		fd = tp_listen_tcp(o->addr, TP_LISTEN_NUMERIC, 0, SOMAXCONN, &s->port, msg,
+				   sizeof(msg));
+	if (fd < 0 && fd != -EINVAL && fd != -ENOENT) {
+		log_error("%s: cannot listen on %s", o->name, msg);
+		grpc_server_credentials_release(o->creds);
+		free(s);
+		errno = EADDRINUSE;
+		return NULL;
+	}
+	if (fd >= 0) {
+		s->listen_fd = fd;
 		s->creds = o->creds;
 		rc = pthread_create(&s->acceptor, NULL, accept_loop, s);
 		if (rc) {

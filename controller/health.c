@@ -18,7 +18,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "traceprof/listen.h"
 #include "traceprof/log.h"
 
 #define REQUEST_MAX	   2048 /* bytes of a request head */
@@ -39,71 +39,6 @@ struct health {
 	int port;		/* bound port */
 	pthread_t thread;	/* the server */
 };
-
-/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT" into host (NULL: any) and port. */
-static int split_addr(const char *addr, char *host, size_t hostlen, const char **port)
-{
-	const char *colon = strrchr(addr, ':');
-	size_t n;
-
-	if (!colon || !colon[1])
-		return -EINVAL;
-	*port = colon + 1;
-	n = (size_t)(colon - addr);
-	if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
-		addr++;
-		n -= 2;
-	}
-	if (n >= hostlen)
-		return -EINVAL;
-	memcpy(host, addr, n);
-	host[n] = '\0';
-	for (const char *c = *port; *c; c++)
-		if (*c < '0' || *c > '9')
-			return -EINVAL;
-	return atoi(*port) <= 65535 ? 0 : -EINVAL;
-}
-
-static int listen_on(const char *addr, int *port, char *err, size_t errlen)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC,
-				 .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
-			*res, *ai;
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char host[256];
-	const char *p;
-	int fd = -1, rc, one = 1;
-
-	if (split_addr(addr, host, sizeof(host), &p)) {
-		snprintf(err, errlen, "--health-addr '%s' is not HOST:PORT", addr);
-		return -1;
-	}
-	rc = getaddrinfo(*host ? host : NULL, p, &hints, &res);
-	if (rc) {
-		snprintf(err, errlen, "--health-addr '%s': %s", addr, gai_strerror(rc));
-		return -1;
-	}
-	snprintf(err, errlen, "--health-addr '%s': no address", addr);
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd < 0)
-			continue;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 16) == 0)
-			break;
-		snprintf(err, errlen, "--health-addr '%s': %s", addr, strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-	    getnameinfo((struct sockaddr *)&ss, sl, NULL, 0, host, sizeof(host), NI_NUMERICSERV) ==
-		0)
-		*port = atoi(host);
-	return fd;
-}
 
 static void send_all(int fd, const char *buf, size_t len)
 {
@@ -233,6 +168,7 @@ struct health *health_start(const char *addr, const struct health_probes *p, cha
 			    size_t errlen)
 {
 	struct health *h = calloc(1, sizeof(*h));
+	char msg[512];
 
 	if (!h) {
 		snprintf(err, errlen, "out of memory");
@@ -240,9 +176,11 @@ struct health *health_start(const char *addr, const struct health_probes *p, cha
 	}
 	h->p = *p;
 	h->stop[0] = h->stop[1] = -1;
-	h->fd = listen_on(addr, &h->port, err, errlen);
-	if (h->fd < 0)
+	h->fd = tp_listen_tcp(addr, 0, 0, 16, &h->port, msg, sizeof(msg));
+	if (h->fd < 0) {
+		snprintf(err, errlen, "--health-addr %s", msg);
 		goto out_free;
+	}
 	if (pipe2(h->stop, O_CLOEXEC)) {
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto out_close;
