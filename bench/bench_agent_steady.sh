@@ -13,6 +13,11 @@
 #    and the agent's BPF program both run, charged to whatever task was
 #    interrupted (swevent_cost; "output" = perf, "bpf" = the agent).
 #
+# swevent_cost is itself a new process that both profilers sample (and the
+# agent symbolizes and stores): it attaches, lets SETTLE seconds pass
+# uncounted, then says "measuring", and only then are the process CPU
+# figures taken, so its start-up is outside the window.
+#
 # Each round runs three configurations, each next to cpu_burn:
 #   side-2: agent at 99 Hz and perf record -F 99 -a -g at the same time,
 #           cpu_burn on both CPUs: the two measured under the same
@@ -24,11 +29,11 @@
 # medians over the rounds. Never fails on timing.
 #
 # usage: bench/bench_agent_steady.sh
-# environment: ROUNDS (3), WARMUP (20), MEASURE (60), TRACEPROF_BUILD_DIR
+# environment: ROUNDS (3), WARMUP (20), MEASURE (60), SETTLE (3), TRACEPROF_BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
-rounds=${ROUNDS:-3} warmup=${WARMUP:-20} measure=${MEASURE:-60}
+rounds=${ROUNDS:-3} warmup=${WARMUP:-20} measure=${MEASURE:-60} settle=${SETTLE:-3}
 command -v perf >/dev/null || { echo "needs perf (linux-perf)" >&2; exit 1; }
 . "$root/bench/lib.sh"
 bench_setup steady
@@ -42,21 +47,26 @@ pct() { awk -v ns="$1" -v s="$measure" 'BEGIN { printf "%.4f", 100 * ns / 1e9 / 
 results="$work/results"
 : >"$results"
 run() { # config threads agent_hz with_perf
-	local cfg=$1 threads=$2 hz=$3 with_perf=$4 total agent perfpid=0 a0 a1 p0=0 p1=0
-	total=$((warmup + measure + 4))
+	local cfg=$1 threads=$2 hz=$3 with_perf=$4 total agent perfpid=0 a0 a1 p0=0 p1=0 line
+	# the profilers outlast the window: warm-up, the probe's load and settle, the window
+	total=$((warmup + settle + measure + 6))
 	"$build/bench/cpu_burn" --threads "$threads" --seconds "$total" >/dev/null &
 	"$build/agent/traceprof-agent" --db "$conn" --frequency "$hz" \
-		--duration $((warmup + measure + 2)) --stats-file "$work/stats" 2>"$work/agent.log" &
+		--duration $((total - 2)) --stats-file "$work/stats" 2>"$work/agent.log" &
 	agent=$!
 	if [ "$with_perf" = 1 ]; then
-		perf record -q -F 99 -a -g -o "$work/perf.data" -- sleep $((warmup + measure + 2)) \
+		perf record -q -F 99 -a -g -o "$work/perf.data" -- sleep $((total - 2)) \
 			>/dev/null 2>"$work/perf.log" &
 		perfpid=$!
 	fi
 	sleep "$warmup"
+	exec 3< <("$build/bench/swevent_cost" --settle "$settle" --seconds "$measure")
+	IFS= read -r line <&3 || true
+	[ "$line" = "swevent_cost measuring" ] || { echo "swevent_cost did not start: $line" >&2; exit 1; }
 	a0=$(cpu_ns "$agent")
 	[ "$perfpid" = 0 ] || p0=$(cpu_ns "$perfpid")
-	"$build/bench/swevent_cost" --seconds "$measure" >"$work/sw"
+	cat <&3 >"$work/sw"
+	exec 3<&-
 	a1=$(cpu_ns "$agent")
 	[ "$perfpid" = 0 ] || p1=$(cpu_ns "$perfpid")
 	wait

@@ -2,7 +2,7 @@
  * swevent_cost - time the kernel spends taking samples of software
  * CPU-clock perf events, for comparing profilers' in-kernel cost.
  *
- * usage: swevent_cost [--seconds N] [-- COMMAND [ARG]...]
+ * usage: swevent_cost [--seconds N] [--settle S] [-- COMMAND [ARG]...]
  *
  * A perf record and a BPF profiler both sample through a CPU-clock event:
  * an hrtimer whose callback (perf_swevent_hrtimer) does the profiler's
@@ -15,6 +15,11 @@
  *   swevent_cost callbacks=C total_ns=T mean_ns=M median_ns=D max_ns=X wall_s=W core_pct=P
  *
  * (the median to 100 ns, from a histogram kept in the kernel)
+ * With --settle S the probe is attached, S seconds pass uncounted, and the
+ * line "swevent_cost measuring" is printed when counting starts: a
+ * benchmark reading it starts its own figures then, so the start-up of
+ * this program (which the profilers being measured sample, symbolize and
+ * store like any new process) falls outside the measured window.
  * core_pct is T over W: the share of one core the callbacks took. Only
  * meaningful with one profiler running at a time. Needs root (or
  * CAP_BPF + CAP_PERFMON); exits 1 when the probe cannot be loaded.
@@ -95,35 +100,56 @@ static void report(const char *cls, const struct swevent_cost *percpu, int ncpu,
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: swevent_cost [--seconds N] [-- COMMAND [ARG]...]\n"
+	fprintf(out, "usage: swevent_cost [--seconds N] [--settle S] [-- COMMAND [ARG]...]\n"
 		     "times the kernel's perf_swevent_hrtimer callbacks (the per-sample work of\n"
-		     "CPU-clock profilers) for N seconds (default 10) or while COMMAND runs\n");
+		     "CPU-clock profilers) for N seconds (default 10) or while COMMAND runs;\n"
+		     "--settle S: wait S seconds after attaching, uncounted, then print\n"
+		     "\"swevent_cost measuring\" and start counting\n");
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static double positive_arg(const char *name, const char *arg, bool zero_ok)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (*end || !(v > 0 || (zero_ok && v == 0))) {
+		fprintf(stderr, "swevent_cost: %s wants a %s number, got '%s'\n", name,
+			zero_ok ? "non-negative" : "positive", arg);
+		return -1;
+	}
+	return v;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"seconds", required_argument, NULL, 's'},
+					     {"settle", required_argument, NULL, 'w'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
 	struct swevent_cost_bpf *skel;
 	struct swevent_cost *percpu;
-	double seconds = 10, t0, wall;
+	double seconds = 10, settle = 0, t0, wall;
 	int opt, ncpu, status = 0, rc = 0;
 	pid_t child = 0;
 	uint64_t fn;
 
 	while ((opt = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
 		if (opt == 's') {
-			char *end;
-
-			seconds = strtod(optarg, &end);
-			if (*end || seconds <= 0) {
-				fprintf(
-				    stderr,
-				    "swevent_cost: --seconds wants a positive number, got '%s'\n",
-				    optarg);
+			seconds = positive_arg("--seconds", optarg, false);
+			if (seconds < 0)
 				return 2;
-			}
+		} else if (opt == 'w') {
+			settle = positive_arg("--settle", optarg, true);
+			if (settle < 0)
+				return 2;
 		} else if (opt == 'h') {
 			usage(stdout);
 			return 0;
@@ -150,6 +176,29 @@ int main(int argc, char **argv)
 		swevent_cost_bpf__destroy(skel);
 		return 1;
 	}
+	ncpu = libbpf_num_possible_cpus();
+	percpu = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*percpu)) : NULL;
+	if (!percpu) {
+		fprintf(stderr, "swevent_cost: out of memory\n");
+		swevent_cost_bpf__destroy(skel);
+		return 1;
+	}
+	if (settle > 0) {
+		sleep_s(settle);
+		/* percpu is all zeros: start every class's totals again */
+		for (uint32_t cls = 0; cls < SWEVENT_CLASSES; cls++) {
+			if (bpf_map_update_elem(bpf_map__fd(skel->maps.cost), &cls, percpu,
+						BPF_ANY)) {
+				fprintf(stderr, "swevent_cost: cannot reset the totals: %s\n",
+					strerror(errno));
+				free(percpu);
+				swevent_cost_bpf__destroy(skel);
+				return 1;
+			}
+		}
+		printf("swevent_cost measuring\n");
+		fflush(stdout);
+	}
 	t0 = now_s();
 	if (optind < argc) {
 		child = fork();
@@ -167,17 +216,12 @@ int main(int argc, char **argv)
 			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 		}
 	} else {
-		struct timespec ts = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
-
-		while (nanosleep(&ts, &ts) && errno == EINTR)
-			;
+		sleep_s(seconds);
 	}
 	wall = now_s() - t0;
 
-	ncpu = libbpf_num_possible_cpus();
-	percpu = ncpu > 0 ? calloc((size_t)ncpu, sizeof(*percpu)) : NULL;
 	for (uint32_t cls = 0; cls < SWEVENT_CLASSES; cls++) {
-		if (!percpu || bpf_map_lookup_elem(bpf_map__fd(skel->maps.cost), &cls, percpu)) {
+		if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.cost), &cls, percpu)) {
 			fprintf(stderr, "swevent_cost: cannot read the totals: %s\n",
 				strerror(errno));
 			free(percpu);
