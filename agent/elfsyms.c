@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -488,18 +489,34 @@ static bool covers(const struct elfsyms *es, size_t i, uint64_t vaddr)
 	return i + 1 < es->n && vaddr < es->syms[i + 1].addr;
 }
 
-const char *elfsyms_lookup(const struct elfsyms *es, uint64_t vaddr, uint64_t *start)
+/*
+ * How many of the n entries at arr (stride bytes apart, sorted by a
+ * uint64_t key at offset 0) have a key at or below v.
+ */
+static size_t count_at_or_below(const void *arr, size_t n, size_t stride, uint64_t v)
 {
-	size_t lo = 0, hi = es->n;
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		uint64_t key;
 
-		if (es->syms[mid].addr <= vaddr)
+		memcpy(&key, (const char *)arr + mid * stride, sizeof(key));
+		if (key <= v)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+_Static_assert(offsetof(struct esym, addr) == 0, "esym sorted by its first member");
+_Static_assert(offsetof(struct cu_range, lo) == 0, "cu_range sorted by its first member");
+
+const char *elfsyms_lookup(const struct elfsyms *es, uint64_t vaddr, uint64_t *start)
+{
+	size_t lo = count_at_or_below(es->syms, es->n, sizeof(*es->syms), vaddr);
+
 	/* lo - 1 is the last symbol at or below vaddr; a nested one may hide an enclosing one */
 	for (size_t k = 0; k < ELFSYMS_ALIAS_WINDOW && lo > k; k++) {
 		size_t i = lo - 1 - k;
@@ -682,16 +699,7 @@ static const struct cu_index *cu_index_of(struct elfsyms *es, Dwarf_Die *cudie)
 /* The outermost function containing vaddr, or NO_PARENT. */
 static uint32_t outermost_fn(const struct cu_index *ci, uint64_t vaddr)
 {
-	size_t lo = 0, hi = ci->nranges;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ci->ranges[mid].lo <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = count_at_or_below(ci->ranges, ci->nranges, sizeof(*ci->ranges), vaddr);
 	/* ranges[lo - 1] starts at or below vaddr; an overlapping one may start earlier */
 	for (size_t k = 0; k < ELFSYMS_ALIAS_WINDOW && lo > k; k++) {
 		const struct cu_range *r = &ci->ranges[lo - 1 - k];

@@ -82,6 +82,21 @@ const char *cli_format_name(enum cli_format f);
  * cli_parse_format's error. */
 int cli_set_format(struct cli_common *c, const char *name, unsigned accepted, const char *cmd);
 
+/* --since, --from and --until as given, for cli_range_parse. */
+struct cli_range_flags {
+	const char *since;
+	const char *from;
+	const char *until;
+};
+
+/*
+ * The flags the data commands share: --db ('d') and -o/--output ('o'),
+ * and when r is not NULL --since ('n'), --from ('F') and --until ('U').
+ * Stores arg and returns true when ch is one of them; false otherwise
+ * (the command's own flags).
+ */
+bool cli_common_flag(struct cli_common *c, struct cli_range_flags *r, int ch, const char *arg);
+
 /* --since (1h, 30m, 2d, 90s, 1w) and --from/--until (RFC 3339, or
  * "YYYY-MM-DD HH:MM[:SS]" in UTC): the range, now - 1h .. now by default.
  * Returns 0, or CLI_USAGE after printing what was wrong. */

@@ -522,3 +522,32 @@ bool cli_unknown_service(struct cli_db *db, const char *service)
 	PQclear(res);
 	return unknown;
 }
+
+bool cli_common_flag(struct cli_common *c, struct cli_range_flags *r, int ch, const char *arg)
+{
+	switch (ch) {
+	case 'd':
+		c->conninfo = arg;
+		return true;
+	case 'o':
+		c->output = arg;
+		return true;
+	case 'n':
+		if (!r)
+			return false;
+		r->since = arg;
+		return true;
+	case 'F':
+		if (!r)
+			return false;
+		r->from = arg;
+		return true;
+	case 'U':
+		if (!r)
+			return false;
+		r->until = arg;
+		return true;
+	default:
+		return false;
+	}
+}

@@ -191,8 +191,8 @@ int cmd_compare(int argc, char **argv)
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
 	struct cli_common c = {.format = CLI_FMT_TEXT};
-	const char *service = NULL, *ea = NULL, *eb = NULL, *since = NULL, *from = NULL,
-		   *until = NULL;
+	const char *service = NULL, *ea = NULL, *eb = NULL;
+	struct cli_range_flags rf = {0};
 	long limit = DEFAULT_LIMIT;
 	bool exact = false;
 	struct cli_range range;
@@ -205,6 +205,8 @@ int cmd_compare(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		if (cli_common_flag(&c, &rf, ch, optarg))
+			continue;
 		switch (ch) {
 		case 's':
 			service = optarg;
@@ -214,15 +216,6 @@ int cmd_compare(int argc, char **argv)
 			break;
 		case 'B':
 			eb = optarg;
-			break;
-		case 'n':
-			since = optarg;
-			break;
-		case 'F':
-			from = optarg;
-			break;
-		case 'U':
-			until = optarg;
 			break;
 		case 'l':
 			if (cli_parse_count(optarg, &limit))
@@ -237,12 +230,6 @@ int cmd_compare(int argc, char **argv)
 				&c, optarg,
 				1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG, CMD))
 				return CLI_USAGE;
-			break;
-		case 'o':
-			c.output = optarg;
-			break;
-		case 'd':
-			c.conninfo = optarg;
 			break;
 		case 'h':
 			help_compare(stdout);
@@ -259,7 +246,7 @@ int cmd_compare(int argc, char **argv)
 		return cli_usage_error(CMD,
 				       "needs --cohort-a EXPR and --cohort-b EXPR, e.g. "
 				       "--cohort-a 'duration > 1s' --cohort-b 'duration < 100ms'");
-	if (cli_range_parse(since, from, until, &range))
+	if (cli_range_parse(rf.since, rf.from, rf.until, &range))
 		return CLI_USAGE;
 	sa = compile("--cohort-a", ea);
 	sb = sa ? compile("--cohort-b", eb) : NULL;

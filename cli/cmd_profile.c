@@ -50,7 +50,8 @@ int cmd_profile(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0}};
 	struct cli_common c = {.format = CLI_FMT_TEXT};
 	struct render_opts ro = {.min_pct = RENDER_DEFAULT_MIN_PCT};
-	const char *service = NULL, *since = NULL, *from = NULL, *until = NULL;
+	const char *service = NULL;
+	struct cli_range_flags rf = {0};
 	struct cli_range range;
 	struct cli_db db = {0};
 	struct tp_stackset *set = NULL;
@@ -63,18 +64,11 @@ int cmd_profile(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		if (cli_common_flag(&c, &rf, ch, optarg))
+			continue;
 		switch (ch) {
 		case 's':
 			service = optarg;
-			break;
-		case 'n':
-			since = optarg;
-			break;
-		case 'F':
-			from = optarg;
-			break;
-		case 'U':
-			until = optarg;
 			break;
 		case 'f':
 			if (cli_set_format(&c, optarg,
@@ -88,12 +82,6 @@ int cmd_profile(int argc, char **argv)
 			if (render_parse_min_pct(optarg, CMD, &ro))
 				return CLI_USAGE;
 			break;
-		case 'o':
-			c.output = optarg;
-			break;
-		case 'd':
-			c.conninfo = optarg;
-			break;
 		case 'h':
 			help_profile(stdout);
 			return CLI_OK;
@@ -105,7 +93,7 @@ int cmd_profile(int argc, char **argv)
 		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
 	if (!service || !*service)
 		return cli_usage_error(CMD, "needs --service S");
-	if (cli_range_parse(since, from, until, &range))
+	if (cli_range_parse(rf.since, rf.from, rf.until, &range))
 		return CLI_USAGE;
 	rc = cli_connect(c.conninfo, &db);
 	if (rc)

@@ -106,6 +106,8 @@ int cmd_trace_profile(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		if (cli_common_flag(&c, NULL, ch, optarg))
+			continue;
 		switch (ch) {
 		case 's':
 			service = optarg;
@@ -119,12 +121,6 @@ int cmd_trace_profile(int argc, char **argv)
 					       1u << CLI_FMT_PPROF,
 					   CMD))
 				return CLI_USAGE;
-			break;
-		case 'o':
-			c.output = optarg;
-			break;
-		case 'd':
-			c.conninfo = optarg;
 			break;
 		case 'm':
 			if (render_parse_min_pct(optarg, CMD, &ro))

@@ -67,7 +67,7 @@ int cmd_traces(int argc, char **argv)
 					     {NULL, 0, NULL, 0}};
 	struct cli_common c = {.format = CLI_FMT_TEXT};
 	const char *service = NULL, *min_dur = NULL, *status = NULL, *route = NULL, *method = NULL;
-	const char *since = NULL, *from = NULL, *until = NULL;
+	struct cli_range_flags rf = {0};
 	long limit = DEFAULT_LIMIT;
 	struct cli_range range;
 	struct cli_db db = {0};
@@ -81,6 +81,8 @@ int cmd_traces(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
+		if (cli_common_flag(&c, &rf, ch, optarg))
+			continue;
 		switch (ch) {
 		case 's':
 			service = optarg;
@@ -97,15 +99,6 @@ int cmd_traces(int argc, char **argv)
 		case 'M':
 			method = optarg;
 			break;
-		case 'n':
-			since = optarg;
-			break;
-		case 'F':
-			from = optarg;
-			break;
-		case 'U':
-			until = optarg;
-			break;
 		case 'l':
 			if (cli_parse_count(optarg, &limit))
 				return cli_usage_error(
@@ -115,12 +108,6 @@ int cmd_traces(int argc, char **argv)
 			if (cli_set_format(&c, optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON,
 					   CMD))
 				return CLI_USAGE;
-			break;
-		case 'o':
-			c.output = optarg;
-			break;
-		case 'd':
-			c.conninfo = optarg;
 			break;
 		case 'h':
 			help_traces(stdout);
@@ -133,7 +120,7 @@ int cmd_traces(int argc, char **argv)
 		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
 	if (!service || !*service)
 		return cli_usage_error(CMD, "needs --service S");
-	if (cli_range_parse(since, from, until, &range))
+	if (cli_range_parse(rf.since, rf.from, rf.until, &range))
 		return CLI_USAGE;
 	m = open_memstream(&spec, &speclen);
 	if (!m)
