@@ -63,7 +63,8 @@
 #define RECHECK_MAX_US	  120000000 /* ...then every 2 min, only if sampled meanwhile */
 #define SWEEP_EVERY_US	  300000000 /* look for dead processes whose exit record was lost */
 #define RENEW_EVERY_US	  10000000  /* check the symbolizer's name budget this often */
-#define POLL_MAX_MS	  1000	    /* longest sleep of the main loop */
+#define EXIT_GRACE_US	  1000000   /* an exited process is forgotten this long after its record */
+#define POLL_MAX_MS	  10000	    /* longest sleep of the main loop */
 #define STOP_FLUSH_MS	  10000	    /* final flush deadline */
 #define KUBE_SYNC_WAIT_MS 3000	    /* at start, wait this long for the node's pods */
 
@@ -82,7 +83,8 @@ struct proc {
 	int64_t inspected_us;	 /* last proc_inspect() */
 	uint64_t maps_fp;	 /* procmem_maps_fingerprint() at the last full look, 0 = none */
 	char pod_uid[IDENTITY_POD_UID_LEN + 1]; /* from its cgroup, "" outside a pod */
-	bool pod_named; /* its source carries the pod's namespace and name */
+	bool pod_named;	   /* its source carries the pod's namespace and name */
+	int64_t exited_us; /* when its exit record was read (realtime µs); 0: running */
 };
 
 /* One cached raw stack. */
@@ -155,6 +157,10 @@ struct agent {
 	uint64_t tls_unsupported;    /* symbol found, placement not supported */
 	uint64_t sym_renewals;	     /* symbolizers replaced to bound interned names */
 	uint64_t execs;		     /* new programs started by sampled processes */
+	uint64_t forks;		     /* processes forked by sampled processes */
+	uint64_t procs_inherited;    /* forked processes given their parent's look */
+	uint64_t loop_passes;	     /* main loop passes (its wake-ups) */
+	size_t ndying;		     /* processes with exited_us set, not yet forgotten */
 	uint64_t exits;		     /* processes ended (exit records) */
 	uint64_t swept;		     /* dead processes found by the sweep (exit record lost) */
 	uint64_t inspections;	     /* proc_inspect() calls (first sight, exec, rechecks) */
@@ -237,6 +243,8 @@ static void proc_remove(struct agent *a, struct proc *p)
 
 	if (a->trig)
 		triggers_proc_remove(a->trig, (uint32_t)p->pid);
+	if (p->exited_us)
+		a->ndying--;
 	p->pid = 0;
 	a->nprocs--;
 	for (i = (i + 1) & mask; a->procs[i].pid; i = (i + 1) & mask) {
@@ -484,6 +492,24 @@ static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
 	return p;
 }
 
+/*
+ * Forgets the processes whose exit record was read EXIT_GRACE_US ago or
+ * more. Called after the ring was read: the samples of the end of their
+ * exit, taken microseconds after the record, have been read by then.
+ */
+static void procs_forget_exited(struct agent *a, int64_t real)
+{
+	for (size_t i = 0; a->ndying && i < a->nprocs_cap; i++) {
+		struct proc *p = &a->procs[i];
+
+		if (!p->pid || !p->exited_us || real - p->exited_us < EXIT_GRACE_US)
+			continue;
+		sym_forget_process(a->sym, p->pid);
+		proc_remove(a, p);
+		i--; /* the slot may now hold an entry moved back */
+	}
+}
+
 /* Forgets processes that exited (or whose pid now names another process). */
 static void procs_sweep(struct agent *a)
 {
@@ -684,25 +710,82 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 }
 
 /*
+ * Process pid was forked by parent: it runs the parent's program in a copy
+ * of its memory, so it is the parent's service with the parent's symbols,
+ * and the BPF side already gave it the parent's thread-context location.
+ * It gets the parent's look at once, without reading /proc, so a child
+ * gone before its samples are read (a forked worker, a database backend of
+ * a short connection) keeps its name and symbols. An unknown parent leaves
+ * the child to be looked at on its first sample, as any new process.
+ */
+static void proc_inherit(struct agent *a, pid_t pid, pid_t parent, uint64_t start_time)
+{
+	struct proc *from = proc_slot(a, parent, false), copy, *p;
+	int64_t now = clock_us(CLOCK_REALTIME);
+
+	if (!from || !from->start_time)
+		return;
+	copy = *from; /* proc_slot may move the table */
+	p = proc_slot(a, pid, false);
+	if (p) {
+		/* the pid was reused (the old process's exit record was lost); the
+		 * sampler's entries for pid are already the child's */
+		sym_forget_process(a->sym, pid);
+		proc_remove(a, p);
+	}
+	if ((a->nprocs + 1) * 2 > a->nprocs_cap && procs_grow(a) != 0)
+		return;
+	p = proc_slot(a, pid, true);
+	p->start_time = start_time;
+	p->gen = ++a->next_gen;
+	p->source_id = copy.source_id;
+	p->complete = copy.complete;
+	p->sdk_uprobe = copy.sdk_uprobe; /* attached for every process */
+	p->tls_known = copy.tls_known;
+	p->inspected_us = now;
+	p->maps_fp = copy.maps_fp;
+	memcpy(p->pod_uid, copy.pod_uid, sizeof(p->pod_uid));
+	p->pod_named = copy.pod_named;
+	if (!p->complete)
+		schedule_recheck(a, p, now);
+	sym_inherit_process(a->sym, pid, parent, start_time);
+	a->procs_inherited++;
+}
+
+/*
  * A sampled process started a new program: what the agent knew about it
  * (symbols, thread-context location, identity) is of the old one. Look at
  * it afresh now, while it runs, so its symbols are cached even if it exits
  * before its samples are read. A process that ended (its last thread
  * exited; all its samples came before this record) is forgotten.
  */
-static int on_event(void *ctx, enum tp_record_kind kind, pid_t pid)
+static int on_event(void *ctx, const struct sampler_event *ev)
 {
 	struct agent *a = ctx;
+	enum tp_record_kind kind = ev->kind;
+	pid_t pid = ev->pid;
 	struct proc *p = proc_slot(a, pid, false);
 
 	if (pid == a->self_pid)
 		return 0;
+	if (kind == TP_REC_FORK) {
+		a->forks++;
+		if (!p || p->start_time != ev->start_time)
+			proc_inherit(a, pid, ev->parent, ev->start_time);
+		return 0;
+	}
 	if (kind == TP_REC_EXIT) {
 		a->exits++;
-		if (p) {
-			/* the BPF side already dropped its TLS location and target entry */
-			sym_forget_process(a->sym, pid);
-			proc_remove(a, p);
+		/*
+		 * The BPF side already dropped its TLS location and target entry.
+		 * The kernel still runs the rest of the exit (freeing the memory,
+		 * telling the parent) after the record, and samples of that come
+		 * after it in the ring: the process is forgotten a little later
+		 * (procs_forget_exited), so they keep its name.
+		 */
+		if (p && !p->exited_us) {
+			p->exited_us = clock_us(CLOCK_REALTIME);
+			a->ndying++;
 		}
 		return 0;
 	}
@@ -847,9 +930,20 @@ static bool otlp_pod_lookup(void *ctx, const char *pod_uid, const char *containe
  * A configuration that cannot be read stops the start; an API server that
  * does not answer does not (kubepods.h).
  */
+/* A pod arrived or changed (informer thread): the main loop names its processes now. */
+static void on_pods_changed(void *ctx)
+{
+	struct agent *a = ctx;
+
+	sampler_wake(a->sampler);
+}
+
 static int start_kube(struct agent *a)
 {
-	struct kubepods_opts ko = {.kubeconfig = a->cfg.kubeconfig, .node = a->cfg.node};
+	struct kubepods_opts ko = {.kubeconfig = a->cfg.kubeconfig,
+				   .node = a->cfg.node,
+				   .on_change = on_pods_changed,
+				   .change_ctx = a};
 	bool in_cluster =
 	    a->cfg.kube_in_cluster == CONFIG_ON ||
 	    (a->cfg.kube_in_cluster == CONFIG_AUTO && getenv("KUBERNETES_SERVICE_HOST"));
@@ -964,6 +1058,7 @@ static void on_decision(void *ctx, const uint8_t trace_id[16], const char *trigg
 {
 	struct agent *a = ctx;
 	struct decision *d;
+	bool first;
 
 	pthread_mutex_lock(&a->decide_lock);
 	if (a->ndecisions == DECISIONS_MAX) {
@@ -975,8 +1070,11 @@ static void on_decision(void *ctx, const uint8_t trace_id[16], const char *trigg
 	memcpy(d->trace_id, trace_id, 16);
 	d->keep = keep && trigger_id;
 	snprintf(d->trigger_id, sizeof(d->trigger_id), "%s", d->keep ? trigger_id : "");
-	a->ndecisions++;
+	first = a->ndecisions++ == 0;
 	pthread_mutex_unlock(&a->decide_lock);
+	/* the main loop reads the trace's samples still in the ring, then decides */
+	if (first)
+		sampler_wake(a->sampler);
 }
 
 /* Main loop: kept traces' raised samples become trigger rows, the others are dropped. */
@@ -1364,6 +1462,10 @@ static void write_stats(struct agent *a, double elapsed_s)
 		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames,
 		sy.map_refreshes);
 	fprintf(f,
+		"forks=%" PRIu64 "\nprocs_inherited=%" PRIu64 "\nsym_inherited=%" PRIu64
+		"\nloop_passes=%" PRIu64 "\n",
+		a->forks, a->procs_inherited, sy.inherited, a->loop_passes);
+	fprintf(f,
 		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64
 		"\nmain_cpu_inspect_ns=%" PRIu64 "\nmain_cpu_symbolize_ns=%" PRIu64
 		"\nmain_cpu_poll_ns=%" PRIu64 "\nmain_cpu_window_ns=%" PRIu64 "\n",
@@ -1419,7 +1521,7 @@ static void recheck_processes(struct agent *a, int64_t real)
 	for (size_t i = 0; i < a->nprocs_cap; i++) {
 		struct proc *p = &a->procs[i];
 
-		if (!p->pid || p->complete || !p->recheck_us)
+		if (!p->pid || p->complete || !p->recheck_us || p->exited_us)
 			continue;
 		/* after the first seconds, only processes that run are worth a look */
 		if (real >= p->recheck_us) {
@@ -1440,8 +1542,11 @@ static void recheck_processes(struct agent *a, int64_t real)
  * loop at that millisecond, so the agent ends an expired trigger (and
  * lowers sampling) itself, before the controller's next pass does.
  * Samples carry their own time, so sleeping longer delays them but never
- * misfiles them; the BPF side wakes the loop early for an exec or when the
- * ring fills up (wakeup_bytes).
+ * misfiles them. The loop is woken early by the BPF side for an exec or
+ * when wakeup_bytes are pending, and by sampler_wake for a request's
+ * verdict (its held samples) and for new pods (process names). Each
+ * wake-up costs tens of microseconds of cold caches, so the loop sleeps
+ * as long as nothing needs it (docs/agent.md, "The main loop's sleep").
  */
 static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64_t end_mono)
 {
@@ -1482,6 +1587,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 
 		n = sampler_poll(a->sampler, timeout, on_sample, a);
 		c1 = thread_cpu_ns();
+		a->loop_passes++;
 		a->cpu_poll_ns += c1 - c0;
 		if (n < 0 && n != -EINTR) {
 			log_error("sampler failed: %s", strerror(-n));
@@ -1507,6 +1613,8 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		}
 		if (real >= a->next_recheck_us)
 			recheck_processes(a, real);
+		if (a->ndying)
+			procs_forget_exited(a, real);
 		if (mono >= next_sweep) {
 			procs_sweep(a);
 			next_sweep = mono + SWEEP_EVERY_US;

@@ -303,14 +303,16 @@ uint64_t kubepods_map_generation(struct kubepods_map *m)
 /* ---- the informer ---- */
 
 struct kubepods {
-	struct kube_config *cfg;   /* borrowed by the informer: freed after it */
-	struct kube_informer *inf; /* list + watch of the node's pods */
-	struct kubepods_map *map;  /* filled by inf's handlers */
-	uint64_t bad_objects;	   /* pods without uid/name/namespace */
-	bool failing;		   /* an episode of errors is under way (main loop only) */
-	uint64_t errors_seen;	   /* informer errors at the last check (main loop only) */
-	uint64_t progress_seen;	   /* lists + events + bookmarks at the last check */
-	char node[256];		   /* the node watched */
+	struct kube_config *cfg;      /* borrowed by the informer: freed after it */
+	struct kube_informer *inf;    /* list + watch of the node's pods */
+	struct kubepods_map *map;     /* filled by inf's handlers */
+	uint64_t bad_objects;	      /* pods without uid/name/namespace */
+	bool failing;		      /* an episode of errors is under way (main loop only) */
+	uint64_t errors_seen;	      /* informer errors at the last check (main loop only) */
+	uint64_t progress_seen;	      /* lists + events + bookmarks at the last check */
+	char node[256];		      /* the node watched */
+	void (*on_change)(void *ctx); /* a lookup's answer changed, or NULL */
+	void *change_ctx;	      /* its context */
 };
 
 static void on_add(void *arg, const json_t *obj)
@@ -318,7 +320,9 @@ static void on_add(void *arg, const json_t *obj)
 	struct kubepods *kp = arg;
 	int rc = kubepods_map_upsert(kp->map, obj);
 
-	if (rc == -EINVAL)
+	if (rc == 1 && kp->on_change)
+		kp->on_change(kp->change_ctx);
+	else if (rc == -EINVAL)
 		__atomic_fetch_add(&kp->bad_objects, 1, __ATOMIC_RELAXED);
 	else if (rc == -ENOSPC)
 		log_warn("kube: more than %zu pods on node=%s; pod uid=%s is not named",
@@ -355,6 +359,8 @@ struct kubepods *kubepods_start(const struct kubepods_opts *opts, char *err, siz
 		return NULL;
 	}
 	snprintf(kp->node, sizeof(kp->node), "%s", opts->node);
+	kp->on_change = opts->on_change;
+	kp->change_ctx = opts->change_ctx;
 	if (opts->kubeconfig && *opts->kubeconfig) {
 		struct kube_config_opts co = {.path = opts->kubeconfig};
 

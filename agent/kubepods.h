@@ -70,6 +70,9 @@ uint64_t kubepods_map_generation(struct kubepods_map *m);
 struct kubepods_opts {
 	const char *kubeconfig; /* path; NULL or "": in-cluster */
 	const char *node;	/* spec.nodeName of the pods watched (required) */
+	/* called from the informer's thread when a pod arrives or is renamed, or NULL */
+	void (*on_change)(void *ctx);
+	void *change_ctx; /* its context */
 };
 
 struct kubepods_stats {
@@ -98,7 +101,7 @@ bool kubepods_find_container(struct kubepods *kp, const char *container_id,
 			     struct kubepods_pod *out);
 uint64_t kubepods_generation(struct kubepods *kp);
 /*
- * Called from the agent's main loop (about once a second): logs once when
+ * Called from the agent's main loop (at most once a second): logs once when
  * the API server starts failing (the agent keeps profiling) and once when
  * it answers again.
  */

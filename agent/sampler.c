@@ -13,9 +13,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -62,9 +64,12 @@ struct sampler {
 	unsigned raised_hz;		/* 0: raised events disabled */
 	struct bpf_link *exit_link;	/* on_sched_process_exit attachment */
 	struct bpf_link *exec_link;	/* on_sched_process_exec attachment */
+	struct bpf_link *fork_link;	/* on_sched_process_fork attachment */
 	sampler_event_fn event_cb;	/* told about execs and exits, or NULL */
 	void *event_ctx;		/* its context */
 	struct ring_buffer *ring;	/* TP_PATH_RINGBUF reader; owned */
+	int wake_fd;			/* eventfd: sampler_wake ends a sampler_poll early */
+	long clock_ticks;		/* sysconf(_SC_CLK_TCK): /proc's start time unit */
 	sampler_sample_fn poll_cb;	/* callback of the sampler_poll running */
 	void *poll_ctx;			/* its context */
 	int poll_n;			/* samples delivered by this poll */
@@ -271,10 +276,16 @@ static int ring_sample(void *ctx, void *data, size_t len)
 		return 0; /* never written by sampler.bpf.c */
 	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE) {
 		const struct tp_sample *r = data;
+		struct sampler_event ev = {.kind = (enum tp_record_kind)r->kind,
+					   .pid = (pid_t)r->pid};
 
-		return s->event_cb
-			   ? s->event_cb(s->event_ctx, (enum tp_record_kind)r->kind, (pid_t)r->pid)
-			   : 0;
+		if (r->kind == TP_REC_FORK) {
+			if (len < offsetof(struct tp_sample, ips) + sizeof(__u64))
+				return 0;
+			ev.parent = (pid_t)r->tid;
+			ev.start_time = r->ips[0] / (1000000000ull / (uint64_t)s->clock_ticks);
+		}
+		return s->event_cb ? s->event_cb(s->event_ctx, &ev) : 0;
 	}
 	err = s->poll_cb(s->poll_ctx, data, len);
 	if (err < 0)
@@ -353,6 +364,15 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
+	s->clock_ticks = sysconf(_SC_CLK_TCK);
+	if (s->clock_ticks <= 0 || 1000000000L % s->clock_ticks)
+		s->clock_ticks = 100; /* USER_HZ on every Linux architecture */
+	s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (s->wake_fd < 0) {
+		err = -errno;
+		log_error("cannot create the sampler's wake-up eventfd err=%s", strerror(-err));
+		goto out_free;
+	}
 	err = fill_defaults(opts, &s->opts);
 	if (err)
 		goto out_free;
@@ -386,6 +406,12 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 	if (!s->exec_link) {
 		err = -errno;
 		log_error("cannot attach to sched_process_exec err=%s", strerror(-err));
+		goto out_free;
+	}
+	s->fork_link = bpf_program__attach(s->skel->progs.on_sched_process_fork);
+	if (!s->fork_link) {
+		err = -errno;
+		log_error("cannot attach to sched_process_fork err=%s", strerror(-err));
 		goto out_free;
 	}
 	if (s->opts.path == TP_PATH_RINGBUF) {
@@ -432,8 +458,11 @@ void sampler_free(struct sampler *s)
 	}
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
+	bpf_link__destroy(s->fork_link);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
 	free(s);
 }
 
@@ -584,11 +613,34 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 	s->poll_cb = cb;
 	s->poll_ctx = ctx;
 	s->poll_n = 0;
-	err = ring_buffer__poll(s->ring, timeout_ms);
-	/* what is pending below the wakeup threshold */
-	if (err >= 0)
-		err = ring_buffer__consume(s->ring);
+	/*
+	 * Sleep until the ring has wakeup_bytes pending (or an exec record),
+	 * sampler_wake, or the timeout; then read everything pending, also
+	 * what is below the threshold.
+	 */
+	struct pollfd pf[2] = {{.fd = ring_buffer__epoll_fd(s->ring), .events = POLLIN},
+			       {.fd = s->wake_fd, .events = POLLIN}};
+
+	err = poll(pf, 2, timeout_ms);
+	if (err < 0)
+		return -errno;
+	if (pf[1].revents & POLLIN) {
+		uint64_t v;
+
+		if (read(s->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			return -errno;
+	}
+	err = ring_buffer__consume(s->ring);
 	return err < 0 ? err : s->poll_n;
+}
+
+void sampler_wake(struct sampler *s)
+{
+	uint64_t one = 1;
+
+	/* no log (signal handlers call this); EAGAIN: a wake-up is pending anyway */
+	if (s && write(s->wake_fd, &one, sizeof(one)) < 0)
+		return;
 }
 
 void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx)

@@ -67,13 +67,24 @@ struct sampler;
  * stops the poll and is returned by sampler_poll.
  */
 typedef int (*sampler_sample_fn)(void *ctx, const struct tp_sample *sample, size_t len);
+/* A process's life event, from the ring (see sampler_event_fn). */
+struct sampler_event {
+	enum tp_record_kind kind; /* TP_REC_EXEC, TP_REC_EXIT or TP_REC_FORK */
+	pid_t pid;		  /* the process */
+	pid_t parent;		  /* TP_REC_FORK: the process that forked it */
+	uint64_t start_time;	  /* TP_REC_FORK: pid's start time as procmem_start_time gives it */
+};
+
 /*
  * Called, in ring order, when a process the target filter wants starts a
  * new program (kind TP_REC_EXEC: samples delivered before the call are of
- * the old program, after it of the new one) or ends (TP_REC_EXIT: its last
- * thread exited; no sample of it follows). A negative return stops the poll.
+ * the old program, after it of the new one), ends (TP_REC_EXIT: its last
+ * thread exited; no sample of it follows), or was forked (TP_REC_FORK:
+ * before any of its samples; it runs the parent's program, its thread
+ * context is where the parent's is). ev is borrowed for the call. A
+ * negative return stops the poll.
  */
-typedef int (*sampler_event_fn)(void *ctx, enum tp_record_kind kind, pid_t pid);
+typedef int (*sampler_event_fn)(void *ctx, const struct sampler_event *ev);
 /* Called once per aggregated count by sampler_drain; same rules as above. */
 typedef int (*sampler_count_fn)(void *ctx, const struct sampler_count *count);
 
@@ -119,14 +130,20 @@ int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record);
 
 /*
  * TP_PATH_RINGBUF: waits up to timeout_ms (0: none, -1: forever) for
- * samples and calls cb for each available one. The kernel wakes the reader
- * only once wakeup_bytes are pending, so a sample waits at most until the
- * next poll's timeout: poll with a finite timeout (100-1000 ms). Returns the number of
- * samples delivered, cb's negative return, or a negative errno (-EINTR on
- * a signal).
+ * samples, then calls cb for every pending one. The kernel wakes the
+ * reader only once wakeup_bytes are pending (or for an exec record), so a
+ * sample may wait until the timeout: poll with a finite one. sampler_wake
+ * ends the wait early. Returns the number of samples delivered, cb's
+ * negative return, or a negative errno (-EINTR on a signal).
  */
 int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *ctx);
-/* Sets the exec/exit callback sampler_poll uses (NULL: those records are skipped). */
+/*
+ * Ends the wait of the sampler_poll running (or of the next one) at once;
+ * it still reads what is pending. Safe from any thread and from a signal
+ * handler.
+ */
+void sampler_wake(struct sampler *s);
+/* Sets the exec/exit/fork callback sampler_poll uses (NULL: those records are skipped). */
 void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx);
 /*
  * An fd that becomes readable when wakeup_bytes are pending (for epoll);

@@ -69,6 +69,7 @@ struct sym_stats {
 	uint64_t elf_bytes;	  /* bytes of the loaded symbol tables and debug info now */
 	uint64_t unknown_frames;  /* frames returned with SYM_KIND_UNKNOWN (misses only) */
 	uint64_t processes;	  /* process snapshots held now */
+	uint64_t inherited;	  /* snapshots copied from a forking parent */
 	uint64_t map_refreshes;	  /* maps re-read because an address was outside them */
 	uint64_t kernel_symbols;  /* entries of the kallsyms table, 0 if not loaded */
 	uint64_t kernel_bytes;	  /* heap bytes of the kallsyms table */
@@ -91,6 +92,15 @@ void sym_free(struct symbolizer *sym);
  * -EACCES, -ENOMEM.
  */
 int sym_note_process(struct symbolizer *sym, int pid);
+/*
+ * pid was forked by parent: it gets a copy of the parent's snapshot (the
+ * same mappings, files and executable) without reading /proc, so its
+ * addresses resolve even when it is gone before they are looked up.
+ * start_time is pid's (procmem_start_time units). Does nothing when pid is
+ * known with that start time. Returns 0, -ESRCH (parent not known),
+ * -ENOMEM.
+ */
+int sym_inherit_process(struct symbolizer *sym, int pid, int parent, uint64_t start_time);
 /* Drops the snapshot of pid (its files stay cached by build id). */
 void sym_forget_process(struct symbolizer *sym, int pid);
 

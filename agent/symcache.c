@@ -599,6 +599,48 @@ int sym_note_process(struct symbolizer *sym, int pid)
 	return 0;
 }
 
+int sym_inherit_process(struct symbolizer *sym, int pid, int parent, uint64_t start_time)
+{
+	struct sym_proc *p, *from;
+
+	if (!sym || pid <= 0 || parent <= 0 || pid == parent)
+		return -EINVAL;
+	from = sym_proc_find(sym, parent);
+	if (!from)
+		return -ESRCH;
+	p = sym_proc_find(sym, pid);
+	if (p && p->start_time == start_time)
+		return 0;
+	if (p)
+		sym_proc_drop(sym, p); /* the pid was reused */
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	if (from->nmaps) {
+		p->maps = malloc(from->nmaps * sizeof(*p->maps));
+		if (!p->maps) {
+			free(p);
+			return -ENOMEM;
+		}
+		memcpy(p->maps, from->maps, from->nmaps * sizeof(*p->maps));
+		for (size_t i = 0; i < from->nmaps; i++)
+			if (p->maps[i].elf)
+				p->maps[i].elf->refs++;
+	}
+	p->nmaps = from->nmaps;
+	p->pid = pid;
+	p->start_time = start_time;
+	p->gen = ++sym->next_gen;
+	p->last_refresh_ms = from->last_refresh_ms;
+	p->last_used_ms = sym_now_ms();
+	p->exe_build_id = from->exe_build_id;
+	p->next = sym->procs[(unsigned int)pid % SYM_PROC_BUCKETS];
+	sym->procs[(unsigned int)pid % SYM_PROC_BUCKETS] = p;
+	sym->stats.processes++;
+	sym->stats.inherited++;
+	return 0;
+}
+
 void sym_forget_process(struct symbolizer *sym, int pid)
 {
 	struct sym_proc *p = sym_proc_find(sym, pid);

@@ -10,7 +10,10 @@
  * SDK) and every --span-units units of each thread are one server span
  * (GET /burn), exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT: the
  * threads are inside a request nearly all the time, as a trigger's targets
- * are. --skip S starts counting after S seconds (the run lasts S + seconds).
+ * are. --attach-units N does the same without spans or an exporter: every N
+ * units of a thread run with a fresh trace and span attached as its thread
+ * context (a service inside requests, every sample tagged, nothing sent).
+ * --skip S starts counting after S seconds (the run lasts S + seconds).
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -26,7 +29,8 @@
 
 static atomic_bool stop;
 static atomic_bool counting;
-static long span_units; /* units per server span; 0: no spans */
+static long span_units;	  /* units per server span; 0: no spans */
+static long attach_units; /* units per attached context (no span); 0: none */
 
 struct worker {
 	pthread_t thread; /* the worker */
@@ -60,14 +64,22 @@ static void *run(void *arg)
 	if (span_units)
 		tp_sdk_thread_register();
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		long n = span_units ? span_units : 1;
+		long n = span_units ? span_units : attach_units ? attach_units : 1;
+		uint8_t trace[16], span[8];
 
-		if (span_units)
+		if (span_units) {
 			tp_sdk_span_begin(&sp, NULL, 0);
+		} else if (attach_units) {
+			tp_sdk_new_trace_id(trace);
+			tp_sdk_new_span_id(span);
+			tp_sdk_attach(trace, span, 1, NULL, 0);
+		}
 		for (long i = 0; i < n; i++)
 			x = work_unit(x);
 		if (span_units)
 			tp_sdk_span_end(&sp, "GET", "/burn", 200);
+		else if (attach_units)
+			tp_sdk_detach();
 		if (atomic_load_explicit(&counting, memory_order_relaxed))
 			w->units += (uint64_t)n;
 	}
@@ -97,9 +109,10 @@ int main(int argc, char **argv)
 					     {"skip", required_argument, NULL, 'k'},
 					     {"service", required_argument, NULL, 'S'},
 					     {"span-units", required_argument, NULL, 'u'},
+					     {"attach-units", required_argument, NULL, 'a'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	while ((c = getopt_long(argc, argv, "t:s:k:S:u:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:s:k:S:u:a:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			nthreads = atol(optarg);
@@ -116,20 +129,27 @@ int main(int argc, char **argv)
 		case 'u':
 			span_units = atol(optarg);
 			break;
+		case 'a':
+			attach_units = atol(optarg);
+			break;
 		case 'h':
-			printf("usage: cpu_burn [--threads N] [--seconds S] [--skip S]\n"
-			       "                [--service NAME [--span-units N]]\n"
-			       "prints units of work per second over S seconds on N threads,\n"
-			       "counted after the first --skip seconds; with --service, every\n"
-			       "N units (default 1000) of a thread are one server span exported\n"
-			       "over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT)\n");
+			printf(
+			    "usage: cpu_burn [--threads N] [--seconds S] [--skip S]\n"
+			    "                [--service NAME [--span-units N] | --attach-units N]\n"
+			    "prints units of work per second over S seconds on N threads,\n"
+			    "counted after the first --skip seconds; with --service, every\n"
+			    "N units (default 1000) of a thread are one server span exported\n"
+			    "over OTLP/HTTP (OTEL_EXPORTER_OTLP_ENDPOINT); with --attach-units,\n"
+			    "every N units run with a new trace context attached, nothing sent\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
-	if (nthreads < 1 || nthreads > 1024 || !(seconds > 0) || !(skip >= 0) || span_units < 0) {
-		fprintf(stderr, "cpu_burn: bad --threads, --seconds, --skip or --span-units\n");
+	if (nthreads < 1 || nthreads > 1024 || !(seconds > 0) || !(skip >= 0) || span_units < 0 ||
+	    attach_units < 0 || (service && attach_units)) {
+		fprintf(stderr, "cpu_burn: bad --threads, --seconds, --skip, --span-units or "
+				"--attach-units (not with --service)\n");
 		return 2;
 	}
 	if (service) {

@@ -542,6 +542,54 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 }
 
 /*
+ * A process forks a new process (not a thread). The child has a copy of
+ * the parent's memory, so where the parent keeps its thread context is
+ * where the child keeps it: the parent's TLS location (and the forking
+ * thread's record from the SDK's registration) become the child's, and
+ * the child's samples are tagged from its first one, before the agent
+ * has looked at it. A fork record (no wakeup) lets the agent give the
+ * child what it knows of the parent, also when the child is gone by the
+ * time its samples are read.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid, ptid = parent->pid, ctid = child->pid;
+	struct tp_tls_loc *loc, lcopy;
+	__u64 *rec, rcopy;
+	struct tp_sample *r;
+
+	if (ptgid == ctgid)
+		return 0; /* a new thread of the same process */
+	loc = bpf_map_lookup_elem(&tls_locs, &ptgid);
+	if (loc) {
+		lcopy = *loc;
+		bpf_map_update_elem(&tls_locs, &ctgid, &lcopy, BPF_ANY);
+		rec = bpf_map_lookup_elem(&thread_records, &ptid);
+		if (rec) {
+			rcopy = *rec;
+			bpf_map_update_elem(&thread_records, &ctid, &rcopy, BPF_ANY);
+		}
+	}
+	if (data_path != TP_PATH_RINGBUF || !wanted(ctgid))
+		return 0;
+	r = bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips) + sizeof(__u64), 0);
+	if (!r) {
+		count(TP_CNT_RINGBUF_FULL);
+		return 0;
+	}
+	__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
+	r->kind = TP_REC_FORK;
+	r->time_ns = bpf_ktime_get_ns();
+	r->cgroup_id = bpf_get_current_cgroup_id();
+	r->pid = ctgid;
+	r->tid = ptgid;
+	r->ips[0] = BPF_CORE_READ(child, start_boottime);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/*
  * A thread exits: its tid may be reused. When it is the process's last, the
  * process's TLS location and target entry go, and an exit record tells the
  * agent (no wakeup: it is read with the next samples), so the agent never

@@ -76,6 +76,8 @@ enum tp_record_kind {
 	TP_REC_SAMPLE = 0, /* a CPU sample */
 	TP_REC_EXEC = 1,   /* process pid started a new program (header only, no frames) */
 	TP_REC_EXIT = 2,   /* the last thread of process pid exited (header only, no frames) */
+	TP_REC_FORK = 3,   /* process tid forked process pid (a new process, not a thread); */
+			   /* no frames, ips[0] = pid's start time (task->start_boottime, ns) */
 };
 
 /*

@@ -33,6 +33,7 @@
 #endif
 
 #include "check.h"
+#include "procmem.h"
 #include "sampler.h"
 #include "traceprof/log.h"
 #include "traceprof/sdk.h"
@@ -55,6 +56,8 @@ struct ctl {
 	volatile int ready;	/* the child filled loc (or err) */
 	volatile int err;	/* the child could not set up: a line number */
 	volatile pid_t aux_tid; /* a second thread of the child, 0 if none */
+	volatile int fork_now;	/* the parent asks the child to fork (test_fork) */
+	volatile pid_t forked;	/* the child's own child, once running */
 	struct tp_tls_loc loc;	/* where the child keeps its pointer */
 };
 
@@ -152,6 +155,27 @@ static void child_static_tls(void)
 	ctl->loc.tp_offset = (int64_t)((uint64_t)&test_ctx_slot - thread_pointer());
 	ctl->ready = 1;
 	child_loop(&test_ctx_slot);
+}
+
+/*
+ * Static TLS as child_static_tls, tagged at once; when the parent asks, it
+ * forks a process of its own that only spins (its copy of the slot points
+ * at its copy of the record), and spins itself.
+ */
+static void child_fork_tls(void)
+{
+	ctl->loc.kind = TP_TLS_STATIC;
+	ctl->loc.tp_offset = (int64_t)((uint64_t)&test_ctx_slot - thread_pointer());
+	publish(&test_ctx_slot, PH_TAGGED);
+	ctl->ack = PH_TAGGED;
+	ctl->ready = 1;
+	while (!ctl->fork_now)
+		spin_leaf();
+	if (fork() == 0) {
+		ctl->forked = getpid();
+		child_loop(NULL);
+	}
+	child_loop(NULL);
 }
 
 static void *aux_spin(void *arg)
@@ -664,6 +688,71 @@ static void test_cgroup_filter(void)
 	sampler_free(s);
 }
 
+/* The fork records seen (test_fork). */
+struct forks_seen {
+	pid_t pid;	     /* the forked process looked for */
+	pid_t parent;	     /* its parent, as recorded */
+	uint64_t start_time; /* its start time, as recorded */
+	int n;		     /* fork records of pid */
+};
+
+static int on_fork_event(void *arg, const struct sampler_event *ev)
+{
+	struct forks_seen *f = arg;
+
+	if (ev->kind == TP_REC_FORK && ev->pid == f->pid) {
+		f->n++;
+		f->parent = ev->parent;
+		f->start_time = ev->start_time;
+	}
+	return 0;
+}
+
+/*
+ * (g) a process forked by a process with a known TLS location: its samples
+ * are tagged from the first one, before anyone set its location, and a fork
+ * record names its parent and start time.
+ */
+static void test_fork(void)
+{
+	struct timespec ts = {0, 1000000};
+	struct forks_seen seen = {0};
+	struct tally t = {0};
+	struct sampler *s;
+	pid_t pid, forked = 0;
+	uint64_t start;
+
+	s = open_sampler(TP_FILTER_ALL);
+	if (!s)
+		return;
+	pid = spawn(child_fork_tls);
+	if (pid > 0 && ctl->ready && !ctl->err) {
+		CHECK(sampler_set_tls(s, pid, &ctl->loc) == 0, "fork: set the parent's tls");
+		flush(s);
+		ctl->fork_now = 1;
+		for (int i = 0; !ctl->forked && i < 10000; i++)
+			nanosleep(&ts, NULL);
+		forked = ctl->forked;
+		CHECK(forked > 0, "fork: the child forked");
+		start = procmem_start_time(forked);
+		t.pid = forked;
+		seen.pid = forked;
+		sampler_set_event_fn(s, on_fork_event, &seen);
+		collect(s, &t, 1500);
+		CHECK(t.n >= 5, "fork: samples of the forked process %d", t.n);
+		CHECK(t.state[TP_CTX_TAGGED] == t.n && t.ids_ok == t.n,
+		      "fork: %d of %d samples tagged with the parent's ids (%d exact)",
+		      t.state[TP_CTX_TAGGED], t.n, t.ids_ok);
+		CHECK(seen.n == 1 && seen.parent == pid && seen.start_time == start,
+		      "fork: one record, parent %d (want %d), start %llu (want %llu)", seen.parent,
+		      pid, (unsigned long long)seen.start_time, (unsigned long long)start);
+	}
+	if (forked > 0)
+		kill(forked, SIGKILL);
+	reap(pid);
+	sampler_free(s);
+}
+
 int main(void)
 {
 	struct stat st;
@@ -686,6 +775,7 @@ int main(void)
 	test_sdk_uprobe();
 	test_static_sdk_uprobe();
 	test_cgroup_filter();
+	test_fork();
 	test_aggregate();
 	return check_done();
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "procmem.h"
 #include "symbolize.h"
 
 #define MAX_MAPS 4
@@ -675,6 +676,56 @@ static void test_shared_cache(void)
 	sym_free(sym);
 }
 
+/* A function of this test, for a forked copy of it to run. */
+static __attribute__((noinline)) void inherit_marker(void)
+{
+	pause();
+}
+
+/*
+ * A forked process gets its parent's snapshot (sym_inherit_process) and
+ * its addresses resolve after it is gone, where a process first seen dead
+ * has none.
+ */
+static void test_inherit(void)
+{
+	struct symbolizer *sym = sym_new(NULL);
+	struct sym_frame f[8];
+	struct sym_stats st;
+	uint64_t start, ip = (uint64_t)(uintptr_t)inherit_marker + 2;
+	pid_t kid, dead;
+	int n;
+
+	CHECK(sym_note_process(sym, getpid()) == 0, "note self");
+	kid = fork();
+	if (kid == 0) {
+		inherit_marker();
+		_exit(0);
+	}
+	dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	start = procmem_start_time(kid);
+	CHECK(kid > 0 && start > 0, "child running");
+	CHECK(sym_inherit_process(sym, kid, 1 << 30, start) == -ESRCH, "unknown parent: ESRCH");
+	CHECK(sym_inherit_process(sym, kid, getpid(), start) == 0, "inherit");
+	CHECK(sym_inherit_process(sym, kid, getpid(), start) == 0, "inherit again: no-op");
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	n = sym_user(sym, kid, ip, f, 8);
+	CHECK(n >= 1 && str_eq(f[n - 1].function, "inherit_marker") &&
+		  f[n - 1].kind == SYM_KIND_USER,
+	      "gone child: %s", n >= 1 ? f[n - 1].function : "(none)");
+	sym_get_stats(sym, &st);
+	CHECK(st.inherited == 1 && st.processes == 2,
+	      "counted: inherited %" PRIu64 ", processes %" PRIu64, st.inherited, st.processes);
+	/* the same address in a process never seen alive: no snapshot, no name */
+	n = sym_user(sym, dead, ip, f, 8);
+	CHECK(n == 1 && f[0].kind == SYM_KIND_UNKNOWN, "never seen: %s", f[0].function);
+	sym_free(sym);
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_symbolize.XXXXXX");
@@ -688,6 +739,7 @@ int main(void)
 	test_eviction();
 	test_builds();
 	test_shared_cache();
+	test_inherit();
 	test_deleted();
 	test_corrupt();
 	test_dlopen();

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Forked workers: a process of the SDK in a cgroup the agent targets forks
+# ten workers of 0.15 s each, one after the other; each inherits its
+# parent's thread context (inside a request) and is gone long before the
+# agent's next read of the ring. The BPF side gives a forked process its
+# parent's thread-context location and puts a fork record in the ring, and
+# the agent gives the child its parent's service and symbols: every sample
+# of the workers must be tagged with the parent's trace and span, stored
+# under its service, with named frames.
+# usage: run_agent_fork_test.sh TRACEPROF_DB AGENT FORK_WORKLOAD CLUSTER_DIR
+set -euo pipefail
+tpdb=$1 agent=$2 workload=$3 cluster=$4
+if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
+if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
+cgroot=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+[ -n "$cgroot" ] || { echo "skip: no cgroup v2 hierarchy mounted"; exit 77; }
+cg=$cgroot/traceprof-fork-test-$$
+mkdir "$cg" 2>/dev/null || { echo "skip: cannot create a cgroup under $cgroot"; exit 77; }
+work=$(mktemp -d)
+agent_pid=''
+cleanup() {
+	[ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rmdir "$cg" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; tail -20 "$work/agent.log" >&2; exit 1; }
+
+name=tp_e2e_agent_fork
+base=$("$tpdb" conninfo "$cluster" --dbname postgres)
+psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null 2>&1
+conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
+"$tpdb" migrate --db "$conn" >/dev/null
+
+trace=4bf92f3577b34da6a3ce929d0e0e4736 span=00f067aa0ba902b7
+"$agent" --db "$conn" --target "cgroup:$cg" --frequency 99 --window 60s --stats-file "$work/stats" \
+	2>"$work/agent.log" &
+agent_pid=$!
+for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+(
+	echo "$BASHPID" >"$cg/cgroup.procs"
+	exec "$workload" "00-$trace-$span-01" 10 150
+) || fail "the workload failed"
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "the agent exited with status $?"
+agent_pid=''
+grep -E '^(samples|forks|procs_inherited|sym_inherited|loop_passes|sym_unknown_frames)=' "$work/stats"
+
+q() { psql "$conn" -XAt -v ON_ERROR_STOP=1 -c "$1"; }
+# samples whose stack runs forked_worker_burn, by service and tag
+rows="SELECT so.service, sm.trace_id, sm.span_id, coalesce(sm.counts[u.i], 1) AS n
+        FROM traceprof.samples sm
+        JOIN traceprof.sources so USING (source_id)
+       CROSS JOIN LATERAL unnest(sm.stacks) WITH ORDINALITY AS u(stack_id, i)
+        JOIN traceprof.stacks st ON st.stack_id = u.stack_id
+       WHERE EXISTS (SELECT 1 FROM unnest(st.function_ids) x(fid)
+                      JOIN traceprof.functions f ON f.function_id = x.fid
+                     WHERE f.name = 'forked_worker_burn')"
+workers=$(q "SELECT coalesce(sum(n), 0) FROM ($rows) r")
+right=$(q "SELECT coalesce(sum(n), 0) FROM ($rows) r
+            WHERE service = 'fork-workload' AND trace_id = traceprof.parse_trace_id('$trace')
+              AND span_id = traceprof.parse_span_id('$span')")
+lost=$(q "SELECT coalesce(sum(coalesce((SELECT sum(c) FROM unnest(sm.counts) c), cardinality(sm.stacks))), 0)
+            FROM traceprof.samples sm JOIN traceprof.sources so USING (source_id)
+           WHERE so.service = '[unknown]'")
+unnamed=$(q "SELECT count(*) FROM traceprof.functions WHERE kind = 2 AND name LIKE 'fork_workload+0x%'")
+echo "worker samples=$workers right=$right unknown-service=$lost unnamed=$unnamed"
+[ "$(sed -n 's/^forks=//p' "$work/stats")" -ge 10 ] || fail "fewer than 10 fork records"
+[ "$(sed -n 's/^procs_inherited=//p' "$work/stats")" -ge 10 ] || fail "fewer than 10 workers given their parent's look"
+# 10 x 0.15 s at 99 Hz is ~150 samples
+[ "$workers" -ge 75 ] || fail "only $workers samples in forked_worker_burn"
+[ "$right" -eq "$workers" ] || fail "$((workers - right)) of $workers worker samples without the parent's service, trace or span"
+if [ "$lost" -ne 0 ]; then
+	q "SELECT (SELECT string_agg(f.name, ';' ORDER BY x.o) FROM unnest(st.function_ids) WITH ORDINALITY x(fid, o)
+	             JOIN traceprof.functions f ON f.function_id = x.fid)
+	     FROM traceprof.samples sm JOIN traceprof.sources so USING (source_id)
+	    CROSS JOIN LATERAL unnest(sm.stacks) u(stack_id) JOIN traceprof.stacks st USING (stack_id)
+	    WHERE so.service = '[unknown]'" >&2
+	fail "$lost samples of processes without a name"
+fi
+[ "$unnamed" -eq 0 ] || fail "$unnamed frames of the workers left as module+offset"
+echo "ok: forked workers tagged, named and symbolized"
