@@ -23,6 +23,11 @@
 #           cpu_burn on both CPUs: the two measured under the same
 #           conditions, so their ratio is not blurred by run-to-run noise;
 #   side-1: the same with cpu_burn on one CPU (the other mostly idle);
+#   side-2-req: as side-2, but cpu_burn's threads work inside requests
+#           (--attach-units 300: a fresh trace context attached for every
+#           ~20 ms of work, nothing exported), as a traced service does:
+#           every sample is tagged, and the thread context the agent reads
+#           is in memory the thread itself uses;
 #   agent-19: the agent alone at its always-on 19 Hz, cpu_burn on both CPUs.
 # The agent writes into a local PostgreSQL (its CPU is not the agent's).
 # Prints one line per round and configuration, then a markdown table of
@@ -46,11 +51,12 @@ pct() { awk -v ns="$1" -v s="$measure" 'BEGIN { printf "%.4f", 100 * ns / 1e9 / 
 
 results="$work/results"
 : >"$results"
-run() { # config threads agent_hz with_perf
+run() { # config threads agent_hz with_perf [cpu_burn option...]
 	local cfg=$1 threads=$2 hz=$3 with_perf=$4 total agent perfpid=0 a0 a1 p0=0 p1=0 line
+	shift 4
 	# the profilers outlast the window: warm-up, the probe's load and settle, the window
 	total=$((warmup + settle + measure + 6))
-	"$build/bench/cpu_burn" --threads "$threads" --seconds "$total" >/dev/null &
+	"$build/bench/cpu_burn" --threads "$threads" --seconds "$total" "$@" >/dev/null &
 	"$build/agent/traceprof-agent" --db "$conn" --frequency "$hz" \
 		--duration $((total - 2)) --stats-file "$work/stats" 2>"$work/agent.log" &
 	agent=$!
@@ -86,6 +92,7 @@ for r in $(seq "$rounds"); do
 	echo "round $r of $rounds"
 	run side-2 2 99 1
 	run side-1 1 99 1
+	run side-2-req 2 99 1 --attach-units 300
 	run agent-19 2 19 0
 done
 
@@ -94,7 +101,7 @@ echo "Medians over $rounds rounds of $measure s (after $warmup s of warm-up):"
 echo
 echo "| run | profiler | process CPU % of a core | in-kernel sample cost % of a core | ns per sample (mean) | samples in $measure s | **total %** |"
 echo "|---|---|---:|---:|---:|---:|---:|"
-for cfg in side-2 side-1 agent-19; do
+for cfg in side-2 side-1 side-2-req agent-19; do
 	for who in agent perf; do
 		grep -q "^$cfg $who " "$results" || continue
 		grep "^$cfg $who " "$results" | awk -v cfg="$cfg" -v who="$who" '
@@ -111,7 +118,7 @@ for cfg in side-2 side-1 agent-19; do
 done
 echo
 echo "Agent total over perf total, per round (side by side):"
-for cfg in side-2 side-1; do
+for cfg in side-2 side-1 side-2-req; do
 	paste <(grep "^$cfg agent " "$results") <(grep "^$cfg perf " "$results") |
 		awk -v cfg="$cfg" '{ printf "%s %.2f\n", cfg, ($4 + $5) / ($11 + $12) }'
 done
