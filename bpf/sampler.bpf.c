@@ -512,6 +512,28 @@ int BPF_KPROBE(on_thread_registered, const void *record)
 }
 
 /*
+ * Reserves a life record of process tgid (exec, fork, exit: the header and
+ * extra bytes) in the ring, header filled in; NULL (counted) when full.
+ */
+static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u32 tid, __u32 extra)
+{
+	struct tp_sample *r =
+	    bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips) + extra, 0);
+
+	if (!r) {
+		count(TP_CNT_RINGBUF_FULL);
+		return NULL;
+	}
+	__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
+	r->kind = kind;
+	r->time_ns = bpf_ktime_get_ns();
+	r->cgroup_id = bpf_get_current_cgroup_id();
+	r->pid = tgid;
+	r->tid = tid;
+	return r;
+}
+
+/*
  * A process starts a new program: its mappings, symbols and thread-context
  * location change. The record goes through the sample ring, so the agent
  * sees it between the samples of the old and of the new program, and looks
@@ -525,17 +547,9 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 
 	if (data_path != TP_PATH_RINGBUF || !wanted(tgid))
 		return 0;
-	r = bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips), 0);
-	if (!r) {
-		count(TP_CNT_RINGBUF_FULL);
+	r = life_record(TP_REC_EXEC, tgid, task->pid, 0);
+	if (!r)
 		return 0;
-	}
-	__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
-	r->kind = TP_REC_EXEC;
-	r->time_ns = bpf_ktime_get_ns();
-	r->cgroup_id = bpf_get_current_cgroup_id();
-	r->pid = tgid;
-	r->tid = task->pid;
 	/* wake the agent now: a short-lived program may be gone by the next poll */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
@@ -573,17 +587,9 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	}
 	if (data_path != TP_PATH_RINGBUF || !wanted(ctgid))
 		return 0;
-	r = bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips) + sizeof(__u64), 0);
-	if (!r) {
-		count(TP_CNT_RINGBUF_FULL);
+	r = life_record(TP_REC_FORK, ctgid, ptgid, sizeof(__u64));
+	if (!r)
 		return 0;
-	}
-	__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
-	r->kind = TP_REC_FORK;
-	r->time_ns = bpf_ktime_get_ns();
-	r->cgroup_id = bpf_get_current_cgroup_id();
-	r->pid = ctgid;
-	r->tid = ptgid;
 	r->ips[0] = BPF_CORE_READ(child, start_boottime);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
@@ -606,18 +612,9 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
 	if (data_path == TP_PATH_RINGBUF && wanted(tgid)) {
-		r = bpf_ringbuf_reserve(&samples, offsetof(struct tp_sample, ips), 0);
-		if (r) {
-			__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
-			r->kind = TP_REC_EXIT;
-			r->time_ns = bpf_ktime_get_ns();
-			r->cgroup_id = bpf_get_current_cgroup_id();
-			r->pid = tgid;
-			r->tid = tid;
+		r = life_record(TP_REC_EXIT, tgid, tid, 0);
+		if (r)
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-		} else {
-			count(TP_CNT_RINGBUF_FULL);
-		}
 	}
 	bpf_map_delete_elem(&tls_locs, &tgid);
 	bpf_map_delete_elem(&targets, &tgid);

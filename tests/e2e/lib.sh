@@ -1,5 +1,5 @@
 # Shared by the end-to-end scripts (sourced): skips without root or kernel
-# BTF, a work directory and background processes cleaned up on exit, a
+# BTF, a cgroup of the test's own, a work directory and background processes cleaned up on exit, a
 # failure that shows the logs, free ports, a fresh migrated database, an
 # agent with a time-stamped log, the load generator's ground truth as a
 # table, and checks of one query's result.
@@ -12,12 +12,24 @@ needs_bpf() {
 
 work=$(mktemp -d)
 pids=()
+cgroups=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
+	for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# needs_cgroup NAME: a new cgroup v2 directory NAME-PID, removed at exit, in
+# $cg; exit 77 (skipped) without a cgroup v2 hierarchy one can write to
+needs_cgroup() {
+	local root
+	root=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+	[ -n "$root" ] || { echo "skip: no cgroup v2 hierarchy mounted"; exit 77; }
+	cg=$root/$1-$$
+	mkdir "$cg" 2>/dev/null || { echo "skip: cannot create a cgroup under $root"; exit 77; }
+	cgroups+=("$cg")
+}
 # fail MESSAGE: says it, shows the tail of every log in $work, exits 1
 fail() { echo "FAIL: $*" >&2; for f in "$work"/*.log; do echo "--- $f" >&2; tail -25 "$f" >&2; done; exit 1; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

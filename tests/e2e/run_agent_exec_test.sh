@@ -8,42 +8,20 @@
 # usage: run_agent_exec_test.sh TRACEPROF_DB AGENT CPU_BURN CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 agent=$2 burn=$3 cluster=$4
-if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
-if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
-cgroot=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
-[ -n "$cgroot" ] || { echo "skip: no cgroup v2 hierarchy mounted"; exit 77; }
-cg=$cgroot/traceprof-exec-test-$$
-mkdir "$cg" 2>/dev/null || { echo "skip: cannot create a cgroup under $cgroot"; exit 77; }
-work=$(mktemp -d)
-agent_pid=''
-cleanup() {
-	[ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rmdir "$cg" 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; tail -20 "$work/agent.log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+needs_bpf
+needs_cgroup traceprof-exec-test
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_exec)
 
-name=tp_e2e_agent_exec
-base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null 2>&1
-conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
-"$tpdb" migrate --db "$conn" >/dev/null
-
-"$agent" --db "$conn" --target "cgroup:$cg" --frequency 99 --window 1s --stats-file "$work/stats" 2>"$work/agent.log" &
-agent_pid=$!
-for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+start_agent agent "$agent" --db "$conn" --target "cgroup:$cg" --frequency 99 --window 1s --stats-file "$work/stats"
 (
 	echo "$BASHPID" >"$cg/cgroup.procs"
 	for _ in 1 2 3 4 5 6 7 8 9 10; do "$burn" --threads 1 --seconds 0.1 >/dev/null; done
 )
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
-agent_pid=''
 grep -E '^(samples|execs|sym_unknown_frames)=' "$work/stats"
 
-q() { psql "$conn" -XAt -v ON_ERROR_STOP=1 -c "$1"; }
 burn_base=$(basename "$burn")
 count="coalesce(sum(coalesce((SELECT sum(c) FROM unnest(sm.counts) c), cardinality(sm.stacks))), 0)"
 # A process the agent never saw alive has no name: its samples go to "[unknown]".
