@@ -1259,11 +1259,23 @@ static void write_otlp_stats(struct agent *a, FILE *f)
 		a->fwd_stats.dropped);
 }
 
+/*
+ * The agent forgets every process that ends (exit and exec records, the
+ * sweep), so the symbolizer never reads /proc to find the gone ones: on a
+ * node with hundreds of idle processes its once-a-minute liveness check
+ * cost more than all symbolization.
+ */
+static struct symbolizer *new_symbolizer(const struct agent *a)
+{
+	struct sym_opts o = {.max_elf_bytes = a->cfg.symbol_cache_bytes, .idle_ms = -1};
+
+	return sym_new(&o);
+}
+
 struct agent *agent_new(const struct agent_config *cfg)
 {
 	struct agent *a = calloc(1, sizeof(*a));
 	struct sampler_opts so = {0};
-	struct sym_opts symo = {0};
 	struct agg_opts ao = {0};
 	struct shipper_opts sho = {0};
 
@@ -1281,8 +1293,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 		goto out_free;
 	sync_clocks(a);
 
-	symo.max_elf_bytes = cfg->symbol_cache_bytes; /* renew_symbolizer() uses the same */
-	a->sym = sym_new(&symo);
+	a->sym = new_symbolizer(a);
 	ao.window_us = (int64_t)cfg->window_s * 1000000;
 	ao.max_keys = (uint32_t)cfg->max_keys;
 	ao.close_grace_us = 500000; /* samples wait in per-CPU buffers briefly */
@@ -1486,14 +1497,13 @@ static void write_stats(struct agent *a, double elapsed_s)
  */
 static void renew_symbolizer(struct agent *a)
 {
-	struct sym_opts symo = {.max_elf_bytes = a->cfg.symbol_cache_bytes};
 	struct sym_stats st;
 	struct symbolizer *fresh;
 
 	sym_get_stats(a->sym, &st);
 	if (st.intern_bytes <= a->cfg.symbol_cache_bytes / 4)
 		return;
-	fresh = sym_new(&symo);
+	fresh = new_symbolizer(a);
 	if (!fresh)
 		return;
 	log_info("symbolizer renewed: %" PRIu64 " bytes of names", st.intern_bytes);

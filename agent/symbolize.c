@@ -46,7 +46,7 @@ struct symbolizer *sym_new(const struct sym_opts *opts)
 	sym->opts.addr_cache_entries = entries;
 	if (!sym->opts.refresh_ms)
 		sym->opts.refresh_ms = DEFAULT_REFRESH_MS;
-	if (sym->opts.idle_ms <= 0)
+	if (sym->opts.idle_ms == 0)
 		sym->opts.idle_ms = DEFAULT_IDLE_MS;
 	sym->cache = calloc(entries, sizeof(*sym->cache));
 	if (!sym->cache) {

@@ -54,7 +54,9 @@ struct sym_opts {
 	size_t addr_cache_entries; /* resolved addresses remembered; 0 = 16384 (power of two) */
 	int refresh_ms;		   /* re-read a process's maps on a miss at most this often;
 				      0 = 1000, < 0 = on every miss */
-	int idle_ms;		   /* exited processes unused this long are dropped; 0 = 60000 */
+	int idle_ms;		   /* exited processes unused this long are dropped; 0 = 60000;
+				      < 0 = never: the caller forgets every process that ends
+				      (sym_forget_process), and no /proc is read to find them */
 	bool no_lines;		   /* skip DWARF: no file/line, no inlined frames */
 	const char *kallsyms_path; /* NULL = /proc/kallsyms */
 };

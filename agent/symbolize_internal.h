@@ -146,7 +146,7 @@ int sym_proc_refresh(struct symbolizer *sym, struct sym_proc *p);
 /* True when pid still runs the process that p describes. */
 bool sym_proc_alive(const struct sym_proc *p);
 void sym_proc_drop(struct symbolizer *sym, struct sym_proc *p);
-/* Drops exited processes idle for opts.idle_ms; at most once a second. */
+/* Drops exited processes idle for opts.idle_ms (never when < 0); at most once a second. */
 void sym_procs_gc(struct symbolizer *sym, uint64_t now);
 
 #endif

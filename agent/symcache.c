@@ -225,6 +225,8 @@ bool sym_elf_ensure(struct symbolizer *sym, struct sym_elf *e)
 	}
 	sym->stats.elf_loads++;
 	e->bytes = elfsyms_bytes(e->syms);
+	log_debug("loaded symbols module=%s build_id=%s bytes=%zu", e->module, e->build_id,
+		  e->bytes);
 	sym->stats.elf_bytes += e->bytes;
 	lru_push_front(sym, e);
 	while (sym->stats.elf_bytes > sym->opts.max_elf_bytes && sym->lru_tail != e)
@@ -651,7 +653,7 @@ void sym_forget_process(struct symbolizer *sym, int pid)
 
 void sym_procs_gc(struct symbolizer *sym, uint64_t now)
 {
-	if (now - sym->last_gc_ms < GC_INTERVAL_MS)
+	if (sym->opts.idle_ms < 0 || now - sym->last_gc_ms < GC_INTERVAL_MS)
 		return;
 	sym->last_gc_ms = now;
 	for (size_t b = 0; b < SYM_PROC_BUCKETS; b++) {

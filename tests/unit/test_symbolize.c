@@ -726,6 +726,61 @@ static void test_inherit(void)
 	sym_free(sym);
 }
 
+static __attribute__((noinline)) int idle_probe_a(int x)
+{
+	return x * 3 + 1;
+}
+
+static __attribute__((noinline)) int idle_probe_b(int x)
+{
+	return x * 5 + 2;
+}
+
+/*
+ * Snapshots of exited processes: with idle_ms > 0 the symbolizer finds the
+ * gone ones itself (reading their /proc) and drops them; with idle_ms < 0
+ * it never does, and the caller's sym_forget_process is what drops them.
+ */
+static void test_idle(void)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		struct sym_opts o = {.idle_ms = mode == 0 ? 1 : -1};
+		struct symbolizer *sym = sym_new(&o);
+		struct sym_frame f[8];
+		struct sym_stats st;
+		pid_t kid;
+
+		CHECK(sym_note_process(sym, getpid()) == 0, "note self");
+		kid = fork();
+		if (kid == 0) {
+			pause();
+			_exit(0);
+		}
+		CHECK(kid > 0 && sym_note_process(sym, kid) == 0, "note child");
+		/* a miss now: the next collection is a second away */
+		CHECK(sym_user(sym, getpid(), (uint64_t)(uintptr_t)idle_probe_a, f, 8) >= 1,
+		      "first lookup");
+		kill(kid, SIGKILL);
+		waitpid(kid, NULL, 0);
+		usleep(1100 * 1000);
+		/* another miss: collects the idle snapshots that are gone */
+		CHECK(sym_user(sym, getpid(), (uint64_t)(uintptr_t)idle_probe_b, f, 8) >= 1,
+		      "second lookup");
+		sym_get_stats(sym, &st);
+		if (mode == 0) {
+			CHECK(st.processes == 1, "idle_ms 1: the gone child dropped (%" PRIu64 ")",
+			      st.processes);
+		} else {
+			CHECK(st.processes == 2, "idle_ms -1: kept until forgotten (%" PRIu64 ")",
+			      st.processes);
+			sym_forget_process(sym, kid);
+			sym_get_stats(sym, &st);
+			CHECK(st.processes == 1, "forgotten (%" PRIu64 ")", st.processes);
+		}
+		sym_free(sym);
+	}
+}
+
 int main(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_symbolize.XXXXXX");
@@ -740,6 +795,7 @@ int main(void)
 	test_builds();
 	test_shared_cache();
 	test_inherit();
+	test_idle();
 	test_deleted();
 	test_corrupt();
 	test_dlopen();
