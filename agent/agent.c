@@ -137,6 +137,7 @@ struct agent {
 	size_t nprocs_cap;			  /* slots (power of two) */
 	size_t nprocs;				  /* used slots */
 	struct stack_slot *stacks;		  /* STACK_CACHE_SIZE entries */
+	uint64_t stacks_evictions;		  /* agg_dict_evictions() they are valid for */
 	int64_t mono_to_real_us;		  /* CLOCK_REALTIME - CLOCK_MONOTONIC, µs */
 	int64_t next_recheck_us;		  /* earliest proc.recheck_us (CLOCK_REALTIME) */
 	int self_pid;				  /* the agent's own pid, never sampled */
@@ -593,8 +594,13 @@ static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struc
 	struct stack_slot *slot;
 	uint64_t t0;
 
+	if (agg_dict_evictions(a->agg) != a->stacks_evictions) {
+		/* the aggregator forgot idle stacks: cached ids may need registering again */
+		a->stacks_evictions = agg_dict_evictions(a->agg);
+		memset(a->stacks, 0, STACK_CACHE_SIZE * sizeof(*a->stacks));
+	}
 	slot = &a->stacks[key & (STACK_CACHE_SIZE - 1)];
-	if (slot->key == key && agg_has_stack(a->agg, slot->stack_id)) {
+	if (slot->key == key) {
 		a->stack_hits++;
 		return slot->stack_id;
 	}

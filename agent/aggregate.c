@@ -169,6 +169,11 @@ bool agg_has_stack(const struct agg *a, uint64_t id)
 	return a && agg_dict_has(&a->dict, AGG_DICT_STACKS, id);
 }
 
+uint64_t agg_dict_evictions(const struct agg *a)
+{
+	return a ? a->dict.evicted : 0;
+}
+
 bool agg_has_source(const struct agg *a, uint64_t id)
 {
 	return a && agg_dict_has(&a->dict, AGG_DICT_SOURCES, id);

@@ -167,6 +167,11 @@ int agg_add_frame(struct agg *a, uint64_t id, uint64_t function_id, const char *
 int agg_add_stack(struct agg *a, uint64_t id, const uint64_t *frame_ids, size_t n);
 /* Whether the id is registered (false after an idle entry was swept). */
 bool agg_has_stack(const struct agg *a, uint64_t id);
+/*
+ * Dictionary entries forgotten so far: while it stays the same, every
+ * stack the caller registered is still known (no agg_has_stack() needed).
+ */
+uint64_t agg_dict_evictions(const struct agg *a);
 bool agg_has_source(const struct agg *a, uint64_t id);
 
 /*

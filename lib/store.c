@@ -230,6 +230,8 @@ static void log_parse_error(const char *errmsg)
 	log_error("store: invalid connection string or URI: %s", out);
 }
 
+static int idset_init(struct idset *s, unsigned bits);
+
 struct store *store_open(const char *conninfo, const struct store_opts *opts)
 {
 	struct store *st = calloc(1, sizeof(*st));
@@ -264,9 +266,7 @@ struct store *store_open(const char *conninfo, const struct store_opts *opts)
 		if (!st->conninfo)
 			goto out_free;
 	}
-	st->seen.ids = calloc(IDSET_SLOTS, sizeof(*st->seen.ids));
-	st->seen.kinds = calloc(IDSET_SLOTS, sizeof(*st->seen.kinds));
-	if (!st->seen.ids || !st->seen.kinds)
+	if (idset_init(&st->seen, IDSET_MIN_BITS) != 0)
 		goto out_free;
 	err = store_connect(st);
 	if (!err)
@@ -460,16 +460,33 @@ static void note_time(struct store *st, int64_t t)
 
 /* ---- dictionaries ---- */
 
-static size_t idset_slot(uint64_t id, int kind)
+static int idset_init(struct idset *s, unsigned bits)
+{
+	s->ids = calloc((size_t)1 << bits, sizeof(*s->ids));
+	s->kinds = calloc((size_t)1 << bits, sizeof(*s->kinds));
+	s->count = 0;
+	s->bits = bits;
+	if (s->ids && s->kinds)
+		return 0;
+	free(s->ids);
+	free(s->kinds);
+	s->ids = NULL;
+	s->kinds = NULL;
+	return -ENOMEM;
+}
+
+static size_t idset_slot(const struct idset *s, uint64_t id, int kind)
 {
 	uint64_t h = (id ^ ((uint64_t)(kind + 1) << 56)) * 0x9e3779b97f4a7c15ULL;
 
-	return (size_t)(h >> 45) & (IDSET_SLOTS - 1);
+	return (size_t)(h >> (64 - s->bits));
 }
 
 static bool idset_contains(const struct idset *s, uint64_t id, int kind)
 {
-	for (size_t i = idset_slot(id, kind);; i = (i + 1) & (IDSET_SLOTS - 1)) {
+	size_t mask = ((size_t)1 << s->bits) - 1;
+
+	for (size_t i = idset_slot(s, id, kind);; i = (i + 1) & mask) {
 		if (!s->kinds[i])
 			return false;
 		if (s->ids[i] == id && s->kinds[i] == kind + 1)
@@ -477,21 +494,43 @@ static bool idset_contains(const struct idset *s, uint64_t id, int kind)
 	}
 }
 
-static void idset_add(struct idset *s, uint64_t id, int kind)
+static void idset_put(struct idset *s, uint64_t id, uint8_t kind1)
 {
-	size_t i;
+	size_t mask = ((size_t)1 << s->bits) - 1, i;
 
-	if (s->count >= IDSET_MAX) {
-		/* Forgetting only costs resending entries the server ignores. */
-		log_debug("store: dictionary id set full (%zu), clearing it", s->count);
-		memset(s->kinds, 0, IDSET_SLOTS * sizeof(*s->kinds));
-		s->count = 0;
-	}
-	for (i = idset_slot(id, kind); s->kinds[i]; i = (i + 1) & (IDSET_SLOTS - 1))
+	for (i = idset_slot(s, id, kind1 - 1); s->kinds[i]; i = (i + 1) & mask)
 		;
 	s->ids[i] = id;
-	s->kinds[i] = (uint8_t)(kind + 1);
+	s->kinds[i] = kind1;
 	s->count++;
+}
+
+/* Twice the slots, the same pairs; -ENOMEM leaves s as it was. */
+static int idset_grow(struct idset *s)
+{
+	struct idset big;
+
+	if (idset_init(&big, s->bits + 1) != 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < (size_t)1 << s->bits; i++)
+		if (s->kinds[i])
+			idset_put(&big, s->ids[i], s->kinds[i]);
+	free(s->ids);
+	free(s->kinds);
+	*s = big;
+	return 0;
+}
+
+static void idset_add(struct idset *s, uint64_t id, int kind)
+{
+	if (s->count >= ((size_t)1 << s->bits) / 10 * 7 &&
+	    (s->bits >= IDSET_MAX_BITS || idset_grow(s) != 0)) {
+		/* Forgetting only costs resending entries the server ignores. */
+		log_debug("store: dictionary id set full (%zu), clearing it", s->count);
+		memset(s->kinds, 0, ((size_t)1 << s->bits) * sizeof(*s->kinds));
+		s->count = 0;
+	}
+	idset_put(s, id, (uint8_t)(kind + 1));
 }
 
 /* 1: already sent or pending; 0: go ahead; -EINVAL, -ENOBUFS: refused (counted). */

@@ -31,8 +31,8 @@
 #define STORE_PARTITION_CHUNK	   366 /* days per create_partitions() call (it allows 400) */
 #define STORE_COPY_CHUNK	   (256 << 10)
 #define STORE_KEEP_BUFFER	   (16 << 20) /* see keep() in store_flush.c */
-#define IDSET_SLOTS		   (1u << 19)
-#define IDSET_MAX		   (IDSET_SLOTS / 10 * 7)
+#define IDSET_MIN_BITS		   12	      /* the id set starts at 4,096 slots... */
+#define IDSET_MAX_BITS		   19	      /* ...and doubles up to 524,288 */
 
 enum dict_kind { DICT_FUNCTION, DICT_FRAME, DICT_STACK, DICT_SOURCE, DICT_ROUTE, DICT_KINDS };
 
@@ -50,11 +50,17 @@ struct pending {
 	size_t dict_bytes[DICT_KINDS];	 /* snapshot only: dictionary buffer lengths */
 };
 
-/* (kind, id) pairs sent or pending; linear probing, kind 0 marks a free slot. */
+/*
+ * (kind, id) pairs sent or pending; linear probing, kind 0 marks a free
+ * slot. It grows with the dictionary instead of taking its largest size
+ * up front: each new id lands on a random slot, so a table of the largest
+ * size took a page fault per new id until all its 4.5 MiB were touched.
+ */
 struct idset {
-	uint64_t *ids;	/* slot keys, IDSET_SLOTS of them */
+	uint64_t *ids;	/* slot keys, 1 << bits of them */
 	uint8_t *kinds; /* slot kind + 1, 0 = free */
 	size_t count;	/* used slots */
+	unsigned bits;	/* log2 of the slots */
 };
 
 struct store {

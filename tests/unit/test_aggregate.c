@@ -466,6 +466,7 @@ static void test_dictionary(void)
 	agg_window_free(w2);
 
 	/* Windows 3..5 use only stack 1: the dictionary (12 > 8) sweeps what idled. */
+	CHECK(agg_dict_evictions(a) == 0, "nothing forgotten yet");
 	s.stack_id = stk[1];
 	for (int i = 0; i < 3; i++) {
 		s.time_us += SEC;
@@ -479,6 +480,7 @@ static void test_dictionary(void)
 	agg_get_stats(a, &st);
 	CHECK(st.dict_evicted > 0 && st.dict_entries < 12, "evicted %" PRIu64 ", %" PRIu64 " left",
 	      st.dict_evicted, st.dict_entries);
+	CHECK(agg_dict_evictions(a) == st.dict_evicted, "evictions reported to the caller");
 	s.time_us += SEC;
 	agg_add(a, &s);
 	agg_close(a);

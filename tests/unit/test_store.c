@@ -375,6 +375,16 @@ static void test_dictionary(void)
 	store_get_stats(a, &a_stats);
 	CHECK(a_stats.rows_dropped_full == 1, "counted as dropped");
 	CHECK(store_flush(a) == 0, "flush 200k stacks: %s", store_last_error(a));
+	/* the id set grew from 4,096 slots through the 200k and still knows them all */
+	store_get_stats(a, &a_stats);
+	b_stats = a_stats;
+	for (uint64_t i = 1; i <= 200000; i += 7)
+		CHECK(store_add_stack(a, 1000000 + i, frames, 1) == 0, "known stack");
+	CHECK(store_flush(a) == 0, "flush known stacks");
+	store_get_stats(a, &a_stats);
+	CHECK(a_stats.dict_entries_written == b_stats.dict_entries_written,
+	      "known stacks not sent again (%" PRIu64 " -> %" PRIu64 ")",
+	      b_stats.dict_entries_written, a_stats.dict_entries_written);
 	for (uint64_t i = 200001; i <= 400000; i++)
 		if (store_add_stack(a, 1000000 + i, frames, 1) != 0) {
 			CHECK(0, "stack %" PRIu64 " refused", i);
