@@ -14,9 +14,11 @@
 #    interrupted (swevent_cost; "output" = perf, "bpf" = the agent).
 #
 # swevent_cost is itself a new process that both profilers sample (and the
-# agent symbolizes and stores): it attaches, lets SETTLE seconds pass
-# uncounted, then says "measuring", and only then are the process CPU
-# figures taken, so its start-up is outside the window.
+# agent looks at, symbolizes and stores): it starts with the profilers and
+# lets the warm-up pass uncounted before it says "measuring", so its
+# start-up, like every process's, is in the warm-up, not the window. The
+# script reads the CPU figures with shell builtins only: a command run at
+# the window's edges would be a new process for the agent to look at.
 #
 # Each round runs three configurations, each next to cpu_burn:
 #   side-2: agent at 99 Hz and perf record -F 99 -a -g at the same time,
@@ -34,17 +36,24 @@
 # medians over the rounds. Never fails on timing.
 #
 # usage: bench/bench_agent_steady.sh
-# environment: ROUNDS (3), WARMUP (20), MEASURE (60), SETTLE (3), TRACEPROF_BUILD_DIR
+# environment: ROUNDS (3), WARMUP (30), MEASURE (60), TRACEPROF_BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
-rounds=${ROUNDS:-3} warmup=${WARMUP:-20} measure=${MEASURE:-60} settle=${SETTLE:-3}
+rounds=${ROUNDS:-3} warmup=${WARMUP:-30} measure=${MEASURE:-60}
 command -v perf >/dev/null || { echo "needs perf (linux-perf)" >&2; exit 1; }
 . "$root/bench/lib.sh"
 bench_setup steady
 
-# on-CPU ns of all threads of a process
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+# on-CPU ns of all threads of process $1 into $CPU (builtins only: no new process)
+cpu_ns() {
+	local t l
+	CPU=0
+	for t in /proc/"$1"/task/*; do
+		read -r l _ <"$t/schedstat" 2>/dev/null || continue
+		CPU=$((CPU + l))
+	done
+}
 # field F of the swevent_cost line of class C in file
 sw() { sed -n "s/.*class=$2 .*$3=\([0-9.]*\).*/\1/p" "$1"; }
 pct() { awk -v ns="$1" -v s="$measure" 'BEGIN { printf "%.4f", 100 * ns / 1e9 / s }'; }
@@ -54,8 +63,8 @@ results="$work/results"
 run() { # config threads agent_hz with_perf [cpu_burn option...]
 	local cfg=$1 threads=$2 hz=$3 with_perf=$4 total agent perfpid=0 a0 a1 p0=0 p1=0 line
 	shift 4
-	# the profilers outlast the window: warm-up, the probe's load and settle, the window
-	total=$((warmup + settle + measure + 6))
+	# the profilers outlast the window: warm-up, the window, a margin
+	total=$((warmup + measure + 6))
 	"$build/bench/cpu_burn" --threads "$threads" --seconds "$total" "$@" >/dev/null &
 	"$build/agent/traceprof-agent" --db "$conn" --frequency "$hz" \
 		--duration $((total - 2)) --stats-file "$work/stats" 2>"$work/agent.log" &
@@ -65,16 +74,18 @@ run() { # config threads agent_hz with_perf [cpu_burn option...]
 			>/dev/null 2>"$work/perf.log" &
 		perfpid=$!
 	fi
-	sleep "$warmup"
-	exec 3< <("$build/bench/swevent_cost" --settle "$settle" --seconds "$measure")
+	exec 3< <("$build/bench/swevent_cost" --settle "$warmup" --seconds "$measure")
 	IFS= read -r line <&3 || true
 	[ "$line" = "swevent_cost measuring" ] || { echo "swevent_cost did not start: $line" >&2; exit 1; }
-	a0=$(cpu_ns "$agent")
-	[ "$perfpid" = 0 ] || p0=$(cpu_ns "$perfpid")
-	cat <&3 >"$work/sw"
+	cpu_ns "$agent"
+	a0=$CPU
+	[ "$perfpid" = 0 ] || { cpu_ns "$perfpid"; p0=$CPU; }
+	IFS= read -r -d '' line <&3 || true
 	exec 3<&-
-	a1=$(cpu_ns "$agent")
-	[ "$perfpid" = 0 ] || p1=$(cpu_ns "$perfpid")
+	cpu_ns "$agent"
+	a1=$CPU
+	[ "$perfpid" = 0 ] || { cpu_ns "$perfpid"; p1=$CPU; }
+	printf '%s\n' "$line" >"$work/sw"
 	wait
 	local bk bn bs pk pn ps
 	bn=$(sw "$work/sw" bpf callbacks) bk=$(sw "$work/sw" bpf total_ns)
