@@ -11,7 +11,11 @@
 #  - in-kernel sample cost: the time the kernel spends in the CPU-clock
 #    events' hrtimer callback, where perf record's callchain walk and copy
 #    and the agent's BPF program both run, charged to whatever task was
-#    interrupted (swevent_cost; "output" = perf, "bpf" = the agent).
+#    interrupted (swevent_cost; "output" = perf, "bpf" = the agent). A
+#    callback that comes right after the other profiler's (< 0.5 ms) finds
+#    the path warm and costs less; which profiler follows which depends on
+#    when each started, so the table also gives each one's mean over the
+#    other callbacks, and the totals at that rate.
 #
 # swevent_cost is itself a new process that both profilers sample (and the
 # agent looks at, symbolizes and stores): it starts with the profilers and
@@ -55,7 +59,7 @@ cpu_ns() {
 	done
 }
 # field F of the swevent_cost line of class C in file
-sw() { sed -n "s/.*class=$2 .*$3=\([0-9.]*\).*/\1/p" "$1"; }
+sw() { sed -n "/class=$2 /s/.* $3=\([0-9.]*\).*/\1/p" "$1"; }
 pct() { awk -v ns="$1" -v s="$measure" 'BEGIN { printf "%.4f", 100 * ns / 1e9 / s }'; }
 
 results="$work/results"
@@ -87,15 +91,18 @@ run() { # config threads agent_hz with_perf [cpu_burn option...]
 	[ "$perfpid" = 0 ] || { cpu_ns "$perfpid"; p1=$CPU; }
 	printf '%s\n' "$line" >"$work/sw"
 	wait
-	local bk bn bs pk pn ps
+	local bk bn bs bf bx pk pn ps pf px
 	bn=$(sw "$work/sw" bpf callbacks) bk=$(sw "$work/sw" bpf total_ns)
 	pn=$(sw "$work/sw" output callbacks) pk=$(sw "$work/sw" output total_ns)
 	bs=$(sw "$work/sw" bpf mean_ns) ps=$(sw "$work/sw" output mean_ns)
-	echo "$cfg agent $hz $(pct $((a1 - a0))) $(pct "$bk") $bs $bn" >>"$results"
-	echo "round: $cfg agent ${hz} Hz: process $(pct $((a1 - a0))) %, in-kernel $(pct "$bk") % ($bs ns x $bn)"
+	bf=$(sw "$work/sw" bpf far_mean_ns) pf=$(sw "$work/sw" output far_mean_ns)
+	bx=$(sw "$work/sw" bpf near_callbacks) px=$(sw "$work/sw" output near_callbacks)
+	# fields: cfg who hz process% in-kernel% mean_ns callbacks in-kernel%-at-far-mean far_mean_ns near
+	echo "$cfg agent $hz $(pct $((a1 - a0))) $(pct "$bk") $bs $bn $(pct $((bf * bn))) $bf $bx" >>"$results"
+	echo "round: $cfg agent ${hz} Hz: process $(pct $((a1 - a0))) %, in-kernel $(pct "$bk") % ($bs ns x $bn; $bx right after perf's; the rest $bf ns)"
 	if [ "$with_perf" = 1 ]; then
-		echo "$cfg perf 99 $(pct $((p1 - p0))) $(pct "$pk") $ps $pn" >>"$results"
-		echo "round: $cfg perf 99 Hz: process $(pct $((p1 - p0))) %, in-kernel $(pct "$pk") % ($ps ns x $pn)"
+		echo "$cfg perf 99 $(pct $((p1 - p0))) $(pct "$pk") $ps $pn $(pct $((pf * pn))) $pf $px" >>"$results"
+		echo "round: $cfg perf 99 Hz: process $(pct $((p1 - p0))) %, in-kernel $(pct "$pk") % ($ps ns x $pn; $px right after the agent's; the rest $pf ns)"
 	fi
 }
 
@@ -110,8 +117,8 @@ done
 echo
 echo "Medians over $rounds rounds of $measure s (after $warmup s of warm-up):"
 echo
-echo "| run | profiler | process CPU % of a core | in-kernel sample cost % of a core | ns per sample (mean) | samples in $measure s | **total %** |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| run | profiler | process CPU % of a core | in-kernel sample cost % of a core | ns per sample (mean) | ns per sample, not right after the other's | samples in $measure s | **total %** | total % at that rate |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 for cfg in side-2 side-1 side-2-req agent-19; do
 	for who in agent perf; do
 		grep -q "^$cfg $who " "$results" || continue
@@ -120,16 +127,17 @@ for cfg in side-2 side-1 side-2-req agent-19; do
 				for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 				return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 			}
-			{ n++; hz = $3; p[n] = $4; k[n] = $5; s[n] = $6; c[n] = $7; t[n] = $4 + $5 }
+			{ n++; hz = $3; p[n] = $4; k[n] = $5; s[n] = $6; c[n] = $7; t[n] = $4 + $5; f[n] = $9; tf[n] = $4 + $8 }
 			END {
 				name = who == "agent" ? "traceprof-agent, " hz " Hz" : "perf record -F 99 -a -g"
-				printf "| %s | %s | %.4f | %.4f | %.0f | %.0f | **%.4f** |\n", cfg, name, med(p, n), med(k, n), med(s, n), med(c, n), med(t, n)
+				printf "| %s | %s | %.4f | %.4f | %.0f | %.0f | %.0f | **%.4f** | %.4f |\n", cfg, name, med(p, n), med(k, n), med(s, n), med(f, n), med(c, n), med(t, n), med(tf, n)
 			}'
 	done
 done
 echo
-echo "Agent total over perf total, per round (side by side):"
+echo "Agent total over perf total, per round (side by side), as measured and with"
+echo "each profiler's in-kernel cost at its mean when not right after the other's:"
 for cfg in side-2 side-1 side-2-req; do
 	paste <(grep "^$cfg agent " "$results") <(grep "^$cfg perf " "$results") |
-		awk -v cfg="$cfg" '{ printf "%s %.2f\n", cfg, ($4 + $5) / ($11 + $12) }'
+		awk -v cfg="$cfg" '{ printf "%s %.2f %.2f\n", cfg, ($4 + $5) / ($14 + $15), ($4 + $8) / ($14 + $18) }'
 done

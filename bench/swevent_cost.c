@@ -12,9 +12,14 @@
  * after N seconds or when COMMAND exits (COMMAND's exit status is
  * swevent_cost's):
  *
- *   swevent_cost callbacks=C total_ns=T mean_ns=M median_ns=D max_ns=X wall_s=W core_pct=P
+ *   swevent_cost class=K callbacks=C total_ns=T mean_ns=M median_ns=D max_ns=X
+ *                wall_s=W core_pct=P near_callbacks=N far_mean_ns=F
  *
- * (the median to 100 ns, from a histogram kept in the kernel)
+ * one line per class K (output: perf record, bpf: a BPF profiler); the
+ * median to 100 ns, from a histogram kept in the kernel. N callbacks began
+ * less than 0.5 ms after the other class's last one on the same CPU (the
+ * sampling path still warm from it: cheaper); F is the mean of the rest,
+ * the figure to compare two profilers run side by side.
  * With --settle S the probe is attached, S seconds pass uncounted, and the
  * line "swevent_cost measuring" is printed when counting starts: a
  * benchmark reading it starts its own figures then, so the start-up of
@@ -75,10 +80,13 @@ static void report(const char *cls, const struct swevent_cost *percpu, int ncpu,
 {
 	struct swevent_cost total = {0};
 	double median_ns = 0;
+	uint64_t far, far_ns;
 
 	for (int i = 0; i < ncpu; i++) {
 		total.callbacks += percpu[i].callbacks;
 		total.total_ns += percpu[i].total_ns;
+		total.near_callbacks += percpu[i].near_callbacks;
+		total.near_total_ns += percpu[i].near_total_ns;
 		if (percpu[i].max_ns > total.max_ns)
 			total.max_ns = percpu[i].max_ns;
 		for (int b = 0; b < SWEVENT_HIST_BUCKETS; b++)
@@ -91,11 +99,15 @@ static void report(const char *cls, const struct swevent_cost *percpu, int ncpu,
 			break;
 		}
 	}
+	far = total.callbacks - total.near_callbacks;
+	far_ns = total.total_ns - total.near_total_ns;
 	printf("swevent_cost class=%s callbacks=%" PRIu64 " total_ns=%" PRIu64
-	       " mean_ns=%.0f median_ns=%.0f max_ns=%" PRIu64 " wall_s=%.2f core_pct=%.4f\n",
+	       " mean_ns=%.0f median_ns=%.0f max_ns=%" PRIu64 " wall_s=%.2f core_pct=%.4f"
+	       " near_callbacks=%" PRIu64 " far_mean_ns=%.0f\n",
 	       cls, (uint64_t)total.callbacks, (uint64_t)total.total_ns,
 	       total.callbacks ? (double)total.total_ns / total.callbacks : 0.0, median_ns,
-	       (uint64_t)total.max_ns, wall, 100.0 * total.total_ns / 1e9 / wall);
+	       (uint64_t)total.max_ns, wall, 100.0 * total.total_ns / 1e9 / wall,
+	       (uint64_t)total.near_callbacks, far ? (double)far_ns / far : 0.0);
 }
 
 static void usage(FILE *out)

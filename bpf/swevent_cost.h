@@ -12,6 +12,7 @@
 
 #define SWEVENT_HIST_BUCKETS 256 /* histogram of durations: bucket i holds [i, i+1) x 100 ns */
 #define SWEVENT_HIST_NS	     100
+#define SWEVENT_NEAR_NS	     500000 /* a callback this soon after the other class's is "near" */
 
 /* Who took the sample: the event's owner, told apart by event->prog. */
 enum swevent_class {
@@ -25,6 +26,9 @@ struct swevent_cost {
 	__u64 callbacks;		  /* callbacks timed */
 	__u64 total_ns;			  /* their summed duration */
 	__u64 max_ns;			  /* the longest */
+	__u64 near_callbacks;		  /* of those, started < SWEVENT_NEAR_NS after the other
+					     class's last callback on this CPU ended */
+	__u64 near_total_ns;		  /* their summed duration */
 	__u64 hist[SWEVENT_HIST_BUCKETS]; /* durations; the last bucket holds the rest */
 };
 
