@@ -550,13 +550,15 @@ static int add_frame(struct agent *a, const struct sym_frame *f, size_t *n)
 	return 0;
 }
 
-/* Symbolizes a sample's frames (root first: user, then kernel) into a registered stack. */
-static uint64_t symbolize_stack(struct agent *a, const struct tp_sample *s)
+/*
+ * Symbolizes a sample's frames (root first: user, then kernel) into a
+ * stack id; returns whether the aggregator has the stack registered.
+ */
+static bool symbolize_stack(struct agent *a, const struct tp_sample *s, uint64_t *id)
 {
 	const __u64 *kern = s->ips, *user = s->ips + s->kern_n;
 	struct sym_frame frames[MAX_INLINE];
 	size_t n = 0;
-	uint64_t id;
 
 	for (int i = (int)s->user_n - 1; i >= 0; i--) {
 		uint64_t ip = user[i] - (i > 0 ? 1 : 0);
@@ -579,9 +581,8 @@ static uint64_t symbolize_stack(struct agent *a, const struct tp_sample *s)
 
 		add_frame(a, &none, &n);
 	}
-	id = ids_stack(a->frame_ids, n);
-	agg_add_stack(a->agg, id, a->frame_ids, n);
-	return id;
+	*id = ids_stack(a->frame_ids, n);
+	return agg_add_stack(a->agg, *id, a->frame_ids, n) == 0;
 }
 
 static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struct proc *p)
@@ -592,7 +593,7 @@ static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struc
 				      s->ips, ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t)) |
 		       1;
 	struct stack_slot *slot;
-	uint64_t t0;
+	uint64_t t0, id;
 
 	if (agg_dict_evictions(a->agg) != a->stacks_evictions) {
 		/* the aggregator forgot idle stacks: cached ids may need registering again */
@@ -606,10 +607,11 @@ static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struc
 	}
 	t0 = thread_cpu_ns();
 	a->stack_misses++;
-	slot->stack_id = symbolize_stack(a, s);
+	/* cached only when registered: a refused stack is tried again at its next sample */
+	slot->key = symbolize_stack(a, s, &id) ? key : 0;
+	slot->stack_id = id;
 	a->cpu_symbolize_ns += thread_cpu_ns() - t0;
-	slot->key = key;
-	return slot->stack_id;
+	return id;
 }
 
 /* ---- the sample callback ---- */

@@ -82,7 +82,7 @@ int BPF_PROG(on_expire_entry, struct hrtimer *timer)
 SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 {
-	__u64 now = bpf_ktime_get_ns(), d, other;
+	__u64 now = bpf_ktime_get_ns(), start, d, other;
 	struct swevent_cost *c;
 	struct timing *t;
 	__u32 zero = 0, cls;
@@ -90,7 +90,9 @@ int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 	t = bpf_map_lookup_elem(&started, &zero);
 	if (!t || !t->start_ns)
 		return 0;
-	d = now - t->start_ns;
+	start = t->start_ns;
+	t->start_ns = 0;
+	d = now - start;
 	cls = t->cls;
 	/* constant indices: the verifier sees each bound */
 	other = cls == SWEVENT_BPF ? t->last_end_ns[SWEVENT_OUTPUT] : t->last_end_ns[SWEVENT_BPF];
@@ -99,17 +101,14 @@ int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 	else
 		t->last_end_ns[SWEVENT_OUTPUT] = now;
 	c = bpf_map_lookup_elem(&cost, &cls);
-	if (!c) {
-		t->start_ns = 0;
+	if (!c)
 		return 0;
-	}
 	c->callbacks++;
 	c->total_ns += d;
-	if (other && t->start_ns - other < SWEVENT_NEAR_NS) {
+	if (other && start - other < SWEVENT_NEAR_NS) {
 		c->near_callbacks++;
 		c->near_total_ns += d;
 	}
-	t->start_ns = 0;
 	if (d > c->max_ns)
 		c->max_ns = d;
 	d /= SWEVENT_HIST_NS;

@@ -682,6 +682,18 @@ static __attribute__((noinline)) void inherit_marker(void)
 	pause();
 }
 
+/* A child that waits in inherit_marker until killed. */
+static pid_t fork_paused(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		inherit_marker();
+		_exit(0);
+	}
+	return pid;
+}
+
 /*
  * A forked process gets its parent's snapshot (sym_inherit_process) and
  * its addresses resolve after it is gone, where a process first seen dead
@@ -697,11 +709,7 @@ static void test_inherit(void)
 	int n;
 
 	CHECK(sym_note_process(sym, getpid()) == 0, "note self");
-	kid = fork();
-	if (kid == 0) {
-		inherit_marker();
-		_exit(0);
-	}
+	kid = fork_paused();
 	dead = fork();
 	if (dead == 0)
 		_exit(0);
@@ -751,11 +759,7 @@ static void test_idle(void)
 		pid_t kid;
 
 		CHECK(sym_note_process(sym, getpid()) == 0, "note self");
-		kid = fork();
-		if (kid == 0) {
-			pause();
-			_exit(0);
-		}
+		kid = fork_paused();
 		CHECK(kid > 0 && sym_note_process(sym, kid) == 0, "note child");
 		/* a miss now: the next collection is a second away */
 		CHECK(sym_user(sym, getpid(), (uint64_t)(uintptr_t)idle_probe_a, f, 8) >= 1,
