@@ -42,6 +42,9 @@
 #define CAP_SYS_ADMIN_B	  21
 #define CAP_PERFMON_B	  38
 #define CAP_BPF_B	  39
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* linux/pidfd.h since Linux 6.9 */
+#endif
 
 /* the header stays 64 bytes: flags took spare room (bpf/sampler.h) */
 _Static_assert(offsetof(struct tp_sample, ips) == 64, "tp_sample header size");
@@ -519,32 +522,46 @@ int sampler_add_target_cgroup_path(struct sampler *s, const char *path)
 	return sampler_add_target_cgroup(s, st.st_ino);
 }
 
+/*
+ * A pidfd of process or thread id (flags: 0 or PIDFD_THREAD), the key of its
+ * task local storage in user space; -ESRCH when it is gone.
+ */
+static int task_fd(pid_t id, unsigned int flags)
+{
+	int fd = (int)syscall(SYS_pidfd_open, id, flags);
+
+	return fd < 0 ? -errno : fd;
+}
+
 int sampler_set_tls(struct sampler *s, pid_t pid, const struct tp_tls_loc *loc)
 {
-	struct tp_tls_loc cur, next;
-	__u32 k = pid;
+	struct tp_tls_loc next;
+	int fd, err;
 
 	if (pid <= 0 || !loc || loc->kind > TP_TLS_DTV)
 		return -EINVAL;
 	next = *loc;
-	next.registered = 0;
 	next.reserved = 0;
-	/* keep what the SDK uprobe learned: threads registered in thread_records */
-	if (bpf_map__lookup_elem(s->skel->maps.tls_locs, &k, sizeof(k), &cur, sizeof(cur), 0) ==
-		0 &&
-	    cur.registered)
-		next.registered = 1;
-	if (next.kind == TP_TLS_NONE && !next.registered)
-		return map_delete(s->skel->maps.tls_locs, &k, sizeof(k));
-	return map_update(s->skel->maps.tls_locs, &k, sizeof(k), &next, sizeof(next));
+	fd = task_fd(pid, 0);
+	if (fd < 0)
+		return fd;
+	if (next.kind == TP_TLS_NONE)
+		err = map_delete(s->skel->maps.tls_locs, &fd, sizeof(fd));
+	else
+		err = map_update(s->skel->maps.tls_locs, &fd, sizeof(fd), &next, sizeof(next));
+	close(fd);
+	return err;
 }
 
 int sampler_forget_pid(struct sampler *s, pid_t pid)
 {
 	__u32 k = pid;
-	int err;
+	int fd = task_fd(pid, 0), err = 0;
 
-	err = map_delete(s->skel->maps.tls_locs, &k, sizeof(k));
+	if (fd >= 0) { /* a process that is gone took its location with it */
+		err = map_delete(s->skel->maps.tls_locs, &fd, sizeof(fd));
+		close(fd);
+	}
 	if (!err)
 		err = map_delete(s->skel->maps.targets, &k, sizeof(k));
 	return err;
@@ -593,11 +610,17 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
 
 int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record)
 {
-	__u32 k = tid;
 	__u64 v = 0;
-	int err;
+	int fd, err;
 
-	err = bpf_map__lookup_elem(s->skel->maps.thread_records, &k, sizeof(k), &v, sizeof(v), 0);
+	/* a thread other than the leader needs PIDFD_THREAD (Linux 6.9) */
+	fd = task_fd(tid, PIDFD_THREAD);
+	if (fd == -EINVAL)
+		fd = task_fd(tid, 0);
+	if (fd < 0)
+		return fd == -ESRCH ? -ENOENT : fd;
+	err = bpf_map__lookup_elem(s->skel->maps.thread_records, &fd, sizeof(fd), &v, sizeof(v), 0);
+	close(fd);
 	if (err)
 		return err;
 	*record = v;

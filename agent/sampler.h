@@ -108,11 +108,17 @@ int sampler_add_target_cgroup(struct sampler *s, uint64_t cgroup_id);
 /* TP_FILTER_CGROUP: sample the cgroup v2 at path (e.g. under /sys/fs/cgroup). */
 int sampler_add_target_cgroup_path(struct sampler *s, const char *path);
 
-/* Where process pid keeps otel_thread_ctx_v1; replaces what was set before. */
+/*
+ * Where process pid keeps otel_thread_ctx_v1; replaces what was set before
+ * (TP_TLS_NONE removes it). The kernel side forgets it when the process
+ * execs or exits. -ESRCH when pid is gone.
+ */
 int sampler_set_tls(struct sampler *s, pid_t pid, const struct tp_tls_loc *loc);
 /*
  * Forgets process pid: its TLS location and target entry (the kernel side
  * also forgets them when the process exits). 0 also when nothing was known.
+ * The records the SDK uprobe learned stay with their threads until they
+ * exit or exec.
  */
 int sampler_forget_pid(struct sampler *s, pid_t pid);
 
@@ -125,7 +131,11 @@ int sampler_forget_pid(struct sampler *s, pid_t pid);
  */
 #define SAMPLER_MAX_UPROBES 64
 int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t pid);
-/* The record address the uprobe learned for thread tid; -ENOENT when none. */
+/*
+ * The record address the uprobe learned for thread tid; -ENOENT when none
+ * or tid is gone. A tid other than its process's leader needs Linux 6.9
+ * (PIDFD_THREAD); -EINVAL before.
+ */
 int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record);
 
 /*

@@ -11,11 +11,15 @@
  *  - TP_PATH_AGGREGATE: the stacks into the stack-trace map "stacks" and a
  *    count per struct tp_agg_key into "aggregates".
  *
- * The thread's record address comes from "thread_records" (tid -> record,
- * filled by on_thread_registered, a uprobe on the SDK's registration call)
- * or is computed from the thread pointer and the process's TLS location in
- * "tls_locs" (written by the agent). Every user memory read goes through
- * bpf_probe_read_user, so a garbage pointer gives TP_CTX_FAULT, never more.
+ * The thread's record address comes from "thread_records" (the thread's
+ * task local storage, filled by on_thread_registered, a uprobe on the SDK's
+ * registration call) or is computed from the thread pointer and the
+ * process's TLS location in "tls_locs" (the task local storage of the
+ * thread-group leader, written by the agent). Task local storage is a few
+ * pointer loads from the task; a hash lookup misses in cold caches and
+ * TLBs, and a sample finds them cold (bench/results.md). Every user memory
+ * read goes through bpf_probe_read_user, so a garbage pointer gives
+ * TP_CTX_FAULT, never more.
  *
  * Raised sampling (docs/triggers.md): a second set of CPU-clock events,
  * with its own program on_cpu_clock_raised, runs at raised_hz while a trigger is active.
@@ -84,19 +88,26 @@ struct {
 	__type(value, __u8);
 } target_cgroups SEC(".maps");
 
-/* tid -> user address of the thread's OTEP 4947 record (from the uprobe). */
+/*
+ * Per thread: user address of its OTEP 4947 record (from the uprobe). Task
+ * local storage: freed with the thread, cleared when it execs.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, __u64);
 } thread_records SEC(".maps");
 
-/* tgid -> where the process keeps otel_thread_ctx_v1 (from the agent). */
+/*
+ * Per process, on its thread-group leader: where it keeps otel_thread_ctx_v1
+ * (from the agent, keyed by a pidfd in user space). Freed with the process,
+ * cleared when it execs.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct tp_tls_loc);
 } tls_locs SEC(".maps");
 
@@ -189,15 +200,16 @@ static __always_inline bool wanted(__u32 tgid)
 	return true;
 }
 
-/* The user thread pointer of the current task (TLS base). */
-static __always_inline __u64 thread_pointer(void)
+/*
+ * The user thread pointer of the task (TLS base). task is a BTF pointer: a
+ * direct load, no helper call.
+ */
+static __always_inline __u64 thread_pointer(struct task_struct *task)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-
 #if defined(__TARGET_ARCH_arm64)
-	return BPF_CORE_READ((struct task_struct___arm64 *)task, thread.uw.tp_value);
+	return ((struct task_struct___arm64 *)task)->thread.uw.tp_value;
 #else
-	return BPF_CORE_READ(task, thread.fsbase);
+	return task->thread.fsbase;
 #endif
 }
 
@@ -206,9 +218,10 @@ static __always_inline __u64 thread_pointer(void)
  * TLS location; 0 when the location is unknown or the module's TLS block is
  * not allocated in this thread (*state says which: NONE or FAULT).
  */
-static __always_inline __u64 tls_slot_addr(const struct tp_tls_loc *loc, __u8 *state)
+static __always_inline __u64 tls_slot_addr(struct task_struct *task, const struct tp_tls_loc *loc,
+					   __u8 *state)
 {
-	__u64 tp = thread_pointer(), dtv = 0, block = 0;
+	__u64 tp = thread_pointer(task), dtv = 0, block = 0;
 
 	if (!tp)
 		return 0;
@@ -234,23 +247,23 @@ static __always_inline __u64 tls_slot_addr(const struct tp_tls_loc *loc, __u8 *s
 
 /*
  * Reads the interrupted thread's context record; never fails, only reports.
- * A process without an entry in tls_locs has no context: one map lookup.
+ * A thread the SDK registered: one storage lookup. Any other: two (the
+ * thread's, then its process's), and none has a hash to compute.
  */
-static __always_inline void read_thread_ctx(__u32 tgid, __u32 tid, struct thread_ctx *tc)
+static __always_inline void read_thread_ctx(struct task_struct *task, struct thread_ctx *tc)
 {
-	__u64 record = 0, *known = NULL, slot;
+	__u64 record = 0, *known, slot;
 	struct tp_tls_loc *loc;
 
 	tc->state = TP_CTX_NONE;
-	loc = bpf_map_lookup_elem(&tls_locs, &tgid);
-	if (!loc)
-		return;
-	if (loc->registered)
-		known = bpf_map_lookup_elem(&thread_records, &tid);
+	known = bpf_task_storage_get(&thread_records, task, NULL, 0);
 	if (known) {
 		record = *known;
 	} else {
-		slot = tls_slot_addr(loc, &tc->state);
+		loc = bpf_task_storage_get(&tls_locs, task->group_leader, NULL, 0);
+		if (!loc)
+			return;
+		slot = tls_slot_addr(task, loc, &tc->state);
 		if (!slot)
 			return;
 		if (bpf_probe_read_user(&record, sizeof(record), (void *)slot)) {
@@ -286,7 +299,7 @@ static __always_inline bool is_kernel_thread(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	return BPF_CORE_READ(task, flags) & PF_KTHREAD;
+	return task->flags & PF_KTHREAD;
 }
 
 static __always_inline void count_ctx(const struct thread_ctx *tc)
@@ -310,7 +323,8 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 		return;
 	s->kind = TP_REC_SAMPLE;
 	s->time_ns = bpf_ktime_get_ns();
-	s->cgroup_id = bpf_get_current_cgroup_id();
+	/* the cgroup's id is three dependent loads from the task: only when filtering by it */
+	s->cgroup_id = filter_mode == TP_FILTER_CGROUP ? bpf_get_current_cgroup_id() : 0;
 	s->pid = tgid;
 	s->tid = tid;
 	s->ctx_state = tc->state;
@@ -421,15 +435,15 @@ static __always_inline void aggregate_sample(struct bpf_perf_event_data *ctx, __
 SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct task_struct *task = bpf_get_current_task_btf(); /* direct loads from here */
+	__u32 tgid = task->tgid, tid = task->pid;
 	struct thread_ctx tc;
 
 	if (tid == 0 || !wanted(tgid)) {
 		count(TP_CNT_FILTERED);
 		return 0;
 	}
-	read_thread_ctx(tgid, tid, &tc);
+	read_thread_ctx(task, &tc);
 	if (data_path == TP_PATH_AGGREGATE) {
 		aggregate_sample(ctx, tgid, &tc, (__u16)bpf_get_attach_cookie(ctx));
 		return 0;
@@ -451,8 +465,8 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int on_cpu_clock_raised(struct bpf_perf_event_data *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid, zero = 0, *acc, rhz = raised_hz;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid, tid = task->pid, zero = 0, *acc, rhz = raised_hz;
 	__u16 sflags = TP_SAMPLE_RAISED;
 	struct thread_ctx tc;
 
@@ -465,7 +479,7 @@ int on_cpu_clock_raised(struct bpf_perf_event_data *ctx)
 		count(TP_CNT_RAISED_AGG);
 		return 0;
 	}
-	read_thread_ctx(tgid, tid, &tc);
+	read_thread_ctx(task, &tc);
 	if (tc.state != TP_CTX_TAGGED) {
 		count(TP_CNT_RAISED_IDLE);
 		return 0;
@@ -484,30 +498,18 @@ int on_cpu_clock_raised(struct bpf_perf_event_data *ctx)
 
 /*
  * uprobe on tp_sdk_probe_thread_registered(record, tls_slot): learn the
- * record, and mark the process's tls_locs entry (creating one without a
- * TLS location if the agent has none yet) so the sampler looks it up.
+ * thread's record; the sampler looks there before the process's TLS
+ * location.
  */
 SEC("uprobe")
 int BPF_KPROBE(on_thread_registered, const void *record)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), addr = (__u64)record;
-	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
-	struct tp_tls_loc *loc, fresh;
+	__u64 addr = (__u64)record, *known;
 
-	bpf_map_update_elem(&thread_records, &tid, &addr, BPF_ANY);
-	loc = bpf_map_lookup_elem(&tls_locs, &tgid);
-	if (loc) {
-		loc->registered = 1;
-		return 0;
-	}
-	__builtin_memset(&fresh, 0, sizeof(fresh));
-	fresh.kind = TP_TLS_NONE;
-	fresh.registered = 1;
-	if (bpf_map_update_elem(&tls_locs, &tgid, &fresh, BPF_NOEXIST) == -EEXIST) {
-		loc = bpf_map_lookup_elem(&tls_locs, &tgid); /* the agent wrote it meanwhile */
-		if (loc)
-			loc->registered = 1;
-	}
+	known = bpf_task_storage_get(&thread_records, bpf_get_current_task_btf(), &addr,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (known)
+		*known = addr; /* created with addr, or registered again */
 	return 0;
 }
 
@@ -527,7 +529,7 @@ static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u
 	__builtin_memset(r, 0, offsetof(struct tp_sample, ips));
 	r->kind = kind;
 	r->time_ns = bpf_ktime_get_ns();
-	r->cgroup_id = bpf_get_current_cgroup_id();
+	r->cgroup_id = filter_mode == TP_FILTER_CGROUP ? bpf_get_current_cgroup_id() : 0;
 	r->pid = tgid;
 	r->tid = tid;
 	return r;
@@ -545,6 +547,9 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	__u32 tgid = task->tgid;
 	struct tp_sample *r;
 
+	/* the new program has neither the old one's TLS location nor its records */
+	bpf_task_storage_delete(&thread_records, task);
+	bpf_task_storage_delete(&tls_locs, task); /* the thread that execs leads its group */
 	if (data_path != TP_PATH_RINGBUF || !wanted(tgid))
 		return 0;
 	r = life_record(TP_REC_EXEC, tgid, task->pid, 0);
@@ -568,22 +573,24 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid, ptid = parent->pid, ctid = child->pid;
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	struct tp_tls_loc *loc, lcopy;
 	__u64 *rec, rcopy;
 	struct tp_sample *r;
 
 	if (ptgid == ctgid)
 		return 0; /* a new thread of the same process */
-	loc = bpf_map_lookup_elem(&tls_locs, &ptgid);
+	/* the child is its process's only thread, so it leads its group */
+	loc = bpf_task_storage_get(&tls_locs, parent->group_leader, NULL, 0);
 	if (loc) {
 		lcopy = *loc;
-		bpf_map_update_elem(&tls_locs, &ctgid, &lcopy, BPF_ANY);
-		rec = bpf_map_lookup_elem(&thread_records, &ptid);
-		if (rec) {
-			rcopy = *rec;
-			bpf_map_update_elem(&thread_records, &ctid, &rcopy, BPF_ANY);
-		}
+		bpf_task_storage_get(&tls_locs, child, &lcopy, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+	rec = bpf_task_storage_get(&thread_records, parent, NULL, 0);
+	if (rec) {
+		rcopy = *rec;
+		bpf_task_storage_get(&thread_records, child, &rcopy,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
 	if (data_path != TP_PATH_RINGBUF || !wanted(ctgid))
 		return 0;
@@ -596,10 +603,11 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 }
 
 /*
- * A thread exits: its tid may be reused. When it is the process's last, the
- * process's TLS location and target entry go, and an exit record tells the
- * agent (no wakeup: it is read with the next samples), so the agent never
- * has to poll /proc to find dead processes.
+ * A thread exits (its record and, for the last thread, the process's TLS
+ * location go with its task). When it is the process's last, its target
+ * entries go, and an exit record tells the agent (no wakeup: it is read
+ * with the next samples), so the agent never has to poll /proc to find
+ * dead processes.
  */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_sched_process_exit, struct task_struct *task)
@@ -607,7 +615,6 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	__u32 tid = task->pid, tgid = task->tgid;
 	struct tp_sample *r;
 
-	bpf_map_delete_elem(&thread_records, &tid);
 	/* signal->live reaches 0 when the last thread of the group exits */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
@@ -616,7 +623,6 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 		if (r)
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	}
-	bpf_map_delete_elem(&tls_locs, &tgid);
 	bpf_map_delete_elem(&targets, &tgid);
 	bpf_map_delete_elem(&raised_targets, &tgid);
 	return 0;

@@ -43,7 +43,7 @@ enum tp_tls_kind {
 	TP_TLS_DTV = 2,	   /* pointer at dtv[modid].val + sym_offset, dtv = *(tp + dtv_offset) */
 };
 
-/* Per process (key: tgid), written by the agent. */
+/* Per process (task local storage of its leader, keyed by a pidfd), written by the agent. */
 struct tp_tls_loc {
 	__u32 kind;	      /* enum tp_tls_kind */
 	__u32 dtv_stride;     /* bytes per dtv entry (16 on glibc) */
@@ -52,8 +52,7 @@ struct tp_tls_loc {
 	__u64 modid;	      /* TP_TLS_DTV: the module's TLS module id (dtv index) */
 	__u64 sym_offset;     /* TP_TLS_DTV: the variable's offset in the module's TLS block */
 	__u64 dtv_val_offset; /* TP_TLS_DTV: offset of the block pointer inside a dtv entry */
-	__u32 registered;     /* set by the SDK uprobe: threads may be in "thread_records" */
-	__u32 reserved;	      /* zero */
+	__u64 reserved;	      /* zero */
 };
 
 /* The fixed part of an OTEP 4947 record, as the writer lays it out. */
@@ -95,7 +94,7 @@ enum tp_record_kind {
 /* Ring buffer record; frames follow the header: kern_n kernel, then user_n user (leaf first). */
 struct tp_sample {
 	__u64 time_ns;	   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
-	__u64 cgroup_id;   /* bpf_get_current_cgroup_id() */
+	__u64 cgroup_id;   /* bpf_get_current_cgroup_id() under TP_FILTER_CGROUP, else 0 */
 	__u32 pid;	   /* tgid */
 	__u32 tid;	   /* thread id */
 	__u8 trace_id[16]; /* TP_CTX_TAGGED only */

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -240,6 +241,20 @@ static void child_sdk(void)
 	tp_sdk_detach();
 	ctl->ack = PH_INVALID;
 	child_loop(NULL);
+}
+
+/* child_sdk, but it execs a busy shell once told PH_NULL, still attached. */
+static void child_sdk_exec(void)
+{
+	ctl->ready = 1;
+	while (ctl->phase != PH_TAGGED)
+		spin_leaf();
+	tp_sdk_attach(trace_id, span_id, 1, NULL, 0);
+	ctl->ack = PH_TAGGED;
+	while (ctl->phase != PH_NULL)
+		spin_leaf();
+	execl("/bin/sh", "sh", "-c", "while :; do :; done", (char *)NULL);
+	_exit(127);
 }
 
 /* Forks a child running fn; waits until it is set up. */
@@ -528,6 +543,53 @@ static void test_sdk_uprobe(void)
 	sampler_free(s);
 }
 
+/*
+ * (d) a registered thread execs a new program: its samples are no longer
+ * read through the old program's record (an address in a memory that is
+ * gone), so they are untagged, not faults or stale ids.
+ */
+static void test_sdk_exec(void)
+{
+	struct timespec ts = {0, 1000000};
+	struct tally t = {0};
+	struct sampler *s;
+	uint64_t rec = 0;
+	char path[64], comm[32] = "";
+	pid_t pid;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	pid = spawn(child_sdk_exec);
+	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "exec: uprobe attached");
+	CHECK(sampler_add_target_pid(s, pid) == 0, "exec: add target");
+	check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED);
+	CHECK(sampler_thread_record(s, pid, &rec) == 0 && rec != 0, "exec: record learned");
+	ctl->phase = PH_NULL;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	for (int i = 0; i < 5000 && strcmp(comm, "sh\n") != 0; i++) {
+		FILE *f = fopen(path, "r");
+
+		comm[0] = '\0';
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			fclose(f);
+		}
+		nanosleep(&ts, NULL);
+	}
+	CHECK(strcmp(comm, "sh\n") == 0, "exec: the child runs the shell");
+	CHECK(sampler_thread_record(s, pid, &rec) == -ENOENT, "exec: the record is dropped");
+	flush(s);
+	t.pid = t.tid = pid;
+	collect(s, &t, 1500);
+	CHECK(t.n >= 5, "exec: samples of the shell %d", t.n);
+	CHECK(t.state[TP_CTX_NONE] == t.n, "exec: %d of %d samples untagged (%d/%d/%d/%d)",
+	      t.state[TP_CTX_NONE], t.n, t.state[0], t.state[1], t.state[2], t.state[3]);
+	reap(pid);
+	sampler_free(s);
+}
+
 /* (d) the same with an executable that links the static SDK. */
 static void test_static_sdk_uprobe(void)
 {
@@ -773,6 +835,7 @@ int main(void)
 	test_tls("static tls", child_static_tls);
 	test_tls("dtv tls", child_dtv_tls);
 	test_sdk_uprobe();
+	test_sdk_exec();
 	test_static_sdk_uprobe();
 	test_cgroup_filter();
 	test_fork();
