@@ -70,14 +70,15 @@
 
 /* What the agent knows about one process. */
 struct proc {
-	int pid;		 /* 0: free slot */
-	uint64_t start_time;	 /* /proc/<pid>/stat starttime, to detect pid reuse */
-	uint64_t gen;		 /* unique per entry: a new program in the pid gets a new one */
-	uint64_t source_id;	 /* ids_source() of its identity */
-	bool complete;		 /* identity from the process context and TLS found */
-	bool sdk_uprobe;	 /* the SDK registration uprobe was tried on its writer module */
-	bool tls_known;		 /* its thread-context location is set in the sampler */
-	int64_t recheck_us;	 /* when to look again (incomplete processes) */
+	int pid;	     /* 0: free slot */
+	uint64_t start_time; /* /proc/<pid>/stat starttime, to detect pid reuse */
+	uint64_t gen;	     /* unique per entry: a new program in the pid gets a new one */
+	uint64_t source_id;  /* ids_source() of its identity */
+	bool complete;	     /* identity from the process context and TLS found */
+	bool sdk_uprobe;     /* the SDK registration uprobe was tried on its writer module */
+	bool sdk_probe;	     /* ... and is attached: the writer is the SDK (tp_tls_loc.sdk_probe) */
+	bool tls_known;	     /* its thread-context location is set in the sampler */
+	int64_t recheck_us;  /* when to look again (incomplete processes) */
 	int64_t recheck_step_us; /* backoff of those looks */
 	int64_t last_sample_us;	 /* last sample seen (for sweeping) */
 	int64_t inspected_us;	 /* last proc_inspect() */
@@ -271,6 +272,7 @@ static void attach_sdk_uprobe(struct agent *a, struct proc *p, const char *modul
 	p->sdk_uprobe = true;
 	snprintf(full, sizeof(full), "/proc/%d/root%s", p->pid, module);
 	rc = sampler_attach_sdk_uprobe(a->sampler, full, -1);
+	p->sdk_probe = rc == 0;
 	if (rc != 0 && rc != -ENOENT && !a->uprobe_warned) {
 		/* needs CAP_SYS_ADMIN; the TLS location finds the same records */
 		log_info("SDK registration uprobe unavailable (%s); threads are found "
@@ -447,8 +449,12 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 		}
 	}
 	rc = tlsloc_resolve(p->pid, 0, &loc, &info);
+	/* first the uprobe: the location says whether it is attached */
+	if (!p->sdk_uprobe && info.module[0])
+		attach_sdk_uprobe(a, p, info.module);
 	if (rc == 0 && loc.kind != TP_TLS_NONE) {
 		has_tls = true;
+		loc.sdk_probe = p->sdk_probe;
 		if (sampler_set_tls(a->sampler, p->pid, &loc) == 0 && !p->tls_known) {
 			p->tls_known = true;
 			a->tls_found++;
@@ -460,8 +466,6 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 			 "supported; its samples stay untagged unless it uses the traceprof SDK",
 			 p->pid, info.module);
 	}
-	if (!p->sdk_uprobe && info.module[0])
-		attach_sdk_uprobe(a, p, info.module);
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete)
 		schedule_recheck(a, p, now_us);
@@ -749,6 +753,7 @@ static void proc_inherit(struct agent *a, pid_t pid, pid_t parent, uint64_t star
 	p->source_id = copy.source_id;
 	p->complete = copy.complete;
 	p->sdk_uprobe = copy.sdk_uprobe; /* attached for every process */
+	p->sdk_probe = copy.sdk_probe;
 	p->tls_known = copy.tls_known;
 	p->inspected_us = now;
 	p->maps_fp = copy.maps_fp;

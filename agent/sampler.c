@@ -541,6 +541,7 @@ int sampler_set_tls(struct sampler *s, pid_t pid, const struct tp_tls_loc *loc)
 	if (pid <= 0 || !loc || loc->kind > TP_TLS_DTV)
 		return -EINVAL;
 	next = *loc;
+	next.sdk_probe = loc->sdk_probe ? 1 : 0;
 	next.reserved = 0;
 	fd = task_fd(pid, 0);
 	if (fd < 0)

@@ -249,6 +249,15 @@ static __always_inline __u64 tls_slot_addr(struct task_struct *task, const struc
  * Reads the interrupted thread's context record; never fails, only reports.
  * A thread the SDK registered: one storage lookup. Any other: two (the
  * thread's, then its process's), and none has a hash to compute.
+ *
+ * When the process's writer is the traceprof SDK and its registration
+ * uprobe is attached (loc->sdk_probe), the pointer read through the TLS
+ * location is kept in the thread's storage, NULL included: the SDK sets it
+ * once per thread and never moves it, and a later registration goes
+ * through the uprobe, which overwrites what is kept. The thread's later
+ * samples then skip its TLS slot: one storage lookup, and no user memory
+ * read at all outside a request. (A uprobe handler and this program never
+ * nest on a CPU: the kernel runs one BPF tracing program at a time there.)
  */
 static __always_inline void read_thread_ctx(struct task_struct *task, struct thread_ctx *tc)
 {
@@ -270,6 +279,9 @@ static __always_inline void read_thread_ctx(struct task_struct *task, struct thr
 			tc->state = TP_CTX_FAULT;
 			return;
 		}
+		if (loc->sdk_probe) /* created with record; an existing entry is left alone */
+			bpf_task_storage_get(&thread_records, task, &record,
+					     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
 	if (!record)
 		return;

@@ -52,7 +52,9 @@ struct tp_tls_loc {
 	__u64 modid;	      /* TP_TLS_DTV: the module's TLS module id (dtv index) */
 	__u64 sym_offset;     /* TP_TLS_DTV: the variable's offset in the module's TLS block */
 	__u64 dtv_val_offset; /* TP_TLS_DTV: offset of the block pointer inside a dtv entry */
-	__u64 reserved;	      /* zero */
+	__u32 sdk_probe; /* 1: the writer is the traceprof SDK and its registration uprobe is */
+	/* attached: a thread's pointer, once read, is kept (see sampler.bpf.c) */
+	__u32 reserved; /* zero */
 };
 
 /* The fixed part of an OTEP 4947 record, as the writer lays it out. */

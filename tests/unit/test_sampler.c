@@ -36,6 +36,7 @@
 #include "check.h"
 #include "procmem.h"
 #include "sampler.h"
+#include "tlsloc.h"
 #include "traceprof/log.h"
 #include "traceprof/sdk.h"
 
@@ -590,6 +591,62 @@ static void test_sdk_exec(void)
 	sampler_free(s);
 }
 
+/*
+ * (d) the SDK's pointer kept per thread (tp_tls_loc.sdk_probe): once read
+ * through the TLS location, NULL included, a thread's pointer is in
+ * thread_records, and a registration after that goes through the uprobe.
+ * Then a thread that registered before the uprobe was attached: its
+ * record is learned from its TLS at its first sample.
+ */
+static void test_sdk_pointer_kept(void)
+{
+	struct tp_tls_loc loc;
+	struct tally t = {0};
+	struct sampler *s;
+	uint64_t rec = 1;
+	pid_t pid;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	pid = spawn(child_sdk); /* spins unregistered until PH_TAGGED */
+	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "kept: uprobe attached");
+	CHECK(tlsloc_resolve(pid, 0, &loc, NULL) == 0 && loc.kind != TP_TLS_NONE,
+	      "kept: the SDK's TLS location");
+	loc.sdk_probe = 1;
+	CHECK(sampler_set_tls(s, pid, &loc) == 0, "kept: set tls");
+	CHECK(sampler_add_target_pid(s, pid) == 0, "kept: add target");
+	flush(s);
+	t.pid = t.tid = pid;
+	collect(s, &t, 1000);
+	CHECK(t.n >= 5 && t.state[TP_CTX_NONE] == t.n, "kept: unregistered, %d of %d untagged",
+	      t.state[TP_CTX_NONE], t.n);
+	CHECK(sampler_thread_record(s, pid, &rec) == 0 && rec == 0, "kept: the NULL pointer kept");
+	check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED); /* registers: the uprobe overwrites */
+	CHECK(sampler_thread_record(s, pid, &rec) == 0 && rec != 0, "kept: the record after it");
+	check_phase(s, pid, PH_INVALID, TP_CTX_INVALID);
+	reap(pid);
+	sampler_free(s);
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	pid = spawn(child_sdk);
+	enter_phase(s, PH_TAGGED); /* registered before any uprobe */
+	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "learned: uprobe attached");
+	CHECK(sampler_thread_record(s, pid, &rec) == -ENOENT, "learned: nothing before a sample");
+	CHECK(tlsloc_resolve(pid, 0, &loc, NULL) == 0 && loc.kind != TP_TLS_NONE,
+	      "learned: the SDK's TLS location");
+	loc.sdk_probe = 1;
+	CHECK(sampler_set_tls(s, pid, &loc) == 0, "learned: set tls");
+	CHECK(sampler_add_target_pid(s, pid) == 0, "learned: add target");
+	check_phase(s, pid, PH_TAGGED, TP_CTX_TAGGED);
+	CHECK(sampler_thread_record(s, pid, &rec) == 0 && rec != 0, "learned: the record from TLS");
+	check_phase(s, pid, PH_INVALID, TP_CTX_INVALID);
+	reap(pid);
+	sampler_free(s);
+}
+
 /* (d) the same with an executable that links the static SDK. */
 static void test_static_sdk_uprobe(void)
 {
@@ -836,6 +893,7 @@ int main(void)
 	test_tls("dtv tls", child_dtv_tls);
 	test_sdk_uprobe();
 	test_sdk_exec();
+	test_sdk_pointer_kept();
 	test_static_sdk_uprobe();
 	test_cgroup_filter();
 	test_fork();
