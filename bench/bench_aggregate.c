@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_stats.h"
 #include "aggregate.h"
 
 #define SEC 1000000LL
@@ -38,13 +39,6 @@ static double now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
 }
 
 struct workload {
@@ -102,7 +96,7 @@ static void gen(const struct workload *wl, struct agg_sample *out, size_t n, int
 
 static void report(const char *what, double *v, int runs, const char *unit)
 {
-	qsort(v, (size_t)runs, sizeof(*v), cmp_double);
+	qsort(v, (size_t)runs, sizeof(*v), bench_cmp_double);
 	printf("| %s | %.1f | %.1f–%.1f | %s |\n", what, v[runs / 2], v[0], v[runs - 1], unit);
 }
 

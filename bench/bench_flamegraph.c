@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_stats.h"
 #include "traceprof/flamegraph.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -33,12 +34,6 @@ static double now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv)
@@ -127,7 +122,7 @@ int main(int argc, char **argv)
 		size = len;
 		free(buf);
 	}
-	qsort(ms, (size_t)runs, sizeof(*ms), cmp_double);
+	qsort(ms, (size_t)runs, sizeof(*ms), bench_cmp_double);
 	printf("stacks=%u frame_steps=%llu tree_nodes=%zu drawn=%zu narrow=%zu min_width_px=%.2f\n",
 	       nstacks, (unsigned long long)steps, st.nodes, st.drawn, st.narrow, st.min_width);
 	printf("render_ms_median=%.1f min=%.1f max=%.1f runs=%d svg_bytes=%zu\n", ms[runs / 2],

@@ -33,6 +33,7 @@
 
 #include <libpq-fe.h>
 
+#include "bench_stats.h"
 #include "traceprof/log.h"
 #include "traceprof/store.h"
 
@@ -344,19 +345,6 @@ static void write_rows(struct store *st, const struct workload *w, size_t batch,
 		*flush_s = t_flush;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void bench_ingest(PGconn *admin, struct store *st[2], const struct workload *w, int runs,
 			 size_t batch)
 {
@@ -377,9 +365,9 @@ static void bench_ingest(PGconn *admin, struct store *st[2], const struct worklo
 			bytes[f] = after.bytes_sent - before.bytes_sent;
 		}
 	for (int f = 0; f < 2; f++) {
-		double t = median(secs[f], runs), a = median(adds[f], runs);
+		double t = bench_median(secs[f], runs), a = bench_median(adds[f], runs);
 
-		/* median() sorted secs: [0] is the fastest run, [runs - 1] the slowest. */
+		/* bench_median() sorted secs: [0] is the fastest run, [runs - 1] the slowest. */
 		printf("| %-34s | %-6s | %9.0f | %7.0f-%-7.0f | %10.0f | %6.0f | %6.1f |\n",
 		       w->name, f ? "text" : "binary", w->nrows / t, w->nrows / secs[f][runs - 1],
 		       w->nrows / secs[f][0], w->samples / t, a / w->nrows * 1e9,

@@ -15,6 +15,8 @@
 
 #include <libpq-fe.h>
 
+#include "bench_stats.h"
+
 struct query {
 	const char *name; /* label in the report */
 	const char *sql;  /* takes $1 = trace id text */
@@ -33,13 +35,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
 }
 
 static double pct(const double *sorted, int n, double p)
@@ -124,7 +119,7 @@ int main(int argc, char **argv)
 				PQclear(res);
 			}
 		}
-		qsort(lat, n, sizeof(*lat), cmp_double);
+		qsort(lat, n, sizeof(*lat), bench_cmp_double);
 		printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.1f |\n", queries[q].name, n,
 		       pct(lat, n, 0.5), pct(lat, n, 0.9), pct(lat, n, 0.99), lat[n - 1],
 		       (double)rows_total / n);

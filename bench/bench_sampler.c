@@ -42,6 +42,7 @@
 
 #include <bpf/bpf.h>
 
+#include "bench_stats.h"
 #include "sampler.h"
 #include "traceprof/log.h"
 
@@ -258,13 +259,6 @@ out_free:
 	return err < 0 ? err : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* Median of field at offset off over n results, with min and max. */
 static void median(const struct run_result *r, int n, size_t off, double out[3])
 {
@@ -272,7 +266,7 @@ static void median(const struct run_result *r, int n, size_t off, double out[3])
 
 	for (int i = 0; i < n; i++)
 		memcpy(&v[i], (const char *)&r[i] + off, sizeof(double));
-	qsort(v, n, sizeof(double), cmp_double);
+	qsort(v, n, sizeof(double), bench_cmp_double);
 	out[0] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 	out[1] = v[0];
 	out[2] = v[n - 1];

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "traceprof/sdk.h"
 
 static double now_ns(void)
@@ -34,13 +35,6 @@ static double now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
 }
 
 /* ns per pair of one run. */
@@ -70,7 +64,7 @@ static void report(const char *what, int runs, long pairs, const struct tp_sdk_a
 	run(pairs / 10, attrs, n); /* warm up */
 	for (int r = 0; r < runs; r++)
 		ns[r] = run(pairs, attrs, n);
-	qsort(ns, (size_t)runs, sizeof(*ns), cmp_double);
+	qsort(ns, (size_t)runs, sizeof(*ns), bench_cmp_double);
 	printf("| %s | %.1f | %.1f–%.1f |\n", what, ns[runs / 2], ns[0], ns[runs - 1]);
 	free(ns);
 }
@@ -165,7 +159,7 @@ static int span_report(int runs, long pairs)
 	for (int r = 0; r < runs; r++)
 		ns[r] = span_run(pairs, &dropped);
 	tp_sdk_export_stop(5000);
-	qsort(ns, (size_t)runs, sizeof(*ns), cmp_double);
+	qsort(ns, (size_t)runs, sizeof(*ns), bench_cmp_double);
 	printf("\n%d runs of %ld span begin+end pairs, exporter running (dropped: %lu)\n\n", runs,
 	       pairs, (unsigned long)dropped);
 	printf("| span | ns/pair (median) | fastest–slowest run |\n|---|---:|---:|\n");

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "procmem.h"
 #include "symbolize.h"
 
@@ -51,13 +52,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Prints the median and the range of field off over n runs. */
 static void report(const char *what, const char *unit, const struct run *runs, int n, size_t off)
 {
@@ -65,7 +59,7 @@ static void report(const char *what, const char *unit, const struct run *runs, i
 
 	for (int i = 0; i < n; i++)
 		memcpy(&v[i], (const char *)&runs[i] + off, sizeof(double));
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
+	qsort(v, (size_t)n, sizeof(double), bench_cmp_double);
 	printf("| %s | %.4g | %.4g-%.4g | %s |\n", what, v[n / 2], v[0], v[n - 1], unit);
 }
 

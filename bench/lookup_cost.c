@@ -39,6 +39,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bench_stats.h"
 #include "bpf/lookup_cost.h"
 #include "lookup_cost.skel.h"
 
@@ -168,19 +169,6 @@ static int run_pair(int a, int b, bool b_first, int hz, int seconds, double *an,
 	return err;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-
-	return (a > b) - (a < b);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: lookup_cost [--seconds S] [--rounds R] [--hz HZ] A:B [A:B]...\n"
@@ -267,8 +255,8 @@ int main(int argc, char **argv)
 				n++;
 			}
 		printf("lookup_cost pair=%s:%s runs=%d a_ns=%.0f b_ns=%.0f b_minus_a_ns=%.0f\n",
-		       mode_names[pa[p]], mode_names[pb[p]], n, median(av, n), median(bv, n),
-		       median(dv, n));
+		       mode_names[pa[p]], mode_names[pb[p]], n, bench_median(av, n),
+		       bench_median(bv, n), bench_median(dv, n));
 		fflush(stdout);
 	}
 	close(stats_fd);

@@ -230,13 +230,19 @@ static void child_dtv_tls(void)
 	child_loop(slot);
 }
 
-static void child_sdk(void)
+/* An SDK child: set up, spins unregistered until told PH_TAGGED, then attaches. */
+static void sdk_child_until_tagged(void)
 {
 	ctl->ready = 1;
 	while (ctl->phase != PH_TAGGED)
 		spin_leaf();
 	tp_sdk_attach(trace_id, span_id, 1, NULL, 0);
 	ctl->ack = PH_TAGGED;
+}
+
+static void child_sdk(void)
+{
+	sdk_child_until_tagged();
 	while (ctl->phase != PH_INVALID)
 		spin_leaf();
 	tp_sdk_detach();
@@ -247,11 +253,7 @@ static void child_sdk(void)
 /* child_sdk, but it execs a busy shell once told PH_NULL, still attached. */
 static void child_sdk_exec(void)
 {
-	ctl->ready = 1;
-	while (ctl->phase != PH_TAGGED)
-		spin_leaf();
-	tp_sdk_attach(trace_id, span_id, 1, NULL, 0);
-	ctl->ack = PH_TAGGED;
+	sdk_child_until_tagged();
 	while (ctl->phase != PH_NULL)
 		spin_leaf();
 	execl("/bin/sh", "sh", "-c", "while :; do :; done", (char *)NULL);
