@@ -4,6 +4,9 @@
  *
  * usage: lookup_cost [--seconds S] [--rounds R] [--hz HZ] A:B [A:B]...
  *   A, B: none, hash-hit, hash-miss, hash-two, storage-hit, storage-miss
+ *         (finding the context); stack, ringbuf, ring-reserve, perfbuf
+ *         ringbuf-array (handing a sample over); count-percpu, count-array
+ *         (counting)
  *         (enum lookup_mode in bpf/lookup_cost.h)
  *
  * For each pair and round, two copies of bpf/lookup_cost.bpf.c are loaded,
@@ -47,12 +50,15 @@
 #define MAX_RUNS  64
 
 static const char *const mode_names[LOOKUP_MODES] = {
-    "none", "hash-hit", "hash-miss", "hash-two", "storage-hit", "storage-miss",
+    "none",    "hash-hit",     "hash-miss", "hash-two",	    "storage-hit", "storage-miss",  "stack",
+    "ringbuf", "ring-reserve", "perfbuf",   "count-percpu", "count-array", "ringbuf-array",
 };
 
 /* One loaded copy and its events. */
 struct copy {
 	struct lookup_cost_bpf *skel;
+	struct ring_buffer *ring; /* drains the copy's ring */
+	struct perf_buffer *pb;	  /* drains its perf buffers */
 	struct bpf_link *links[256];
 	int nlinks;
 };
@@ -65,6 +71,31 @@ static int mode_of(const char *name)
 	return -1;
 }
 
+static int drop_record(void *ctx, void *data, size_t len)
+{
+	(void)ctx;
+	(void)data;
+	(void)len;
+	return 0;
+}
+
+static enum bpf_perf_event_ret drop_event(void *ctx, int cpu, struct perf_event_header *e)
+{
+	(void)ctx;
+	(void)cpu;
+	(void)e;
+	return LIBBPF_PERF_EVENT_CONT;
+}
+
+static void copy_close(struct copy *c)
+{
+	for (int i = 0; i < c->nlinks; i++)
+		bpf_link__destroy(c->links[i]);
+	ring_buffer__free(c->ring);
+	perf_buffer__free(c->pb);
+	lookup_cost_bpf__destroy(c->skel);
+}
+
 static int copy_open(struct copy *c, int mode)
 {
 	memset(c, 0, sizeof(*c));
@@ -72,10 +103,31 @@ static int copy_open(struct copy *c, int mode)
 	if (!c->skel)
 		return -errno;
 	c->skel->rodata->mode = (__u32)mode;
+	bpf_map__set_max_entries(c->skel->maps.acounters, (__u32)libbpf_num_possible_cpus());
+	bpf_map__set_max_entries(c->skel->maps.out_rows, (__u32)libbpf_num_possible_cpus());
 	if (lookup_cost_bpf__load(c->skel)) {
 		lookup_cost_bpf__destroy(c->skel);
 		c->skel = NULL;
 		return -EINVAL;
+	}
+	c->ring = ring_buffer__new(bpf_map__fd(c->skel->maps.ring), drop_record, NULL, NULL);
+	{
+		/* wake the reader only at 64 kB pending: the loader drains on a timer anyway */
+		struct perf_event_attr a = {
+		    .type = PERF_TYPE_SOFTWARE,
+		    .config = PERF_COUNT_SW_BPF_OUTPUT,
+		    .size = sizeof(a),
+		    .sample_type = PERF_SAMPLE_RAW,
+		    .watermark = 1,
+		    .wakeup_watermark = 64 * 1024,
+		};
+
+		c->pb = perf_buffer__new_raw(bpf_map__fd(c->skel->maps.perfbuf), 64, &a, drop_event,
+					     NULL, NULL);
+	}
+	if (!c->ring || !c->pb) {
+		copy_close(c);
+		return -ENOMEM;
 	}
 	return 0;
 }
@@ -105,13 +157,6 @@ static int copy_attach(struct copy *c, int hz)
 		c->links[c->nlinks++] = l; /* the link owns the fd */
 	}
 	return 0;
-}
-
-static void copy_close(struct copy *c)
-{
-	for (int i = 0; i < c->nlinks; i++)
-		bpf_link__destroy(c->links[i]);
-	lookup_cost_bpf__destroy(c->skel);
 }
 
 static void run_stats(const struct copy *c, __u64 *ns, __u64 *cnt)
@@ -154,7 +199,14 @@ static int run_pair(int a, int b, bool b_first, int hz, int seconds, double *an,
 		sleep_ns(1000000000L);
 		run_stats(&ca, &a0, &na0);
 		run_stats(&cb, &b0, &nb0);
-		sleep_ns(1000000000L * seconds);
+		/* drain both copies' buffers every 50 ms for the measured seconds */
+		for (int t = 0; t < seconds * 20; t++) {
+			sleep_ns(50000000L);
+			ring_buffer__consume(ca.ring);
+			ring_buffer__consume(cb.ring);
+			perf_buffer__consume(ca.pb);
+			perf_buffer__consume(cb.pb);
+		}
 		run_stats(&ca, &a1, &na1);
 		run_stats(&cb, &b1, &nb1);
 		if (na1 == na0 || nb1 == nb0)
@@ -172,7 +224,9 @@ static int run_pair(int a, int b, bool b_first, int hz, int seconds, double *an,
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: lookup_cost [--seconds S] [--rounds R] [--hz HZ] A:B [A:B]...\n"
-		   "  modes: none hash-hit hash-miss hash-two storage-hit storage-miss\n");
+		   "  modes: none hash-hit hash-miss hash-two storage-hit storage-miss\n"
+		   "         stack ringbuf ring-reserve perfbuf count-percpu count-array\n"
+		   "         ringbuf-array\n");
 }
 
 int main(int argc, char **argv)
