@@ -53,8 +53,8 @@ static const struct setting settings[] = {
     {"db", SET_STRING, STR(db), 0, 0, "", "PostgreSQL conninfo or URI; empty: the PG* environment"},
     {"queue-bytes", SET_BYTES, FIELD(queue_bytes), 0, 4096, (double)(1ull << 40), "64M",
      "memory for windows waiting for the database; the oldest are dropped beyond it"},
-    {"ring-bytes", SET_BYTES, FIELD(ring_bytes), 0, 1 << 16, 1 << 30, "1M",
-     "BPF ring buffer size (rounded up to a power of two)"},
+    {"ring-bytes", SET_BYTES, FIELD(ring_bytes), 0, 1 << 16, 1 << 30, "auto",
+     "BPF ring buffer size (rounded up to a power of two); auto: 128K per CPU, at least 1M"},
     {"symbol-cache-bytes", SET_BYTES, FIELD(symbol_cache_bytes), 0, 1 << 20, (double)(1ull << 40),
      "32M", "memory for cached symbol tables"},
     {"max-keys", SET_COUNT, FIELD(max_keys), 0, 1024, 1 << 24, "200000",
@@ -263,6 +263,11 @@ int config_set(struct agent_config *cfg, const char *name, const char *value, ch
 	case SET_BYTES: {
 		double mult = 1;
 
+		/* a size whose default is "auto" also takes "auto", stored as 0 */
+		if (!strcmp(value, "auto") && !strcmp(s->def, "auto")) {
+			*(size_t *)((char *)cfg + s->offset) = 0;
+			return 0;
+		}
 		if (parse_number(value, &d, &suffix) || d < 0)
 			goto bad_number;
 		switch (toupper((unsigned char)suffix)) {
@@ -511,8 +516,12 @@ void config_print(const struct agent_config *cfg, FILE *out)
 			fprintf(out, "%s%d", i ? "," : "", cfg->pids[i]);
 		fputc('\n', out);
 	}
-	fprintf(out, "db = %s\nqueue-bytes = %zu\nring-bytes = %zu\nsymbol-cache-bytes = %zu\n", db,
-		cfg->queue_bytes, cfg->ring_bytes, cfg->symbol_cache_bytes);
+	fprintf(out, "db = %s\nqueue-bytes = %zu\n", db, cfg->queue_bytes);
+	if (cfg->ring_bytes)
+		fprintf(out, "ring-bytes = %zu\n", cfg->ring_bytes);
+	else
+		fprintf(out, "ring-bytes = auto\n");
+	fprintf(out, "symbol-cache-bytes = %zu\n", cfg->symbol_cache_bytes);
 	fprintf(out, "max-keys = %zu\nnode = %s\nlog-level = %s\nduration = %gs\n", cfg->max_keys,
 		cfg->node, levels[cfg->log_level < 4 ? cfg->log_level : 1], cfg->duration_s);
 	fprintf(out, "stats-file = %s\n", cfg->stats_file);

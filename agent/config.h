@@ -36,7 +36,7 @@ struct agent_config {
 	char cgroup[4096];	     /* CONFIG_TARGET_CGROUP: cgroup v2 directory */
 	char db[4096];		     /* libpq conninfo or URI; "" = PG* environment */
 	size_t queue_bytes;	     /* bound of windows waiting for the database */
-	size_t ring_bytes;	     /* BPF ring buffer size (power of two pages) */
+	size_t ring_bytes;	     /* BPF ring buffer size (power of two pages); 0: auto */
 	size_t symbol_cache_bytes;   /* bound of cached symbol tables */
 	size_t max_keys;	     /* distinct aggregation keys per window */
 	char node[256];		     /* node name recorded with every source */

@@ -48,6 +48,8 @@
 
 /* the header stays 64 bytes: flags took spare room (bpf/sampler.h) */
 _Static_assert(offsetof(struct tp_sample, ips) == 64, "tp_sample header size");
+_Static_assert(TP_SAMPLE_USER_BYTES == offsetof(struct tp_sample, ips) + TP_MAX_FRAMES * 8,
+	       "a user-mode sample's ring record");
 
 /* One attached registration uprobe. */
 struct sdk_uprobe {
@@ -311,6 +313,9 @@ static int configure(struct sampler *s)
 	/* the unused path's maps shrink to their minimum */
 	err = bpf_map__set_max_entries(skel->maps.samples,
 				       agg ? (uint32_t)sysconf(_SC_PAGESIZE) : s->opts.ring_bytes);
+	if (!err) /* one row per CPU, indexed by its number */
+		err = bpf_map__set_max_entries(skel->maps.counters,
+					       (uint32_t)libbpf_num_possible_cpus());
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.stacks, agg ? s->opts.stack_entries : 1);
 	if (!err)
@@ -331,7 +336,7 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 	if (!out->ring_bytes)
 		out->ring_bytes = DEFAULT_RING;
 	if (!out->wakeup_bytes)
-		out->wakeup_bytes = out->ring_bytes / 8;
+		out->wakeup_bytes = out->ring_bytes / 4;
 	if (!out->stack_entries)
 		out->stack_entries = DEFAULT_SLOTS;
 	if (!out->aggregate_slots)
@@ -742,23 +747,25 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	int ncpu = libbpf_num_possible_cpus(), err = 0;
 	struct bpf_prog_info info;
 	__u32 info_len = sizeof(info);
-	size_t per_cpu = TP_CNT_MAX * sizeof(__u64); /* a multiple of 8: no padding */
-	__u32 zero = 0;
+	/* a row per CPU, TP_CNT_MAX counters padded to the row's size */
+	size_t row = bpf_map__value_size(s->skel->maps.counters);
 	__u64 *vals;
 
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
-	vals = calloc(ncpu, per_cpu);
+	if (row < TP_CNT_MAX * sizeof(__u64))
+		return -EINVAL;
+	vals = calloc(1, row);
 	if (!vals)
 		return -ENOMEM;
 	memset(st, 0, sizeof(*st));
-	err = bpf_map__lookup_elem(s->skel->maps.counters, &zero, sizeof(zero), vals,
-				   ncpu * per_cpu, 0);
-	if (err)
-		goto out_free_vals;
-	for (int c = 0; c < ncpu; c++)
+	for (__u32 c = 0; c < (__u32)ncpu; c++) {
+		err = bpf_map__lookup_elem(s->skel->maps.counters, &c, sizeof(c), vals, row, 0);
+		if (err)
+			goto out_free_vals;
 		for (int k = 0; k < TP_CNT_MAX; k++)
-			st->counters[k] += vals[(size_t)c * TP_CNT_MAX + k];
+			st->counters[k] += vals[k];
+	}
 	memset(&info, 0, sizeof(info));
 	err =
 	    bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.on_cpu_clock), &info, &info_len);

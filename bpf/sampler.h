@@ -112,6 +112,13 @@ struct tp_sample {
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 
+/*
+ * The ring record of a sample that interrupted user mode: the header and
+ * room for TP_MAX_FRAMES user frames (a sample of kernel mode reserves the
+ * whole struct tp_sample). Only kern_n + user_n frames are meaningful.
+ */
+#define TP_SAMPLE_USER_BYTES (64 + TP_MAX_FRAMES * 8)
+
 /* TP_PATH_AGGREGATE: key of the map "aggregates" (value: __u64 sample count). */
 struct tp_agg_key {
 	__u32 pid;	     /* tgid */
