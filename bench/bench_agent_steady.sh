@@ -40,11 +40,13 @@
 # medians over the rounds. Never fails on timing.
 #
 # usage: bench/bench_agent_steady.sh
-# environment: ROUNDS (3), WARMUP (30), MEASURE (60), TRACEPROF_BUILD_DIR
+# environment: ROUNDS (3), WARMUP (30), MEASURE (60), TRACEPROF_BUILD_DIR,
+#              CONFIGS (the configurations to run, of the four above; default all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
 rounds=${ROUNDS:-3} warmup=${WARMUP:-30} measure=${MEASURE:-60}
+configs=" ${CONFIGS:-side-2 side-1 side-2-req agent-19} "
 command -v perf >/dev/null || { echo "needs perf (linux-perf)" >&2; exit 1; }
 . "$root/bench/lib.sh"
 bench_setup steady
@@ -108,10 +110,10 @@ run() { # config threads agent_hz with_perf [cpu_burn option...]
 
 for r in $(seq "$rounds"); do
 	echo "round $r of $rounds"
-	run side-2 2 99 1
-	run side-1 1 99 1
-	run side-2-req 2 99 1 --attach-units 300
-	run agent-19 2 19 0
+	[[ $configs != *" side-2 "* ]] || run side-2 2 99 1
+	[[ $configs != *" side-1 "* ]] || run side-1 1 99 1
+	[[ $configs != *" side-2-req "* ]] || run side-2-req 2 99 1 --attach-units 300
+	[[ $configs != *" agent-19 "* ]] || run agent-19 2 19 0
 done
 
 echo
@@ -138,6 +140,7 @@ echo
 echo "Agent total over perf total, per round (side by side), as measured and with"
 echo "each profiler's in-kernel cost at its mean when not right after the other's:"
 for cfg in side-2 side-1 side-2-req; do
+	grep -q "^$cfg agent " "$results" || continue
 	paste <(grep "^$cfg agent " "$results") <(grep "^$cfg perf " "$results") |
 		awk -v cfg="$cfg" '{ printf "%s %.2f %.2f\n", cfg, ($4 + $5) / ($14 + $15), ($4 + $8) / ($14 + $18) }'
 done
