@@ -60,6 +60,23 @@ cpu_ns() {
 		CPU=$((CPU + l))
 	done
 }
+# A pipe nobody writes to: "read -t" on it is a sleep without a new process.
+exec {sleeper}<> <(:)
+# The agent's counters now (SIGUSR1 makes it rewrite its stats file) into the
+# associative array SNAP; builtins only.
+declare -A SNAP
+snap() {
+	local before="" now="" k v i
+	[ ! -f "$work/stats" ] || { IFS= read -r -d '' before <"$work/stats" || true; }
+	kill -USR1 "$agent"
+	for ((i = 0; i < 50; i++)); do
+		read -r -t 0.1 -u "$sleeper" _ || true
+		[ ! -f "$work/stats" ] || { IFS= read -r -d '' now <"$work/stats" || true; }
+		[ -z "$now" ] || [ "$now" = "$before" ] || break
+	done
+	SNAP=()
+	while IFS="=" read -r k v; do [ -z "$k" ] || SNAP[$k]=$v; done <<<"$now"
+}
 # field F of the swevent_cost line of class C in file
 sw() { sed -n "/class=$2 /s/.* $3=\([0-9.]*\).*/\1/p" "$1"; }
 pct() { awk -v ns="$1" -v s="$measure" 'BEGIN { printf "%.4f", 100 * ns / 1e9 / s }'; }
@@ -86,25 +103,33 @@ run() { # config threads agent_hz with_perf [cpu_burn option...]
 	cpu_ns "$agent"
 	a0=$CPU
 	[ "$perfpid" = 0 ] || { cpu_ns "$perfpid"; p0=$CPU; }
+	snap
+	local -A s0
+	for k in "${!SNAP[@]}"; do s0[$k]=${SNAP[$k]}; done
 	IFS= read -r -d '' line <&3 || true
 	exec 3<&-
 	cpu_ns "$agent"
 	a1=$CPU
+	snap
 	[ "$perfpid" = 0 ] || { cpu_ns "$perfpid"; p1=$CPU; }
 	printf '%s\n' "$line" >"$work/sw"
 	wait
-	local bk bn bs bf bx pk pn ps pf px
+	local bk bn bs bf bx bo pk pn ps pf px po k
 	bn=$(sw "$work/sw" bpf callbacks) bk=$(sw "$work/sw" bpf total_ns)
 	pn=$(sw "$work/sw" output callbacks) pk=$(sw "$work/sw" output total_ns)
 	bs=$(sw "$work/sw" bpf mean_ns) ps=$(sw "$work/sw" output mean_ns)
 	bf=$(sw "$work/sw" bpf far_mean_ns) pf=$(sw "$work/sw" output far_mean_ns)
 	bx=$(sw "$work/sw" bpf near_callbacks) px=$(sw "$work/sw" output near_callbacks)
+	bo=$(sw "$work/sw" bpf overlap_callbacks) po=$(sw "$work/sw" output overlap_callbacks)
 	# fields: cfg who hz process% in-kernel% mean_ns callbacks in-kernel%-at-far-mean far_mean_ns near
 	echo "$cfg agent $hz $(pct $((a1 - a0))) $(pct "$bk") $bs $bn $(pct $((bf * bn))) $bf $bx" >>"$results"
-	echo "round: $cfg agent ${hz} Hz: process $(pct $((a1 - a0))) %, in-kernel $(pct "$bk") % ($bs ns x $bn; $bx right after perf's; the rest $bf ns)"
+	echo "round: $cfg agent ${hz} Hz: process $(pct $((a1 - a0))) %, in-kernel $(pct "$bk") % ($bs ns x $bn; $bx right after perf's; the rest $bf ns; $bo while another CPU took one)"
+	# where the agent's main thread went in the window (its stats file, docs/agent.md)
+	d() { echo $((${SNAP[$1]:-0} - ${s0[$1]:-0})); }
+	echo "round: $cfg agent main thread $(pct "$(d main_cpu_ns)") %: ring $(pct "$(d main_cpu_poll_ns)") % (symbolizing $(pct "$(d main_cpu_symbolize_ns)") %), looking at processes $(pct "$(d main_cpu_inspect_ns)") %, windows $(pct "$(d main_cpu_window_ns)") %; $(d samples) samples, $(d stack_misses) new stacks, $(d inspections) processes looked at, $(d sym_elf_loads) ELF files loaded, $(d execs) execs, $(d forks) forks"
 	if [ "$with_perf" = 1 ]; then
 		echo "$cfg perf 99 $(pct $((p1 - p0))) $(pct "$pk") $ps $pn $(pct $((pf * pn))) $pf $px" >>"$results"
-		echo "round: $cfg perf 99 Hz: process $(pct $((p1 - p0))) %, in-kernel $(pct "$pk") % ($ps ns x $pn; $px right after the agent's; the rest $pf ns)"
+		echo "round: $cfg perf 99 Hz: process $(pct $((p1 - p0))) %, in-kernel $(pct "$pk") % ($ps ns x $pn; $px right after the agent's; the rest $pf ns; $po while another CPU took one)"
 	fi
 }
 

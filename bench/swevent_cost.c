@@ -14,12 +14,15 @@
  *
  *   swevent_cost class=K callbacks=C total_ns=T mean_ns=M median_ns=D max_ns=X
  *                wall_s=W core_pct=P near_callbacks=N far_mean_ns=F
+ *                overlap_callbacks=O overlap_mean_ns=OM alone_mean_ns=AM
  *
  * one line per class K (output: perf record, bpf: a BPF profiler); the
  * median to 100 ns, from a histogram kept in the kernel. N callbacks began
  * less than 0.5 ms after the other class's last one on the same CPU (the
  * sampling path still warm from it: cheaper); F is the mean of the rest,
- * the figure to compare two profilers run side by side.
+ * the figure to compare two profilers run side by side. O callbacks ran
+ * while another CPU ran one of the same class (the same profiler sampling
+ * two CPUs at the same instant); OM is their mean, AM the others'.
  * With --settle S the probe is attached, S seconds pass uncounted, and the
  * line "swevent_cost measuring" is printed when counting starts: a
  * benchmark reading it starts its own figures then, so the start-up of
@@ -87,6 +90,8 @@ static void report(const char *cls, const struct swevent_cost *percpu, int ncpu,
 		total.total_ns += percpu[i].total_ns;
 		total.near_callbacks += percpu[i].near_callbacks;
 		total.near_total_ns += percpu[i].near_total_ns;
+		total.overlap_callbacks += percpu[i].overlap_callbacks;
+		total.overlap_total_ns += percpu[i].overlap_total_ns;
 		if (percpu[i].max_ns > total.max_ns)
 			total.max_ns = percpu[i].max_ns;
 		for (int b = 0; b < SWEVENT_HIST_BUCKETS; b++)
@@ -103,11 +108,19 @@ static void report(const char *cls, const struct swevent_cost *percpu, int ncpu,
 	far_ns = total.total_ns - total.near_total_ns;
 	printf("swevent_cost class=%s callbacks=%" PRIu64 " total_ns=%" PRIu64
 	       " mean_ns=%.0f median_ns=%.0f max_ns=%" PRIu64 " wall_s=%.2f core_pct=%.4f"
-	       " near_callbacks=%" PRIu64 " far_mean_ns=%.0f\n",
+	       " near_callbacks=%" PRIu64 " far_mean_ns=%.0f overlap_callbacks=%" PRIu64
+	       " overlap_mean_ns=%.0f alone_mean_ns=%.0f\n",
 	       cls, (uint64_t)total.callbacks, (uint64_t)total.total_ns,
 	       total.callbacks ? (double)total.total_ns / total.callbacks : 0.0, median_ns,
 	       (uint64_t)total.max_ns, wall, 100.0 * total.total_ns / 1e9 / wall,
-	       (uint64_t)total.near_callbacks, far ? (double)far_ns / far : 0.0);
+	       (uint64_t)total.near_callbacks, far ? (double)far_ns / far : 0.0,
+	       (uint64_t)total.overlap_callbacks,
+	       total.overlap_callbacks ? (double)total.overlap_total_ns / total.overlap_callbacks
+				       : 0.0,
+	       total.callbacks > total.overlap_callbacks
+		   ? (double)(total.total_ns - total.overlap_total_ns) /
+			 (double)(total.callbacks - total.overlap_callbacks)
+		   : 0.0);
 }
 
 static void usage(FILE *out)

@@ -40,7 +40,9 @@ const volatile __u64 swevent_fn = 0; /* address of perf_swevent_hrtimer */
  */
 struct timing {
 	__u64 start_ns;
+	__u64 entries_at_start; /* entries[cls] when this callback began */
 	__u32 cls;
+	__u32 overlap; /* another CPU was in a callback of this class when it began */
 	__u64 last_end_ns[SWEVENT_CLASSES];
 };
 
@@ -50,6 +52,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct timing);
 } started SEC(".maps");
+
+/*
+ * Per class, over all CPUs: callbacks running now, and callbacks begun.
+ * A callback overlaps another CPU's when one was running as it began, or
+ * one began before it ended: two CPUs sampling at the same instant share
+ * whatever the profiler shares between CPUs (a BPF ring buffer's lock and
+ * positions; perf record has a buffer per CPU).
+ */
+__u64 running[SWEVENT_CLASSES];
+__u64 entries[SWEVENT_CLASSES];
 
 /* enum swevent_class -> totals, per CPU. */
 struct {
@@ -75,6 +87,13 @@ int BPF_PROG(on_expire_entry, struct hrtimer *timer)
 		return 0;
 	event = (struct perf_event *)((char *)timer - off);
 	t->cls = BPF_CORE_READ(event, prog) ? SWEVENT_BPF : SWEVENT_OUTPUT;
+	if (t->cls == SWEVENT_BPF) { /* constant indices: the verifier sees each bound */
+		t->overlap = __sync_fetch_and_add(&running[SWEVENT_BPF], 1) != 0;
+		t->entries_at_start = __sync_fetch_and_add(&entries[SWEVENT_BPF], 1);
+	} else {
+		t->overlap = __sync_fetch_and_add(&running[SWEVENT_OUTPUT], 1) != 0;
+		t->entries_at_start = __sync_fetch_and_add(&entries[SWEVENT_OUTPUT], 1);
+	}
 	t->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -82,7 +101,7 @@ int BPF_PROG(on_expire_entry, struct hrtimer *timer)
 SEC("tp_btf/hrtimer_expire_exit")
 int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 {
-	__u64 now = bpf_ktime_get_ns(), start, d, other;
+	__u64 now = bpf_ktime_get_ns(), start, d, other, begun;
 	struct swevent_cost *c;
 	struct timing *t;
 	__u32 zero = 0, cls;
@@ -96,10 +115,15 @@ int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 	cls = t->cls;
 	/* constant indices: the verifier sees each bound */
 	other = cls == SWEVENT_BPF ? t->last_end_ns[SWEVENT_OUTPUT] : t->last_end_ns[SWEVENT_BPF];
-	if (cls == SWEVENT_BPF)
+	if (cls == SWEVENT_BPF) {
 		t->last_end_ns[SWEVENT_BPF] = now;
-	else
+		__sync_fetch_and_add(&running[SWEVENT_BPF], -1);
+		begun = entries[SWEVENT_BPF];
+	} else {
 		t->last_end_ns[SWEVENT_OUTPUT] = now;
+		__sync_fetch_and_add(&running[SWEVENT_OUTPUT], -1);
+		begun = entries[SWEVENT_OUTPUT];
+	}
 	c = bpf_map_lookup_elem(&cost, &cls);
 	if (!c)
 		return 0;
@@ -108,6 +132,10 @@ int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 	if (other && start - other < SWEVENT_NEAR_NS) {
 		c->near_callbacks++;
 		c->near_total_ns += d;
+	}
+	if (t->overlap || begun > t->entries_at_start + 1) {
+		c->overlap_callbacks++;
+		c->overlap_total_ns += d;
 	}
 	if (d > c->max_ns)
 		c->max_ns = d;

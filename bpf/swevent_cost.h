@@ -29,6 +29,9 @@ struct swevent_cost {
 	__u64 near_callbacks;		  /* of those, started < SWEVENT_NEAR_NS after the other
 					     class's last callback on this CPU ended */
 	__u64 near_total_ns;		  /* their summed duration */
+	__u64 overlap_callbacks;	  /* callbacks that ran while another CPU ran one of
+					     the same class (the same profiler) */
+	__u64 overlap_total_ns;		  /* their summed duration */
 	__u64 hist[SWEVENT_HIST_BUCKETS]; /* durations; the last bucket holds the rest */
 };
 
