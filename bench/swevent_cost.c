@@ -2,7 +2,7 @@
  * swevent_cost - time the kernel spends taking samples of software
  * CPU-clock perf events, for comparing profilers' in-kernel cost.
  *
- * usage: swevent_cost [--seconds N] [--settle S] [-- COMMAND [ARG]...]
+ * usage: swevent_cost [--seconds N] [--settle S] [--prog-b ID] [-- COMMAND [ARG]...]
  *
  * A perf record and a BPF profiler both sample through a CPU-clock event:
  * an hrtimer whose callback (perf_swevent_hrtimer) does the profiler's
@@ -16,7 +16,8 @@
  *                wall_s=W core_pct=P near_callbacks=N far_mean_ns=F
  *                overlap_callbacks=O overlap_mean_ns=OM alone_mean_ns=AM
  *
- * one line per class K (output: perf record, bpf: a BPF profiler); the
+ * one line per class K (output: perf record, bpf: a BPF profiler; with
+ * --prog-b ID also bpf-b: the callbacks of BPF program ID); the
  * median to 100 ns, from a histogram kept in the kernel. N callbacks began
  * less than 0.5 ms after the other class's last one on the same CPU (the
  * sampling path still warm from it: cheaper); F is the mean of the rest,
@@ -125,11 +126,14 @@ static void report(const char *cls, const struct swevent_cost *percpu, int ncpu,
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: swevent_cost [--seconds N] [--settle S] [-- COMMAND [ARG]...]\n"
+	fprintf(out, "usage: swevent_cost [--seconds N] [--settle S] [--prog-b ID] [-- COMMAND "
+		     "[ARG]...]\n"
 		     "times the kernel's perf_swevent_hrtimer callbacks (the per-sample work of\n"
 		     "CPU-clock profilers) for N seconds (default 10) or while COMMAND runs;\n"
 		     "--settle S: wait S seconds after attaching, uncounted, then print\n"
-		     "\"swevent_cost measuring\" and start counting\n");
+		     "\"swevent_cost measuring\" and start counting;\n"
+		     "--prog-b ID: the callbacks of BPF program ID are class bpf-b, the other\n"
+		     "BPF programs' class bpf (two builds of a BPF profiler side by side)\n");
 }
 
 static void sleep_s(double s)
@@ -157,6 +161,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"seconds", required_argument, NULL, 's'},
 					     {"settle", required_argument, NULL, 'w'},
+					     {"prog-b", required_argument, NULL, 'b'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
 	struct swevent_cost_bpf *skel;
@@ -164,6 +169,7 @@ int main(int argc, char **argv)
 	double seconds = 10, settle = 0, t0, wall;
 	int opt, ncpu, status = 0, rc = 0;
 	pid_t child = 0;
+	unsigned long prog_b = 0;
 	uint64_t fn;
 
 	while ((opt = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
@@ -171,6 +177,17 @@ int main(int argc, char **argv)
 			seconds = positive_arg("--seconds", optarg, false);
 			if (seconds < 0)
 				return 2;
+		} else if (opt == 'b') {
+			char *end;
+
+			errno = 0;
+			prog_b = strtoul(optarg, &end, 10);
+			if (errno || *end || !prog_b || prog_b > UINT32_MAX) {
+				fprintf(stderr,
+					"swevent_cost: --prog-b wants a BPF program id, got '%s'\n",
+					optarg);
+				return 2;
+			}
 		} else if (opt == 'w') {
 			settle = positive_arg("--settle", optarg, true);
 			if (settle < 0)
@@ -195,6 +212,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	skel->rodata->swevent_fn = fn;
+	skel->rodata->prog_b_id = (uint32_t)prog_b;
 	if (swevent_cost_bpf__load(skel) || swevent_cost_bpf__attach(skel)) {
 		fprintf(stderr, "swevent_cost: cannot load or attach the probe: %s\n",
 			strerror(errno));
@@ -253,7 +271,12 @@ int main(int argc, char **argv)
 			swevent_cost_bpf__destroy(skel);
 			return 1;
 		}
-		report(cls == SWEVENT_BPF ? "bpf" : "output", percpu, ncpu, wall);
+		if (cls == SWEVENT_BPF_B && !prog_b)
+			continue;
+		report(cls == SWEVENT_BPF     ? "bpf"
+		       : cls == SWEVENT_BPF_B ? "bpf-b"
+					      : "output",
+		       percpu, ncpu, wall);
 	}
 	free(percpu);
 	swevent_cost_bpf__destroy(skel);

@@ -20,8 +20,10 @@
  * after the other's, it finds the sampling path warm and costs less (a
  * quarter less and more on a 2-vCPU VM), and which one follows which
  * depends on when each started. Callbacks that start less than
- * SWEVENT_NEAR_NS after the other class's last one ended on the same CPU
- * are also counted apart, so a reader can compare the rest.
+ * SWEVENT_NEAR_NS after another class's last one ended on the same CPU
+ * are also counted apart, so a reader can compare the rest. With
+ * prog_b_id set, one BPF program's callbacks are a class of their own
+ * (SWEVENT_BPF_B): two builds of a BPF profiler measured side by side.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -33,6 +35,10 @@
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u64 swevent_fn = 0; /* address of perf_swevent_hrtimer */
+const volatile __u32 prog_b_id = 0;  /* a BPF program whose callbacks are SWEVENT_BPF_B */
+
+/* Per-class arrays have a power-of-two number of slots: a masked index is in bounds. */
+#define SLOTS 4
 
 /*
  * The callback running on this CPU: start time (0: none timed) and class;
@@ -43,7 +49,7 @@ struct timing {
 	__u64 entries_at_start; /* entries[cls] when this callback began */
 	__u32 cls;
 	__u32 overlap; /* another CPU was in a callback of this class when it began */
-	__u64 last_end_ns[SWEVENT_CLASSES];
+	__u64 last_end_ns[SLOTS];
 };
 
 struct {
@@ -60,8 +66,8 @@ struct {
  * whatever the profiler shares between CPUs (a BPF ring buffer's lock and
  * positions; perf record has a buffer per CPU).
  */
-__u64 running[SWEVENT_CLASSES];
-__u64 entries[SWEVENT_CLASSES];
+__u64 running[SLOTS];
+__u64 entries[SLOTS];
 
 /* enum swevent_class -> totals, per CPU. */
 struct {
@@ -77,8 +83,9 @@ int BPF_PROG(on_expire_entry, struct hrtimer *timer)
 	__u64 off = bpf_core_field_offset(struct perf_event, hw) +
 		    bpf_core_field_offset(struct hw_perf_event, hrtimer);
 	struct perf_event *event;
+	struct bpf_prog *prog;
 	struct timing *t;
-	__u32 zero = 0;
+	__u32 zero = 0, cls;
 
 	if ((__u64)timer->function != swevent_fn)
 		return 0;
@@ -86,14 +93,16 @@ int BPF_PROG(on_expire_entry, struct hrtimer *timer)
 	if (!t)
 		return 0;
 	event = (struct perf_event *)((char *)timer - off);
-	t->cls = BPF_CORE_READ(event, prog) ? SWEVENT_BPF : SWEVENT_OUTPUT;
-	if (t->cls == SWEVENT_BPF) { /* constant indices: the verifier sees each bound */
-		t->overlap = __sync_fetch_and_add(&running[SWEVENT_BPF], 1) != 0;
-		t->entries_at_start = __sync_fetch_and_add(&entries[SWEVENT_BPF], 1);
-	} else {
-		t->overlap = __sync_fetch_and_add(&running[SWEVENT_OUTPUT], 1) != 0;
-		t->entries_at_start = __sync_fetch_and_add(&entries[SWEVENT_OUTPUT], 1);
-	}
+	prog = BPF_CORE_READ(event, prog);
+	if (!prog)
+		cls = SWEVENT_OUTPUT;
+	else if (prog_b_id && BPF_CORE_READ(prog, aux, id) == prog_b_id)
+		cls = SWEVENT_BPF_B;
+	else
+		cls = SWEVENT_BPF;
+	t->cls = cls;
+	t->overlap = __sync_fetch_and_add(&running[cls & (SLOTS - 1)], 1) != 0;
+	t->entries_at_start = __sync_fetch_and_add(&entries[cls & (SLOTS - 1)], 1);
 	t->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -112,18 +121,15 @@ int BPF_PROG(on_expire_exit, struct hrtimer *timer)
 	start = t->start_ns;
 	t->start_ns = 0;
 	d = now - start;
-	cls = t->cls;
-	/* constant indices: the verifier sees each bound */
-	other = cls == SWEVENT_BPF ? t->last_end_ns[SWEVENT_OUTPUT] : t->last_end_ns[SWEVENT_BPF];
-	if (cls == SWEVENT_BPF) {
-		t->last_end_ns[SWEVENT_BPF] = now;
-		__sync_fetch_and_add(&running[SWEVENT_BPF], -1);
-		begun = entries[SWEVENT_BPF];
-	} else {
-		t->last_end_ns[SWEVENT_OUTPUT] = now;
-		__sync_fetch_and_add(&running[SWEVENT_OUTPUT], -1);
-		begun = entries[SWEVENT_OUTPUT];
-	}
+	cls = t->cls & (SLOTS - 1);
+	/* the latest end of another class's callback here */
+	other = 0;
+	for (__u32 k = 0; k < SWEVENT_CLASSES; k++)
+		if (k != cls && t->last_end_ns[k] > other)
+			other = t->last_end_ns[k];
+	t->last_end_ns[cls] = now;
+	__sync_fetch_and_add(&running[cls], -1);
+	begun = entries[cls];
 	c = bpf_map_lookup_elem(&cost, &cls);
 	if (!c)
 		return 0;

@@ -18,7 +18,8 @@
 enum swevent_class {
 	SWEVENT_OUTPUT = 0, /* no BPF program: the kernel writes a sample record (perf record) */
 	SWEVENT_BPF = 1,    /* a BPF program runs instead (traceprof-agent) */
-	SWEVENT_CLASSES = 2,
+	SWEVENT_BPF_B = 2,  /* the BPF program given by id (a second agent build, side by side) */
+	SWEVENT_CLASSES = 3,
 };
 
 /* Time spent in the software perf events' hrtimer callback, per CPU. */
