@@ -66,6 +66,20 @@ int main(void)
 	CHECK(config_set(&cfg, "queue-bytes", "12Q", err, sizeof(err)) == -EINVAL &&
 		  strstr(err, "size"),
 	      "bad size: %s", err);
+	/* ring-bytes: auto by default (sized by the CPUs at start), or a size */
+	CHECK(cfg.ring_bytes == 0, "default ring auto %zu", cfg.ring_bytes);
+	printed(&cfg, out, sizeof(out));
+	CHECK(strstr(out, "ring-bytes = auto\n") != NULL, "auto ring printed: %s", out);
+	CHECK(config_set(&cfg, "ring-bytes", "4M", err, sizeof(err)) == 0 &&
+		  cfg.ring_bytes == 4u << 20,
+	      "ring 4M");
+	printed(&cfg, out, sizeof(out));
+	CHECK(strstr(out, "ring-bytes = 4194304\n") != NULL, "ring printed: %s", out);
+	CHECK(config_set(&cfg, "ring-bytes", "auto", err, sizeof(err)) == 0 && cfg.ring_bytes == 0,
+	      "ring auto again");
+	CHECK(config_set(&cfg, "queue-bytes", "auto", err, sizeof(err)) == -EINVAL &&
+		  cfg.queue_bytes == 1u << 30,
+	      "auto only where it is the default: %s", err);
 	CHECK(config_set(&cfg, "duration", "1.5s", err, sizeof(err)) == 0 && cfg.duration_s == 1.5,
 	      "duration 1.5s");
 	CHECK(config_set(&cfg, "target", "pid:12,34", err, sizeof(err)) == 0 &&
