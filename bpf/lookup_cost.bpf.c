@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * lookup_cost.bpf.c - what one way of finding a thread's context costs a
- * CPU-clock sample (a benchmark probe, not part of the agent).
+ * lookup_cost.bpf.c - what one way of finding a thread's context, of
+ * handing a sample over or of counting costs a CPU-clock sample (a
+ * benchmark probe, not part of the agent).
  *
  * A perf_event program on a CPU-clock event runs in a timer interrupt
  * after the interrupted task ran: whatever it touches may be out of the
