@@ -135,7 +135,7 @@ struct tp_agg_key {
  */
 enum tp_counter {
 	TP_CNT_SAMPLES = 0,	    /* program runs that kept a sample */
-	TP_CNT_FILTERED = 1,	    /* runs skipped by the target filter or idle */
+	TP_CNT_FILTERED = 1,	    /* runs skipped by the target filter (idle ticks never run) */
 	TP_CNT_RINGBUF_FULL = 2,    /* samples lost: ring buffer full */
 	TP_CNT_TAGGED = 3,	    /* samples with TP_CTX_TAGGED */
 	TP_CNT_CTX_FAULT = 4,	    /* samples with TP_CTX_FAULT */
