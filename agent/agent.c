@@ -1285,23 +1285,6 @@ static struct symbolizer *new_symbolizer(const struct agent *a)
 	return sym_new(&o);
 }
 
-/*
- * The ring's size: as configured, or for "auto" 128 KiB per CPU and at
- * least 1 MiB. A sample of user mode takes 1,088 bytes of ring (room for
- * 127 frames is reserved: bpf/sampler.bpf.c, emit_record), so 128 KiB is
- * 6 s of one CPU at 19 Hz and 1.2 s at 99 Hz, and the agent is woken at a
- * quarter of the ring.
- */
-static size_t ring_bytes_wanted(const struct agent_config *cfg)
-{
-	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
-	size_t auto_bytes = (size_t)(ncpu > 0 ? ncpu : 1) * (128u << 10);
-
-	if (cfg->ring_bytes)
-		return cfg->ring_bytes;
-	return auto_bytes < (1u << 20) ? 1u << 20 : auto_bytes;
-}
-
 struct agent *agent_new(const struct agent_config *cfg)
 {
 	struct agent *a = calloc(1, sizeof(*a));
@@ -1340,9 +1323,12 @@ struct agent *agent_new(const struct agent_config *cfg)
 	}
 
 	so.hz = cfg->frequency;
-	so.ring_bytes = 4096;
-	while (so.ring_bytes < ring_bytes_wanted(cfg)) /* a power-of-two number of pages */
-		so.ring_bytes *= 2;
+	so.ring_bytes = 0; /* "auto": the sampler sizes it by the CPUs */
+	if (cfg->ring_bytes) {
+		so.ring_bytes = 4096;
+		while (so.ring_bytes < cfg->ring_bytes) /* a power-of-two number of pages */
+			so.ring_bytes *= 2;
+	}
 	so.filter = cfg->target == CONFIG_TARGET_PIDS	  ? TP_FILTER_PIDS
 		    : cfg->target == CONFIG_TARGET_CGROUP ? TP_FILTER_CGROUP
 							  : TP_FILTER_ALL;

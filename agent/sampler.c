@@ -36,7 +36,8 @@
 #define CPUS_ONLINE	  "/sys/devices/system/cpu/online"
 #define PARANOID	  "/proc/sys/kernel/perf_event_paranoid"
 #define DEFAULT_HZ	  19
-#define DEFAULT_RING	  (1u << 20)
+#define MIN_RING	  (1u << 20)   /* the default ring's least size */
+#define RING_PER_CPU	  (128u << 10) /* the default ring's size per possible CPU */
 #define DEFAULT_SLOTS	  16384
 #define RAISED_INITIAL_HZ 99 /* the raised events' frequency until sampler_set_raised */
 #define CAP_SYS_ADMIN_B	  21
@@ -331,6 +332,23 @@ static int configure(struct sampler *s)
 	return err;
 }
 
+/*
+ * The ring when none is asked for: 128 KiB per possible CPU, at least
+ * 1 MiB, rounded up to a power of two. A sample of user mode takes 1,088
+ * bytes of ring (room for 127 frames is reserved: bpf/sampler.bpf.c,
+ * emit_record), so 128 KiB is 6 s of one CPU at 19 Hz and 1.2 s at 99 Hz;
+ * the reader is woken at a quarter of the ring.
+ */
+static size_t default_ring_bytes(void)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	size_t want = (size_t)(ncpu > 0 ? ncpu : 1) * RING_PER_CPU, ring = MIN_RING;
+
+	while (ring < want)
+		ring *= 2;
+	return ring;
+}
+
 static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -341,7 +359,7 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 	if (!out->hz)
 		out->hz = DEFAULT_HZ;
 	if (!out->ring_bytes)
-		out->ring_bytes = DEFAULT_RING;
+		out->ring_bytes = default_ring_bytes();
 	if (!out->wakeup_bytes)
 		out->wakeup_bytes = out->ring_bytes / 4;
 	if (!out->stack_entries)

@@ -322,12 +322,16 @@ static __always_inline bool is_kernel_thread(void)
 	return task->flags & PF_KTHREAD;
 }
 
-static __always_inline void count_ctx(const struct thread_ctx *tc)
+/* A kept sample's counters, in this CPU's counters c (NULL: none). */
+static __always_inline void count_kept(struct counter_set *c, const struct thread_ctx *tc)
 {
+	if (!c)
+		return;
+	c->n[TP_CNT_SAMPLES]++;
 	if (tc->state == TP_CTX_TAGGED)
-		count(TP_CNT_TAGGED);
+		c->n[TP_CNT_TAGGED]++;
 	else if (tc->state == TP_CTX_FAULT)
-		count(TP_CNT_CTX_FAULT);
+		c->n[TP_CNT_CTX_FAULT]++;
 }
 
 /*
@@ -401,13 +405,9 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 			    ? BPF_RB_NO_WAKEUP
 			    : BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(s, flags);
+	count_kept(c, tc);
 	if (!c)
 		return;
-	c->n[TP_CNT_SAMPLES]++;
-	if (tc->state == TP_CTX_TAGGED)
-		c->n[TP_CNT_TAGGED]++;
-	else if (tc->state == TP_CTX_FAULT)
-		c->n[TP_CNT_CTX_FAULT]++;
 	if (sflags & TP_SAMPLE_RAISED)
 		c->n[TP_CNT_RAISED]++;
 	if (sflags & TP_SAMPLE_BASE)
@@ -473,8 +473,7 @@ static __always_inline void aggregate_sample(struct bpf_perf_event_data *ctx, __
 			return;
 		}
 	}
-	count(TP_CNT_SAMPLES);
-	count_ctx(tc);
+	count_kept(counters_here(), tc);
 }
 
 SEC("perf_event")
