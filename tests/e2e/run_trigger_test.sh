@@ -9,7 +9,8 @@
 # truth:
 #  - exactly 5 requests are claimed, all slow ones, and the trigger completes;
 #  - each claimed trace has raised samples at 99 Hz in trigger_samples, at
-#    about 99 per CPU-second of the request (measured from stored rows);
+#    about 99 per CPU-second of the request (measured from stored rows,
+#    within 25 % or 3 standard deviations each, within 20 % together);
 #  - the continuous profile keeps the base rate (no 99 Hz rows in samples);
 #  - the agent lowers sampling back to the base rate within a second of the
 #    last claim.
@@ -96,14 +97,29 @@ check "no trigger samples of unclaimed traces" 0 \
 	 USING (trigger_id) WHERE NOT s.trace_id = ANY (g.trace_ids)"
 check "the continuous profile stays at the base rate" 0 \
 	"SELECT count(*) FROM traceprof.samples WHERE hz <> 19"
-# raised samples per CPU-second of each claimed request, from stored rows
-rates=$(q "SELECT string_agg(round(n / (t.server_cpu_us / 1e6))::text, ' ')
+# raised samples per CPU-second of each claimed request, from stored rows.
+# Which thread a tick finds running is a random draw on a shared machine, so
+# a request of ~40 expected samples is checked as test_raise does: within 25 %
+# or 3 standard deviations of 99 per CPU-second (that still tells 99 Hz from
+# 19 Hz and from twice 99); all claimed requests together within 20 %.
+counts=$(q "SELECT string_agg(r.n || ':' || t.server_cpu_us, ' ')
 	 FROM (SELECT s.trace_id, sum(coalesce(u.c, 1)) AS n FROM traceprof.trigger_samples s,
 	       unnest(s.stacks, s.counts) u(k, c) GROUP BY 1) r JOIN truth t ON t.trace_id = traceprof.trace_id_text(r.trace_id)")
-echo "raised samples per CPU-second of the claimed requests: $rates"
-for r in $rates; do
-	[ "$r" -ge 70 ] && [ "$r" -le 130 ] || fail "a claimed request was sampled at $r Hz, not about 99"
-done
+echo "raised samples:CPU-us of the claimed requests: $counts"
+awk -v c="$counts" 'BEGIN {
+	k = split(c, rq, " "); bad = 0; n_all = 0; cpu_all = 0
+	for (i = 1; i <= k; i++) {
+		split(rq[i], f, ":"); n = f[1]; want = 99 * f[2] / 1e6
+		tol = want * 0.25 > 3 * sqrt(want) ? want * 0.25 : 3 * sqrt(want)
+		printf "  %d samples in %.0f ms of CPU: %.0f per CPU-second (%.0f to %.0f samples expected)\n",
+		       n, f[2] / 1e3, n / (f[2] / 1e6), want - tol, want + tol
+		if (want <= 0 || n < want - tol || n > want + tol) bad++
+		n_all += n; cpu_all += f[2]
+	}
+	all = cpu_all > 0 ? n_all / (cpu_all / 1e6) : 0
+	printf "  all claimed requests: %.1f per CPU-second\n", all
+	exit !(k == 5 && bad == 0 && all >= 79 && all <= 119)
+}' || fail "claimed requests were not sampled at about 99 per CPU-second"
 check "the trace profile of a claimed trace reads its 99 Hz samples" 5 \
 	"SELECT count(*) FROM traceprof.trace_profile_triggers g, unnest(g.trace_ids) tid
 	 WHERE g.name = 'slow-pay' AND (SELECT sum(self_samples) FROM
