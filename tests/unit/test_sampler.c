@@ -15,6 +15,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -261,6 +262,18 @@ static void child_sdk_exec(void)
 }
 
 /* Forks a child running fn; waits until it is set up. */
+/* Busy in the kernel: reads of /dev/zero, most of their time copying zeros out. */
+static void child_reads(void)
+{
+	static char buf[1 << 20];
+	int fd = open("/dev/zero", O_RDONLY);
+
+	ctl->ready = 1;
+	for (;;)
+		if (fd < 0 || read(fd, buf, sizeof(buf)) < 0)
+			spin_leaf();
+}
+
 static pid_t spawn(void (*fn)(void))
 {
 	struct timespec ts = {0, 1000000};
@@ -876,6 +889,138 @@ static void test_fork(void)
 	sampler_free(s);
 }
 
+/* Kernel text symbols from /proc/kallsyms, sorted by address. */
+struct ksym {
+	uint64_t addr;
+	char name[64];
+};
+static struct ksym *ksyms;
+static size_t nksyms;
+
+static int cmp_ksym(const void *a, const void *b)
+{
+	const struct ksym *x = a, *y = b;
+
+	return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+static void load_ksyms(void)
+{
+	char line[512], name[256], type;
+	unsigned long long addr;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx %c %255s", &addr, &type, name) != 3 || !addr ||
+		    (type != 't' && type != 'T'))
+			continue;
+		if (nksyms == cap) {
+			cap = cap ? 2 * cap : 65536;
+			ksyms = realloc(ksyms, cap * sizeof(*ksyms));
+			if (!ksyms)
+				abort();
+		}
+		ksyms[nksyms].addr = addr;
+		name[sizeof(ksyms[0].name) - 1] = '\0';
+		memcpy(ksyms[nksyms++].name, name, sizeof(ksyms[0].name));
+	}
+	if (f)
+		fclose(f);
+	qsort(ksyms, nksyms, sizeof(*ksyms), cmp_ksym);
+}
+
+/* Name of the kernel function holding addr; "" when unknown. */
+static const char *ksym_name(uint64_t addr)
+{
+	size_t lo = 0, hi = nksyms;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (ksyms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? ksyms[lo - 1].name : "";
+}
+
+struct ktally {
+	pid_t pid;
+	int n;	       /* samples of the child */
+	int kernel;    /* with kernel frames */
+	int in_read;   /* of which one frame is in the read system call's path */
+	int sampling;  /* of which one frame is the sampling's own (timer, hrtimer, BPF) */
+	int no_user;   /* of those, without user frames */
+	char bad[128]; /* the first frame of the sampling's own seen */
+};
+
+static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
+{
+	struct ktally *t = arg;
+	bool read_path = false, own = false;
+
+	if (smp->pid != (uint32_t)t->pid)
+		return 0;
+	t->n++;
+	if (!smp->kern_n)
+		return 0;
+	t->kernel++;
+	t->no_user += smp->user_n == 0;
+	for (int i = 0; i < smp->kern_n; i++) {
+		const char *name = ksym_name(smp->ips[i]);
+
+		read_path |= strstr(name, "sys_read") || strstr(name, "vfs_read") ||
+			     strstr(name, "read_zero") || strstr(name, "read_iter_zero");
+		if (strstr(name, "apic_timer_interrupt") || strstr(name, "hrtimer") ||
+		    strstr(name, "bpf_") || strstr(name, "perf_") || strstr(name, "tick_")) {
+			own = true;
+			if (!t->bad[0])
+				snprintf(t->bad, sizeof(t->bad), "%s (frame %d)", name, i);
+		}
+	}
+	t->in_read += read_path;
+	t->sampling += own;
+	return 0;
+}
+
+/*
+ * (k) Kernel stacks: a child reading /dev/zero is mostly in the kernel;
+ * its samples there carry the read path's frames, never the sampling's
+ * own (the timer interrupt, hrtimers, perf, BPF), and still the user
+ * stack.
+ */
+static void test_kernel_stacks(void)
+{
+	const char *cn = "kernel stacks";
+	struct ktally t = {0};
+	struct sampler *s;
+	struct timespec a, b;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	t.pid = spawn(child_reads);
+	CHECK(sampler_add_target_pid(s, t.pid) == 0, "%s: add target", cn);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		sampler_poll(s, 100, tally_kernel, &t);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < 2000);
+	reap(t.pid);
+	while (sampler_poll(s, 0, tally_kernel, &t) > 0)
+		;
+	CHECK(t.n >= 20, "%s: samples of the reading child: %d", cn, t.n);
+	CHECK(t.kernel * 2 >= t.n, "%s: most in the kernel: %d of %d", cn, t.kernel, t.n);
+	CHECK(t.in_read * 10 >= t.kernel * 9, "%s: kernel stacks in the read path: %d of %d", cn,
+	      t.in_read, t.kernel);
+	CHECK(t.sampling == 0, "%s: no frame of the sampling's own: %d (first: %s)", cn, t.sampling,
+	      t.bad);
+	CHECK(t.no_user == 0, "%s: user frames under the kernel ones (%d without)", cn, t.no_user);
+	sampler_free(s);
+}
+
 int main(void)
 {
 	struct stat st;
@@ -892,7 +1037,9 @@ int main(void)
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (ctl == MAP_FAILED)
 		return 1;
+	load_ksyms();
 	test_busy_child();
+	test_kernel_stacks();
 	test_tls("static tls", child_static_tls);
 	test_tls("dtv tls", child_dtv_tls);
 	test_sdk_uprobe();
