@@ -88,14 +88,99 @@ static int elf_ready(void)
 	return 0;
 }
 
-/* Looks name up in .dynsym, then .symtab; defined symbols only. */
+/* The GNU hash of a symbol name (the dynamic linker's). */
+static uint32_t gnu_hash(const char *name)
+{
+	uint32_t h = 5381;
+
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		h = h * 33 + *c;
+	return h;
+}
+
+/*
+ * Looks name up in the dynamic symbols through their GNU hash table
+ * (section gh, ELF64): a few probes instead of a walk of every symbol.
+ * 1: found (*out), 0: not defined there, -1: the table cannot be used.
+ */
+static int gnu_hash_lookup(Elf *elf, Elf_Scn *gh, const char *name, GElf_Sym *out)
+{
+	Elf_Scn *dyn;
+	GElf_Shdr gsh, dsh;
+	Elf_Data *gd, *dd;
+	const uint32_t *hdr, *buckets, *chain;
+	const uint64_t *bloom;
+	uint32_t h = gnu_hash(name), nbuckets, symoffset, bloom_size, shift, i;
+	size_t words, nsyms;
+	uint64_t word;
+
+	if (gelf_getclass(elf) != ELFCLASS64 || !gelf_getshdr(gh, &gsh) ||
+	    !(dyn = elf_getscn(elf, gsh.sh_link)) || !gelf_getshdr(dyn, &dsh) ||
+	    dsh.sh_type != SHT_DYNSYM || !dsh.sh_entsize || !(gd = elf_rawdata(gh, NULL)) ||
+	    !(dd = elf_getdata(dyn, NULL)) || gd->d_size < 16)
+		return -1;
+	hdr = gd->d_buf;
+	nbuckets = hdr[0];
+	symoffset = hdr[1];
+	bloom_size = hdr[2];
+	shift = hdr[3];
+	nsyms = dsh.sh_size / dsh.sh_entsize;
+	words = gd->d_size / 4;
+	if (!nbuckets || !bloom_size || (bloom_size & (bloom_size - 1)) || shift >= 64 ||
+	    4 + 2 * (size_t)bloom_size + nbuckets > words)
+		return -1;
+	bloom = (const uint64_t *)(hdr + 4);
+	buckets = hdr + 4 + 2 * (size_t)bloom_size;
+	chain = buckets + nbuckets;
+	word = bloom[(h / 64) & (bloom_size - 1)];
+	if (!((word >> (h % 64)) & (word >> ((h >> shift) % 64)) & 1))
+		return 0;
+	i = buckets[h % nbuckets];
+	if (i < symoffset)
+		return 0;
+	for (;; i++) {
+		size_t c = 4 + 2 * (size_t)bloom_size + nbuckets + (i - symoffset);
+		GElf_Sym sym;
+		const char *sn;
+
+		if (c >= words || i >= nsyms)
+			return -1; /* a chain running off the table: not trusted */
+		if ((chain[i - symoffset] | 1) == (h | 1) && gelf_getsym(dd, (int)i, &sym) &&
+		    sym.st_shndx != SHN_UNDEF && (sn = elf_strptr(elf, dsh.sh_link, sym.st_name)) &&
+		    !strcmp(sn, name)) {
+			*out = sym;
+			return 1;
+		}
+		if (chain[i - symoffset] & 1)
+			return 0;
+	}
+}
+
+/*
+ * Looks name up in .dynsym (through its GNU hash table when it has one),
+ * then .symtab; defined symbols only. Only a file not stripped of .symtab
+ * costs a walk of its symbols.
+ */
 static bool elf_find_symbol(Elf *elf, const char *name, GElf_Sym *out)
 {
 	static const Elf64_Word types[] = {SHT_DYNSYM, SHT_SYMTAB};
+	bool dynsym_hashed = false;
+	Elf_Scn *scn = NULL;
 
-	for (size_t t = 0; t < 2; t++) {
-		Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		int r;
 
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_GNU_HASH)
+			continue;
+		r = gnu_hash_lookup(elf, scn, name, out);
+		if (r == 1)
+			return true;
+		dynsym_hashed = r == 0;
+		break;
+	}
+	for (size_t t = dynsym_hashed ? 1 : 0; t < 2; t++) {
+		scn = NULL;
 		while ((scn = elf_nextscn(elf, scn))) {
 			GElf_Shdr sh;
 			Elf_Data *data;
@@ -624,4 +709,32 @@ int tlsloc_eval(const struct tp_tls_loc *loc, uint64_t thread_pointer, tlsloc_re
 		return 0;
 	}
 	return -EINVAL;
+}
+
+int tlsloc_file_symbol(const char *path, const char *name, uint64_t *value, int *type)
+{
+	GElf_Sym sym;
+	Elf *elf;
+	int fd, found;
+
+	if (elf_ready())
+		return -ENOTSUP;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		if (elf)
+			elf_end(elf);
+		close(fd);
+		return -ENOEXEC;
+	}
+	found = elf_find_symbol(elf, name, &sym);
+	if (found) {
+		*value = sym.st_value;
+		*type = GELF_ST_TYPE(sym.st_info);
+	}
+	elf_end(elf);
+	close(fd);
+	return found;
 }

@@ -70,4 +70,12 @@ int tlsloc_read_pid(void *ctx, uint64_t addr, void *buf, size_t len);
 int tlsloc_eval(const struct tp_tls_loc *loc, uint64_t thread_pointer, tlsloc_read_fn read,
 		void *ctx, uint64_t *ptr_addr);
 
+/*
+ * The symbol lookup tlsloc_resolve uses, on the ELF file at path: the
+ * defined symbol name from .dynsym (through its GNU hash table when it has
+ * one), else from .symtab. 1: found, *value and *type (STT_*) set; 0: not
+ * defined; a negative errno when the file cannot be read as ELF.
+ */
+int tlsloc_file_symbol(const char *path, const char *name, uint64_t *value, int *type);
+
 #endif

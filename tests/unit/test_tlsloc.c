@@ -10,6 +10,8 @@
  * waits for lines the writer has to write.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -225,12 +227,109 @@ static void test_eval_arith(void)
 	CHECK(tlsloc_eval(&none, 0x1000, read_const, words, &addr) == -ENOENT, "none");
 }
 
+/* The mapped file of this process whose path contains part; "" when none. */
+static void mapped_path(const char *part, char *out, size_t len)
+{
+	char line[4096];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	out[0] = '\0';
+	while (f && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+
+		if (p && strstr(p, part)) {
+			p[strcspn(p, "\n")] = '\0';
+			snprintf(out, len, "%s", p);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/*
+ * The resolver's symbol lookup (the GNU hash table of .dynsym) finds every
+ * defined dynamic symbol of path that a walk of the table finds, at the
+ * value of a symbol of that name (versioned names repeat).
+ */
+static void test_symbol_lookup(const char *path)
+{
+	int fd = open(path, O_RDONLY), found = 0, wrong = 0, missed = 0, type;
+	Elf *elf = fd >= 0 ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+	Elf_Scn *scn = NULL;
+	uint64_t value;
+
+	CHECK(elf != NULL, "%s opened as ELF", path);
+	while (elf && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 1; i < n; i++) {
+			GElf_Sym sym, o;
+			const char *name;
+			bool same = false;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+			    !(name = elf_strptr(elf, sh.sh_link, sym.st_name)) || !*name)
+				continue;
+			if (tlsloc_file_symbol(path, name, &value, &type) != 1) {
+				missed++;
+				continue;
+			}
+			found++;
+			for (size_t j = 1; j < n && !same; j++) {
+				const char *on;
+
+				same = gelf_getsym(d, (int)j, &o) && o.st_shndx != SHN_UNDEF &&
+				       o.st_value == value &&
+				       (on = elf_strptr(elf, sh.sh_link, o.st_name)) &&
+				       !strcmp(on, name);
+			}
+			wrong += !same;
+		}
+	}
+	CHECK(found > 0 && missed == 0 && wrong == 0,
+	      "%s: %d dynamic symbols found by hash, %d missed, %d at a wrong value", path, found,
+	      missed, wrong);
+	CHECK(tlsloc_file_symbol(path, "tp_no_such_symbol_anywhere", &value, &type) == 0,
+	      "%s: an undefined name is not found", path);
+	if (elf)
+		elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+}
+
 int main(void)
 {
 	struct tp_tls_loc loc;
 	struct tlsloc_info info;
 
 	test_eval_arith();
+	{
+		char libc[4096], ld[4096];
+		uint64_t value;
+		int type;
+
+		elf_version(EV_CURRENT);
+		mapped_path("libc.so", libc, sizeof(libc));
+		mapped_path("ld-linux", ld, sizeof(ld));
+		CHECK(libc[0] && ld[0], "libc and the dynamic linker found in /proc/self/maps");
+		if (libc[0])
+			test_symbol_lookup(libc);
+		if (ld[0])
+			test_symbol_lookup(ld);
+		test_symbol_lookup(DSO_GD);
+		CHECK(tlsloc_file_symbol(DSO_GD, TLSLOC_SYMBOL, &value, &type) == 1 &&
+			  type == STT_TLS,
+		      "the writer library's %s found, a TLS symbol", TLSLOC_SYMBOL);
+		CHECK(tlsloc_file_symbol("/proc/self/status", TLSLOC_SYMBOL, &value, &type) < 0,
+		      "not an ELF file: an error");
+	}
 	test_exe("exe PIE", WRITER_PIE, TLSLOC_LINK_MAP);
 	test_exe("exe non-PIE", WRITER_NOPIE, TLSLOC_LINK_MAP);
 	test_exe("exe, symbol not exported", WRITER_HIDDEN, TLSLOC_LINK_MAP);
