@@ -125,6 +125,17 @@ struct symbolizer {
 	uint64_t ks_loaded_ms;	  /* when it was (re)loaded */
 	uint32_t kernel_gen;	  /* address cache generation of ks */
 	struct sym_stats stats;	  /* counters; some are computed on read */
+	/*
+	 * The last vDSO read: every process of a kernel maps the same image
+	 * (one per ABI), so a process whose [vdso] has this length and ELF
+	 * header is given the entry found by vdso_hdr/vdso_id without reading
+	 * and hashing the whole image again.
+	 */
+	bool vdso_known;
+	size_t vdso_len;
+	unsigned char vdso_ehdr[64];
+	struct elfsyms_header vdso_hdr;
+	struct sym_ident vdso_id;
 };
 
 uint64_t sym_now_ms(void);

@@ -383,6 +383,7 @@ static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struc
 static struct sym_elf *elf_for_vdso(struct symbolizer *sym, int pid, const struct procmem_map *m)
 {
 	size_t len = (size_t)(m->end - m->start);
+	unsigned char ehdr[sizeof(sym->vdso_ehdr)];
 	struct elfsyms_source src = {.fd = -1, .image = NULL, .image_len = len};
 	struct sym_ident id = {0};
 	struct elfsyms_header h;
@@ -390,6 +391,14 @@ static struct sym_elf *elf_for_vdso(struct symbolizer *sym, int pid, const struc
 
 	if (len > (1u << 20))
 		return NULL;
+	if (sym->vdso_known && len == sym->vdso_len && len >= sizeof(ehdr) &&
+	    procmem_read(pid, m->start, ehdr, sizeof(ehdr)) == 0 &&
+	    !memcmp(ehdr, sym->vdso_ehdr, sizeof(ehdr))) {
+		e = sym->vdso_hdr.build_id_len ? find_by_build_id(sym, &sym->vdso_hdr)
+					       : find_by_ident(sym, &sym->vdso_id);
+		if (e)
+			return e; /* the image this kernel maps into every process */
+	}
 	src.image = malloc(len);
 	if (!src.image || procmem_read(pid, m->start, src.image, len) != 0)
 		goto out;
@@ -398,6 +407,13 @@ static struct sym_elf *elf_for_vdso(struct symbolizer *sym, int pid, const struc
 	id.size = len;
 	id.mtime_ns = (int64_t)ids_hash_bytes(0, src.image, len);
 	e = h.build_id_len ? find_by_build_id(sym, &h) : find_by_ident(sym, &id);
+	if (len >= sizeof(ehdr)) {
+		sym->vdso_known = true;
+		sym->vdso_len = len;
+		memcpy(sym->vdso_ehdr, src.image, sizeof(ehdr));
+		sym->vdso_hdr = h;
+		sym->vdso_id = id;
+	}
 	if (!e) {
 		e = elf_new(sym, &h, &id, "[vdso]");
 		if (e) {

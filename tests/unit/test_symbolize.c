@@ -667,6 +667,17 @@ static void test_shared_cache(void)
 	CHECK(n == 1 && str_eq(g[0].function, "tp_symtest_alpha") &&
 		  str_eq(g[0].module, "symtest_copy") && str_eq(g[0].build_id, f[0].build_id),
 	      "copy -> %s in %s", g[0].function, g[0].module);
+	/* the vDSO of each (mapped at its own address) is the one image: one entry */
+	if (a.vdso && b.vdso) {
+		int na = sym_user(sym, a.pid, a.vdso, f, 8),
+		    nb = sym_user(sym, b.pid, b.vdso, g, 8);
+
+		CHECK(na == 1 && nb == 1 && strstr(f[0].function, "clock_gettime") &&
+			  g[0].function == f[0].function && str_eq(g[0].module, "[vdso]") &&
+			  g[0].build_id == f[0].build_id && g[0].address == f[0].address,
+		      "both vDSOs -> %s in %s, one entry", nb == 1 ? g[0].function : "-",
+		      nb == 1 ? g[0].module : "-");
+	}
 	/* a raw address of one process means nothing in another: anonymous memory */
 	n = sym_user(sym, b.pid, a.anon + 16, g, 8);
 	CHECK(n == 1 && g[0].kind == SYM_KIND_UNKNOWN, "foreign address -> %s", g[0].function);
