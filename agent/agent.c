@@ -316,7 +316,10 @@ static void note_trigger_proc(struct agent *a, int pid, const struct identity *i
 
 	if (!a->trig)
 		return;
-	read_cgroup(pid, cgroup, sizeof(cgroup));
+	if (id->cgroup_v2) /* read with the identity */
+		snprintf(cgroup, sizeof(cgroup), "%s", id->cgroup_v2);
+	else
+		read_cgroup(pid, cgroup, sizeof(cgroup));
 	if (triggers_proc_add(a->trig, &tp) != 0)
 		log_warn("triggers: out of memory noting pid=%d", pid);
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buildid.h"
@@ -22,9 +23,10 @@
 #include "procmem.h"
 #include "traceprof/log.h"
 
-#define ENVIRON_MAX (1u << 20)	/* bytes of /proc/<pid>/environ read */
-#define CGROUP_MAX  (64u << 10) /* bytes of /proc/<pid>/cgroup read */
-#define ATTRS_MAX   256		/* resource attributes kept from the environment */
+#define ENVIRON_MAX    (1u << 20)  /* bytes of /proc/<pid>/environ read */
+#define CGROUP_MAX     (64u << 10) /* bytes of /proc/<pid>/cgroup read */
+#define EXE_MEMO_SLOTS 256	   /* executables whose build id is remembered (a power of two) */
+#define ATTRS_MAX      256	   /* resource attributes kept from the environment */
 
 /* Reads up to max - 1 bytes of a procfs file into a new NUL-terminated buffer. */
 static int read_file(const char *path, size_t max, char **out, size_t *len)
@@ -461,11 +463,74 @@ static void from_exe(pid_t pid, struct identity *id)
 	}
 }
 
+/* A copy of the cgroup v2 path in the text of /proc/<pid>/cgroup ("0::<path>"), or NULL. */
+static char *cgroup_v2_path(const char *text)
+{
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+
+		if (len >= 3 && !strncmp(l, "0::", 3))
+			return strndup(l + 3, len - 3);
+		l = nl ? nl + 1 : NULL;
+	}
+	return NULL;
+}
+
+/*
+ * The build id of the executable of pid, in hex ("" when it has none).
+ * Remembered per file (device, inode, size, modification time), so a
+ * program started again and again (a shell, a probe) costs a stat, not an
+ * open and a read of its notes.
+ */
+static void exe_build_id(pid_t pid, char *hex, size_t len)
+{
+	static __thread struct {
+		uint64_t dev, ino, size;
+		int64_t mtime_ns;
+		char hex[2 * BUILDID_MAX + 1];
+	} memo[EXE_MEMO_SLOTS];
+	char path[64];
+	struct stat st, fst;
+	uint64_t h;
+	bool same;
+	int fd;
+
+	hex[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (procmem_exe_stat(pid, &st) == 0 && st.st_dev) {
+		int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+
+		h = ((uint64_t)st.st_dev * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)st.st_ino;
+		h = (h ^ (h >> 29)) & (EXE_MEMO_SLOTS - 1);
+		if (memo[h].dev == (uint64_t)st.st_dev && memo[h].ino == (uint64_t)st.st_ino &&
+		    memo[h].size == (uint64_t)st.st_size && memo[h].mtime_ns == mt) {
+			snprintf(hex, len, "%s", memo[h].hex);
+			return;
+		}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (buildid_read_hex(fd, hex, len))
+			hex[0] = '\0';
+		/* remembered only when the file read is the one stat'ed (no exec in between) */
+		same = fstat(fd, &fst) == 0 && fst.st_dev == st.st_dev && fst.st_ino == st.st_ino;
+		close(fd);
+		if (!same)
+			return;
+		memo[h].dev = (uint64_t)st.st_dev;
+		memo[h].ino = (uint64_t)st.st_ino;
+		memo[h].size = (uint64_t)st.st_size;
+		memo[h].mtime_ns = mt;
+		snprintf(memo[h].hex, sizeof(memo[h].hex), "%s", hex);
+	}
+}
+
 int identity_read(pid_t pid, struct identity *id)
 {
 	char path[64], *cgroup;
 	size_t len;
-	int err, fd;
+	int err;
 
 	memset(id, 0, sizeof(*id));
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -486,15 +551,10 @@ int identity_read(pid_t pid, struct identity *id)
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	if (read_file(path, CGROUP_MAX, &cgroup, &len) == 0) {
 		identity_parse_cgroup(cgroup, id->container_id, id->pod_uid);
+		id->cgroup_v2 = cgroup_v2_path(cgroup);
 		free(cgroup);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (buildid_read_hex(fd, id->build_id, sizeof(id->build_id)))
-			id->build_id[0] = '\0';
-		close(fd);
-	}
+	exe_build_id(pid, id->build_id, sizeof(id->build_id));
 	return 0;
 
 out_clear:
@@ -507,5 +567,6 @@ void identity_clear(struct identity *id)
 	if (!id)
 		return;
 	identity_attrs_free(id->attrs, id->nattrs);
+	free(id->cgroup_v2);
 	memset(id, 0, sizeof(*id));
 }

@@ -48,6 +48,7 @@ struct identity {
 	char build_id[2 * BUILDID_MAX + 1];		  /* GNU build id in hex, or "" */
 	struct identity_attr *attrs; /* resource attributes other than service.name */
 	size_t nattrs;		     /* entries in attrs */
+	char *cgroup_v2;	     /* the cgroup v2 path ("0::" line), or NULL; owned */
 };
 
 /*

@@ -219,12 +219,23 @@ out_free:
 	return err;
 }
 
+#define SCOPE_STATS 64 /* procmem_stat_mapped answers kept per scope */
+
 /* The maps text of one process, kept while a scope is open on this thread. */
 static __thread struct {
 	bool open;
 	pid_t pid;
 	char *text; /* NULL until the first read in the scope */
 	size_t len;
+	uint64_t start_time; /* procmem_start_time(pid), 0 until read in the scope */
+	bool exe_known;	     /* exe_st holds procmem_exe_stat(pid) */
+	struct stat exe_st;
+	size_t nstats; /* entries used in stats */
+	struct {
+		uint64_t inode;	  /* the mapping's file as the maps name it: */
+		unsigned int dev; /* every mapping of one file shares the answer */
+		struct stat st;	  /* its file's stat */
+	} stats[SCOPE_STATS];
 } maps_scope;
 
 void procmem_maps_scope_begin(pid_t pid)
@@ -371,6 +382,60 @@ int procmem_open_mapped(pid_t pid, const struct procmem_map *map, struct stat *s
 	return -ENOENT; /* replaced since it was mapped */
 }
 
+int procmem_stat_mapped(pid_t pid, const struct procmem_map *map, struct stat *st)
+{
+	char path[PROCMEM_PATH_MAX + 64];
+	bool scoped = maps_scope.open && maps_scope.pid == pid;
+
+	scoped = scoped && map->inode;
+	if (scoped)
+		for (size_t i = 0; i < maps_scope.nstats; i++)
+			if (maps_scope.stats[i].inode == map->inode &&
+			    maps_scope.stats[i].dev == map->dev) {
+				*st = maps_scope.stats[i].st;
+				return 0;
+			}
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+		 map->start, map->end);
+	if (stat(path, st) != 0) {
+		/* the path names another file now, or none */
+		if (!procmem_map_is_file(map) || map->deleted)
+			return -ENOENT;
+		if (snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path) >=
+		    (int)sizeof(path))
+			return -ENAMETOOLONG;
+		if (stat(path, st) != 0)
+			return -errno;
+		if ((uint64_t)st->st_ino != map->inode)
+			return -ENOENT; /* replaced since it was mapped */
+	}
+	if (scoped && maps_scope.nstats < SCOPE_STATS) {
+		maps_scope.stats[maps_scope.nstats].inode = map->inode;
+		maps_scope.stats[maps_scope.nstats].dev = map->dev;
+		maps_scope.stats[maps_scope.nstats++].st = *st;
+	}
+	return 0;
+}
+
+int procmem_exe_stat(pid_t pid, struct stat *st)
+{
+	char path[64];
+	bool scoped = maps_scope.open && maps_scope.pid == pid;
+
+	if (scoped && maps_scope.exe_known) {
+		*st = maps_scope.exe_st;
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (stat(path, st) != 0)
+		return -errno;
+	if (scoped) {
+		maps_scope.exe_st = *st;
+		maps_scope.exe_known = true;
+	}
+	return 0;
+}
+
 int procmem_exe_path(pid_t pid, char *buf, size_t size, bool *deleted)
 {
 	char link[64];
@@ -395,9 +460,13 @@ int procmem_exe_path(pid_t pid, char *buf, size_t size, bool *deleted)
 uint64_t procmem_start_time(pid_t pid)
 {
 	char path[64], buf[1024], *p;
+	bool scoped = maps_scope.open && maps_scope.pid == pid;
+	uint64_t t;
 	ssize_t n;
 	int fd;
 
+	if (scoped && maps_scope.start_time)
+		return maps_scope.start_time; /* a pid's start time never changes */
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -412,5 +481,8 @@ uint64_t procmem_start_time(pid_t pid)
 	/* after ")": state is field 3; starttime is field 22 */
 	for (int field = 2; field < 22 && p; field++)
 		p = strchr(p + 1, ' ');
-	return p ? strtoull(p + 1, NULL, 10) : 0;
+	t = p ? strtoull(p + 1, NULL, 10) : 0;
+	if (scoped)
+		maps_scope.start_time = t;
+	return t;
 }

@@ -63,8 +63,9 @@ int procmem_maps_read(pid_t pid, struct procmem_maps *maps);
  * kernel once: later procmem_maps_read(pid) calls parse the same text
  * (generating it is what costs, for a process with many mappings). For
  * one look at a process, whose parts (identity, thread context, symbols)
- * each read the maps; not for longer, as the maps change. begin ends any
- * open scope; end frees the text.
+ * each read the maps; not for longer, as the maps change. The scope also
+ * keeps procmem_stat_mapped's answers. begin ends any open scope; end
+ * frees the text.
  */
 void procmem_maps_scope_begin(pid_t pid);
 void procmem_maps_scope_end(void);
@@ -91,6 +92,15 @@ bool procmem_map_is_file(const struct procmem_map *map);
  * when no way leads to the mapped file).
  */
 int procmem_open_mapped(pid_t pid, const struct procmem_map *map, struct stat *st);
+/*
+ * stat() of the file behind map, by the same ways as procmem_open_mapped
+ * but without opening it (one system call, where open, fstat and close
+ * are three). Within a maps scope on pid the answer is kept per file (the
+ * device and inode the maps give): the parts of one look at a process (its
+ * thread context, its symbols) stat each file once, whichever of its
+ * mappings they ask about. Returns 0 or -errno.
+ */
+int procmem_stat_mapped(pid_t pid, const struct procmem_map *map, struct stat *st);
 
 /*
  * Copies len bytes at addr in process pid to buf: process_vm_readv, then
@@ -107,10 +117,14 @@ int procmem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
  */
 int procmem_exe_path(pid_t pid, char *buf, size_t size, bool *deleted);
 
+/* stat() of the executable of pid (/proc/<pid>/exe); kept within a maps scope on pid. 0 or -errno.
+ */
+int procmem_exe_stat(pid_t pid, struct stat *st);
+
 /*
  * The start time of pid (field 22 of /proc/<pid>/stat, clock ticks since
  * boot): with the pid, it names one process even after the pid is reused.
- * 0 when the process is gone.
+ * 0 when the process is gone. Read once within a maps scope on pid.
  */
 uint64_t procmem_start_time(pid_t pid);
 

@@ -344,6 +344,15 @@ static struct sym_elf *elf_new(struct symbolizer *sym, const struct elfsyms_head
 }
 
 /* The entry for a file mapping: found by identity or build id, or new. NULL if not ELF. */
+/* A file's identity from its stat. */
+static void ident_of(const struct stat *st, struct sym_ident *id)
+{
+	id->dev = (uint64_t)st->st_dev;
+	id->ino = (uint64_t)st->st_ino;
+	id->size = (uint64_t)st->st_size;
+	id->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
 static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struct procmem_map *m)
 {
 	struct elfsyms_header h;
@@ -353,13 +362,17 @@ static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struc
 	struct stat st;
 	char root[64];
 
+	/* a file already known needs a stat only, not an open */
+	if (procmem_stat_mapped(pid, m, &st) == 0) {
+		ident_of(&st, &id);
+		e = find_by_ident(sym, &id);
+		if (e)
+			return e;
+	}
 	src.fd = procmem_open_mapped(pid, m, &st);
 	if (src.fd < 0)
 		return NULL;
-	id.dev = (uint64_t)st.st_dev;
-	id.ino = (uint64_t)st.st_ino;
-	id.size = (uint64_t)st.st_size;
-	id.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	ident_of(&st, &id);
 	e = find_by_ident(sym, &id);
 	if (!e && elfsyms_read_header(&src, &h) == 0) {
 		e = find_by_build_id(sym, &h);
@@ -529,11 +542,9 @@ static int build_maps(struct symbolizer *sym, int pid, const struct sym_proc *ol
 /* The build id of the executable: the mapping whose file is /proc/P/exe. */
 static const char *exe_build_id(int pid, const struct sym_map *maps, size_t n)
 {
-	char path[64];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	if (stat(path, &st) != 0)
+	if (procmem_exe_stat(pid, &st) != 0)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		const struct sym_elf *e = maps[i].elf;

@@ -394,16 +394,13 @@ static bool may_define_symbol(pid_t pid, const struct procmem_maps *maps)
 {
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct procmem_map *mp = &maps->maps[i];
-		char path[96];
 		struct stat st;
 		struct sym_memo *m;
 
 		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r' ||
 		    !file_is_code(maps, mp))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-			 mp->start, mp->end);
-		if (stat(path, &st) != 0)
+		if (procmem_stat_mapped(pid, mp, &st) != 0)
 			return true; /* cannot tell: scan */
 		m = memo_slot(&st);
 		if (m->dev != (uint64_t)st.st_dev || m->ino != (uint64_t)st.st_ino ||

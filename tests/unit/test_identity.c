@@ -332,6 +332,23 @@ static void test_processes(void)
 	CHECK(identity_read(getpid(), &id) == 0 && !strcmp(id.container_id, cid) &&
 		  !strcmp(id.pod_uid, pod),
 	      "self: container '%s' pod '%s'", id.container_id, id.pod_uid);
+	{
+		/* the cgroup v2 path comes with it; the build id again from memory */
+		const char *v2 = strstr(cg, "0::");
+		char want[4096] = "", bid[sizeof(id.build_id)];
+		struct identity again;
+
+		if (v2 && (v2 == cg || v2[-1] == '\n'))
+			snprintf(want, sizeof(want), "%.*s", (int)strcspn(v2 + 3, "\n"), v2 + 3);
+		CHECK(want[0] ? id.cgroup_v2 && !strcmp(id.cgroup_v2, want) : !id.cgroup_v2,
+		      "self: cgroup v2 path '%s' (want '%s')", id.cgroup_v2 ? id.cgroup_v2 : "-",
+		      want);
+		snprintf(bid, sizeof(bid), "%s", id.build_id);
+		CHECK(identity_read(getpid(), &again) == 0 && !strcmp(again.build_id, bid) &&
+			  bid[0],
+		      "self: the same build id twice ('%s')", bid);
+		identity_clear(&again);
+	}
 	identity_clear(&id);
 	CHECK(identity_read(0x3ffffff0, &id) == -ENOENT, "no such process: -ENOENT");
 }

@@ -107,6 +107,28 @@ static void test_self(void)
 		      "mapped file opened: %d", fd);
 		if (fd >= 0)
 			close(fd);
+		/* the same file by stat alone, outside a scope and (kept) inside one */
+		memset(&st, 0, sizeof(st));
+		CHECK(procmem_stat_mapped(getpid(), code, &st) == 0 && st.st_ino == want.st_ino &&
+			  st.st_dev == want.st_dev && st.st_size == want.st_size,
+		      "mapped file stat'ed");
+		procmem_maps_scope_begin(getpid());
+		for (int k = 0; k < 2; k++) {
+			memset(&st, 0, sizeof(st));
+			CHECK(procmem_stat_mapped(getpid(), code, &st) == 0 &&
+				  st.st_ino == want.st_ino && st.st_dev == want.st_dev,
+			      "mapped file stat'ed in a scope, time %d", k + 1);
+		}
+		procmem_maps_scope_end();
+		{
+			struct procmem_map gone = *code;
+
+			gone.start = 0x1000; /* no such mapping: map_files fails, */
+			gone.end = 0x2000;   /* the path is checked against the inode */
+			gone.inode = want.st_ino + 1;
+			CHECK(procmem_stat_mapped(getpid(), &gone, &st) == -ENOENT,
+			      "a path naming another inode: -ENOENT");
+		}
 	}
 	CHECK(procmem_exe_path(getpid(), exe, 4, NULL) == -ENAMETOOLONG, "short buffer");
 	procmem_maps_free(&maps);
