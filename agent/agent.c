@@ -163,6 +163,7 @@ struct agent {
 	uint64_t procs_inherited;    /* forked processes given their parent's look */
 	uint64_t loop_passes;	     /* main loop passes (its wake-ups) */
 	size_t ndying;		     /* processes with exited_us set, not yet forgotten */
+	int64_t first_exited_us;     /* the earliest exited_us among them (0: not known) */
 	uint64_t exits;		     /* processes ended (exit records) */
 	uint64_t swept;		     /* dead processes found by the sweep (exit record lost) */
 	uint64_t inspections;	     /* proc_inspect() calls (first sight, exec, rechecks) */
@@ -507,15 +508,26 @@ static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
  */
 static void procs_forget_exited(struct agent *a, int64_t real)
 {
+	int64_t first = 0;
+
+	/* nothing is due before the earliest exit's grace ends: no walk of the table */
+	if (a->first_exited_us && real - a->first_exited_us < EXIT_GRACE_US)
+		return;
 	for (size_t i = 0; a->ndying && i < a->nprocs_cap; i++) {
 		struct proc *p = &a->procs[i];
 
-		if (!p->pid || !p->exited_us || real - p->exited_us < EXIT_GRACE_US)
+		if (!p->pid || !p->exited_us)
 			continue;
+		if (real - p->exited_us < EXIT_GRACE_US) {
+			if (!first || p->exited_us < first)
+				first = p->exited_us;
+			continue;
+		}
 		sym_forget_process(a->sym, p->pid);
 		proc_remove(a, p);
 		i--; /* the slot may now hold an entry moved back */
 	}
+	a->first_exited_us = first; /* 0 (walk next time) if an entry moved past the walk */
 }
 
 /* Forgets processes that exited (or whose pid now names another process). */
@@ -801,7 +813,8 @@ static int on_event(void *ctx, const struct sampler_event *ev)
 		 */
 		if (p && !p->exited_us) {
 			p->exited_us = clock_us(CLOCK_REALTIME);
-			a->ndying++;
+			if (!a->ndying++ || p->exited_us < a->first_exited_us)
+				a->first_exited_us = p->exited_us;
 		}
 		return 0;
 	}
