@@ -283,6 +283,15 @@ void procmem_maps_free(struct procmem_maps *maps)
 	memset(maps, 0, sizeof(*maps));
 }
 
+/* Whether the file of m (a file mapping) is also mapped executable among maps[0..n). */
+static bool file_has_code(const struct procmem_map *maps, size_t n, const struct procmem_map *m)
+{
+	for (size_t i = 0; i < n; i++)
+		if (maps[i].perms[2] == 'x' && maps[i].inode == m->inode && maps[i].dev == m->dev)
+			return true;
+	return false;
+}
+
 uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps)
 {
 	uint64_t h = 0x6d617073u; /* "maps" */
@@ -293,6 +302,14 @@ uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps)
 
 		if (!m->path[0] || strcmp(m->path, "[heap]") == 0 ||
 		    strncmp(m->path, "[stack", 6) == 0)
+			continue;
+		/*
+		 * A data file (a database's shared memory segment, a locale
+		 * archive) changes no part of a look: only files with code are
+		 * modules, and a memfd may hold a published process context.
+		 */
+		if (procmem_map_is_file(m) && strncmp(m->path, "/memfd:", 7) != 0 &&
+		    !file_has_code(maps->maps, maps->n, m))
 			continue;
 		h = ids_hash_bytes(h, fields, sizeof(fields));
 		h = ids_hash_bytes(h, m->perms, sizeof(m->perms));

@@ -184,6 +184,30 @@ static void test_fingerprint(void)
 	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
 	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
 	    "7f0000008000-7f0000009000 r--p 00000000 00:00 0 [anon:OTEL_CTX]\n";
+	/* a data file mapped (a database's shared memory segment): no module */
+	static const char data[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0c00000-55d0c0c21000 rw-p 00000000 00:00 0 [heap]\n"
+	    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	    "7f0000001000-7f0000002000 rw-s 00000000 00:19 4242 /dev/shm/PostgreSQL.1\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
+	/* a context published in a memfd (no code in it) */
+	static const char memfd[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0c00000-55d0c0c21000 rw-p 00000000 00:00 0 [heap]\n"
+	    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	    "7f0000001000-7f0000002000 r--s 00000000 00:01 99 /memfd:OTEL_CTX (deleted)\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
+	/* a library's read-only segment goes with its code */
+	static const char rodata[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0c00000-55d0c0c21000 rw-p 00000000 00:00 0 [heap]\n"
+	    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	    "7f0000001000-7f0000002000 r--p 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
 	/* the same program loaded elsewhere (a new exec) */
 	static const char moved[] =
 	    "55d0c0b00000-55d0c0b01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
@@ -196,6 +220,9 @@ static void test_fingerprint(void)
 	CHECK(fp_of(published) != f && fp_of(published) != fp_of(dlopened),
 	      "a named mapping counts");
 	CHECK(fp_of(moved) != f, "load addresses count");
+	CHECK(fp_of(data) == f, "a data file mapped does not count");
+	CHECK(fp_of(memfd) != f, "a memfd counts (it may hold a process context)");
+	CHECK(fp_of(rodata) != f, "another segment of a file with code counts");
 	CHECK(fp_of("") != 0, "no mappings: still not 0");
 }
 
