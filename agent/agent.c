@@ -283,44 +283,19 @@ static void attach_sdk_uprobe(struct agent *a, struct proc *p, const char *modul
 	}
 }
 
-/* The cgroup v2 path of pid ("0::/path" in /proc/<pid>/cgroup), or "". */
-static void read_cgroup(int pid, char *out, size_t len)
-{
-	char path[64], line[4096];
-	FILE *f;
-
-	out[0] = 0;
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "0::", 3) == 0) {
-			line[strcspn(line, "\n")] = 0;
-			snprintf(out, len, "%s", line + 3);
-			break;
-		}
-	fclose(f);
-}
-
 /* Tells the trigger engine who the process is (targets by service, container, pod, cgroup). */
 static void note_trigger_proc(struct agent *a, int pid, const struct identity *id)
 {
-	char cgroup[4096];
 	struct triggers_proc tp = {
 	    .pid = (uint32_t)pid,
 	    .service = id->service_name,
 	    .container_id = id->container_id,
 	    .pod_uid = id->pod_uid,
-	    .cgroup = cgroup,
+	    .cgroup = id->cgroup_v2 ? id->cgroup_v2 : "", /* read with the identity */
 	};
 
 	if (!a->trig)
 		return;
-	if (id->cgroup_v2) /* read with the identity */
-		snprintf(cgroup, sizeof(cgroup), "%s", id->cgroup_v2);
-	else
-		read_cgroup(pid, cgroup, sizeof(cgroup));
 	if (triggers_proc_add(a->trig, &tp) != 0)
 		log_warn("triggers: out of memory noting pid=%d", pid);
 }

@@ -283,11 +283,11 @@ void procmem_maps_free(struct procmem_maps *maps)
 	memset(maps, 0, sizeof(*maps));
 }
 
-/* Whether the file of m (a file mapping) is also mapped executable among maps[0..n). */
-static bool file_has_code(const struct procmem_map *maps, size_t n, const struct procmem_map *m)
+bool procmem_map_has_code(const struct procmem_maps *maps, const struct procmem_map *m)
 {
-	for (size_t i = 0; i < n; i++)
-		if (maps[i].perms[2] == 'x' && maps[i].inode == m->inode && maps[i].dev == m->dev)
+	for (size_t i = 0; i < maps->n; i++)
+		if (maps->maps[i].perms[2] == 'x' && maps->maps[i].inode == m->inode &&
+		    maps->maps[i].dev == m->dev)
 			return true;
 	return false;
 }
@@ -309,7 +309,7 @@ uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps)
 		 * modules, and a memfd may hold a published process context.
 		 */
 		if (procmem_map_is_file(m) && strncmp(m->path, "/memfd:", 7) != 0 &&
-		    !file_has_code(maps->maps, maps->n, m))
+		    !procmem_map_has_code(maps, m))
 			continue;
 		h = ids_hash_bytes(h, fields, sizeof(fields));
 		h = ids_hash_bytes(h, m->perms, sizeof(m->perms));
@@ -369,33 +369,48 @@ bool procmem_map_is_file(const struct procmem_map *map)
 	return map->inode != 0 && map->path[0] == '/';
 }
 
+/*
+ * The ways to the file behind map, tried in order: way 0,
+ * /proc/<pid>/map_files/<range>, which is that file; way 1,
+ * /proc/<pid>/root/<path>, which may name another file now (the caller
+ * checks the inode). -ENOENT when the way does not exist for map.
+ */
+static int mapped_path(pid_t pid, const struct procmem_map *map, int way, char *buf, size_t len)
+{
+	if (way == 0) {
+		snprintf(buf, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, map->start,
+			 map->end);
+		return 0;
+	}
+	if (!procmem_map_is_file(map) || map->deleted)
+		return -ENOENT;
+	if (snprintf(buf, len, "/proc/%d/root%s", (int)pid, map->path) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 int procmem_open_mapped(pid_t pid, const struct procmem_map *map, struct stat *st)
 {
 	char path[PROCMEM_PATH_MAX + 64];
 	struct stat tmp;
-	int fd;
+	int fd, err;
 
 	if (!st)
 		st = &tmp;
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-		 map->start, map->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && fstat(fd, st) == 0)
-		return fd;
-	if (fd >= 0)
+	for (int way = 0; way < 2; way++) {
+		err = mapped_path(pid, map, way, path, sizeof(path));
+		if (err)
+			return err;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (way == 1)
+				return -errno;
+			continue; /* the range names another file now, or none */
+		}
+		if (fstat(fd, st) == 0 && (way == 0 || (uint64_t)st->st_ino == map->inode))
+			return fd;
 		close(fd);
-	/* the path names another file now, or none */
-	if (!procmem_map_is_file(map) || map->deleted)
-		return -ENOENT;
-	if (snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path) >=
-	    (int)sizeof(path))
-		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, st) == 0 && (uint64_t)st->st_ino == map->inode)
-		return fd;
-	close(fd);
+	}
 	return -ENOENT; /* replaced since it was mapped */
 }
 
@@ -412,19 +427,18 @@ int procmem_stat_mapped(pid_t pid, const struct procmem_map *map, struct stat *s
 				*st = maps_scope.stats[i].st;
 				return 0;
 			}
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-		 map->start, map->end);
-	if (stat(path, st) != 0) {
-		/* the path names another file now, or none */
-		if (!procmem_map_is_file(map) || map->deleted)
-			return -ENOENT;
-		if (snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, map->path) >=
-		    (int)sizeof(path))
-			return -ENAMETOOLONG;
-		if (stat(path, st) != 0)
+	for (int way = 0;; way++) {
+		int err = mapped_path(pid, map, way, path, sizeof(path));
+
+		if (err)
+			return err;
+		if (stat(path, st) == 0) {
+			if (way == 1 && (uint64_t)st->st_ino != map->inode)
+				return -ENOENT; /* replaced since it was mapped */
+			break;
+		}
+		if (way == 1)
 			return -errno;
-		if ((uint64_t)st->st_ino != map->inode)
-			return -ENOENT; /* replaced since it was mapped */
 	}
 	if (scoped && maps_scope.nstats < SCOPE_STATS) {
 		maps_scope.stats[maps_scope.nstats].inode = map->inode;

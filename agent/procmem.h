@@ -83,6 +83,12 @@ uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps);
 
 /* True when the mapping is backed by a file (a path starting with '/' and an inode). */
 bool procmem_map_is_file(const struct procmem_map *map);
+/*
+ * True when the file of m (a file mapping of maps) is also mapped
+ * executable there: a loaded ELF module always has code mapped, data files
+ * (shared memory segments, locale archives, database files) never do.
+ */
+bool procmem_map_has_code(const struct procmem_maps *maps, const struct procmem_map *m);
 
 /*
  * Opens the file behind map read-only: /proc/<pid>/map_files/<range> (same

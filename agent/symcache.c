@@ -343,7 +343,6 @@ static struct sym_elf *elf_new(struct symbolizer *sym, const struct elfsyms_head
 	return e;
 }
 
-/* The entry for a file mapping: found by identity or build id, or new. NULL if not ELF. */
 /* A file's identity from its stat. */
 static void ident_of(const struct stat *st, struct sym_ident *id)
 {
@@ -353,6 +352,7 @@ static void ident_of(const struct stat *st, struct sym_ident *id)
 	id->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
+/* The entry for a file mapping: found by identity or build id, or new. NULL if not ELF. */
 static struct sym_elf *elf_for_file(struct symbolizer *sym, int pid, const struct procmem_map *m)
 {
 	struct elfsyms_header h;

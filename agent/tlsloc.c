@@ -366,25 +366,6 @@ static struct sym_memo *memo_slot(const struct stat *st)
 }
 
 /*
- * Whether the file of mp (its first mapping) is also mapped executable: a
- * loaded ELF module always has code mapped. Data files (shared memory
- * segments, locale archives, fonts, database files) never do, and are not
- * worth a stat() or an ELF parse; a program that maps a new one now and
- * then (PostgreSQL's dynamic shared memory) would otherwise look new at
- * every look.
- */
-static bool file_is_code(const struct procmem_maps *maps, const struct procmem_map *mp)
-{
-	for (size_t i = 0; i < maps->n; i++) {
-		const struct procmem_map *o = &maps->maps[i];
-
-		if (o->perms[2] == 'x' && same_file(o, mp))
-			return true;
-	}
-	return false;
-}
-
-/*
  * True when some file mapped by the process may define the symbol (a file
  * not remembered yet, or one that does). Files are identified through
  * /proc/<pid>/map_files, which follows the mapping even across mount
@@ -397,8 +378,9 @@ static bool may_define_symbol(pid_t pid, const struct procmem_maps *maps)
 		struct stat st;
 		struct sym_memo *m;
 
+		/* only a file with code is a module; data files are never worth a stat */
 		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r' ||
-		    !file_is_code(maps, mp))
+		    !procmem_map_has_code(maps, mp))
 			continue;
 		if (procmem_stat_mapped(pid, mp, &st) != 0)
 			return true; /* cannot tell: scan */
@@ -481,7 +463,7 @@ static int scan_modules(pid_t pid, const struct procmem_maps *maps, unsigned fla
 		bool seen = false;
 
 		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r' ||
-		    !file_is_code(maps, mp))
+		    !procmem_map_has_code(maps, mp))
 			continue;
 		for (size_t j = 0; j < s->n && !seen; j++)
 			seen = same_file(s->mods[j].map, mp);
