@@ -979,8 +979,11 @@ static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
 
 		read_path |= strstr(name, "sys_read") || strstr(name, "vfs_read") ||
 			     strstr(name, "read_zero") || strstr(name, "read_iter_zero");
+		/* the timer, perf and the program (not a BPF LSM hook of the read path) */
 		if (strstr(name, "apic_timer_interrupt") || strstr(name, "hrtimer") ||
-		    strstr(name, "bpf_") || strstr(name, "perf_") || strstr(name, "tick_")) {
+		    strstr(name, "bpf_prog") || strstr(name, "bpf_get_stack") ||
+		    strstr(name, "bpf_overflow_handler") || strstr(name, "perf_") ||
+		    strstr(name, "tick_")) {
 			own = true;
 			if (!t->bad[0])
 				snprintf(t->bad, sizeof(t->bad), "%s (frame %d)", name, i);
