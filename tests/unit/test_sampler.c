@@ -957,7 +957,7 @@ struct ktally {
 	int n;	       /* samples of the child */
 	int kernel;    /* with kernel frames */
 	int in_read;   /* of which one frame is in the read system call's path */
-	int sampling;  /* of which one frame is the sampling's own (timer, hrtimer, BPF) */
+	int sampling;  /* of which one frame is the sampling's own (perf, stack walk, program) */
 	int no_user;   /* of those, without user frames */
 	char bad[128]; /* the first frame of the sampling's own seen */
 };
@@ -979,11 +979,16 @@ static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
 
 		read_path |= strstr(name, "sys_read") || strstr(name, "vfs_read") ||
 			     strstr(name, "read_zero") || strstr(name, "read_iter_zero");
-		/* the timer, perf and the program (not a BPF LSM hook of the read path) */
-		if (strstr(name, "apic_timer_interrupt") || strstr(name, "hrtimer") ||
-		    strstr(name, "bpf_prog") || strstr(name, "bpf_get_stack") ||
-		    strstr(name, "bpf_overflow_handler") || strstr(name, "perf_") ||
-		    strstr(name, "tick_")) {
+		/*
+		 * What only runs while a sample is taken: perf's overflow path
+		 * and the stack walk, anywhere, or the program at the leaf. (A
+		 * timer interrupt's frames are not: the read may be
+		 * interrupted in the softirq work of another interrupt's exit,
+		 * and a BPF LSM hook is part of the read path.)
+		 */
+		if (strstr(name, "perf_swevent_hrtimer") || strstr(name, "perf_event_overflow") ||
+		    strstr(name, "bpf_overflow_handler") || strstr(name, "bpf_get_stack") ||
+		    strstr(name, "perf_callchain") || (i == 0 && strstr(name, "bpf_prog"))) {
 			own = true;
 			if (!t->bad[0])
 				snprintf(t->bad, sizeof(t->bad), "%s (frame %d)", name, i);
@@ -997,8 +1002,8 @@ static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
 /*
  * (k) Kernel stacks: a child reading /dev/zero is mostly in the kernel;
  * its samples there carry the read path's frames, never the sampling's
- * own (the timer interrupt, hrtimers, perf, BPF), and still the user
- * stack.
+ * own (perf's overflow path, the stack walk, the program), and still the
+ * user stack.
  */
 static void test_kernel_stacks(void)
 {
