@@ -385,8 +385,9 @@ static void rename_pod_procs(struct agent *a)
  * the process has not published everything yet (an SDK that starts after
  * the agent first saw the process).
  */
-static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
+static const char *proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 {
+	const char *what = "again: mappings changed";
 	struct identity id;
 	struct tp_tls_loc loc;
 	struct tlsloc_info info;
@@ -397,6 +398,7 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 	p->inspected_us = now_us;
 	fp = maps_fingerprint(p->pid);
 	if (p->start_time == 0) {
+		what = "first look";
 		a->procs_seen++;
 		p->start_time = procmem_start_time(p->pid);
 		sym_note_process(a->sym, p->pid);
@@ -408,7 +410,7 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 		 */
 		a->rechecks_unchanged++;
 		schedule_recheck(a, p, now_us);
-		return;
+		return "again: mappings unchanged";
 	}
 	p->maps_fp = fp;
 	if (identity_read(p->pid, &id) == 0) {
@@ -448,18 +450,22 @@ static void proc_inspect_now(struct agent *a, struct proc *p, int64_t now_us)
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete)
 		schedule_recheck(a, p, now_us);
+	return what;
 }
 
 /* proc_inspect_now, with its maps read once and its CPU time counted. */
 static void proc_inspect(struct agent *a, struct proc *p, int64_t now_us)
 {
-	uint64_t t0 = thread_cpu_ns();
+	uint64_t t0 = thread_cpu_ns(), ns;
+	const char *what;
 
 	procmem_maps_scope_begin(p->pid); /* one read of its maps for every part of the look */
-	proc_inspect_now(a, p, now_us);
+	what = proc_inspect_now(a, p, now_us);
 	procmem_maps_scope_end();
 	a->inspections++;
-	a->cpu_inspect_ns += thread_cpu_ns() - t0;
+	ns = thread_cpu_ns() - t0;
+	a->cpu_inspect_ns += ns;
+	log_debug("looked at pid=%d (%s) in %" PRIu64 " us", p->pid, what, ns / 1000);
 }
 
 static struct proc *proc_get(struct agent *a, int pid, int64_t now_us)
@@ -1481,8 +1487,8 @@ static void write_stats(struct agent *a, double elapsed_s)
 		sy.map_refreshes);
 	fprintf(f,
 		"forks=%" PRIu64 "\nprocs_inherited=%" PRIu64 "\nsym_inherited=%" PRIu64
-		"\nloop_passes=%" PRIu64 "\n",
-		a->forks, a->procs_inherited, sy.inherited, a->loop_passes);
+		"\nloop_passes=%" PRIu64 "\ntls_files_read=%" PRIu64 "\n",
+		a->forks, a->procs_inherited, sy.inherited, a->loop_passes, tlsloc_files_read());
 	fprintf(f,
 		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64
 		"\nmain_cpu_inspect_ns=%" PRIu64 "\nmain_cpu_symbolize_ns=%" PRIu64

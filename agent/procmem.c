@@ -300,8 +300,9 @@ uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps)
 		const struct procmem_map *m = &maps->maps[i];
 		uint64_t fields[5] = {m->start, m->end, m->offset, m->inode, m->dev};
 
+		/* a perf or BPF ring (anon_inode:) holds nothing a look reads either */
 		if (!m->path[0] || strcmp(m->path, "[heap]") == 0 ||
-		    strncmp(m->path, "[stack", 6) == 0)
+		    strncmp(m->path, "[stack", 6) == 0 || strncmp(m->path, "anon_inode:", 11) == 0)
 			continue;
 		/*
 		 * A data file (a database's shared memory segment, a locale

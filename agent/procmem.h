@@ -75,8 +75,9 @@ void procmem_maps_free(struct procmem_maps *maps);
  * A hash of what an inspection of the process depends on: its mappings of
  * files with code (the executable, libraries), memfds and pseudo and named
  * mappings (a published process context), not its anonymous memory, heap
- * or stack, nor data files (shared memory segments, locale archives),
- * which change all the time. The same value twice means no library was
+ * or stack, nor data files (shared memory segments, locale archives) or
+ * anon_inode: mappings (perf and BPF ring buffers), which change all the
+ * time. The same value twice means no library was
  * loaded or unloaded and nothing was published in between. Never 0.
  */
 uint64_t procmem_maps_fingerprint(const struct procmem_maps *maps);

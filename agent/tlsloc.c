@@ -346,6 +346,7 @@ struct sym_memo {
 #define SYM_MEMO_SLOTS 4096 /* power of two; probing stops after SYM_MEMO_PROBE */
 #define SYM_MEMO_PROBE 8
 static struct sym_memo sym_memo[SYM_MEMO_SLOTS];
+static uint64_t files_read; /* tlsloc_files_read() */
 
 /* The slot of the file st, or the slot to fill for it (evicting within the probe run). */
 static struct sym_memo *memo_slot(const struct stat *st)
@@ -365,36 +366,6 @@ static struct sym_memo *memo_slot(const struct stat *st)
 	return &sym_memo[(i + (h >> 60) % SYM_MEMO_PROBE) & (SYM_MEMO_SLOTS - 1)];
 }
 
-/*
- * True when some file mapped by the process may define the symbol (a file
- * not remembered yet, or one that does). Files are identified through
- * /proc/<pid>/map_files, which follows the mapping even across mount
- * namespaces and deletions.
- */
-static bool may_define_symbol(pid_t pid, const struct procmem_maps *maps)
-{
-	for (size_t i = 0; i < maps->n; i++) {
-		const struct procmem_map *mp = &maps->maps[i];
-		struct stat st;
-		struct sym_memo *m;
-
-		/* only a file with code is a module; data files are never worth a stat */
-		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r' ||
-		    !procmem_map_has_code(maps, mp))
-			continue;
-		if (procmem_stat_mapped(pid, mp, &st) != 0)
-			return true; /* cannot tell: scan */
-		m = memo_slot(&st);
-		if (m->dev != (uint64_t)st.st_dev || m->ino != (uint64_t)st.st_ino ||
-		    m->size != (int64_t)st.st_size ||
-		    m->mtime_ns != (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec)
-			return true; /* not remembered */
-		if (m->defines)
-			return true;
-	}
-	return false;
-}
-
 /* Remembers whether the file open at fd defines the symbol. */
 static void remember_file(int fd, bool defines)
 {
@@ -411,28 +382,107 @@ static void remember_file(int fd, bool defines)
 	m->defines = defines;
 }
 
+/*
+ * Opens module m's file as an ELF module of the process (its load bias and
+ * segments read into m). NULL when the file cannot be opened, or (*not_elf)
+ * when it is no loadable ELF file (locale data, fonts...), which is then
+ * remembered as not defining the symbol. The caller ends the handle and
+ * closes *fd.
+ */
+static Elf *module_open(pid_t pid, struct module *m, int *fd, bool *not_elf)
+{
+	Elf *elf;
+
+	*not_elf = false;
+	*fd = procmem_open_mapped(pid, m->map, NULL);
+	if (*fd < 0) {
+		log_debug("tlsloc: cannot open module pid=%d path=%s err=%d", (int)pid,
+			  m->map->path, *fd);
+		return NULL;
+	}
+	files_read++;
+	elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	if (elf && module_read_phdrs(elf, m))
+		return elf;
+	remember_file(*fd, false);
+	elf_end(elf);
+	close(*fd);
+	*not_elf = true;
+	return NULL;
+}
+
+/* Whether module m (open as elf at fd) defines the symbol, remembered for its file. */
+static bool module_defines(Elf *elf, int fd, struct module *m)
+{
+	GElf_Sym sym;
+
+	m->defines_sym =
+	    elf_find_symbol(elf, TLSLOC_SYMBOL, &sym) && GELF_ST_TYPE(sym.st_info) == STT_TLS;
+	if (m->defines_sym)
+		m->sym_value = sym.st_value;
+	remember_file(fd, m->defines_sym);
+	return m->defines_sym;
+}
+
+/*
+ * True when some file mapped by the process may define the symbol. A file
+ * not remembered yet is read for it here, and only that file: a process
+ * that loaded one new library since the last look costs a scan of that
+ * library, not of all its modules. Files are identified through
+ * /proc/<pid>/map_files, which follows the mapping even across mount
+ * namespaces and deletions.
+ */
+static bool may_define_symbol(pid_t pid, const struct procmem_maps *maps)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct procmem_map *mp = &maps->maps[i];
+		struct module mod = {.map = mp};
+		struct stat st;
+		struct sym_memo *m;
+		bool defines, not_elf;
+		Elf *elf;
+		int fd;
+
+		/* only a file with code is a module; data files are never worth a stat */
+		if (mp->offset != 0 || !procmem_map_is_file(mp) || mp->perms[0] != 'r' ||
+		    !procmem_map_has_code(maps, mp))
+			continue;
+		if (procmem_stat_mapped(pid, mp, &st) != 0)
+			return true; /* cannot tell: scan */
+		m = memo_slot(&st);
+		if (m->dev == (uint64_t)st.st_dev && m->ino == (uint64_t)st.st_ino &&
+		    m->size == (int64_t)st.st_size &&
+		    m->mtime_ns == (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec) {
+			if (m->defines)
+				return true;
+			continue;
+		}
+		elf = module_open(pid, &mod, &fd, &not_elf);
+		if (!elf) {
+			if (not_elf)
+				continue;
+			return true; /* cannot tell: scan */
+		}
+		defines = module_defines(elf, fd, &mod);
+		elf_end(elf);
+		close(fd);
+		if (defines)
+			return true;
+	}
+	return false;
+}
+
 static void scan_module(pid_t pid, struct scan *s, struct module *m, unsigned flags)
 {
 	GElf_Sym sym;
+	bool not_elf;
 	Elf *elf;
 	int fd;
 
-	fd = procmem_open_mapped(pid, m->map, NULL);
-	if (fd < 0) {
-		log_debug("tlsloc: cannot open module pid=%d path=%s err=%d", (int)pid,
-			  m->map->path, fd);
+	elf = module_open(pid, m, &fd, &not_elf);
+	if (!elf)
 		return;
-	}
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || !module_read_phdrs(elf, m)) {
-		remember_file(fd, false); /* not a loadable ELF file (locale data, fonts...) */
-		goto out_end;
-	}
-	m->defines_sym =
-	    elf_find_symbol(elf, TLSLOC_SYMBOL, &sym) && GELF_ST_TYPE(sym.st_info) == STT_TLS;
-	remember_file(fd, m->defines_sym);
-	if (m->defines_sym)
-		m->sym_value = sym.st_value;
+	module_defines(elf, fd, m);
 	if (!(flags & TLSLOC_NO_LINK_MAP)) {
 		if (!s->have_glibc && glibc_layout_read(elf, fd, &s->g) == 0)
 			s->have_glibc = true;
@@ -441,7 +491,6 @@ static void scan_module(pid_t pid, struct scan *s, struct module *m, unsigned fl
 			s->r_debug = m->bias + sym.st_value;
 	}
 	s->n++;
-out_end:
 	elf_end(elf);
 	close(fd);
 }
@@ -655,6 +704,11 @@ int tlsloc_resolve(pid_t pid, unsigned flags, struct tp_tls_loc *loc, struct tls
 out_maps:
 	procmem_maps_free(&maps);
 	return err;
+}
+
+uint64_t tlsloc_files_read(void)
+{
+	return files_read;
 }
 
 int tlsloc_read_pid(void *ctx, uint64_t addr, void *buf, size_t len)

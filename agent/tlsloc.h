@@ -52,6 +52,13 @@ struct tlsloc_info {
  * (see docs/agent.md), or another -errno (maps, ELF or memory reads).
  */
 int tlsloc_resolve(pid_t pid, unsigned flags, struct tp_tls_loc *loc, struct tlsloc_info *info);
+/*
+ * Files whose symbol tables tlsloc_resolve has read so far, in this
+ * process. Whether a file defines the symbol is remembered per file (by
+ * device, inode, size and modification time), so this grows with the new
+ * files seen, not with the processes looked at.
+ */
+uint64_t tlsloc_files_read(void);
 
 /* Reads len bytes at addr of the evaluated process into buf: 0 or -errno. */
 typedef int (*tlsloc_read_fn)(void *ctx, uint64_t addr, void *buf, size_t len);

@@ -208,6 +208,15 @@ static void test_fingerprint(void)
 	    "7f0000001000-7f0000002000 r--p 00000000 08:01 55 /usr/lib/libc.so.6\n"
 	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
 	    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
+	/* perf's and BPF's ring buffers mapped (a profiler starting to record) */
+	static const char rings[] =
+	    "55d0c0a00000-55d0c0a01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
+	    "55d0c0c00000-55d0c0c21000 rw-p 00000000 00:00 0 [heap]\n"
+	    "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \n"
+	    "7f0000001000-7f0000001800 rw-s 00000000 00:10 1038 anon_inode:[perf_event]\n"
+	    "7f0000001800-7f0000001c00 r--s 00000000 00:10 1038 anon_inode:bpf-map\n"
+	    "7f0000002000-7f0000003000 r-xp 00000000 08:01 55 /usr/lib/libc.so.6\n"
+	    "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n";
 	/* the same program loaded elsewhere (a new exec) */
 	static const char moved[] =
 	    "55d0c0b00000-55d0c0b01000 r-xp 00000000 08:01 1234 /usr/bin/prog\n"
@@ -221,6 +230,7 @@ static void test_fingerprint(void)
 	      "a named mapping counts");
 	CHECK(fp_of(moved) != f, "load addresses count");
 	CHECK(fp_of(data) == f, "a data file mapped does not count");
+	CHECK(fp_of(rings) == f, "perf and BPF ring buffers do not count");
 	CHECK(fp_of(memfd) != f, "a memfd counts (it may hold a process context)");
 	CHECK(fp_of(rodata) != f, "another segment of a file with code counts");
 	CHECK(fp_of("") != 0, "no mappings: still not 0");

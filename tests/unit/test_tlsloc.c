@@ -9,6 +9,7 @@
  * child with process_vm_readv, as the agent does. No sleeps: the test only
  * waits for lines the writer has to write.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -304,6 +305,33 @@ static void test_symbol_lookup(const char *path)
 		close(fd);
 }
 
+/*
+ * Another look at a process reads only the files it did not map at the
+ * last one: none when nothing changed, the new library after a dlopen of
+ * one without the symbol; and a library with the symbol loaded later is
+ * found (this test process is the process looked at).
+ */
+static void test_new_library(void)
+{
+	struct tp_tls_loc loc;
+	uint64_t n;
+
+	CHECK(tlsloc_resolve(getpid(), 0, &loc, NULL) == 0 && loc.kind == TP_TLS_NONE,
+	      "no symbol yet");
+	n = tlsloc_files_read();
+	CHECK(tlsloc_resolve(getpid(), 0, &loc, NULL) == 0 && loc.kind == TP_TLS_NONE &&
+		  tlsloc_files_read() == n,
+	      "nothing new mapped: no file read (%" PRIu64 " more)", tlsloc_files_read() - n);
+	CHECK(dlopen(PLAIN_DSO, RTLD_NOW) != NULL, "dlopen %s: %s", PLAIN_DSO, dlerror());
+	CHECK(tlsloc_resolve(getpid(), 0, &loc, NULL) == 0 && loc.kind == TP_TLS_NONE &&
+		  tlsloc_files_read() == n + 1,
+	      "a library without the symbol loaded: that file read, and only it (%" PRIu64 ")",
+	      tlsloc_files_read() - n);
+	CHECK(dlopen(DSO_GD, RTLD_NOW) != NULL, "dlopen %s: %s", DSO_GD, dlerror());
+	CHECK(tlsloc_resolve(getpid(), 0, &loc, NULL) == 0 && loc.kind == TP_TLS_DTV,
+	      "a library with the symbol loaded later: found (kind %u)", loc.kind);
+}
+
 int main(void)
 {
 	struct tp_tls_loc loc;
@@ -355,5 +383,6 @@ int main(void)
 		  info.method == TLSLOC_NOT_FOUND,
 	      "no symbol: TP_TLS_NONE");
 	CHECK(tlsloc_resolve(0x3ffffff0, 0, &loc, NULL) == -ENOENT, "no such process: -ENOENT");
+	test_new_library();
 	return check_done();
 }
