@@ -336,8 +336,12 @@ static int configure(struct sampler *s)
  * The ring when none is asked for: 128 KiB per possible CPU, at least
  * 1 MiB, rounded up to a power of two. A sample of user mode takes 1,088
  * bytes of ring (room for 127 frames is reserved: bpf/sampler.bpf.c,
- * emit_record), so 128 KiB is 6 s of one CPU at 19 Hz and 1.2 s at 99 Hz;
- * the reader is woken at a quarter of the ring.
+ * emit_record), so 128 KiB is 6 s of one CPU at 19 Hz and 1.2 s at 99 Hz.
+ * The reader is woken when half the ring is pending: each wakeup of the
+ * agent costs ~70 us here (the poll, the switch, the caches it finds cold),
+ * 59 passes a minute at a quarter against 33 at half at 99 Hz on two busy
+ * CPUs, and the other half is still 2.4 s of headroom for a reader held up
+ * (bench/results.md).
  */
 static size_t default_ring_bytes(void)
 {
@@ -361,7 +365,7 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 	if (!out->ring_bytes)
 		out->ring_bytes = default_ring_bytes();
 	if (!out->wakeup_bytes)
-		out->wakeup_bytes = out->ring_bytes / 4;
+		out->wakeup_bytes = out->ring_bytes / 2;
 	if (!out->stack_entries)
 		out->stack_entries = DEFAULT_SLOTS;
 	if (!out->aggregate_slots)

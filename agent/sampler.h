@@ -34,7 +34,7 @@ struct sampler_opts {
 	int hz;			  /* sampling frequency per CPU, 1..SAMPLER_MAX_HZ (0: 19) */
 	size_t ring_bytes;	  /* TP_PATH_RINGBUF ring size, a power of 2 >= page
 				     (0: 128 KiB per CPU, at least 1 MiB) */
-	size_t wakeup_bytes;	  /* wake the reader at this much pending (0: ring/4; or EVERY) */
+	size_t wakeup_bytes;	  /* wake the reader at this much pending (0: ring/2; or EVERY) */
 	enum tp_filter filter;	  /* which processes are sampled */
 	enum tp_data_path path;	  /* how samples reach user space */
 	uint32_t stack_entries;	  /* TP_PATH_AGGREGATE: stacks map size (0: 16384) */
