@@ -1443,11 +1443,12 @@ static void write_stats(struct agent *a, double elapsed_s)
 	fprintf(f,
 		"bpf_samples=%" PRIu64 "\nbpf_filtered=%" PRIu64 "\nbpf_ringbuf_full=%" PRIu64
 		"\nbpf_tagged=%" PRIu64 "\nbpf_ctx_fault=%" PRIu64 "\nbpf_no_ustack=%" PRIu64
-		"\nbpf_run_time_ns=%" PRIu64 "\nbpf_run_cnt=%" PRIu64 "\n",
+		"\nbpf_run_time_ns=%" PRIu64 "\nbpf_run_cnt=%" PRIu64 "\nbpf_stack_retakes=%" PRIu64
+		"\n",
 		ss.counters[TP_CNT_SAMPLES], ss.counters[TP_CNT_FILTERED],
 		ss.counters[TP_CNT_RINGBUF_FULL], ss.counters[TP_CNT_TAGGED],
 		ss.counters[TP_CNT_CTX_FAULT], ss.counters[TP_CNT_NO_USTACK], ss.run_time_ns,
-		ss.run_cnt);
+		ss.run_cnt, ss.counters[TP_CNT_STACK_RETAKE]);
 	fprintf(f,
 		"samples=%" PRIu64 "\nsamples_self=%" PRIu64 "\ntagged=%" PRIu64
 		"\ninvalid_ctx=%" PRIu64 "\nctx_faults=%" PRIu64 "\nstack_hits=%" PRIu64

@@ -5,7 +5,7 @@
  * usage: lookup_cost [--seconds S] [--rounds R] [--hz HZ] A:B [A:B]...
  *   A, B: none, hash-hit, hash-miss, hash-two, storage-hit, storage-miss
  *         (finding the context); stack, ringbuf, ring-reserve, perfbuf
- *         ringbuf-array (handing a sample over); count-percpu, count-array
+ *         ringbuf-array, ring-reserve-32 (handing a sample over); count-percpu, count-array
  *         (counting)
  *         (enum lookup_mode in bpf/lookup_cost.h)
  *
@@ -50,8 +50,9 @@
 #define MAX_RUNS  64
 
 static const char *const mode_names[LOOKUP_MODES] = {
-    "none",    "hash-hit",     "hash-miss", "hash-two",	    "storage-hit", "storage-miss",  "stack",
-    "ringbuf", "ring-reserve", "perfbuf",   "count-percpu", "count-array", "ringbuf-array",
+    "none",	    "hash-hit",	   "hash-miss",	    "hash-two",	       "storage-hit",
+    "storage-miss", "stack",	   "ringbuf",	    "ring-reserve",    "perfbuf",
+    "count-percpu", "count-array", "ringbuf-array", "ring-reserve-32",
 };
 
 /* One loaded copy and its events. */
@@ -226,7 +227,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: lookup_cost [--seconds S] [--rounds R] [--hz HZ] A:B [A:B]...\n"
 		   "  modes: none hash-hit hash-miss hash-two storage-hit storage-miss\n"
 		   "         stack ringbuf ring-reserve perfbuf count-percpu count-array\n"
-		   "         ringbuf-array\n");
+		   "         ringbuf-array ring-reserve-32\n");
 }
 
 int main(int argc, char **argv)

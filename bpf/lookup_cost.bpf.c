@@ -162,7 +162,10 @@ static __always_inline __u64 reserve_and_submit(struct bpf_perf_event_data *ctx,
 		return 0;
 	*(__u64 *)o->b = bpf_ktime_get_ns();
 	*(__u32 *)&o->b[8] = task->tgid;
-	n = bpf_get_stack(ctx, &o->b[OUT_HEADER], OUT_FRAMES * 8, BPF_F_USER_STACK);
+	if (mode == OUT_RING_RESERVE_32)
+		n = bpf_get_stack(ctx, &o->b[OUT_HEADER], 32 * 8, BPF_F_USER_STACK);
+	else
+		n = bpf_get_stack(ctx, &o->b[OUT_HEADER], OUT_FRAMES * 8, BPF_F_USER_STACK);
 	bpf_ringbuf_submit(o, BPF_RB_NO_WAKEUP);
 	return n > 0 ? (__u64)n : 0;
 }
@@ -211,6 +214,7 @@ int probe(struct bpf_perf_event_data *ctx)
 		found = hand_over(ctx, task);
 		break;
 	case OUT_RING_RESERVE:
+	case OUT_RING_RESERVE_32:
 		found = reserve_and_submit(ctx, task);
 		break;
 	case COUNT_PERCPU:

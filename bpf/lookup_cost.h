@@ -21,10 +21,12 @@ enum lookup_mode {
 	OUT_RING_RESERVE = 8, /* the stack taken straight into a reserved ring record */
 	OUT_PERFBUF = 9,      /* the per-CPU buffer copied into a perf buffer of this CPU */
 	/* counting what happened: three increments of 64-bit counters */
-	COUNT_PERCPU = 10,	/* in a per-CPU array (per-CPU areas: mapped page by page) */
-	COUNT_ARRAY = 11,	/* in a plain array indexed by CPU (small: kmalloc'ed) */
-	OUT_RINGBUF_ARRAY = 12, /* OUT_RINGBUF with the buffer a plain array's row of this CPU */
-	LOOKUP_MODES = 13,
+	COUNT_PERCPU = 10,	  /* in a per-CPU array (per-CPU areas: mapped page by page) */
+	COUNT_ARRAY = 11,	  /* in a plain array indexed by CPU (small: kmalloc'ed) */
+	OUT_RINGBUF_ARRAY = 12,	  /* OUT_RINGBUF with the buffer a plain array's row of this CPU */
+	OUT_RING_RESERVE_32 = 13, /* OUT_RING_RESERVE, the stack asked for at most 32 frames: the
+				     helper zeroes the record's unused tail up to the size asked */
+	LOOKUP_MODES = 14,
 };
 
 /* The largest sample handed over: a header and 127 frames, as the agent's. */

@@ -145,7 +145,8 @@ struct {
  */
 struct counter_set {
 	__u64 n[TP_CNT_MAX]; /* index: enum tp_counter */
-} __attribute__((aligned(128)));
+	__u16 ask[2];	     /* frames to ask for, kernel and user: take_stack() */
+} __attribute__((aligned(64)));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -335,6 +336,46 @@ static __always_inline void count_kept(struct counter_set *c, const struct threa
 }
 
 /*
+ * The stack (kernel, or user with BPF_F_USER_STACK) into buf, which has
+ * room for TP_MAX_FRAMES frames; returns the frames taken. bpf_get_stack
+ * zeroes the buffer past the frames it took up to the size asked, ~0.4 us
+ * a sample for the ~900 bytes a stack of a few frames leaves of 127
+ * (bench/lookup_cost ring-reserve:ring-reserve-32). So it is asked for
+ * what this CPU's recent stacks of the kind needed, *ask frames (the
+ * deepest recent one plus a margin, at least TP_ASK_MIN, decaying by a
+ * frame a sample): a stack that fills that is walked again at the full
+ * TP_MAX_FRAMES, and the next ones are asked for more. Stacks are never
+ * cut short by it; a CPU that moves from shallow to deep stacks pays a
+ * second walk once.
+ */
+#define TP_ASK_MIN    32
+#define TP_ASK_MARGIN 8
+static __always_inline __u32 take_stack(struct bpf_perf_event_data *ctx, __u64 *buf, __u64 flags,
+					struct counter_set *c, int which)
+{
+	__u32 ask = c ? c->ask[which & 1] : TP_MAX_FRAMES, n;
+	long got;
+
+	if (ask < TP_ASK_MIN || ask > TP_MAX_FRAMES)
+		ask = ask < TP_ASK_MIN ? TP_ASK_MIN : TP_MAX_FRAMES;
+	got = bpf_get_stack(ctx, buf, (ask & 0x7f) * sizeof(__u64), flags);
+	if (got == (long)((ask & 0x7f) * sizeof(__u64)) && ask < TP_MAX_FRAMES) {
+		/* full: maybe cut; the whole stack, and ask for more from now on */
+		got = bpf_get_stack(ctx, buf, TP_MAX_FRAMES * sizeof(__u64), flags);
+		if (c)
+			c->n[TP_CNT_STACK_RETAKE]++;
+	}
+	n = got > 0 ? (got / sizeof(__u64)) & 0x7f
+		    : 0; /* <= TP_MAX_FRAMES, a bound the verifier sees */
+	if (c) {
+		__u32 want = n + TP_ASK_MARGIN;
+
+		c->ask[which & 1] = want > ask - 1 ? want : ask - 1;
+	}
+	return got < 0 ? 0 : n;
+}
+
+/*
  * One sample into the ring. The stacks are taken straight into the ring
  * record, reserved at its largest: TP_SAMPLE_USER_BYTES when the sample
  * interrupted user mode (no kernel frames then), the whole struct
@@ -352,7 +393,6 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	__u32 kn = 0, un = 0;
 	struct tp_sample *s;
 	__u64 flags = 0;
-	long n;
 
 	s = bpf_ringbuf_reserve(&samples, user_mode ? TP_SAMPLE_USER_BYTES : sizeof(*s), 0);
 	if (!s) {
@@ -381,16 +421,10 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	__builtin_memset(s->reserved, 0, sizeof(s->reserved));
 
 	/* a sample of user mode has no kernel frames: skip the helper call */
-	if (!user_mode) {
-		n = bpf_get_stack(ctx, s->ips, TP_MAX_FRAMES * sizeof(__u64), 0);
-		if (n > 0)
-			kn = (n / sizeof(__u64)) &
-			     0x7f; /* <= TP_MAX_FRAMES, a bound the verifier sees */
-	}
-	n = bpf_get_stack(ctx, &s->ips[kn], TP_MAX_FRAMES * sizeof(__u64), BPF_F_USER_STACK);
-	if (n > 0)
-		un = (n / sizeof(__u64)) & 0x7f;
-	else if (!is_kernel_thread() && c)
+	if (!user_mode)
+		kn = take_stack(ctx, s->ips, 0, c, 0);
+	un = take_stack(ctx, &s->ips[kn], BPF_F_USER_STACK, c, 1);
+	if (!un && !is_kernel_thread() && c)
 		c->n[TP_CNT_NO_USTACK]++;
 	s->kern_n = kn;
 	s->user_n = un;

@@ -131,7 +131,10 @@ struct tp_agg_key {
 	__u8 span_id[8];     /* TP_CTX_TAGGED only */
 };
 
-/* Per-CPU counters (array map "counters": one __u64[TP_CNT_MAX] per CPU, index = enum tp_counter).
+/*
+ * Per-CPU counters (array map "counters": a row per CPU starting with
+ * __u64[TP_CNT_MAX], index = enum tp_counter; the rest of the row is the
+ * program's own).
  */
 enum tp_counter {
 	TP_CNT_SAMPLES = 0,	    /* program runs that kept a sample */
@@ -149,7 +152,8 @@ enum tp_counter {
 	TP_CNT_RAISED_IDLE = 12,    /* raised runs discarded: target thread outside a request */
 	TP_CNT_BASE_COVERED = 13,   /* base runs skipped: the thread is covered by raised events */
 	TP_CNT_RAISED_AGG = 14,	    /* raised runs discarded: aggregation path (not supported) */
-	TP_CNT_MAX = 15,
+	TP_CNT_STACK_RETAKE = 15,   /* stacks walked twice: deeper than this CPU's recent ones */
+	TP_CNT_MAX = 16,
 };
 
 #endif

@@ -1029,6 +1029,115 @@ static void test_kernel_stacks(void)
 	sampler_free(s);
 }
 
+/*
+ * (d) Deep stacks: the sampler asks for as many frames as the CPU's recent
+ * stacks needed and walks again when a stack fills that. A child that
+ * alternates between a stack DEEP_FRAMES deep and one SHALLOW_FRAMES deep
+ * (descend() calling itself through a volatile pointer, so the compiler
+ * keeps every level) must show every level in every sample taken in its
+ * spin at the bottom: never a stack cut at the first size asked.
+ */
+#define DEEP_FRAMES    100
+#define SHALLOW_FRAMES 10
+
+static __attribute__((noinline)) void deep_spin(void)
+{
+	for (int i = 0; i < 3; i++)
+		spin_leaf();
+}
+
+static int descend(int depth);
+static int (*volatile descend_ptr)(int) = descend;
+
+static __attribute__((noinline)) int descend(int depth)
+{
+	if (depth <= 1) {
+		deep_spin();
+		return 0;
+	}
+	return descend_ptr(depth - 1) + 1;
+}
+
+static void child_deep(void)
+{
+	ctl->ready = 1;
+	for (;;) {
+		descend(DEEP_FRAMES);
+		descend(SHALLOW_FRAMES);
+	}
+}
+
+struct dtally {
+	pid_t pid;
+	int in_spin;  /* samples at the bottom (the leaf in spin_leaf) */
+	int deep;     /* of those, all DEEP_FRAMES levels there */
+	int shallow;  /* of those, all SHALLOW_FRAMES levels there */
+	int other;    /* of those, another number of levels: a stack cut short */
+	int other_at; /* the levels of the first such */
+};
+
+static int tally_deep(void *arg, const struct tp_sample *smp, size_t len)
+{
+	struct dtally *t = arg;
+	const __u64 *u = smp->ips + smp->kern_n;
+	uint64_t ret = 0;
+	int levels = 0, best = 0;
+
+	if (smp->pid != (uint32_t)t->pid || !smp->user_n ||
+	    smp->kern_n + smp->user_n > 2 * TP_MAX_FRAMES)
+		return 0;
+	/* at the bottom: in spin_leaf, which only deep_spin calls in this child */
+	if (u[0] < (uint64_t)spin_leaf || u[0] >= (uint64_t)spin_leaf + 256 || smp->user_n < 3)
+		return 0;
+	/* descend's levels: its return address after the recursive call, the most frequent frame */
+	for (int i = 1; i < smp->user_n; i++) {
+		int k = 0;
+
+		for (int j = 1; j < smp->user_n; j++)
+			k += u[j] == u[i];
+		if (k > best) {
+			best = k;
+			ret = u[i];
+		}
+	}
+	t->in_spin++;
+	for (int j = 1; j < smp->user_n; j++)
+		levels += u[j] == ret;
+	levels += 1; /* the bottom level, which called deep_spin from another place */
+	if (levels == DEEP_FRAMES)
+		t->deep++;
+	else if (levels == SHALLOW_FRAMES)
+		t->shallow++;
+	else if (!t->other++)
+		t->other_at = levels;
+	return 0;
+}
+
+static void test_deep_stacks(void)
+{
+	struct sampler_stats st;
+	struct dtally t = {0};
+	struct sampler *s;
+
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	t.pid = spawn(child_deep);
+	CHECK(sampler_add_target_pid(s, t.pid) == 0, "deep stacks: add target");
+	poll_for(s, tally_deep, &t, 3000);
+	reap(t.pid);
+	poll_for(s, tally_deep, &t, 200);
+	CHECK(t.in_spin >= 30, "deep stacks: samples at the bottom: %d", t.in_spin);
+	CHECK(t.deep >= 5 && t.shallow >= 5,
+	      "deep stacks: both depths seen whole (%d deep, %d shallow)", t.deep, t.shallow);
+	CHECK(t.other == 0, "deep stacks: none cut short: %d (the first with %d levels)", t.other,
+	      t.other_at);
+	CHECK(sampler_get_stats(s, &st) == 0 && st.counters[TP_CNT_STACK_RETAKE] > 0,
+	      "deep stacks: walked again after a shallow one (%llu)",
+	      (unsigned long long)st.counters[TP_CNT_STACK_RETAKE]);
+	sampler_free(s);
+}
+
 int main(void)
 {
 	struct stat st;
@@ -1048,6 +1157,7 @@ int main(void)
 	load_ksyms();
 	test_busy_child();
 	test_kernel_stacks();
+	test_deep_stacks();
 	test_tls("static tls", child_static_tls);
 	test_tls("dtv tls", child_dtv_tls);
 	test_sdk_uprobe();
