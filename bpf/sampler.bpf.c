@@ -354,25 +354,28 @@ static __always_inline __u32 take_stack(struct bpf_perf_event_data *ctx, __u64 *
 					struct counter_set *c, int which)
 {
 	__u32 ask = c ? c->ask[which & 1] : TP_MAX_FRAMES, n;
-	long got;
+	long got, size;
 
-	if (ask < TP_ASK_MIN || ask > TP_MAX_FRAMES)
-		ask = ask < TP_ASK_MIN ? TP_ASK_MIN : TP_MAX_FRAMES;
-	got = bpf_get_stack(ctx, buf, (ask & 0x7f) * sizeof(__u64), flags);
-	if (got == (long)((ask & 0x7f) * sizeof(__u64)) && ask < TP_MAX_FRAMES) {
+	if (ask < TP_ASK_MIN)
+		ask = TP_ASK_MIN;
+	else if (ask > TP_MAX_FRAMES)
+		ask = TP_MAX_FRAMES;
+	/* & 0x7f: at most TP_MAX_FRAMES frames, a bound the verifier sees (also below) */
+	size = (ask & 0x7f) * sizeof(__u64);
+	got = bpf_get_stack(ctx, buf, size, flags);
+	if (got == size && ask < TP_MAX_FRAMES) {
 		/* full: maybe cut; the whole stack, and ask for more from now on */
 		got = bpf_get_stack(ctx, buf, TP_MAX_FRAMES * sizeof(__u64), flags);
 		if (c)
 			c->n[TP_CNT_STACK_RETAKE]++;
 	}
-	n = got > 0 ? (got / sizeof(__u64)) & 0x7f
-		    : 0; /* <= TP_MAX_FRAMES, a bound the verifier sees */
+	n = got > 0 ? (got / sizeof(__u64)) & 0x7f : 0;
 	if (c) {
 		__u32 want = n + TP_ASK_MARGIN;
 
 		c->ask[which & 1] = want > ask - 1 ? want : ask - 1;
 	}
-	return got < 0 ? 0 : n;
+	return n;
 }
 
 /*

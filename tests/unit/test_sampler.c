@@ -1000,6 +1000,21 @@ static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
 }
 
 /*
+ * Runs child as the sampler's only target: *pid is set before the first
+ * sample reaches fn; its samples of ms milliseconds go to fn(arg), then,
+ * once it is gone, what the ring still holds.
+ */
+static void sample_child(struct sampler *s, const char *name, void (*child)(void), pid_t *pid,
+			 sampler_sample_fn fn, void *arg, int ms)
+{
+	*pid = spawn(child);
+	CHECK(sampler_add_target_pid(s, *pid) == 0, "%s: add target", name);
+	poll_for(s, fn, arg, ms);
+	reap(*pid);
+	poll_for(s, fn, arg, 200);
+}
+
+/*
  * (k) Kernel stacks: a child reading /dev/zero is mostly in the kernel;
  * its samples there carry the read path's frames, never the sampling's
  * own (perf's overflow path, the stack walk, the program), and still the
@@ -1013,11 +1028,7 @@ static void test_kernel_stacks(void)
 	s = open_sampler(TP_FILTER_PIDS);
 	if (!s)
 		return;
-	t.pid = spawn(child_reads);
-	CHECK(sampler_add_target_pid(s, t.pid) == 0, "kernel stacks: add target");
-	poll_for(s, tally_kernel, &t, 2000);
-	reap(t.pid);
-	poll_for(s, tally_kernel, &t, 200); /* what was still in the ring */
+	sample_child(s, "kernel stacks", child_reads, &t.pid, tally_kernel, &t, 2000);
 	CHECK(t.n >= 20, "kernel stacks: samples of the reading child: %d", t.n);
 	CHECK(t.kernel * 2 >= t.n, "kernel stacks: most in the kernel: %d of %d", t.kernel, t.n);
 	CHECK(t.in_read * 10 >= t.kernel * 9, "kernel stacks: in the read path: %d of %d",
@@ -1122,11 +1133,7 @@ static void test_deep_stacks(void)
 	s = open_sampler(TP_FILTER_PIDS);
 	if (!s)
 		return;
-	t.pid = spawn(child_deep);
-	CHECK(sampler_add_target_pid(s, t.pid) == 0, "deep stacks: add target");
-	poll_for(s, tally_deep, &t, 3000);
-	reap(t.pid);
-	poll_for(s, tally_deep, &t, 200);
+	sample_child(s, "deep stacks", child_deep, &t.pid, tally_deep, &t, 3000);
 	CHECK(t.in_spin >= 30, "deep stacks: samples at the bottom: %d", t.in_spin);
 	CHECK(t.deep >= 5 && t.shallow >= 5,
 	      "deep stacks: both depths seen whole (%d deep, %d shallow)", t.deep, t.shallow);
