@@ -66,6 +66,8 @@ variants = {
     "required values": ["postgresql.existingSecret=traceprof-db"],
     "bundled PostgreSQL": ["postgresql.bundled.enabled=true",
                            "postgresql.bundled.persistence.enabled=true"],
+    "no network policy": ["postgresql.existingSecret=x", "networkPolicy.enabled=false",
+                          "agent.seccompProfile=Unconfined"],
     "existing secrets": ["postgresql.existingSecret=db", "postgresql.existingSecretKey=uri",
                          "controlAuth.existingSecret=tok",
                          "controlAuth.tls.serverSecret=agent-tls",
@@ -122,6 +124,23 @@ check("--health-addr=:8081" in cc["args"] and cc["ports"] == [{"name": "health",
       "controller: health endpoint on 8081, liveness /healthz, readiness /readyz")
 check(cc["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "traceprof-db", "key": "conninfo"},
       "controller: conninfo from the Secret")
+check(agent["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+      and c["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"},
+      "agent and controller: the runtime's default seccomp profile")
+netpol = {d["metadata"]["name"]: d["spec"] for d in by_kind(docs, "NetworkPolicy")}
+anp, cnp = netpol.get("traceprof-agent", {}), netpol.get("traceprof-controller", {})
+check(anp.get("podSelector", {}).get("matchLabels", {}).get("app.kubernetes.io/name")
+      == ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]
+      and anp.get("policyTypes") == ["Ingress"], "NetworkPolicy: selects the agent pods")
+ingress = {tuple(sorted(p["port"] for p in r["ports"])): r["from"] for r in anp.get("ingress", [])}
+ctl_labels = dep["spec"]["template"]["metadata"]["labels"]
+check(set(ingress) == {(4320,), (4317, 4318)} and all(
+          ctl_labels.get(k) == v for k, v in ingress[(4320,)][0]["podSelector"]["matchLabels"].items())
+      and len(ingress[(4320,)]) == 1, f"NetworkPolicy: control port only from the controller pods ({ingress})")
+check(ingress.get((4317, 4318)) == [{"namespaceSelector": {}}],
+      "NetworkPolicy: OTLP from every pod of the cluster by default")
+check([p["port"] for r in cnp.get("ingress", []) for p in r["ports"]] == [8081],
+      "NetworkPolicy: the controller takes only its health port")
 tok = by_kind(docs, "Secret", "traceprof-control-token")
 check(len(tok) == 1 and len(tok[0]["data"]["token"]) == 64, "control token Secret generated")
 
@@ -155,6 +174,10 @@ check(by_kind(b, "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0]["e
       "bundled: agents read the bundled conninfo Secret")
 
 e = rendered["existing secrets"][1]
+n = rendered["no network policy"][1]
+check(not by_kind(n, "NetworkPolicy") and by_kind(n, "DaemonSet")[0]["spec"]["template"]["spec"]
+      ["securityContext"]["seccompProfile"]["type"] == "Unconfined",
+      "networkPolicy.enabled=false: no NetworkPolicy; agent.seccompProfile=Unconfined")
 ectr = by_kind(e, "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0]
 check("SYS_ADMIN" in ectr["securityContext"]["capabilities"]["add"],
       "sdkUprobe adds SYS_ADMIN")
@@ -221,13 +244,15 @@ try:
           f"objects {r.stderr.strip()}")
     print(r.stdout, end="")
     r = kubectl("get", "-n", "traceprof", "daemonset,deployment,serviceaccount,secret,service,"
-                "role,rolebinding", "-o", "name")
+                "role,rolebinding,networkpolicy", "-o", "name")
     got = set(r.stdout.split())
     want = {"daemonset.apps/traceprof-agent", "deployment.apps/traceprof-controller",
             "serviceaccount/traceprof-agent", "serviceaccount/traceprof-controller",
             "secret/traceprof-control-token", "service/traceprof-otlp",
             "role.rbac.authorization.k8s.io/traceprof-controller-leader",
-            "rolebinding.rbac.authorization.k8s.io/traceprof-controller-leader"}
+            "rolebinding.rbac.authorization.k8s.io/traceprof-controller-leader",
+            "networkpolicy.networking.k8s.io/traceprof-agent",
+            "networkpolicy.networking.k8s.io/traceprof-controller"}
     check(want <= got, f"kubectl get shows them (missing: {sorted(want - got)})")
     r = kubectl("get", "clusterrole,clusterrolebinding", "-o", "name")
     check("clusterrole.rbac.authorization.k8s.io/traceprof-agent" in r.stdout

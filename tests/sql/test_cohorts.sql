@@ -196,6 +196,24 @@ SELECT t.eq(pg_temp.n_requests('{"route": "/api/100_*"}'), 0::bigint, '_ never m
 SELECT t.eq(pg_temp.n_requests('{"route": "/api/a\\*b"}'), 1::bigint, 'backslash escapes *');
 SELECT t.eq(pg_temp.n_requests('{"route": ["/login", "/api/1000*"]}'), 4::bigint, 'route list');
 SELECT t.eq(traceprof.glob_to_like('a%b_c*d?e\f'), 'a\%b\_c%d_ef', 'glob to LIKE');
+SELECT t.eq(traceprof.glob_to_like(''), '', 'empty glob');
+SELECT t.eq(traceprof.glob_to_like('\*\?\\\%\_'), '*?\\\%\_', 'escaped specials');
+SELECT t.eq(traceprof.glob_to_like('ab\'), 'ab\\', 'a trailing backslash is literal');
+SELECT t.eq(traceprof.glob_to_like(E'a\nb*'), E'a\nb%', 'newlines are literal');
+SELECT t.eq(traceprof.glob_to_like('é*ü?'), 'é%ü_', 'multibyte characters');
+-- Linear in the pattern's length: a 1 MiB pattern (it took over 15 s when
+-- the result grew one character at a time) converts in well under that.
+DO $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+    g text := repeat('a*b?', 262144);
+    l text;
+BEGIN
+    l := traceprof.glob_to_like(g);
+    PERFORM t.eq(length(l), 1048576, '1 MiB glob converted whole');
+    PERFORM t.eq(left(l, 8), 'a%b_a%b_', '1 MiB glob converted right');
+    PERFORM t.ok(clock_timestamp() - t0 < interval '10 s', '1 MiB glob converted in under 10 s, took ' || (clock_timestamp() - t0));
+END $$;
 
 -- ---------------------------------------------------------------------
 -- Errors name the key and the value.

@@ -22,6 +22,9 @@ SELECT t.near((SELECT self_weight FROM w WHERE function_id = 0), 10, 1e-9, 'unkn
 SELECT t.near((SELECT sum(self_weight) FROM w), 85, 1e-9, 'self weights add up to the input');
 SELECT t.near(traceprof.cpu_ms(19, 19), 1000, 1e-9, '19 samples at 19 Hz are a second');
 SELECT t.near(traceprof.cpu_ms(99, 99), 1000, 1e-9, '99 samples at 99 Hz are a second');
+-- A frequency that is not positive has no CPU time (it was division_by_zero).
+SELECT t.eq(traceprof.cpu_ms(5, 0), NULL::double precision, 'no CPU time at 0 Hz');
+SELECT t.eq(traceprof.cpu_ms(5, -1), NULL::double precision, 'no CPU time at a negative frequency');
 
 -- A stack written before one of its frames: the frame reads as unknown
 -- until repair_stack_functions() mends it; mending twice does nothing.
