@@ -9,6 +9,15 @@
  * mtime, size or inode change (checked at most once a minute, and at once
  * on a 401, after which the call is retried once with the new token), so
  * rotating bound service-account tokens keep working.
+ *
+ * Throttling, as client-go's rest client does it: a 429 or 503 answer
+ * (which the server did not act on) is tried again after its Retry-After
+ * (seconds, capped at 10 s), or after a jittered backoff from 250 ms
+ * without one, at most RETRY_MAX times and within retry_wait_ms of waiting
+ * per call. A Retry-After is also remembered: no later call of the client
+ * goes out before it has passed (a call that cannot wait that long fails
+ * with -EAGAIN instead). Other 5xx answers go back to the caller, whose
+ * own backoff (a work queue's, the elector's period) applies.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,11 +34,14 @@
 #include "traceprof/kube.h"
 #include "traceprof/log.h"
 
-#define DEFAULT_TIMEOUT_MS   30000L
-#define CONNECT_TIMEOUT_MS   5000L
-#define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
-#define TOKEN_CHECK_MS	     60000 /* token file re-checked at most this often */
-#define TOKEN_MAX	     (64 << 10)
+#define DEFAULT_TIMEOUT_MS    30000L
+#define CONNECT_TIMEOUT_MS    5000L
+#define DEFAULT_MAX_RESPONSE  ((size_t)64 << 20)
+#define TOKEN_CHECK_MS	      60000 /* token file re-checked at most this often */
+#define TOKEN_MAX	      (64 << 10)
+#define DEFAULT_RETRY_WAIT_MS 10000L
+#define RETRY_AFTER_CAP_MS    10000L
+#define RETRY_MAX	      5
 
 #ifndef TRACEPROF_VERSION
 #define TRACEPROF_VERSION "0"
@@ -47,6 +59,9 @@ struct kube_client {
 	struct stat token_st;	       /* token file as last read */
 	int64_t token_checked_ms;      /* when the token file was last looked at */
 	const volatile int *abort;     /* stop flag (borrowed), or NULL */
+	long retry_wait_ms;	       /* most time a call waits for 429/503, or -1 */
+	int64_t not_before_ms;	       /* no request before this (a server's Retry-After) */
+	uint64_t retries;	       /* requests sent again after 429/503 */
 	/* the call in progress */
 	char *buf;		      /* body bytes, or the partial line while streaming */
 	size_t len;		      /* bytes in buf */
@@ -226,6 +241,8 @@ struct kube_client *kube_client_new(const struct kube_config *cfg,
 	c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->max_response =
 	    opts && opts->max_response > 0 ? opts->max_response : DEFAULT_MAX_RESPONSE;
+	c->retry_wait_ms =
+	    opts && opts->retry_wait_ms ? opts->retry_wait_ms : DEFAULT_RETRY_WAIT_MS;
 	c->user_agent =
 	    strdup(opts && opts->user_agent ? opts->user_agent : "traceprof/" TRACEPROF_VERSION);
 	c->curl = curl_easy_init();
@@ -506,6 +523,52 @@ static int perform(struct kube_client *c, const char *method, const char *ctype,
 	return rc;
 }
 
+/* Reals that hold an integer within +-2^53 become integers again, in place. */
+static json_t *integers_back(json_t *v)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (json_is_object(v)) {
+		json_object_foreach(v, k, x) if (json_is_real(x))
+		    json_object_set_new(v, k, integers_back(x));
+		else integers_back(x);
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, x) if (json_is_real(x))
+		    json_array_set_new(v, i, integers_back(x));
+		else integers_back(x);
+	} else if (json_is_real(v)) {
+		double d = json_real_value(v);
+
+		if (d == (double)(json_int_t)d && d >= -9007199254740992.0 &&
+		    d <= 9007199254740992.0)
+			return json_integer((json_int_t)d);
+		return json_incref(v);
+	}
+	return v;
+}
+
+json_t *kube_json_loadb(const char *buf, size_t len, json_error_t *je, bool *wide)
+{
+	json_t *v = json_loadb(buf, len, 0, je);
+
+	*wide = false;
+	if (v || !strstr(je->text, "too big"))
+		return v;
+	v = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL, je);
+	if (!v)
+		return NULL;
+	*wide = true;
+	if (json_is_real(v)) {
+		json_t *n = integers_back(v);
+
+		json_decref(v);
+		return n;
+	}
+	return integers_back(v);
+}
+
 /* Decodes c->buf into r after a completed exchange. */
 static int decode_body(struct kube_client *c, struct kube_response *r)
 {
@@ -513,7 +576,9 @@ static int decode_body(struct kube_client *c, struct kube_response *r)
 	bool ok = r->http_status >= 200 && r->http_status < 300;
 
 	if (c->len > 0) {
-		r->body = json_loadb(c->buf, c->len, 0, &je);
+		bool wide;
+
+		r->body = kube_json_loadb(c->buf, c->len, &je, &wide);
 		if (!r->body && ok) {
 			snprintf(r->error, sizeof(r->error), "response is not JSON: %s", je.text);
 			return -EPROTO;
@@ -528,11 +593,83 @@ static int decode_body(struct kube_client *c, struct kube_response *r)
 	return 0;
 }
 
+/*
+ * Waits until ms from now unless the abort flag is raised first; -ECANCELED
+ * then.
+ */
+static int wait_ms(struct kube_client *c, long ms)
+{
+	int64_t end = kube_mono_ms() + ms;
+
+	for (;;) {
+		int64_t left = end - kube_mono_ms();
+		struct timespec ts;
+
+		if (c->abort && *c->abort)
+			return -ECANCELED;
+		if (left <= 0)
+			return 0;
+		if (left > 50)
+			left = 50;
+		ts.tv_sec = 0;
+		ts.tv_nsec = left * 1000000L;
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * Before a request: waits out a Retry-After the server gave this client
+ * (when it fits in what the call may still wait, *budget), else -EAGAIN.
+ */
+static int honour_not_before(struct kube_client *c, long *budget, struct kube_response *r)
+{
+	int64_t left = c->not_before_ms - kube_mono_ms();
+	int rc;
+
+	if (left <= 0)
+		return 0;
+	if (c->retry_wait_ms < 0 || left > *budget) {
+		snprintf(r->error, sizeof(r->error), "the server asked to wait %lld ms more",
+			 (long long)left);
+		return -EAGAIN;
+	}
+	rc = wait_ms(c, (long)left);
+	*budget -= (long)left;
+	return rc;
+}
+
+/*
+ * After a 429 or 503: how long to wait before the next try. The server's
+ * Retry-After (seconds, capped at RETRY_AFTER_CAP_MS) is remembered for
+ * every later call of this client; without one, 250 ms doubling per try,
+ * jittered to [d/2, d].
+ */
+static long retry_delay(struct kube_client *c, int tries)
+{
+	curl_off_t ra = -1;
+	long d;
+
+	if (curl_easy_getinfo(c->curl, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0) {
+		d = ra > RETRY_AFTER_CAP_MS / 1000 ? RETRY_AFTER_CAP_MS : (long)ra * 1000;
+		c->not_before_ms = kube_mono_ms() + d;
+		return d;
+	}
+	d = 250L << (tries < 6 ? tries : 6);
+	return d / 2 + (long)kube_rand((uint64_t)d / 2 + 1);
+}
+
+static bool retryable(long status)
+{
+	return status == 429 || status == 503;
+}
+
 int kube_request(struct kube_client *c, enum kube_method method, const char *path,
 		 const json_t *body, struct kube_response *r)
 {
 	char *text = NULL;
-	int rc, attempt;
+	bool refreshed = false;
+	long budget = c->retry_wait_ms < 0 ? 0 : c->retry_wait_ms;
+	int rc, tries = 0;
 
 	memset(r, 0, sizeof(*r));
 	if (body) {
@@ -543,19 +680,46 @@ int kube_request(struct kube_client *c, enum kube_method method, const char *pat
 	c->streaming = false;
 	c->limit = c->max_response;
 	token_refresh(c, false);
-	for (attempt = 0; attempt < 2; attempt++) {
+	for (;;) {
+		rc = honour_not_before(c, &budget, r);
+		if (rc)
+			break;
 		rc = perform(c, method_name(method), content_type(method), path, text,
 			     c->timeout_ms, r);
 		if (rc)
 			break;
 		/* A rotated token: read the file again and retry once. */
-		if (r->http_status == 401 && attempt == 0 && token_refresh(c, true))
+		if (r->http_status == 401 && !refreshed && token_refresh(c, true)) {
+			refreshed = true;
 			continue;
+		}
+		/* Throttled or unavailable: the server did not act on it, try again. */
+		if (retryable(r->http_status) && c->retry_wait_ms >= 0 && tries < RETRY_MAX) {
+			long d = retry_delay(c, tries);
+
+			if (d <= budget) {
+				log_debug("kube: %s %s answered %ld, trying again in %ld ms",
+					  method_name(method), path, r->http_status, d);
+				rc = wait_ms(c, d);
+				if (rc)
+					break;
+				budget -= d;
+				tries++;
+				c->retries++;
+				c->not_before_ms = 0;
+				continue;
+			}
+		}
 		rc = decode_body(c, r);
 		break;
 	}
 	free(text);
 	return rc;
+}
+
+uint64_t kube_client_retries(const struct kube_client *c)
+{
+	return c->retries;
 }
 
 int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t max_line,
@@ -569,7 +733,16 @@ int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t
 	c->line_arg = arg;
 	c->limit = max_line;
 	token_refresh(c, false);
+	{
+		long budget = c->retry_wait_ms < 0 ? 0 : c->retry_wait_ms;
+
+		rc = honour_not_before(c, &budget, r);
+		if (rc)
+			return rc;
+	}
 	rc = perform(c, "GET", NULL, path, NULL, timeout_ms, r);
+	if (retryable(r->http_status))
+		(void)retry_delay(c, 0); /* the next call waits for a Retry-After */
 	if (r->http_status == 401)
 		token_refresh(c, true);
 	c->streaming = false;

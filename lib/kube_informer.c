@@ -10,10 +10,17 @@
  *        delete of what is gone) -> synced
  *   WATCH from the list's resourceVersion, allowWatchBookmarks, a
  *        timeoutSeconds drawn from [min,max] -> every event moves the
- *        resourceVersion (BOOKMARK too); stream end -> WATCH again from it
+ *        resourceVersion (BOOKMARK too)
+ *   a watch that was open (200, and an event or a second passed) and
+ *        ends -- its timeout, EOF, a connection reset -> WATCH again from
+ *        the last resourceVersion at once, as client-go's reflector does;
+ *        not an error
  *   410 (HTTP or an ERROR event), an event line over max_line -> LIST again
- *   connection errors -> wait (100 ms doubling to 30 s, jittered to
- *        [d/2, d]; back to 100 ms after a minute of healthy watching)
+ *   errors (connection refused, non-200 answers, ERROR events) and short
+ *        watches (ended within a second with no event: a server or proxy
+ *        that closes at once) -> wait (100 ms doubling to 30 s, jittered
+ *        to [d/2, d]; back to 100 ms after an open watch, or after a
+ *        minute without an error)
  *
  * The cache is a jansson object (key "namespace/name" -> object) behind a
  * mutex; the objects are shared with readers by reference and never
@@ -33,7 +40,8 @@
 
 #define BACKOFF_MIN_MS	  100
 #define BACKOFF_MAX_MS	  30000
-#define HEALTHY_MS	  60000 /* a watch this long resets the backoff */
+#define HEALTHY_MS	  60000 /* this long without an error resets the backoff */
+#define SHORT_WATCH_MS	  1000	/* a watch ending sooner with no event is an error */
 #define DEFAULT_PAGE	  500
 #define DEFAULT_WATCH_MIN 300
 #define DEFAULT_WATCH_MAX 600
@@ -54,6 +62,7 @@ struct kube_informer {
 	volatile int stop;		  /* set by kube_informer_stop */
 	struct kube_informer_stats stats; /* counters, under lock */
 	char rv[64];			  /* resourceVersion to watch from (thread only) */
+	unsigned watch_events;		  /* events of the current watch (thread only) */
 };
 
 static void set_rv(struct kube_informer *inf, const char *rv)
@@ -243,7 +252,8 @@ static int on_event(void *arg, char *line, size_t len)
 {
 	struct kube_informer *inf = arg;
 	json_error_t je;
-	json_t *ev = json_loadb(line, len, 0, &je);
+	bool wide;
+	json_t *ev = kube_json_loadb(line, len, &je, &wide);
 	json_t *obj = json_object_get(ev, "object");
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	json_t *prev = NULL;
@@ -258,6 +268,7 @@ static int on_event(void *arg, char *line, size_t len)
 		return -EPROTO;
 	}
 	if (strcmp(type, "BOOKMARK") == 0) {
+		inf->watch_events++;
 		set_rv(inf, object_rv(obj));
 		count(inf, &inf->stats.bookmarks);
 		goto out;
@@ -284,6 +295,7 @@ static int on_event(void *arg, char *line, size_t len)
 		goto out;
 	}
 	set_rv(inf, object_rv(obj));
+	inf->watch_events++;
 	pthread_mutex_lock(&inf->lock);
 	prev = json_incref(json_object_get(inf->cache, key));
 	if (strcmp(type, "DELETED") == 0)
@@ -311,7 +323,11 @@ out:
 	return rc;
 }
 
-static int do_watch(struct kube_informer *inf)
+/*
+ * One WATCH. 0 or -errno as the stream ended; *opened is true when the
+ * server answered 200 (the watch was established before it ended).
+ */
+static int do_watch(struct kube_informer *inf, bool *opened)
 {
 	char path[PATH_MAX_LEN], t[16];
 	struct kube_response r;
@@ -319,6 +335,7 @@ static int do_watch(struct kube_informer *inf)
 	int timeout_s = inf->o.watch_min_s + (int)kube_rand((uint64_t)span + 1);
 	int rc;
 
+	*opened = false;
 	snprintf(t, sizeof(t), "%d", timeout_s);
 	snprintf(path, sizeof(path), "%s", inf->path);
 	rc = kube_query_add(path, sizeof(path), "watch", "1");
@@ -333,11 +350,16 @@ static int do_watch(struct kube_informer *inf)
 	if (rc)
 		return rc;
 	count(inf, &inf->stats.watches);
+	inf->watch_events = 0;
 	rc = kube_stream(inf->client, path, (timeout_s + 30) * 1000L, inf->o.max_line, on_event,
 			 inf, &r);
+	*opened = r.http_status == 200;
 	if (rc == -EMSGSIZE)
 		log_warn("kube: watch event over %zu bytes, listing again path=%s", inf->o.max_line,
 			 inf->path);
+	else if (rc && rc != -ESTALE && rc != -ECANCELED && *opened)
+		log_debug("kube: watch ended path=%s events=%u error=\"%s\"", inf->path,
+			  inf->watch_events, r.error);
 	else if (rc && rc != -ESTALE && rc != -ECANCELED)
 		log_warn("kube: watch failed path=%s error=\"%s\"", inf->path, r.error);
 	if (!rc && r.http_status != 200) {
@@ -353,44 +375,79 @@ static int do_watch(struct kube_informer *inf)
 	return rc;
 }
 
+/*
+ * What ends a watch, and what comes next. A watch the server answered and
+ * kept open (an event, or a second) ended normally whatever ended it:
+ * kube-apiserver ends watches at their timeout, load balancers and
+ * restarts cut them, and client-go resumes from the last resourceVersion
+ * at once in every such case. Only errors and watches that end at once
+ * with nothing wait.
+ */
+enum watch_end { WATCH_RESUME, WATCH_RELIST, WATCH_RELIST_NOW, WATCH_BACKOFF, WATCH_STOP };
+
+static enum watch_end classify(int rc, bool opened, unsigned events, int64_t ms)
+{
+	if (rc == -ECANCELED)
+		return WATCH_STOP;
+	if (rc == -ESTALE)
+		return WATCH_RELIST_NOW;
+	if (rc == -EMSGSIZE)
+		return WATCH_RELIST;
+	if (opened && (events > 0 || ms >= SHORT_WATCH_MS) && rc != -EPROTO)
+		return WATCH_RESUME;
+	return WATCH_BACKOFF;
+}
+
 static void *run(void *arg)
 {
 	struct kube_informer *inf = arg;
 	long backoff = BACKOFF_MIN_MS;
+	int64_t last_error = 0;
 	bool need_list = true;
 
 	while (!inf->stop) {
-		int64_t started;
+		int64_t started = kube_mono_ms();
+		bool opened;
 		int rc;
 
 		if (need_list) {
 			rc = do_list(inf);
-			if (rc == 0)
+			if (rc == 0) {
 				need_list = false;
+				continue;
+			}
 		} else {
-			started = kube_mono_ms();
-			rc = do_watch(inf);
-			if (kube_mono_ms() - started >= HEALTHY_MS)
+			rc = do_watch(inf, &opened);
+			switch (classify(rc, opened, inf->watch_events, kube_mono_ms() - started)) {
+			case WATCH_STOP:
+				continue;
+			case WATCH_RESUME:
+				count(inf, &inf->stats.watch_ends);
 				backoff = BACKOFF_MIN_MS;
-			if (rc == -ESTALE || rc == -EMSGSIZE) {
+				continue;
+			case WATCH_RELIST_NOW:
 				need_list = true;
 				count(inf, &inf->stats.relists);
-				if (rc == -ESTALE)
-					continue;
-			} else if (rc == 0 && kube_mono_ms() - started >= 1000) {
-				continue; /* the server ended a healthy watch: resume */
+				continue;
+			case WATCH_RELIST:
+				need_list = true;
+				count(inf, &inf->stats.relists);
+				break;
+			case WATCH_BACKOFF:
+				if (rc == 0)
+					count(inf, &inf->stats.short_watches);
+				break;
 			}
 		}
 		if (inf->stop)
 			break;
-		if (rc == 0 && !need_list)
-			continue;
-		if (rc) {
-			pthread_mutex_lock(&inf->lock);
-			inf->stats.errors += rc != -ESTALE && rc != -EMSGSIZE;
-			inf->stats.reconnects++;
-			pthread_mutex_unlock(&inf->lock);
-		}
+		if (last_error && kube_mono_ms() - last_error >= HEALTHY_MS)
+			backoff = BACKOFF_MIN_MS;
+		last_error = kube_mono_ms();
+		pthread_mutex_lock(&inf->lock);
+		inf->stats.errors += rc != 0 && rc != -EMSGSIZE;
+		inf->stats.reconnects++;
+		pthread_mutex_unlock(&inf->lock);
 		if (sleep_or_stop(inf, backoff / 2 + (long)kube_rand((uint64_t)backoff / 2 + 1)))
 			break;
 		backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;

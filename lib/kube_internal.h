@@ -5,6 +5,7 @@
 #ifndef TRACEPROF_KUBE_INTERNAL_H
 #define TRACEPROF_KUBE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,17 @@ typedef int (*kube_line_fn)(void *arg, char *line, size_t len);
  */
 int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t max_line,
 		kube_line_fn fn, void *arg, struct kube_response *resp);
+
+/*
+ * Decodes the JSON text buf[0..len) like json_loadb. A document jansson
+ * refuses only for an integer beyond int64 (kube-apiserver prints a stored
+ * 1e20 of a schema-less or older CRD version as 100000000000000000000) is
+ * decoded with such numbers as reals: integral values within +-2^53 are
+ * integers again, the others stay reals, which a consumer expecting an
+ * integer then refuses for that object alone. *wide is set when that
+ * happened. A new reference, or NULL with je filled.
+ */
+json_t *kube_json_loadb(const char *buf, size_t len, json_error_t *je, bool *wide);
 
 /* Fills resp->status from resp->body (a metav1.Status) or the HTTP code. */
 void kube_decode_status(struct kube_response *resp);

@@ -382,6 +382,10 @@ struct kube_leader *kube_leader_start(const struct kube_config *cfg,
 	}
 	if (l->o.client.timeout_ms <= 0)
 		l->o.client.timeout_ms = l->o.retry_period_ms * 2;
+	/* A throttled renewal waits at most one retry period inside the call;
+	 * a longer Retry-After delays the next round instead. */
+	if (l->o.client.retry_wait_ms == 0)
+		l->o.client.retry_wait_ms = l->o.retry_period_ms;
 	l->client = kube_client_new(cfg, &l->o.client, err, errlen);
 	if (!l->client)
 		goto out_free;

@@ -83,6 +83,8 @@ struct kube_client_opts {
 	const char *user_agent; /* NULL: "traceprof/VERSION" */
 	long timeout_ms;	/* whole request; 0: 30000 */
 	size_t max_response;	/* body bytes; 0: 64 MiB; more is an error */
+	long retry_wait_ms;	/* most time one call waits for 429/503 answers (their
+				   Retry-After, else a jittered backoff); 0: 10000; -1: no wait */
 };
 
 enum kube_method {
@@ -124,14 +126,19 @@ void kube_client_free(struct kube_client *c);
  * non-zero (an informer's or elector's stop flag). Borrowed.
  */
 void kube_client_set_abort(struct kube_client *c, const volatile int *flag);
+/* Requests this client sent again after a 429 or 503 answer. */
+uint64_t kube_client_retries(const struct kube_client *c);
 
 /*
  * One call. path includes the query ("/api/v1/namespaces/a/pods?limit=5");
  * body is borrowed (NULL for none). Returns 0 when the server answered
  * (whatever the status: check resp->http_status), -errno when it did not
  * or the answer was unusable: -ETIMEDOUT, -ECONNREFUSED, -EFBIG (over
- * max_response), -EPROTO (not JSON), -ECANCELED (aborted); resp->error
- * says why. The caller clears resp with kube_response_clear.
+ * max_response), -EPROTO (not JSON), -ECANCELED (aborted), -EAGAIN (the
+ * server's Retry-After has not passed and is longer than the call may
+ * wait); resp->error says why. 429 and 503 answers are tried again first
+ * (their Retry-After honoured, within retry_wait_ms). The caller clears
+ * resp with kube_response_clear.
  */
 int kube_request(struct kube_client *c, enum kube_method method, const char *path,
 		 const json_t *body, struct kube_response *resp);
@@ -180,13 +187,15 @@ struct kube_informer_opts {
 };
 
 struct kube_informer_stats {
-	uint64_t lists;		   /* complete LISTs (first and relists) */
-	uint64_t relists;	   /* LISTs after a 410 or an oversized event */
-	uint64_t watches;	   /* WATCH requests started */
-	uint64_t events;	   /* ADDED/MODIFIED/DELETED applied */
-	uint64_t bookmarks;	   /* BOOKMARK events */
-	uint64_t errors;	   /* failed requests and ERROR events */
-	uint64_t reconnects;	   /* waits before retrying after an error */
+	uint64_t lists;	     /* complete LISTs (first and relists) */
+	uint64_t relists;    /* LISTs after a 410 or an oversized event */
+	uint64_t watches;    /* WATCH requests started */
+	uint64_t events;     /* ADDED/MODIFIED/DELETED applied */
+	uint64_t bookmarks;  /* BOOKMARK events */
+	uint64_t errors;     /* failed requests and ERROR events */
+	uint64_t reconnects; /* waits before retrying after an error */
+	uint64_t watch_ends; /* watches the server ended after they were open (re-opened at once) */
+	uint64_t short_watches; /* watches that ended within a second with no event (backed off) */
 	char resource_version[64]; /* the last resourceVersion seen */
 };
 

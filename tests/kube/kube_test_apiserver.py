@@ -27,10 +27,12 @@ import json
 import os
 import re
 import secrets
+import random
 import signal
 import socket
 import socketserver
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1558,7 +1560,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             user = self.authenticate()
             if user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            code = self.route(body, user)
+            if self.injected_refusal():
+                code = self.injected_code
+            else:
+                code = self.route(body, user)
         except ApiError as e:
             code = e.code
             self.send_json(e.code, e.status())
@@ -1569,6 +1574,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
             code = 500
             self.send_json(500, ApiError(500, "InternalError", "internal error: %r" % e).status())
         self.log_request_line(code, user)
+
+    def injected_refusal(self):
+        """Answers with the fault "refuse" (faults.json) when this request matches it."""
+        f = self.server.faults().get("refuse")
+        if not f:
+            return False
+        u = urllib.parse.urlsplit(self.path)
+        if f.get("methods") and self.command not in f["methods"]:
+            return False
+        if f.get("path") and f["path"] not in u.path:
+            return False
+        if "watch" in f and f["watch"] != ("watch=" in u.query):
+            return False
+        if not self.server.fault_take("refuse", f.get("count")):
+            return False
+        code = int(f.get("status", 429))
+        reasons = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError",
+                   503: "ServiceUnavailable", 504: "Timeout"}
+        st = ApiError(code, reasons.get(code, "InternalError"),
+                      f.get("message", "injected fault %d" % code)).status()
+        data = json.dumps(st).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if f.get("retry_after") is not None:
+            self.send_header("Retry-After", str(f["retry_after"]))
+        self.end_headers()
+        self.wfile.write(data)
+        self.injected_code = code
+        return True
 
     def route(self, body, user):
         srv, store = self.server, self.server.store
@@ -1820,11 +1855,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 initial, cursor = [], int(rvq)
                 if cursor < store.floor:
                     expired = "too old resource version: %d (%d)" % (cursor, store.floor + 1)
+        f = srv.faults()
+        end_at = reset_at = gone_at = None
+        now = time.monotonic()
+        if f.get("watch_close_after"):
+            end_at = now + random.uniform(*f["watch_close_after"])
+            deadline = min(deadline, end_at)
+        if f.get("watch_reset_after"):
+            reset_at = now + random.uniform(*f["watch_reset_after"])
+        if f.get("watch_gone_after") is not None:
+            gone_at = now + float(f["watch_gone_after"])
         self.send_response(200)
         self.send_header("Content-Type", TABLE_CT if table else "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
+        if f.get("watch_close_at_once"):
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return 200
+        self.faults_now = (reset_at, gone_at)
         try:
             if expired:
                 self.chunk({"type": "ERROR", "object": ApiError(410, "Expired", expired).status()})
@@ -1841,9 +1891,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def watch_loop(self, rd, cursor, deadline, bookmarks, match, wrap):
         srv, store = self.server, self.server.store
         last_bookmark = time.monotonic()
+        reset_at, gone_at = getattr(self, "faults_now", (None, None))
         while not srv.stopping.is_set():
             now = time.monotonic()
             if now >= deadline:
+                return
+            if reset_at is not None and now >= reset_at:
+                # a TCP reset mid-stream, as a restarting proxy or node gives
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+                raise ConnectionResetError("injected reset")
+            if gone_at is not None and now >= gone_at:
+                self.chunk({"type": "ERROR", "object": ApiError(
+                    410, "Expired", "too old resource version: %d (%d)" % (
+                        cursor, cursor + 1)).status()})
                 return
             with store.lock:
                 if store.rv <= cursor:
@@ -1893,6 +1955,33 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
                 tls.close()
             except OSError:
                 pass
+
+    def faults(self):
+        """DIR/faults.json (README, "Faults"), re-read when it changes; {} without it."""
+        p = os.path.join(self.state_dir, "faults.json")
+        try:
+            mt = os.stat(p).st_mtime_ns
+        except OSError:
+            self.fault_cfg, self.fault_mtime = {}, None
+            return {}
+        if mt != self.fault_mtime:
+            try:
+                with open(p) as f:
+                    cfg = json.load(f)
+            except (OSError, ValueError):
+                cfg = {}
+            with self.fault_lock:
+                self.fault_cfg, self.fault_mtime, self.fault_used = cfg, mt, {}
+        return self.fault_cfg
+
+    def fault_take(self, name, count):
+        """True while fault name has been used fewer than count times (None: always)."""
+        with self.fault_lock:
+            n = self.fault_used.get(name, 0)
+            if count is not None and n >= count:
+                return False
+            self.fault_used[name] = n + 1
+            return True
 
     def extra_tokens(self):
         """DIR/tokens.csv in the static token file format, re-read when it changes."""
@@ -2011,6 +2100,8 @@ def main():
     srv.log_path = os.path.abspath(a.log) if a.log else None
     srv.log_lock, srv.stopping = threading.Lock(), threading.Event()
     srv.bookmark_interval, srv.tokens, srv.tokens_mtime = a.bookmark_interval, {}, None
+    srv.fault_cfg, srv.fault_mtime, srv.fault_used = {}, None, {}
+    srv.fault_lock = threading.Lock()
 
     def stop(signum, frame):
         srv.stopping.set()

@@ -4,7 +4,11 @@
  * Status decoding, token and client-certificate authentication, the
  * informer (field selector, add/update/delete, bookmarks, 410 and relist
  * with a delete missed while cut off, the server killed and restarted),
- * leader election with contenders in one process, events and status.
+ * leader election with contenders in one process, events and status; then
+ * the server misbehaving through its faults.json: 429 with Retry-After and
+ * 503 (retried, the Retry-After remembered), watches reset, ended or
+ * closed at once (resumed at once, or backed off), an in-stream 410, and
+ * objects holding an integer beyond int64 in a LIST and a WATCH.
  *
  * The informer is cut off from the server by a TCP relay in the test that
  * can drop every connection and refuse new ones; TLS passes through it.
@@ -629,6 +633,270 @@ out:
 	kube_config_free(via_relay);
 }
 
+/* ---- a server that misbehaves (faults.json of the test API server) ---- */
+
+static void set_faults(const char *json)
+{
+	char p[256], tmp[260];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/faults.json", dir);
+	snprintf(tmp, sizeof(tmp), "%s.new", p);
+	f = fopen(tmp, "w");
+	if (!f || fputs(json, f) < 0 || fclose(f) != 0 || rename(tmp, p) != 0)
+		fprintf(stderr, "cannot write %s\n", p);
+}
+
+/* Throttling: Retry-After is waited for, within what a call may wait. */
+static void test_retry_after(struct kube_config *cfg)
+{
+	struct kube_client_opts short_wait = {.retry_wait_ms = 500};
+	struct kube_client *c = kube_client_new(cfg, NULL, NULL, 0);
+	struct kube_client *s = kube_client_new(cfg, &short_wait, NULL, 0);
+	const char *path = "/api/v1/namespaces/default/configmaps";
+	struct kube_response r;
+	long t0, took;
+	int rc;
+
+	CHECK(c && s, "clients");
+	if (!c || !s)
+		goto out;
+	set_faults("{\"refuse\": {\"status\": 429, \"retry_after\": 3, \"count\": 1, "
+		   "\"path\": \"/configmaps\"}}");
+	t0 = now_ms();
+	rc = kube_request(c, KUBE_GET, path, NULL, &r);
+	took = now_ms() - t0;
+	CHECK(rc == 0 && r.http_status == 200, "429 Retry-After 3: answered after a retry (%d %ld)",
+	      rc, r.http_status);
+	CHECK(took >= 3000 && took < 6000, "Retry-After: 3 waited for (%ld ms)", took);
+	CHECK(kube_client_retries(c) == 1, "one retry (%llu)",
+	      (unsigned long long)kube_client_retries(c));
+	kube_response_clear(&r);
+
+	set_faults("{\"refuse\": {\"status\": 503, \"count\": 2, \"path\": \"/configmaps\"}}");
+	t0 = now_ms();
+	rc = kube_request(c, KUBE_GET, path, NULL, &r);
+	took = now_ms() - t0;
+	CHECK(rc == 0 && r.http_status == 200 && kube_client_retries(c) == 3,
+	      "503 twice without Retry-After: a jittered backoff, then answered (%d %ld, %llu "
+	      "retries, %ld ms)",
+	      rc, r.http_status, (unsigned long long)kube_client_retries(c), took);
+	CHECK(took >= 125 + 250 && took < 3000, "backoff of 250 and 500 ms, jittered (%ld ms)",
+	      took);
+	kube_response_clear(&r);
+
+	/* A call that may wait 0.5 s gets the 429 back; the next one is held. */
+	set_faults("{\"refuse\": {\"status\": 429, \"retry_after\": 3, \"count\": 1, "
+		   "\"path\": \"/configmaps\"}}");
+	t0 = now_ms();
+	rc = kube_request(s, KUBE_GET, path, NULL, &r);
+	CHECK(rc == 0 && r.http_status == 429 && now_ms() - t0 < 1500,
+	      "short budget: the 429 is the answer (%d %ld, %ld ms)", rc, r.http_status,
+	      now_ms() - t0);
+	kube_response_clear(&r);
+	rc = kube_request(s, KUBE_GET, path, NULL, &r);
+	CHECK(rc == -EAGAIN, "the next call before the Retry-After passed: -EAGAIN (%d: %s)", rc,
+	      r.error);
+	kube_response_clear(&r);
+	sleep_ms(2700);
+	rc = kube_request(s, KUBE_GET, path, NULL, &r);
+	CHECK(rc == 0 && r.http_status == 200, "after it passed: answered (%d %ld)", rc,
+	      r.http_status);
+	kube_response_clear(&r);
+	set_faults("{}");
+out:
+	kube_client_free(c);
+	kube_client_free(s);
+}
+
+struct arrivals {
+	pthread_mutex_t lock;
+	char name[32][32]; /* added objects, in order */
+	long at[32];	   /* when each was delivered (ms) */
+	int n;
+};
+
+static struct arrivals arrivals = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_arrival(void *arg, const json_t *o)
+{
+	const char *n = json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+
+	pthread_mutex_lock(&arrivals.lock);
+	if (n && arrivals.n < 32) {
+		snprintf(arrivals.name[arrivals.n], sizeof(arrivals.name[0]), "%s", n);
+		arrivals.at[arrivals.n++] = now_ms();
+	}
+	pthread_mutex_unlock(&arrivals.lock);
+}
+
+/* When the object named n was delivered, waiting up to ms; -1 if not. */
+static long arrived(const char *n, long ms)
+{
+	long end = now_ms() + ms, at = -1;
+
+	do {
+		pthread_mutex_lock(&arrivals.lock);
+		for (int i = 0; i < arrivals.n && at < 0; i++)
+			if (strcmp(arrivals.name[i], n) == 0)
+				at = arrivals.at[i];
+		pthread_mutex_unlock(&arrivals.lock);
+		if (at >= 0)
+			return at;
+		sleep_ms(10);
+	} while (now_ms() < end);
+	return -1;
+}
+
+static json_t *labelled_cm(const char *name)
+{
+	return json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name, "labels", "fault", "1");
+}
+
+/*
+ * Creates count objects prefix-N, one every gap ms, and returns the
+ * longest time until the informer delivered one (ms; 100000 if one never
+ * came).
+ */
+static long worst_latency(struct kube_client *c, const char *prefix, int count, long gap)
+{
+	long worst = 0;
+
+	for (int i = 0; i < count; i++) {
+		char n[32];
+		long t0, at;
+
+		snprintf(n, sizeof(n), "%s-%d", prefix, i);
+		t0 = now_ms();
+		req(c, KUBE_POST, "/api/v1/namespaces/default/configmaps", labelled_cm(n), NULL);
+		at = arrived(n, 5000);
+		if (at < 0 || at - t0 > worst)
+			worst = at < 0 ? 100000 : at - t0;
+		sleep_ms(gap);
+	}
+	return worst;
+}
+
+/*
+ * Watches ended the ways real API servers and proxies end them: a watch
+ * that was open and ends (its end, a reset) is resumed at once and is no
+ * error; one that the server closes at once is backed off, not spun on; an
+ * in-stream 410 relists.
+ */
+static void test_watch_faults(struct kube_config *cfg, struct kube_client *c)
+{
+	struct kube_informer_opts o = {
+	    .path = "/api/v1/configmaps",
+	    .label_selector = "fault=1",
+	    .watch_min_s = 300,
+	    .watch_max_s = 300,
+	    .handlers = {on_arrival, NULL, NULL, NULL},
+	};
+	struct kube_informer_stats a, b;
+	struct kube_informer *inf;
+	char err[256];
+	long worst;
+
+	inf = kube_informer_start(cfg, &o, err, sizeof(err));
+	CHECK(inf != NULL, "informer: %s", err);
+	if (!inf)
+		return;
+	CHECK(kube_informer_wait_synced(inf, 10000), "synced");
+
+	set_faults("{\"watch_reset_after\": [0.5, 1.5]}");
+	kube_informer_get_stats(inf, &a);
+	worst = worst_latency(c, "reset", 8, 700);
+	kube_informer_get_stats(inf, &b);
+	CHECK(worst < 1000,
+	      "watches reset every 0.5-1.5 s: every new object within 1 s (worst %ld ms)", worst);
+	CHECK(b.watch_ends - a.watch_ends >= 3 && b.errors == a.errors &&
+		  b.reconnects == a.reconnects,
+	      "resets are normal ends: %llu ends, %llu errors, %llu waits",
+	      (unsigned long long)(b.watch_ends - a.watch_ends),
+	      (unsigned long long)(b.errors - a.errors),
+	      (unsigned long long)(b.reconnects - a.reconnects));
+
+	set_faults("{\"watch_close_after\": [0.5, 1.5]}");
+	kube_informer_get_stats(inf, &a);
+	worst = worst_latency(c, "close", 5, 700);
+	kube_informer_get_stats(inf, &b);
+	CHECK(worst < 1000 && b.reconnects == a.reconnects,
+	      "watches ended by the server: every new object within 1 s, no wait (worst %ld ms, "
+	      "%llu waits)",
+	      worst, (unsigned long long)(b.reconnects - a.reconnects));
+
+	set_faults("{\"watch_close_at_once\": true}");
+	kube_informer_get_stats(inf, &a);
+	sleep_ms(5000);
+	kube_informer_get_stats(inf, &b);
+	CHECK(b.watches - a.watches <= 15 && b.short_watches > a.short_watches,
+	      "watches closed at once: backed off, %llu watch requests in 5 s",
+	      (unsigned long long)(b.watches - a.watches));
+
+	set_faults("{\"watch_gone_after\": 0.3}");
+	kube_informer_get_stats(inf, &a);
+	worst = worst_latency(c, "gone", 2, 1000);
+	kube_informer_get_stats(inf, &b);
+	CHECK(worst < 10000 && b.relists > a.relists,
+	      "in-stream 410: relisted (%llu), new objects still delivered (worst %ld ms)",
+	      (unsigned long long)(b.relists - a.relists), worst);
+	set_faults("{}");
+	kube_informer_stop(inf);
+}
+
+/*
+ * An object jansson refuses (an integer beyond int64, as the API server
+ * prints a stored 1e20 of a schema-less field) neither stalls the LIST nor
+ * the WATCH: it arrives with that number as a real, the others as usual.
+ */
+static void test_wide_integer(struct kube_config *cfg, struct kube_client *c)
+{
+	struct kube_informer_opts o = {
+	    .path = "/api/v1/configmaps",
+	    .label_selector = "wide=1",
+	    .handlers = {on_arrival, NULL, NULL, NULL},
+	};
+	struct kube_informer *inf;
+	char cmd[1024], err[256];
+	json_t *w;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "curl -sf -o /dev/null --cacert '%s/ca.crt' -H \"Authorization: Bearer "
+			 "$(cat '%s/token')\" -H 'Content-Type: application/json' --data-binary "
+			 "'{\"metadata\": {\"name\": \"wide-%d\", \"labels\": {\"wide\": \"1\"}}, "
+			 "\"spec\": {\"n\": 100000000000000000000, \"m\": 7}}' "
+			 "%s/api/v1/namespaces/default/configmaps",
+			 dir, dir, i, cfg->server);
+		if (i == 0)
+			CHECK(system(cmd) == 0, "a configmap holding 1e20 as an integer");
+		if (i == 0) {
+			req(c, KUBE_POST, "/api/v1/namespaces/default/configmaps",
+			    json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", "narrow", "labels",
+				      "wide", "1"),
+			    NULL);
+			inf = kube_informer_start(cfg, &o, err, sizeof(err));
+			CHECK(inf != NULL, "informer: %s", err);
+			if (!inf)
+				return;
+			CHECK(kube_informer_wait_synced(inf, 5000),
+			      "the LIST holding it is decoded: synced");
+		} else {
+			CHECK(system(cmd) == 0, "another one, after the LIST");
+			CHECK(arrived("wide-1", 5000) >= 0, "the WATCH event holding it delivered");
+		}
+	}
+	CHECK(arrived("narrow", 100) >= 0 && arrived("wide-0", 100) >= 0,
+	      "the LIST delivered both objects");
+	w = kube_informer_get(inf, "default/wide-0");
+	CHECK(json_is_real(json_object_get(json_object_get(w, "spec"), "n")) &&
+		  json_real_value(json_object_get(json_object_get(w, "spec"), "n")) == 1e20 &&
+		  json_integer_value(json_object_get(json_object_get(w, "spec"), "m")) == 7,
+	      "1e20 is a real, 7 still an integer");
+	json_decref(w);
+	kube_informer_stop(inf);
+}
+
 /* ---- leader election ---- */
 
 struct contender {
@@ -940,6 +1208,9 @@ int main(void)
 		test_status(c);
 		test_leader(cfg, c);
 		test_informer(cfg, c);
+		test_retry_after(cfg);
+		test_watch_faults(cfg, c);
+		test_wide_integer(cfg, c);
 	}
 	kube_client_free(c);
 	kube_config_free(cfg);
