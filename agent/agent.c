@@ -1212,14 +1212,14 @@ static void write_trigger_stats(struct agent *a, FILE *f)
 	triggers_get_stats(a->trig, &ts);
 	fprintf(f,
 		"trigger_applies=%" PRIu64 "\ntrigger_applies_changed=%" PRIu64
-		"\ntrigger_requests=%" PRIu64 "\ntrigger_requests_target=%" PRIu64
-		"\ntrigger_claims_queued=%" PRIu64 "\ntrigger_claims_dropped=%" PRIu64
-		"\ntrigger_claims_abandoned=%" PRIu64 "\ntrigger_claims_ok=%" PRIu64
-		"\ntrigger_claims_null=%" PRIu64 "\ntrigger_claims_skipped=%" PRIu64
-		"\ntrigger_claim_errors=%" PRIu64 "\n",
-		ts.applies, ts.applies_changed, ts.requests, ts.requests_target, ts.claims_queued,
-		ts.claims_dropped, ts.claims_abandoned, ts.claims_ok, ts.claims_null,
-		ts.claims_skipped, ts.claim_errors);
+		"\ntrigger_applies_fenced=%" PRIu64 "\ntrigger_requests=%" PRIu64
+		"\ntrigger_requests_target=%" PRIu64 "\ntrigger_claims_queued=%" PRIu64
+		"\ntrigger_claims_dropped=%" PRIu64 "\ntrigger_claims_abandoned=%" PRIu64
+		"\ntrigger_claims_ok=%" PRIu64 "\ntrigger_claims_null=%" PRIu64
+		"\ntrigger_claims_skipped=%" PRIu64 "\ntrigger_claim_errors=%" PRIu64 "\n",
+		ts.applies, ts.applies_changed, ts.applies_fenced, ts.requests, ts.requests_target,
+		ts.claims_queued, ts.claims_dropped, ts.claims_abandoned, ts.claims_ok,
+		ts.claims_null, ts.claims_skipped, ts.claim_errors);
 	fprintf(f,
 		"control_calls=%" PRIu64 "\ncontrol_ok=%" PRIu64
 		"\ncontrol_unauthenticated=%" PRIu64 "\ncontrol_invalid=%" PRIu64 "\n",

@@ -78,6 +78,7 @@ static grpc_status_code do_apply(struct control *s, const struct rpc_request *in
 	    TRACEPROF__CONTROL__V1__APPLY_TRIGGERS_RESPONSE__INIT;
 	char *msg = rep->message;
 	size_t len = sizeof(rep->message);
+	uint64_t fence = 0;
 	bool changed;
 	int rc;
 
@@ -92,7 +93,15 @@ static grpc_status_code do_apply(struct control *s, const struct rpc_request *in
 		traceprof__control__v1__apply_triggers_request__free_unpacked(req, NULL);
 		return GRPC_STATUS_INVALID_ARGUMENT;
 	}
-	rc = triggers_apply(s->t, req, &changed);
+	rc = triggers_apply(s->t, req, &changed, &fence);
+	if (rc == -ESTALE) {
+		snprintf(msg, len,
+			 "fencing token %llu is older than %llu, applied before: a newer "
+			 "controller leads",
+			 (unsigned long long)req->fencing_token, (unsigned long long)fence);
+		traceprof__control__v1__apply_triggers_request__free_unpacked(req, NULL);
+		return GRPC_STATUS_FAILED_PRECONDITION;
+	}
 	traceprof__control__v1__apply_triggers_request__free_unpacked(req, NULL);
 	if (rc != 0) {
 		snprintf(msg, len, "out of memory applying the set");

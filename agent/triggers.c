@@ -87,6 +87,7 @@ struct triggers {
 	struct trigger **set;	     /* the set, in set order */
 	size_t n;		     /* triggers in set */
 	uint64_t generation;	     /* generation in force */
+	uint64_t fence;		     /* highest fencing token applied (0: none yet) */
 	bool applied;		     /* a set was applied */
 	struct proc_entry *procs;    /* processes, sorted by pid */
 	size_t nprocs;		     /* entries used */
@@ -701,7 +702,7 @@ static struct trigger *build_trigger(struct trigger **set, size_t i, const pb_tr
 }
 
 int triggers_apply(struct triggers *t, const Traceprof__Control__V1__ApplyTriggersRequest *req,
-		   bool *changed)
+		   bool *changed, uint64_t *fence)
 {
 	size_t n = req->n_triggers;
 	struct trigger **set;
@@ -710,6 +711,13 @@ int triggers_apply(struct triggers *t, const Traceprof__Control__V1__ApplyTrigge
 	*changed = false;
 	pthread_mutex_lock(&t->mu);
 	t->stats.applies++;
+	if (req->fencing_token < t->fence || (t->fence && !req->fencing_token)) {
+		*fence = t->fence;
+		t->stats.applies_fenced++;
+		pthread_mutex_unlock(&t->mu);
+		return -ESTALE;
+	}
+	t->fence = req->fencing_token;
 	if (same_set(t, req)) {
 		pthread_mutex_unlock(&t->mu);
 		return 0;
@@ -761,8 +769,8 @@ int triggers_apply(struct triggers *t, const Traceprof__Control__V1__ApplyTrigge
 	*changed = true;
 	update_raise(t);
 	pthread_mutex_unlock(&t->mu);
-	log_info("triggers: generation %llu applied, %zu triggers",
-		 (unsigned long long)req->generation, n);
+	log_info("triggers: generation %llu applied, %zu triggers, term %llu",
+		 (unsigned long long)req->generation, n, (unsigned long long)req->fencing_token);
 	return 0;
 }
 

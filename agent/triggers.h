@@ -107,6 +107,7 @@ struct triggers_request {
 struct triggers_stats {
 	uint64_t applies;	   /* ApplyTriggers handled */
 	uint64_t applies_changed;  /* of those, that changed the set */
+	uint64_t applies_fenced;   /* of those, refused: older fencing token than applied */
 	uint64_t requests;	   /* requests handed in */
 	uint64_t requests_target;  /* of those, from a target of an active trigger */
 	uint64_t claims_queued;	   /* claims queued */
@@ -132,11 +133,13 @@ void triggers_free(struct triggers *t);
  * and the same triggers leave *changed false and touch nothing. Triggers
  * whose id stays keep their counters and terminal state (Completed,
  * Expired); the others are removed. A bad or over-limit trigger is
- * Rejected with a reason naming the field; the rest is applied. Returns 0
- * or -ENOMEM (the old set stays).
+ * Rejected with a reason naming the field; the rest is applied. A set
+ * whose fencing_token is below the highest applied (or 0 after one with a
+ * token) is refused with -ESTALE and *fence set to that highest token.
+ * Returns 0, -ESTALE or -ENOMEM (the old set stays).
  */
 int triggers_apply(struct triggers *t, const Traceprof__Control__V1__ApplyTriggersRequest *req,
-		   bool *changed);
+		   bool *changed, uint64_t *fence);
 /* The generation in force (0 before the first apply). */
 uint64_t triggers_generation(struct triggers *t);
 

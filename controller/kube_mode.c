@@ -69,6 +69,8 @@ struct kstate {
 	struct kube_leader *leader;		    /* NULL without leader election */
 	struct kube_events *events;		    /* Events on transitions */
 	atomic_int leading;			    /* this replica acts */
+	atomic_int need_term;			    /* took the Lease: take a new term */
+	atomic_ullong term;			    /* its term (fencing token); 0: none */
 	struct ctl_db db;			    /* the database */
 	struct trigger_rows rows;		    /* rows of the last pass that reached it */
 	bool rows_loaded;			    /* the table was read at least once */
@@ -83,6 +85,17 @@ struct kstate {
 	pthread_mutex_t db_error_lock;		    /* guards db_error */
 	char db_error[320];			    /* why not, while !db_ok */
 };
+
+/*
+ * Whether this replica may write now: it leads, holds a term, and its last
+ * Lease renewal began less than the renew deadline ago by its own clock
+ * (a replica frozen past its Lease acts on nothing, even before its
+ * elector notices). Checked right before every write.
+ */
+static bool may_act(struct kstate *s)
+{
+	return atomic_load(&s->leading) && (!s->leader || kube_leader_may_act(s->leader));
+}
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -580,6 +593,70 @@ static json_t **valid_triggers(struct kstate *s, json_t *all, struct manifest_li
 	return objs;
 }
 
+/*
+ * The term is taken once per leadership, before the first write: the
+ * database's sequence makes it larger than every earlier leader's.
+ */
+static bool take_term(struct kstate *s)
+{
+	const char *id = s->leader ? kube_leader_identity(s->leader) : s->cfg->identity;
+	char host[128] = "controller", fallback[160];
+	uint64_t term;
+
+	if (!atomic_load(&s->need_term))
+		return atomic_load(&s->term) != 0;
+	if (!id) {
+		gethostname(host, sizeof(host) - 1);
+		snprintf(fallback, sizeof(fallback), "%s_%ld", host, (long)getpid());
+		id = fallback;
+	}
+	if (triggers_db_take_term(s->db.conn, id, &term)) {
+		ctl_db_lost(&s->db);
+		return false;
+	}
+	atomic_store(&s->term, term);
+	atomic_store(&s->need_term, 0);
+	log_info("leading with term %llu", (unsigned long long)term);
+	return true;
+}
+
+/* A newer leader's term is in the database: stop acting until leading again. */
+static void fenced(struct kstate *s, uint64_t newer)
+{
+	log_warn("a newer leader holds term %llu (this replica's is %llu): stopped acting",
+		 (unsigned long long)newer, (unsigned long long)atomic_load(&s->term));
+	atomic_store(&s->term, 0);
+	atomic_store(&s->leading, 0);
+}
+
+/*
+ * Confirms from the API server itself, not the cache, that the object whose
+ * trigger id is id is gone (404, or re-created with another uid). Any error
+ * keeps the row.
+ */
+static bool object_gone(void *arg, const char *ns, const char *name, const char *id)
+{
+	struct kstate *s = arg;
+	struct kube_response r;
+	char path[700], cur[700];
+	bool gone = false;
+
+	if (kube_path(path, sizeof(path), TRIGGERS_PREFIX, ns, TRIGGERS_PLURAL, name, NULL))
+		return false;
+	if (kube_request(s->client, KUBE_GET, path, NULL, &r) == 0) {
+		if (kube_is_not_found(&r)) {
+			gone = true;
+		} else if (r.http_status == 200) {
+			trigger_id(r.body, cur, sizeof(cur));
+			gone = strcmp(cur, id) != 0;
+		}
+	}
+	if (!gone)
+		kube_workqueue_add(s->q, KEY_SYNC);
+	kube_response_clear(&r);
+	return gone;
+}
+
 static void sync_pass(struct kstate *s)
 {
 	json_t *all = kube_informer_list(s->triggers), **objs;
@@ -589,19 +666,27 @@ static void sync_pass(struct kstate *s)
 	objs = valid_triggers(s, all, &m);
 	if (!objs)
 		goto out;
-	if (ctl_db_ensure(&s->db)) {
+	if (may_act(s) && ctl_db_ensure(&s->db) && take_term(s)) {
 		struct trigger_rows rows;
-
+		struct triggers_db_fence fence = {
+		    .term = atomic_load(&s->term), .gone = object_gone, .arg = s};
 		/* removals only once the cache holds the whole collection */
-		if (triggers_db_sync(s->db.conn, &m, synced) || triggers_db_load(s->db.conn, &rows))
+		int rc = triggers_db_sync(s->db.conn, &m, synced, &fence);
+
+		if (rc == -ESTALE) {
+			fenced(s, fence.newer);
+		} else if (rc || triggers_db_load(s->db.conn, &rows)) {
 			ctl_db_lost(&s->db);
-		else
+		} else {
 			take_rows(s, &rows);
+		}
 	}
 	/* never send a set before the table was read: it would clear the agents */
-	if (s->rows_loaded && synced && kube_informer_has_synced(s->pods)) {
+	if (s->rows_loaded && synced && kube_informer_has_synced(s->pods) && may_act(s)) {
 		discover_agents(s);
-		for (size_t k = 0; k < s->n_agents && atomic_load(&s->leading); k++) {
+		for (size_t k = 0; k < s->n_agents && may_act(s); k++) {
+			/* before the set is compared: a new term is a new generation */
+			s->agents[k].set.req.fencing_token = atomic_load(&s->term);
 			build_agent_set(s, &s->agents[k], &m, objs);
 			ctl_agent_program(&s->agents[k].a, &s->cfg->auth, &s->agents[k].set.req);
 		}
@@ -852,8 +937,9 @@ static int reconcile(struct kstate *s, const char *key)
 	json_object_set(copy, "status", st);
 	rc = kube_path(path, sizeof(path), TRIGGERS_PREFIX, str_at(obj, "metadata", "namespace"),
 		       TRIGGERS_PLURAL, str_at(obj, "metadata", "name"), NULL);
-	if (!rc && !atomic_load(&s->leading))
-		rc = -EPERM; /* lost the lease meanwhile: write nothing */
+	if (!rc && !may_act(s))
+		rc = -EPERM; /* lost the lease meanwhile, or past the renew deadline: write nothing
+			      */
 	if (!rc)
 		rc = kube_update_status(s->client, path, copy, status_fn, s, 0, &resp);
 	if (rc == 0) {
@@ -962,6 +1048,7 @@ static void started_leading(void *arg)
 	struct kstate *s = arg;
 
 	log_info("leading: this replica reconciles");
+	atomic_store(&s->need_term, 1);
 	atomic_store(&s->leading, 1);
 	kube_workqueue_add(s->q, KEY_SYNC);
 	kube_workqueue_add(s->q, KEY_RESYNC);
@@ -973,6 +1060,7 @@ static void stopped_leading(void *arg)
 
 	if (atomic_exchange(&s->leading, 0))
 		log_warn("lost the leader lease: stopped acting");
+	atomic_store(&s->term, 0);
 }
 
 static void new_leader(void *arg, const char *identity)

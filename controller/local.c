@@ -460,7 +460,7 @@ static bool reconcile(struct state *s)
 	if (ctl_db_ensure(&s->db)) {
 		struct trigger_rows rows;
 
-		if (triggers_db_sync(s->db.conn, &m, m.broken_files == 0) ||
+		if (triggers_db_sync(s->db.conn, &m, m.broken_files == 0, NULL) ||
 		    triggers_db_load(s->db.conn, &rows)) {
 			ctl_db_lost(&s->db);
 			clean = false;

@@ -190,13 +190,63 @@ static int simple(PGconn *conn, const char *sql, const char *what)
 	return rc;
 }
 
-int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals)
+/* Inside the pass's transaction: -ESTALE when the current term is not fence->term. */
+static int check_term(PGconn *conn, struct triggers_db_fence *fence)
+{
+	PGresult *res;
+	uint64_t cur;
+
+	if (!fence || !fence->term)
+		return 0;
+	res = PQexec(conn, "SELECT term FROM traceprof.controller_leader FOR SHARE");
+	if (!ok(conn, res, "reading the controller term")) {
+		PQclear(res);
+		return -EIO;
+	}
+	cur = PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+	PQclear(res);
+	if (cur == fence->term)
+		return 0;
+	fence->newer = cur;
+	return -ESTALE;
+}
+
+int triggers_db_take_term(PGconn *conn, const char *identity, uint64_t *term)
+{
+	const char *params[1] = {identity};
+	PGresult *res = exec_params(conn, "SELECT traceprof.controller_take_term($1)", 1, params);
+
+	if (!ok(conn, res, "taking a controller term")) {
+		PQclear(res);
+		return -EIO;
+	}
+	*term = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return 0;
+}
+
+/* Whether a row of (ns, name, id) may be ended as removed. */
+static bool confirmed_gone(struct triggers_db_fence *fence, const char *ns, const char *name,
+			   const char *id)
+{
+	if (!fence || !fence->gone || fence->gone(fence->arg, ns, name, id))
+		return true;
+	log_info("trigger kept: its object still exists id=%s", id);
+	return false;
+}
+
+int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals,
+		     struct triggers_db_fence *fence)
 {
 	PGresult *cur;
 	int rc;
 
 	if ((rc = simple(conn, "BEGIN", "starting a transaction")))
 		return rc;
+	if ((rc = check_term(conn, fence))) {
+		PQclear(PQexec(conn, "ROLLBACK"));
+		return rc;
+	}
 	cur = PQexec(conn, "SELECT trigger_id, namespace, name FROM (" CURRENT_ROWS ") c");
 	if (!ok(conn, cur, "reading triggers")) {
 		rc = -EIO;
@@ -212,6 +262,8 @@ int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_rem
 				existing = PQgetvalue(cur, r, 0);
 		/* the same name with another fixed id: the old object is gone */
 		if (existing && t->id && strcmp(existing, t->id) != 0) {
+			if (!confirmed_gone(fence, t->namespace_, t->name, existing))
+				continue; /* this manifest is the stale one */
 			rc = remove_row(conn, existing);
 			existing = NULL;
 		}
@@ -228,6 +280,8 @@ int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_rem
 				  PQgetvalue(cur, r, 0));
 			continue;
 		}
+		if (!confirmed_gone(fence, ns, name, PQgetvalue(cur, r, 0)))
+			continue;
 		rc = remove_row(conn, PQgetvalue(cur, r, 0));
 	}
 	if (!rc)

@@ -48,13 +48,37 @@ struct trigger_rows {
 };
 
 /*
+ * Before a row is ended as removed: true only when a fresh read of the
+ * source (not a cache) confirms that the object (namespace, name) whose
+ * trigger id is id is gone; any doubt is false and the row stays.
+ */
+typedef bool (*triggers_db_gone_fn)(void *arg, const char *ns, const char *name, const char *id);
+
+struct triggers_db_fence {
+	uint64_t term;		  /* the leader's term (controller_take_term); 0: unfenced */
+	triggers_db_gone_fn gone; /* confirms removals, or NULL: the manifests are the truth */
+	void *arg;		  /* its argument */
+	uint64_t newer;		  /* on -ESTALE: the current term, a newer leader's */
+};
+
+/*
  * One reconcile pass over the table for the manifests in m (inside one
  * transaction). Rows named by an error of m (an invalid manifest with a
  * readable name) are left as they are; removals happen only when
- * allow_removals (every file of the directory could be read). Returns 0, or
+ * allow_removals (every file of the directory could be read) and, with
+ * fence->gone, only once it confirms the object is gone. With
+ * fence->term, the pass first checks (FOR SHARE) that the term is still
+ * the current one and writes nothing when a newer leader took one
+ * (-ESTALE, fence->newer set). fence may be NULL. Returns 0, -ESTALE, or
  * -EIO with the database's message logged.
  */
-int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals);
+int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals,
+		     struct triggers_db_fence *fence);
+/*
+ * Takes a new term for identity (controller_take_term) into *term.
+ * Returns 0 or -EIO (logged).
+ */
+int triggers_db_take_term(PGconn *conn, const char *identity, uint64_t *term);
 /* The current (not detached) rows; the caller frees them with trigger_rows_free(). */
 int triggers_db_load(PGconn *conn, struct trigger_rows *out);
 /* An Active row turns Rejected with reason (an agent refused it). */

@@ -9,6 +9,11 @@
  *     (holder "") -> take it (acquireTime, leaseTransitions + 1);
  *   leader: every retry period renew (renewTime); no successful renew for
  *     the renew deadline -> stopped_leading, back to candidate;
+ *   fencing: kube_leader_may_act() is true only while the last successful
+ *     round started less than the renew deadline ago by this process's
+ *     monotonic clock, whatever the elector thread has noticed yet: a
+ *     leader frozen past its Lease (SIGSTOP, a pause) and woken before its
+ *     elector ran again acts on nothing;
  *   stop: when leading, release (holder "", leaseDurationSeconds 1) so a
  *     peer takes over at once, unless no_release.
  *
@@ -44,7 +49,8 @@ struct kube_leader {
 	char observed_holder[256]; /* holder last seen */
 	char observed_renew[64];   /* renewTime last seen */
 	int64_t observed_ms;	   /* when the record last changed (monotonic) */
-	int64_t last_renew_ms;	   /* last successful write as leader (monotonic) */
+	int64_t last_renew_ms;	   /* start of the last successful round as leader (monotonic;
+				      under lock) */
 };
 
 void kube_format_microtime(char buf[32], const struct timespec *ts)
@@ -297,6 +303,8 @@ static void *run(void *arg)
 		bool leading;
 		int rc;
 
+		int64_t round = kube_mono_ms();
+
 		pthread_mutex_lock(&l->lock);
 		leading = l->leading;
 		pthread_mutex_unlock(&l->lock);
@@ -304,7 +312,11 @@ static void *run(void *arg)
 		if (l->stop)
 			break;
 		if (rc == 0) {
-			l->last_renew_ms = kube_mono_ms();
+			/* counted from before the read: the others saw the record no
+			 * earlier than that */
+			pthread_mutex_lock(&l->lock);
+			l->last_renew_ms = round;
+			pthread_mutex_unlock(&l->lock);
 			if (leading)
 				count(l, &l->stats.renewals);
 			set_leading(l, true);
@@ -409,6 +421,16 @@ out_free:
 	free(l->name);
 	free(l);
 	return NULL;
+}
+
+bool kube_leader_may_act(struct kube_leader *l)
+{
+	bool v;
+
+	pthread_mutex_lock(&l->lock);
+	v = l->leading && kube_mono_ms() - l->last_renew_ms < l->o.renew_deadline_ms;
+	pthread_mutex_unlock(&l->lock);
+	return v;
 }
 
 bool kube_leader_is_leader(struct kube_leader *l)

@@ -281,6 +281,13 @@ struct kube_leader *kube_leader_start(const struct kube_config *cfg,
 				      const struct kube_leader_opts *opts, char *err,
 				      size_t errlen);
 bool kube_leader_is_leader(struct kube_leader *l);
+/*
+ * True while leading and the last successful renewal round began less than
+ * the renew deadline ago (this process's monotonic clock): call it right
+ * before every write made as leader. After a freeze past the Lease it is
+ * false at once, before the elector's next round notices the loss.
+ */
+bool kube_leader_may_act(struct kube_leader *l);
 /* The identity in use (valid until stop). */
 const char *kube_leader_identity(struct kube_leader *l);
 void kube_leader_get_stats(struct kube_leader *l, struct kube_leader_stats *st);

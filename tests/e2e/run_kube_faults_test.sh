@@ -5,7 +5,10 @@
 # claimed twice); the API server restarted mid-watch with a short watch
 # history (--history 5: the informers relist after 410) and a trigger
 # applied afterwards completes; the agent restarted while a trigger is
-# Active is re-programmed and collection resumes.
+# Active is re-programmed and collection resumes; a leader frozen past its
+# Lease and woken after another replica took over and a trigger was created
+# changes nothing (the trigger completes exactly, no set of its term
+# reaches the agent).
 # usage: run_kube_faults_test.sh TRACEPROF_DB AGENT CONTROLLER SERVICE LOAD CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 agent=$2 controller=$3 service=$4 load=$5 cluster=$6
@@ -46,7 +49,7 @@ other=ctl-a
 [ "$holder" = ctl-a ] && other=ctl-b
 echo "ok: $holder leads"
 
-"$load" --port "$pay_port" --rate 50 --duration 100 --concurrency 4 --slow-fraction 0.03 \
+"$load" --port "$pay_port" --rate 50 --duration 170 --concurrency 4 --slow-fraction 0.03 \
 	--error-fraction 0 --seed 11 --out "$work/truth.csv" >"$work/load.log" 2>&1 &
 pids+=($!)
 apply_trigger() { # NAME MAX
@@ -104,4 +107,42 @@ wait_phase agent-restart Completed 90
 check_collected agent-restart 4
 grep -q 'applied, 1 triggers' "$work/agent2.log" || fail "the restarted agent was not re-programmed"
 echo "ok: the restarted agent was re-programmed"
+
+# 4. A leader frozen past its Lease (SIGSTOP) while the other replica takes
+# over and a trigger is created, then woken (SIGCONT): it acts on nothing
+# (its renew deadline passed by its own clock; its term is not the current
+# one in the database; the agent refuses its older term), so the new
+# trigger completes exactly and no set of the old term reaches the agent.
+"$controller" --kubeconfig "$kube_state/kubeconfig" --agent "127.0.0.1:$ctl_port@node-a" \
+	--agent-selector "" --agent-token-file "$work/token" --db "$conn" --identity ctl-c \
+	--interval 500ms 2>"$work/ctl-c.log" &
+ctl_pid[ctl-c]=$!
+pids+=($!)
+for _ in $(seq 100); do grep -q 'campaigning' "$work/ctl-c.log" && break; sleep 0.1; done
+old_term=$(sed -n 's/.*leading with term \([0-9]*\).*/\1/p' "$work/$other.log" | tail -1)
+[ -n "$old_term" ] || fail "$other logged no term"
+kill -STOP "${ctl_pid[$other]}"
+for _ in $(seq 300); do
+	[ "$(kc get lease traceprof-controller -o jsonpath='{.spec.holderIdentity}')" = ctl-c ] && break
+	sleep 0.1
+done
+[ "$(kc get lease traceprof-controller -o jsonpath='{.spec.holderIdentity}')" = ctl-c ] ||
+	fail "ctl-c did not take the Lease from the frozen $other"
+apply_trigger woken 4
+wait_phase woken Active 30
+agent_lines=$(wc -l <"$work/agent2.log")
+old_lines=$(wc -l <"$work/$other.log")
+kill -CONT "${ctl_pid[$other]}"
+wait_phase woken Completed 90
+check_collected woken 4
+check "woken: never ended as removed" "Completed/false" \
+	"SELECT phase || '/' || (coalesce(reason, '') LIKE '%manifest removed')
+	 FROM traceprof.trace_profile_triggers WHERE name = 'woken'"
+if tail -n +"$((agent_lines + 1))" "$work/agent2.log" | grep -q "term $old_term\$"; then
+	fail "a set of the frozen leader's term $old_term reached the agent after it woke"
+fi
+tail -n +"$((old_lines + 1))" "$work/$other.log" | grep -q 'manifest removed\|status written' &&
+	fail "the woken replica wrote after it woke"
+echo "ok: $other after waking: $(tail -n +"$((old_lines + 1))" "$work/$other.log" | grep -c . || true) log lines, no write"
+echo "ok: the woken ex-leader (term $old_term) changed nothing; woken completed 4/4"
 echo "PASS"

@@ -16,6 +16,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -633,6 +634,78 @@ out:
 	kube_config_free(via_relay);
 }
 
+/*
+ * A leader frozen past its Lease (SIGSTOP) must not act when it wakes, even
+ * before its elector's next round has noticed the loss: a child process
+ * runs an elector (Lease 2 s, renew deadline 1.5 s, retry 0.3 s) and
+ * reports may_act and is_leader every 10 ms; the first report after
+ * SIGCONT must say it may not act.
+ */
+static void test_frozen_leader(void)
+{
+	int fds[2];
+	pid_t pid;
+	char line[64];
+	FILE *in;
+	int may = -1, lead = -1, leading_seen = 0;
+
+	if (pipe(fds) != 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		struct kube_config *cfg = config_of(dir);
+		struct kube_leader_opts o = {.namespace = "default",
+					     .name = "frozen",
+					     .identity = "frozen-child",
+					     .lease_duration_ms = 2000,
+					     .renew_deadline_ms = 1500,
+					     .retry_period_ms = 300,
+					     .no_release = true};
+		char err[256];
+		struct kube_leader *l = cfg ? kube_leader_start(cfg, &o, err, sizeof(err)) : NULL;
+
+		close(fds[0]);
+		if (!l)
+			_exit(1);
+		for (int i = 0; i < 3000; i++) {
+			char b[32];
+			int n = snprintf(b, sizeof(b), "%d %d\n", kube_leader_may_act(l),
+					 kube_leader_is_leader(l));
+
+			if (write(fds[1], b, (size_t)n) != n)
+				break;
+			sleep_ms(10);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	in = fdopen(fds[0], "r");
+	for (int i = 0; i < 500 && in && fgets(line, sizeof(line), in); i++) {
+		if (sscanf(line, "%d %d", &may, &lead) == 2 && may == 1 && lead == 1 &&
+		    ++leading_seen == 20)
+			break;
+	}
+	CHECK(leading_seen == 20, "the child leads and may act");
+	kill(pid, SIGSTOP);
+	sleep_ms(2500);
+	/* drop what it wrote before the freeze */
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	while (in && fgets(line, sizeof(line), in))
+		;
+	clearerr(in);
+	fcntl(fds[0], F_SETFL, 0);
+	kill(pid, SIGCONT);
+	may = lead = -1;
+	if (in && fgets(line, sizeof(line), in))
+		sscanf(line, "%d %d", &may, &lead);
+	CHECK(may == 0, "woken after 2.5 s frozen: may not act at once (may_act %d, is_leader %d)",
+	      may, lead);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	if (in)
+		fclose(in);
+}
+
 /* ---- a server that misbehaves (faults.json of the test API server) ---- */
 
 static void set_faults(const char *json)
@@ -1211,6 +1284,7 @@ int main(void)
 		test_retry_after(cfg);
 		test_watch_faults(cfg, c);
 		test_wide_integer(cfg, c);
+		test_frozen_leader();
 	}
 	kube_client_free(c);
 	kube_config_free(cfg);

@@ -8,6 +8,7 @@
  * stop when the row turns Completed; a database that is away: bounded
  * queue, drops counted and decided.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,9 @@
 #define ST(x) TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_##x
 
 typedef Traceprof__Control__V1__TriggerStatus tstatus;
+
+static uint64_t fence_token; /* fencing_token of the sets apply() sends */
+static uint64_t fence_seen;  /* the agent's highest, after a refusal */
 
 static int64_t fake_now = 1700000000000; /* injected clock, ms */
 
@@ -146,9 +150,10 @@ static int apply(struct triggers *t, uint64_t gen, const struct spec *sp, size_t
 		ptr[i] = &tr[i];
 	}
 	req.generation = gen;
+	req.fencing_token = fence_token;
 	req.n_triggers = n;
 	req.triggers = ptr;
-	rc = triggers_apply(t, &req, changed);
+	rc = triggers_apply(t, &req, changed, &fence_seen);
 	free(tr);
 	free(ptr);
 	free(tg);
@@ -306,7 +311,7 @@ static void test_validation(void)
 		req.generation = 2;
 		req.n_triggers = 1;
 		req.triggers = &p;
-		triggers_apply(t, &req, &changed);
+		triggers_apply(t, &req, &changed, &fence_seen);
 		expect_state(t, "p0", ST(REJECTED), "targets.pids");
 	}
 
@@ -420,6 +425,44 @@ static void test_targets_and_idempotency(void)
 	CHECK(apply(t, 10, sp, 1, &changed, now) == 0, "re-apply after expiry");
 	expect_state(t, "bysvc", ST(EXPIRED), NULL);
 	__atomic_store_n(&fake_now, now, __ATOMIC_SEQ_CST);
+	triggers_free(t);
+}
+
+/*
+ * Fencing: a set from a controller that no longer leads (an older term)
+ * changes nothing; 0 (no leader election) only until a term was seen.
+ */
+static void test_fencing(void)
+{
+	struct seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct triggers *t = engine(&s, false, NULL, 0);
+	struct spec a[] = {{.id = "a", .service = "pay", .tsvc = "pay"}};
+	struct spec b[] = {{.id = "b", .service = "pay", .tsvc = "pay"}};
+	struct triggers_stats st;
+	tstatus ts;
+	char reason[256];
+	bool changed;
+
+	fence_token = 0;
+	CHECK(apply(t, 1, a, 1, &changed, fake_now) == 0 && changed, "unfenced set applied");
+	fence_token = 5;
+	CHECK(apply(t, 2, b, 1, &changed, fake_now) == 0 && changed, "term 5 applied");
+	fence_token = 4;
+	CHECK(apply(t, 3, a, 1, &changed, fake_now) == -ESTALE && !changed && fence_seen == 5,
+	      "term 4 after term 5: refused, fence %llu", (unsigned long long)fence_seen);
+	CHECK(status_of(t, "b", &ts, reason, sizeof(reason)) &&
+		  !status_of(t, "a", &ts, reason, sizeof(reason)) && triggers_generation(t) == 2,
+	      "the refused set changed nothing");
+	fence_token = 0;
+	CHECK(apply(t, 4, a, 1, &changed, fake_now) == -ESTALE, "no term after term 5: refused");
+	fence_token = 5;
+	CHECK(apply(t, 5, a, 1, &changed, fake_now) == 0 && changed, "the same term goes on");
+	fence_token = 6;
+	CHECK(apply(t, 6, b, 1, &changed, fake_now) == 0 && changed, "a newer term takes over");
+	triggers_get_stats(t, &st);
+	CHECK(st.applies_fenced == 2, "2 refusals counted (%llu)",
+	      (unsigned long long)st.applies_fenced);
+	fence_token = 0;
 	triggers_free(t);
 }
 
@@ -676,6 +719,7 @@ int main(void)
 	test_patterns();
 	test_validation();
 	test_targets_and_idempotency();
+	test_fencing();
 	test_criteria();
 	test_claims();
 	return check_done();
