@@ -322,7 +322,10 @@ struct kube_events_opts {
 struct kube_events_stats {
 	uint64_t created;    /* Events created */
 	uint64_t aggregated; /* repeats sent as a count PATCH */
-	uint64_t failed;     /* calls that failed (logged) */
+	uint64_t retried;    /* sends that failed and were queued again */
+	uint64_t failed;     /* events given up on after their tries (logged) */
+	uint64_t dropped;    /* events not queued: the queue was full */
+	uint64_t queued;     /* events waiting now */
 };
 
 struct kube_events;
@@ -331,13 +334,18 @@ struct kube_events *kube_events_new(const struct kube_config *cfg,
 				    const struct kube_events_opts *opts, char *err, size_t errlen);
 void kube_events_free(struct kube_events *ev);
 /*
- * Records an event. type is "Normal" or "Warning", reason CamelCase; the
- * message is truncated to 1024 bytes on a UTF-8 boundary. Thread-safe;
- * returns 0 or -errno (the failure is also counted and logged).
+ * Queues an event for the emitter's sender thread and returns at once
+ * (never waits on the API server). type is "Normal" or "Warning", reason
+ * CamelCase; the message is truncated to 1024 bytes on a UTF-8 boundary.
+ * Repeats are aggregated into one Event's count; failed sends are tried
+ * again with backoff (5 tries in all). Thread-safe; 0, -ENOBUFS (the queue
+ * of 256 is full: dropped and counted) or -errno.
  */
 int kube_event_emit(struct kube_events *ev, const struct kube_object_ref *obj, const char *type,
 		    const char *reason, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void kube_events_get_stats(struct kube_events *ev, struct kube_events_stats *st);
+/* Waits up to timeout_ms until every queued event was sent or given up; 0 or -ETIMEDOUT. */
+int kube_events_flush(struct kube_events *ev, long timeout_ms);
 
 /* ---- status ----------------------------------------------------------- */
 

@@ -1173,6 +1173,7 @@ static void test_events(struct kube_config *cfg, struct kube_client *c)
 		memcpy(big + i, "\xc3\xa9", 2);
 	big[i] = '\0';
 	CHECK(kube_event_emit(ev, &ref, "Normal", "Long", "x%s", big) == 0, "long message");
+	CHECK(kube_events_flush(ev, 10000) == 0, "sent");
 	kube_events_get_stats(ev, &st);
 	CHECK(st.created == 2 && st.aggregated == 1 && st.failed == 0,
 	      "2 created, 1 aggregated: %llu %llu %llu", (unsigned long long)st.created,
@@ -1205,6 +1206,35 @@ static void test_events(struct kube_config *cfg, struct kube_client *c)
 	}
 	CHECK(found == 2, "two Events stored, got %d", found);
 	json_decref(list);
+
+	/*
+	 * A burst of 500s (not retried by the client) on Event creation: each
+	 * event is queued again with backoff and every one lands; emitting never
+	 * waits for the server.
+	 */
+	set_faults("{\"refuse\": {\"status\": 500, \"count\": 6, \"methods\": [\"POST\"], "
+		   "\"path\": \"/events\"}}");
+	long t0 = now_ms();
+
+	for (int k = 0; k < 4; k++)
+		CHECK(kube_event_emit(ev, &ref, "Normal", "Burst", "event %d", k) == 0, "queued");
+	CHECK(now_ms() - t0 < 200, "emitting did not wait for the server (%ld ms)", now_ms() - t0);
+	CHECK(kube_events_flush(ev, 20000) == 0, "the burst flushed");
+	kube_events_get_stats(ev, &st);
+	CHECK(st.created == 6 && st.retried == 6 && st.failed == 0,
+	      "4 events through 6 failed sends: %llu created, %llu retried, %llu failed",
+	      (unsigned long long)st.created, (unsigned long long)st.retried,
+	      (unsigned long long)st.failed);
+	/* a server that keeps failing: given up after 5 tries, counted */
+	set_faults("{\"refuse\": {\"status\": 500, \"methods\": [\"POST\"], "
+		   "\"path\": \"/events\"}}");
+	CHECK(kube_event_emit(ev, &ref, "Normal", "Doomed", "never stored") == 0, "queued");
+	CHECK(kube_events_flush(ev, 30000) == 0, "given up within the backoff");
+	kube_events_get_stats(ev, &st);
+	CHECK(st.failed == 1 && st.retried == 10,
+	      "failed after 5 tries (%llu failed, %llu retried)", (unsigned long long)st.failed,
+	      (unsigned long long)st.retried);
+	set_faults("{}");
 	kube_events_free(ev);
 }
 
