@@ -1021,7 +1021,27 @@ static bool probe_live(void *arg, char *why, size_t len)
 	return false;
 }
 
-/* Ready: caches filled and the database reachable, leader or not. */
+/* An informer that has failed for longer than --stuck-after: true and why. */
+static bool stuck(struct kstate *s, struct kube_informer *inf, const char *what, char *why,
+		  size_t len)
+{
+	struct kube_informer_stats st;
+	int limit = s->cfg->stuck_ms > 0 ? s->cfg->stuck_ms : 60000;
+
+	if (!inf)
+		return false;
+	kube_informer_get_stats(inf, &st);
+	if (st.failing_ms < limit)
+		return false;
+	snprintf(why, len, "the %s watch has failed for %lld s: %s", what,
+		 (long long)(st.failing_ms / 1000), st.last_error);
+	return true;
+}
+
+/*
+ * Ready: caches filled, no watch failing for longer than --stuck-after, and
+ * the database reachable, leader or not.
+ */
 static bool probe_ready(void *arg, char *why, size_t len)
 {
 	struct kstate *s = arg;
@@ -1032,6 +1052,10 @@ static bool probe_ready(void *arg, char *why, size_t len)
 		snprintf(why, len, "the pod list is not synced yet");
 	else if (s->agent_pods && !kube_informer_has_synced(s->agent_pods))
 		snprintf(why, len, "the agent pod list is not synced yet");
+	else if (stuck(s, s->triggers, "TraceProfileTrigger", why, len) ||
+		 stuck(s, s->pods, "pod", why, len) ||
+		 stuck(s, s->agent_pods, "agent pod", why, len))
+		;
 	else if (!atomic_load(&s->db_ok)) {
 		pthread_mutex_lock(&s->db_error_lock);
 		snprintf(why, len, "%s", s->db_error);

@@ -35,6 +35,7 @@ struct kube_mode_config {
 	const char *lease_namespace;		  /* namespace of the Lease; NULL: our own */
 	const char *identity;			  /* leader identity; NULL: hostname_pid */
 	const char *health_addr;		  /* --health-addr HOST:PORT; NULL: none */
+	int stuck_ms; /* /readyz fails once an informer has failed this long; 0: 60 s */
 };
 
 /*

@@ -51,6 +51,8 @@ static void usage(FILE *out)
 	    "  --resync D             reconcile every trigger at least this often (default 30s)\n"
 	    "  --health-addr H:P      serve GET /healthz and /readyz over HTTP on H:P\n"
 	    "                         (\":8081\": every address; default: none)\n"
+	    "  --stuck-after D        /readyz fails once a watch of the API server has\n"
+	    "                         failed this long without a success (default 60s)\n"
 	    "\n"
 	    "both modes:\n"
 	    "  --agent-token-file F   send the bearer token in F to the agents\n"
@@ -95,7 +97,8 @@ int main(int argc, char **argv)
 		OPT_LEASE_NAMESPACE,
 		OPT_IDENTITY,
 		OPT_RESYNC,
-		OPT_HEALTH_ADDR
+		OPT_HEALTH_ADDR,
+		OPT_STUCK_AFTER
 	};
 	static const struct option longopts[] = {
 	    {"triggers-dir", required_argument, NULL, OPT_DIR},
@@ -119,6 +122,7 @@ int main(int argc, char **argv)
 	    {"identity", required_argument, NULL, OPT_IDENTITY},
 	    {"resync", required_argument, NULL, OPT_RESYNC},
 	    {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
+	    {"stuck-after", required_argument, NULL, OPT_STUCK_AFTER},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -186,6 +190,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_HEALTH_ADDR:
 			kcfg.health_addr = optarg;
+			break;
+		case OPT_STUCK_AFTER:
+			if (manifest_parse_duration(optarg, &us) || us < 1000000 ||
+			    us > 3600000000ULL)
+				return bad_usage(
+				    "--stuck-after '%s' is not a duration between 1s and 1h",
+				    optarg);
+			kcfg.stuck_ms = (int)(us / 1000);
 			break;
 		case OPT_RESYNC:
 			if (manifest_parse_duration(optarg, &us) || us < 1000000 ||

@@ -71,6 +71,7 @@ struct kube_client {
 	bool streaming;		      /* 2xx body is handed out line by line */
 	kube_line_fn line;	      /* line callback while streaming */
 	void *line_arg;		      /* its argument */
+	void (*alive)(void *arg);     /* called while a stream answered 2xx is open, or NULL */
 	int line_rc;		      /* what the callback returned to stop */
 	char errbuf[CURL_ERROR_SIZE]; /* libcurl's detail */
 };
@@ -157,10 +158,23 @@ static bool token_refresh(struct kube_client *c, bool force)
 	return true;
 }
 
+/* A stream answered 2xx is open: tells the caller (from libcurl's callbacks). */
+static void tell_alive(struct kube_client *c)
+{
+	long code = 0;
+
+	if (!c->streaming || !c->alive)
+		return;
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (code >= 200 && code < 300)
+		c->alive(c->line_arg);
+}
+
 static int xferinfo(void *p, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
 	struct kube_client *c = p;
 
+	tell_alive(c);
 	return (c->abort && *c->abort) ? 1 : 0;
 }
 
@@ -200,6 +214,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *p)
 	long code = 0;
 
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+	tell_alive(c);
 	if (!c->streaming || code < 200 || code >= 300)
 		return buf_append(c, data, n) ? n : 0; /* 0 ends it: CURLE_WRITE_ERROR */
 	/* A watch: one event per line, a line may come in many pieces. */
@@ -723,7 +738,7 @@ uint64_t kube_client_retries(const struct kube_client *c)
 }
 
 int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t max_line,
-		kube_line_fn fn, void *arg, struct kube_response *r)
+		kube_line_fn fn, void (*alive)(void *arg), void *arg, struct kube_response *r)
 {
 	int rc;
 
@@ -731,6 +746,7 @@ int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t
 	c->streaming = true;
 	c->line = fn;
 	c->line_arg = arg;
+	c->alive = alive;
 	c->limit = max_line;
 	token_refresh(c, false);
 	{

@@ -30,6 +30,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,35 @@ struct kube_informer {
 	struct kube_informer_stats stats; /* counters, under lock */
 	char rv[64];			  /* resourceVersion to watch from (thread only) */
 	unsigned watch_events;		  /* events of the current watch (thread only) */
+	int64_t watch_started;		  /* when it was asked for (thread only) */
+	bool watch_proven;     /* it was open long enough, or had an event (thread only) */
+	int64_t failing_since; /* monotonic ms of the first error in a row; 0: healthy
+				  (under lock) */
+	char last_error[160];  /* what failed last (under lock) */
 };
+
+/* Notes a failure: the informer has been failing since the first in a row. */
+static void failed(struct kube_informer *inf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void failed(struct kube_informer *inf, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&inf->lock);
+	if (!inf->failing_since)
+		inf->failing_since = kube_mono_ms();
+	va_start(ap, fmt);
+	vsnprintf(inf->last_error, sizeof(inf->last_error), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&inf->lock);
+}
+
+static void healthy(struct kube_informer *inf)
+{
+	pthread_mutex_lock(&inf->lock);
+	inf->failing_since = 0;
+	pthread_mutex_unlock(&inf->lock);
+}
 
 static void set_rv(struct kube_informer *inf, const char *rv)
 {
@@ -200,6 +229,7 @@ static int do_list(struct kube_informer *inf)
 		rc = kube_request(inf->client, KUBE_GET, path, NULL, &r);
 		if (rc) {
 			log_warn("kube: list failed path=%s error=\"%s\"", inf->path, r.error);
+			failed(inf, "list: %s", r.error);
 			kube_response_clear(&r);
 			break;
 		}
@@ -215,6 +245,7 @@ static int do_list(struct kube_informer *inf)
 		if (r.http_status != 200) {
 			log_warn("kube: list failed path=%s status=%ld reason=%s message=\"%s\"",
 				 inf->path, r.http_status, r.status.reason, r.status.message);
+			failed(inf, "list: %ld %s", r.http_status, r.status.message);
 			kube_response_clear(&r);
 			rc = -EIO;
 			break;
@@ -247,7 +278,8 @@ static int do_list(struct kube_informer *inf)
 	return 0;
 }
 
-/* One watch event line. 0, or -ESTALE (relist), -EPROTO, -EIO. */
+/* One watch event line. 0, or -ESTALE (relist), -EPROTO (undecodable), -EREMOTEIO (an ERROR
+ * event). */
 static int on_event(void *arg, char *line, size_t len)
 {
 	struct kube_informer *inf = arg;
@@ -263,6 +295,7 @@ static int on_event(void *arg, char *line, size_t len)
 	if (!ev || !type || !json_is_object(obj)) {
 		log_warn("kube: bad watch event path=%s error=\"%s\"", inf->path,
 			 ev ? "no type or object" : je.text);
+		failed(inf, "watch: bad event: %s", ev ? "no type or object" : je.text);
 		count(inf, &inf->stats.errors);
 		json_decref(ev);
 		return -EPROTO;
@@ -286,7 +319,8 @@ static int on_event(void *arg, char *line, size_t len)
 
 			log_warn("kube: watch error path=%s code=%lld message=\"%s\"", inf->path,
 				 (long long)code, m ? m : "");
-			rc = -EIO;
+			failed(inf, "watch: ERROR event %lld %s", (long long)code, m ? m : "");
+			rc = -EREMOTEIO;
 		}
 		goto out;
 	}
@@ -324,6 +358,21 @@ out:
 }
 
 /*
+ * The watch is open: once it has an event or has stayed open a second, the
+ * informer is no longer failing (a watch closed at once proves nothing).
+ */
+static void watch_alive(void *arg)
+{
+	struct kube_informer *inf = arg;
+
+	if (!inf->watch_proven &&
+	    (inf->watch_events > 0 || kube_mono_ms() - inf->watch_started >= SHORT_WATCH_MS)) {
+		inf->watch_proven = true;
+		healthy(inf);
+	}
+}
+
+/*
  * One WATCH. 0 or -errno as the stream ended; *opened is true when the
  * server answered 200 (the watch was established before it ended).
  */
@@ -351,8 +400,10 @@ static int do_watch(struct kube_informer *inf, bool *opened)
 		return rc;
 	count(inf, &inf->stats.watches);
 	inf->watch_events = 0;
+	inf->watch_started = kube_mono_ms();
+	inf->watch_proven = false;
 	rc = kube_stream(inf->client, path, (timeout_s + 30) * 1000L, inf->o.max_line, on_event,
-			 inf, &r);
+			 watch_alive, inf, &r);
 	*opened = r.http_status == 200;
 	if (rc == -EMSGSIZE)
 		log_warn("kube: watch event over %zu bytes, listing again path=%s", inf->o.max_line,
@@ -362,12 +413,15 @@ static int do_watch(struct kube_informer *inf, bool *opened)
 			  inf->watch_events, r.error);
 	else if (rc && rc != -ESTALE && rc != -ECANCELED)
 		log_warn("kube: watch failed path=%s error=\"%s\"", inf->path, r.error);
+	if (rc && rc != -ESTALE && rc != -ECANCELED && !*opened)
+		failed(inf, "watch: %s", r.error);
 	if (!rc && r.http_status != 200) {
 		if (kube_is_gone(&r)) {
 			rc = -ESTALE;
 		} else {
 			log_warn("kube: watch refused path=%s status=%ld reason=%s message=\"%s\"",
 				 inf->path, r.http_status, r.status.reason, r.status.message);
+			failed(inf, "watch: %ld %s", r.http_status, r.status.message);
 			rc = -EIO;
 		}
 	}
@@ -393,7 +447,7 @@ static enum watch_end classify(int rc, bool opened, unsigned events, int64_t ms)
 		return WATCH_RELIST_NOW;
 	if (rc == -EMSGSIZE)
 		return WATCH_RELIST;
-	if (opened && (events > 0 || ms >= SHORT_WATCH_MS) && rc != -EPROTO)
+	if (opened && (events > 0 || ms >= SHORT_WATCH_MS) && rc != -EPROTO && rc != -EREMOTEIO)
 		return WATCH_RESUME;
 	return WATCH_BACKOFF;
 }
@@ -413,6 +467,7 @@ static void *run(void *arg)
 		if (need_list) {
 			rc = do_list(inf);
 			if (rc == 0) {
+				healthy(inf);
 				need_list = false;
 				continue;
 			}
@@ -422,6 +477,7 @@ static void *run(void *arg)
 			case WATCH_STOP:
 				continue;
 			case WATCH_RESUME:
+				healthy(inf);
 				count(inf, &inf->stats.watch_ends);
 				backoff = BACKOFF_MIN_MS;
 				continue;
@@ -434,8 +490,10 @@ static void *run(void *arg)
 				count(inf, &inf->stats.relists);
 				break;
 			case WATCH_BACKOFF:
-				if (rc == 0)
+				if (rc == 0) {
 					count(inf, &inf->stats.short_watches);
+					failed(inf, "watch: closed at once with no event");
+				}
 				break;
 			}
 		}
@@ -599,5 +657,7 @@ void kube_informer_get_stats(struct kube_informer *inf, struct kube_informer_sta
 {
 	pthread_mutex_lock(&inf->lock);
 	*st = inf->stats;
+	st->failing_ms = inf->failing_since ? kube_mono_ms() - inf->failing_since : 0;
+	snprintf(st->last_error, sizeof(st->last_error), "%s", inf->last_error);
 	pthread_mutex_unlock(&inf->lock);
 }

@@ -17,12 +17,14 @@ typedef int (*kube_line_fn)(void *arg, char *line, size_t len);
 
 /*
  * A GET whose 2xx body is a stream of lines (a WATCH). Lines longer than
- * max_line end the call with -EMSGSIZE. Returns 0 when the server ended the
- * stream, the callback's value when it stopped it, or -errno like
+ * max_line end the call with -EMSGSIZE. alive (or NULL) is called at least
+ * once a second while the server's 2xx answer is open, lines or not.
+ * Returns 0 when the server ended
+ * the stream, the callback's value when it stopped it, or -errno like
  * kube_request; a non-2xx answer is decoded into resp as by kube_request.
  */
 int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t max_line,
-		kube_line_fn fn, void *arg, struct kube_response *resp);
+		kube_line_fn fn, void (*alive)(void *arg), void *arg, struct kube_response *resp);
 
 /*
  * Decodes the JSON text buf[0..len) like json_loadb. A document jansson

@@ -197,6 +197,8 @@ struct kube_informer_stats {
 	uint64_t watch_ends; /* watches the server ended after they were open (re-opened at once) */
 	uint64_t short_watches; /* watches that ended within a second with no event (backed off) */
 	char resource_version[64]; /* the last resourceVersion seen */
+	int64_t failing_ms;	   /* how long every list or watch has failed; 0: healthy */
+	char last_error[160];	   /* what failed last */
 };
 
 struct kube_informer;

@@ -88,12 +88,35 @@ wait_phase failover Completed 120
 grep -q 'leading: this replica reconciles' "$work/$other.log" || fail "$other never led"
 check_collected failover 15
 
-# 2. The API server restarted mid-watch (its watch history starts empty: 410, relist).
+# 2. The API server restarted mid-watch (its watch history starts empty: 410, relist),
+# its store now holding a trigger whose spec.maxRequests is 1e20 as an
+# integer (a value stored through an older or schema-less CRD version, which
+# the server prints as 100000000000000000000 and jansson cannot hold in an
+# int64): the LIST holding it is decoded, that trigger is Rejected
+# (InvalidSpec), and the others go on.
 stop_apiserver
 sleep 1
+/usr/bin/python3 - "$kube_state/store.json" <<'PY'
+import copy, json, sys, uuid
+p = sys.argv[1]
+d = json.load(open(p))
+objs = d["objects"]["traceprof.dev/traceprofiletriggers"]
+o = copy.deepcopy(next(x for x in objs if x["metadata"]["name"] == "failover"))
+d["resourceVersion"] += 1
+o["metadata"].update(name="poison", uid=str(uuid.uuid4()), generation=1,
+                     resourceVersion=str(d["resourceVersion"]))
+o.pop("status", None)
+o["spec"]["maxRequests"] = 10**20
+objs.append(o)
+json.dump(d, open(p, "w"))
+PY
+grep -q '"maxRequests": 100000000000000000000' "$kube_state/store.json" || fail "poison not stored"
 start_apiserver --history 5
 for i in $(seq 12); do kc label pod payment-1 "churn=c$i" --overwrite >/dev/null; done
 apply_trigger after-restart 3
+wait_phase poison Rejected 30
+tpt poison '{.status.message}' | grep -q maxRequests || fail "poison: $(tpt poison '{.status.message}')"
+echo "ok: poison Rejected: $(tpt poison '{.status.message}')"
 wait_phase after-restart Completed 90
 check_collected after-restart 3
 

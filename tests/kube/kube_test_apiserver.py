@@ -950,6 +950,23 @@ NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-
 LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
+_MISSING = object()
+
+
+def field_at(obj, path):
+    """The value at a validation error's field path ("spec.a[0].b"), or _MISSING."""
+    cur = obj
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path or ""):
+        if part.startswith("["):
+            i = int(part[1:-1])
+            cur = cur[i] if isinstance(cur, list) and i < len(cur) else _MISSING
+        else:
+            cur = cur.get(part, _MISSING) if isinstance(cur, dict) else _MISSING
+        if cur is _MISSING:
+            break
+    return cur
+
+
 class Store:
     """All objects in memory, persisted to store.json within 0.2 s of a
     mutation and at shutdown (SIGTERM, SIGINT); one
@@ -1064,9 +1081,11 @@ class Store:
         if name is not None:
             meta["name"] = name
 
-    def validate_object(self, rd, obj, strict, warnings):
+    def validate_object(self, rd, obj, strict, warnings, old=None):
         """Strict decoding, pruning, defaulting, schema and CEL for custom
-        resources; name checks for all. Raises ApiError."""
+        resources; name checks for all. Raises ApiError. With old (an
+        update), errors of fields whose value did not change are dropped:
+        CRD validation ratcheting, on by default since Kubernetes 1.30."""
         problems = find_dups(obj)
         if rd.schema is not None:
             unknown = []
@@ -1100,6 +1119,9 @@ class Store:
             sch["properties"] = {k: v for k, v in (sch.get("properties") or {}).items()
                                  if k not in ("apiVersion", "kind", "metadata")}
             validate(body, sch, "", causes)
+            if old is not None:
+                causes = [c for c in causes
+                          if field_at(obj, c["field"]) != field_at(old, c["field"])]
         if rd.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             errs = []
             crd_rd = resource_from_crd(obj, errs)
@@ -1194,9 +1216,9 @@ class Store:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
-            new = self.validate_object(rd, new, strict, warnings)
+            new = self.validate_object(rd, new, strict, warnings, old)
         else:
-            new = self.validate_object(rd, body, strict, warnings)
+            new = self.validate_object(rd, body, strict, warnings, old)
             if rd.status:
                 if "status" in old:
                     new["status"] = old["status"]
@@ -1856,15 +1878,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if cursor < store.floor:
                     expired = "too old resource version: %d (%d)" % (cursor, store.floor + 1)
         f = srv.faults()
-        end_at = reset_at = gone_at = None
-        now = time.monotonic()
-        if f.get("watch_close_after"):
-            end_at = now + random.uniform(*f["watch_close_after"])
-            deadline = min(deadline, end_at)
-        if f.get("watch_reset_after"):
-            reset_at = now + random.uniform(*f["watch_reset_after"])
-        if f.get("watch_gone_after") is not None:
-            gone_at = now + float(f["watch_gone_after"])
         self.send_response(200)
         self.send_header("Content-Type", TABLE_CT if table else "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -1874,7 +1887,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
             return 200
-        self.faults_now = (reset_at, gone_at)
         try:
             if expired:
                 self.chunk({"type": "ERROR", "object": ApiError(410, "Expired", expired).status()})
@@ -1891,10 +1903,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def watch_loop(self, rd, cursor, deadline, bookmarks, match, wrap):
         srv, store = self.server, self.server.store
         last_bookmark = time.monotonic()
-        reset_at, gone_at = getattr(self, "faults_now", (None, None))
+        seen, end_at, reset_at, gone_at = None, None, None, None
         while not srv.stopping.is_set():
             now = time.monotonic()
-            if now >= deadline:
+            f = srv.faults()
+            if f is not seen:
+                # timers of the faults in force, from when this watch saw them
+                seen, end_at, reset_at, gone_at = f, None, None, None
+                if f.get("watch_close_after"):
+                    end_at = now + random.uniform(*f["watch_close_after"])
+                if f.get("watch_reset_after"):
+                    reset_at = now + random.uniform(*f["watch_reset_after"])
+                if f.get("watch_gone_after") is not None:
+                    gone_at = now + float(f["watch_gone_after"])
+            if now >= deadline or (end_at is not None and now >= end_at) or \
+                    f.get("watch_close_at_once"):
                 return
             if reset_at is not None and now >= reset_at:
                 # a TCP reset mid-stream, as a restarting proxy or node gives
