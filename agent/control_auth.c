@@ -189,8 +189,11 @@ static int token_dir(const char *dir, char *err, size_t errlen)
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 		int rc = errno;
 
-		snprintf(err, errlen, "cannot make the directory %s for the control token: %s", dir,
-			 strerror(rc));
+		snprintf(err, errlen,
+			 "cannot make the directory %s for the control token: %s; set "
+			 "control-token-generate to a file in a directory this user owns, or "
+			 "give control-token-file",
+			 dir, strerror(rc));
 		return -rc;
 	}
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
