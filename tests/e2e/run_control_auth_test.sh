@@ -12,6 +12,8 @@
 #     under a second, on the control port and on the OTLP/gRPC port;
 #  5. 1,000 calls without a token: all refused, a handful of log lines, and
 #     the agent's counters say 1,000 (+1 for step 2);
+#  5b. deleting the token file and restarting the agent makes a new
+#     token; a running controller is refused once, then reads it again;
 #  6. token files others could write (mode 0666, owned by nobody) or too
 #     short (10 characters) stop the agent and the controller at start with
 #     what to fix; so does a default token file made writable by others.
@@ -103,6 +105,35 @@ done
 sup=$(sed -n 's/^control_log_suppressed=//p' "$work/stats")
 [ "$((sup + logged))" -eq 1001 ] || fail "control_log_suppressed=$sup + $logged logged != 1001"
 echo "ok: counters $(grep '^control_' "$work/stats" | tr '\n' ' ')"
+
+# 5b. a new token: the agent restarted after its file was deleted; a
+# running controller that read the old one is refused once, reads the file
+# again and programs the agent
+"$controller" --triggers-dir "$work/triggers" --db "$conn" --agent "127.0.0.1:$ctl" \
+	--status-file "$work/status2.json" 2>"$work/controller2.log" &
+ctl_pid=$!
+pids+=("$ctl_pid")
+wait_status() { # wait_status SECONDS FILTER
+	local i
+	for ((i = 0; i < $1 * 10; i++)); do
+		jq -e "$2" "$work/status2.json" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+wait_status 10 '.agents[0].reachable == false' || fail "the controller did not see the agent down"
+old_tok=$(head -n1 "$tok")
+rm "$tok"
+start_agent agent2 "$agent" --db "$conn" --target "pid:$target" --control-listen "127.0.0.1:$ctl" \
+	--otlp-grpc '' --otlp-http ''
+[ "$(head -n1 "$tok")" != "$old_tok" ] || fail "the restarted agent kept the deleted token"
+wait_status 15 '.agents[0].reachable == true' ||
+	fail "the controller did not pick up the new token: $(jq -c .agents "$work/status2.json")"
+grep -q 'refused: missing or wrong bearer token' "$work/agent2.log" ||
+	fail "the controller's old token was not refused first"
+kill "$ctl_pid" "$agent_pid"
+wait "$ctl_pid" "$agent_pid" || true
+echo "ok: a new token after a restart: the controller was refused once, then read it again"
 
 # 6. bad token files stop the agent and the controller at start
 printf '%s\n' "$(head -n1 "$tok")" >"$work/t-0666"
