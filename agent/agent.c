@@ -1155,6 +1155,7 @@ static int start_control(struct agent *a)
 	    .tls_key = a->cfg.control_tls_key,
 	    .tls_ca = a->cfg.control_tls_ca,
 	    .token_file = a->cfg.control_token_file,
+	    .token_generate = a->cfg.control_token_generate,
 	    .node = a->cfg.node,
 	    .version = TRACEPROF_VERSION,
 	};
@@ -1222,9 +1223,11 @@ static void write_trigger_stats(struct agent *a, FILE *f)
 		ts.claims_null, ts.claims_skipped, ts.claim_errors);
 	fprintf(f,
 		"control_calls=%" PRIu64 "\ncontrol_ok=%" PRIu64
-		"\ncontrol_unauthenticated=%" PRIu64 "\ncontrol_invalid=%" PRIu64 "\n",
+		"\ncontrol_unauthenticated=%" PRIu64 "\ncontrol_invalid=%" PRIu64
+		"\ncontrol_unimplemented=%" PRIu64 "\ncontrol_log_suppressed=%" PRIu64 "\n",
 		a->control_stats.calls, a->control_stats.ok, a->control_stats.unauthenticated,
-		a->control_stats.invalid);
+		a->control_stats.invalid, a->control_stats.unimplemented,
+		a->control_stats.log_suppressed);
 }
 
 /* Servers first (no more exports), then what the forwarder still holds (5 s at most). */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "control_auth.h"
 #include "otlp.h"
 #include "traceprof/log.h"
 
@@ -90,7 +91,12 @@ static const struct setting settings[] = {
     {"control-tls-ca", SET_STRING, STR(control_tls_ca), 0, 0, "",
      "PEM CA whose certificates the control port accepts from clients"},
     {"control-token-file", SET_STRING, STR(control_token_file), 0, 0, "",
-     "file whose first line is the bearer token every control call must carry"},
+     "file whose first line is the bearer token every control call must carry (32 to 4096 "
+     "characters; the file owned by this user or root, mode 600 or 640)"},
+    {"control-token-generate", SET_STRING, STR(control_token_generate), 0, 0,
+     CONTROL_AUTH_TOKEN_DEFAULT,
+     "with neither control-token-file nor mutual TLS: the token file the agent makes (mode "
+     "600, directory 700) or reuses, which the controller reads by default; empty: none"},
     {"kubeconfig", SET_STRING, STR(kubeconfig), 0, 0, "",
      "kubeconfig to read the node's pods from (namespace, name, labels); empty: see "
      "kube-in-cluster"},

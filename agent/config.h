@@ -52,7 +52,8 @@ struct agent_config {
 	char control_tls_cert[4096]; /* PEM server certificate (mutual TLS), or "" */
 	char control_tls_key[4096];  /* its PEM private key, or "" */
 	char control_tls_ca[4096];   /* PEM CA that signs controller certificates, or "" */
-	char control_token_file[4096]; /* file holding the bearer token, or "" */
+	char control_token_file[4096];	   /* file holding the bearer token, or "" */
+	char control_token_generate[4096]; /* the token made without token file or TLS, or "" */
 	size_t trigger_hold_bytes; /* bound of raised samples held until their request is decided */
 	char kubeconfig[4096];	   /* kubeconfig for the node's pods, "" = none */
 	enum config_auto kube_in_cluster; /* service account of the pod (auto: in a cluster) */

@@ -4,6 +4,9 @@
  * An rpc_server (one completion queue, one thread; see rpc_server.h) with
  * two methods; the handler checks the token before anything is decoded,
  * then applies the set or reports status through the trigger engine.
+ * Refusals go through a small log limiter (log_refusal): a fixed window
+ * of CONTROL_LOG_INTERVAL_S seconds with CONTROL_LOG_BURST lines, the
+ * count of the rest said by the first line of the next window.
  */
 #include "control.h"
 
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -31,6 +35,10 @@ struct control {
 	char *version;		    /* reported version */
 	pthread_mutex_t mu;	    /* guards stats */
 	struct control_stats stats; /* counters */
+	/* log limiter (server thread only) */
+	double log_window;  /* monotonic seconds when the current window began */
+	unsigned log_lines; /* refusals logged in it */
+	uint64_t log_held;  /* refusals not logged since the last line */
 };
 
 /* Whether the call carries "authorization: Bearer <token>" with our token. */
@@ -40,7 +48,7 @@ static bool authorized(const struct control *s, const grpc_metadata_array *md)
 	bool ok = false;
 
 	if (!s->token)
-		return true;
+		return true; /* mutual TLS alone: gRPC verified the client's certificate */
 	for (size_t i = 0; i < md->count; i++) {
 		const grpc_metadata *m = &md->metadata[i];
 		const char *v = (const char *)GRPC_SLICE_START_PTR(m->value);
@@ -151,6 +159,44 @@ static grpc_status_code do_status(struct control *s, const struct rpc_request *i
 	return GRPC_STATUS_OK;
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Logs a refusal unless CONTROL_LOG_BURST were logged in this window;
+ * the first line of a later window says how many were left out. Returns
+ * whether it was logged.
+ */
+static bool log_refusal(struct control *s, const char *method, const char *why)
+{
+	double now = mono_s();
+
+	if (now - s->log_window >= CONTROL_LOG_INTERVAL_S) {
+		s->log_window = now;
+		s->log_lines = 0;
+	}
+	if (s->log_lines >= CONTROL_LOG_BURST) {
+		s->log_held++;
+		return false;
+	}
+	s->log_lines++;
+	if (s->log_held)
+		log_info("control: %s refused: %s (%llu more refused calls were not logged)",
+			 method, why, (unsigned long long)s->log_held);
+	else
+		log_info("control: %s refused: %s", method, why);
+	if (s->log_lines == CONTROL_LOG_BURST)
+		log_info("control: more refused calls in the next %d s are counted, not logged",
+			 CONTROL_LOG_INTERVAL_S);
+	s->log_held = 0;
+	return true;
+}
+
 /* The handler of both methods: token, then the method; counted and logged when refused. */
 static void handle(void *ctx, const struct rpc_request *req, struct rpc_reply *rep)
 {
@@ -179,44 +225,12 @@ static void handle(void *ctx, const struct rpc_request *req, struct rpc_reply *r
 	else
 		s->stats.errors++;
 	pthread_mutex_unlock(&s->mu);
-	if (code != GRPC_STATUS_OK)
-		log_info("control: %s refused: %s",
-			 req->method == M_APPLY ? "ApplyTriggers" : "GetStatus", rep->message);
-}
-
-bool control_addr_is_loopback(const char *addr)
-{
-	char host[256];
-	const char *colon;
-	size_t n;
-
-	if (addr[0] == '[') {
-		const char *end = strchr(addr, ']');
-
-		if (!end)
-			return false;
-		n = (size_t)(end - addr - 1);
-		if (n >= sizeof(host))
-			return false;
-		memcpy(host, addr + 1, n);
-	} else {
-		colon = strrchr(addr, ':');
-		n = colon ? (size_t)(colon - addr) : strlen(addr);
-		if (n >= sizeof(host))
-			return false;
-		memcpy(host, addr, n);
+	if (code != GRPC_STATUS_OK &&
+	    !log_refusal(s, req->method == M_APPLY ? "ApplyTriggers" : "GetStatus", rep->message)) {
+		pthread_mutex_lock(&s->mu);
+		s->stats.log_suppressed++;
+		pthread_mutex_unlock(&s->mu);
 	}
-	host[n] = 0;
-	if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
-	    strcmp(host, "ip6-localhost") == 0)
-		return true;
-	if (strncmp(host, "127.", 4) == 0) {
-		for (const char *p = host + 4; *p; p++)
-			if ((*p < '0' || *p > '9') && *p != '.')
-				return false;
-		return true;
-	}
-	return false;
 }
 
 static bool set(const char *s)
@@ -274,13 +288,14 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 		snprintf(err, errlen, "control-listen is empty");
 		return NULL;
 	}
-	if (!tls && !set(o->token_file) && !control_addr_is_loopback(o->listen)) {
+	if (!tls && !set(o->token_file) && !set(o->token_generate)) {
 		snprintf(err, errlen,
-			 "control-listen %s is not a loopback address and no authentication is "
-			 "set: set control-tls-cert, control-tls-key and control-tls-ca (mutual "
-			 "TLS) and/or control-token-file, or listen on 127.0.0.1",
+			 "control-listen %s has no authentication: set control-token-file, or "
+			 "control-tls-cert, control-tls-key and control-tls-ca (mutual TLS), or "
+			 "control-token-generate (a token the agent makes), or turn control off "
+			 "with an empty control-listen",
 			 o->listen);
-		log_error("%s", err);
+		log_error("control: %s", err);
 		return NULL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -296,8 +311,19 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 		snprintf(err, errlen, "out of memory");
 		goto out_free;
 	}
-	if (set(o->token_file) && !(s->token = control_auth_read_token(o->token_file, err, errlen)))
-		goto out_free;
+	if (set(o->token_file)) {
+		s->token = control_auth_read_token(o->token_file, err, errlen);
+		if (!s->token)
+			goto out_free;
+	} else if (!tls) {
+		bool created;
+
+		s->token = control_auth_make_token(o->token_generate, &created, err, errlen);
+		if (!s->token)
+			goto out_free;
+		log_info("control: %s token file=%s (clients read it; delete it for a new one)",
+			 created ? "made a new" : "using the", o->token_generate);
+	}
 	creds = make_creds(o, err, errlen);
 	if (!creds)
 		goto out_free;
@@ -324,7 +350,10 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 		goto out_free;
 	}
 	log_info("control: listening on %s port=%d tls=%s token=%s", o->listen,
-		 rpc_server_port(s->srv), tls ? "mutual" : "no", s->token ? "yes" : "no");
+		 rpc_server_port(s->srv), tls ? "mutual" : "no",
+		 !s->token	      ? "no"
+		 : set(o->token_file) ? "file"
+				      : "generated");
 	return s;
 
 out_free:
@@ -349,6 +378,7 @@ void control_get_stats(struct control *c, struct control_stats *out)
 	pthread_mutex_lock(&c->mu);
 	*out = c->stats;
 	pthread_mutex_unlock(&c->mu);
+	out->unimplemented = rpc_server_unimplemented(c->srv);
 }
 
 void control_stop(struct control *s)

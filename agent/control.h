@@ -3,12 +3,21 @@
  * C core server on its own thread serving ApplyTriggers and GetStatus over
  * a trigger engine (triggers.h).
  *
- * Authentication (docs/triggers.md): with tls_cert, tls_key and tls_ca the
- * port requires mutual TLS (a client certificate signed by tls_ca); with
- * token_file every call must carry "authorization: Bearer <token>" (checked
- * in constant time; refused calls are answered UNAUTHENTICATED and
- * counted). Both may be on. An address that is not loopback with neither
- * is refused at start.
+ * Authentication (docs/triggers.md) is always on, loopback included: with
+ * tls_cert, tls_key and tls_ca the port requires mutual TLS (a client
+ * certificate signed by tls_ca); with token_file every call must carry
+ * "authorization: Bearer <token>" (checked in constant time). Both may be
+ * on. With neither, the agent makes its own token in token_generate
+ * (control_auth_make_token: mode 0600, in a directory of mode 0700) for
+ * the local controller to read; with none of the three it does not start.
+ * Token files are checked as control_auth.h says.
+ *
+ * Refused calls are answered UNAUTHENTICATED or INVALID_ARGUMENT and
+ * counted; the log gets the first CONTROL_LOG_BURST refusals of every
+ * CONTROL_LOG_INTERVAL_S seconds and then one line per interval saying how
+ * many were not logged, so a flood of bad calls costs a few lines. Methods
+ * the service does not have are answered UNIMPLEMENTED at once, before
+ * any authentication (rpc_server.h), and counted.
  *
  * Answers: OK; UNAUTHENTICATED; INVALID_ARGUMENT with a message for a
  * message that does not decode or is meant for another node;
@@ -24,18 +33,21 @@
 
 #include "triggers.h"
 
-#define CONTROL_MAX_BYTES     (1u << 20) /* largest request message */
-#define CONTROL_METHOD_APPLY  "/traceprof.control.v1.AgentControl/ApplyTriggers"
-#define CONTROL_METHOD_STATUS "/traceprof.control.v1.AgentControl/GetStatus"
+#define CONTROL_MAX_BYTES      (1u << 20) /* largest request message */
+#define CONTROL_METHOD_APPLY   "/traceprof.control.v1.AgentControl/ApplyTriggers"
+#define CONTROL_METHOD_STATUS  "/traceprof.control.v1.AgentControl/GetStatus"
+#define CONTROL_LOG_BURST      5  /* refused calls logged per interval */
+#define CONTROL_LOG_INTERVAL_S 10 /* seconds of that interval */
 
 struct control_opts {
-	const char *listen;	/* "host:port" (port 0 picks one); required */
-	const char *tls_cert;	/* PEM server certificate, or NULL/"" */
-	const char *tls_key;	/* its PEM private key, or NULL/"" */
-	const char *tls_ca;	/* PEM CA that signs client certificates, or NULL/"" */
-	const char *token_file; /* file whose first line is the bearer token, or NULL/"" */
-	const char *node;	/* this agent's node (AgentStatus.node, set check) */
-	const char *version;	/* AgentStatus.version */
+	const char *listen;	    /* "host:port" (port 0 picks one); required */
+	const char *tls_cert;	    /* PEM server certificate, or NULL/"" */
+	const char *tls_key;	    /* its PEM private key, or NULL/"" */
+	const char *tls_ca;	    /* PEM CA that signs client certificates, or NULL/"" */
+	const char *token_file;	    /* file whose first line is the bearer token, or NULL/"" */
+	const char *token_generate; /* with neither TLS nor token_file: the token made here */
+	const char *node;	    /* this agent's node (AgentStatus.node, set check) */
+	const char *version;	    /* AgentStatus.version */
 };
 
 struct control_stats {
@@ -44,6 +56,8 @@ struct control_stats {
 	uint64_t unauthenticated; /* refused: missing or wrong token */
 	uint64_t invalid;	  /* refused: message did not decode, or another node's */
 	uint64_t errors;	  /* answered with another error (memory) */
+	uint64_t unimplemented;	  /* refused: a method the service does not have */
+	uint64_t log_suppressed;  /* refused calls not logged (rate limit) */
 };
 
 struct control;
@@ -51,9 +65,9 @@ struct control;
 /*
  * Listens and serves from a new thread. t is borrowed and must outlive the
  * server. Returns NULL with the reason in err (and logged): bad or
- * incomplete TLS settings, unreadable files, an empty token, no
- * authentication on a non-loopback address (errno EINVAL), an address
- * that cannot be bound (errno EADDRINUSE).
+ * incomplete TLS settings, unreadable files, a token file that fails the
+ * checks of control_auth.h, no authentication at all (errno EINVAL), an
+ * address that cannot be bound (errno EADDRINUSE).
  */
 struct control *control_start(const struct control_opts *o, struct triggers *t, char *err,
 			      size_t errlen);
@@ -62,8 +76,5 @@ int control_port(const struct control *c);
 void control_get_stats(struct control *c, struct control_stats *out);
 /* Cancels calls in progress, stops the thread, frees everything; NULL is a no-op. */
 void control_stop(struct control *c);
-
-/* Whether addr ("host:port") names a loopback address (127.0.0.0/8, ::1, localhost). */
-bool control_addr_is_loopback(const char *addr);
 
 #endif

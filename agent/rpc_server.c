@@ -23,9 +23,12 @@
 
 enum phase { WAITING, ANSWERING };
 
+#define UNKNOWN_METHOD ((size_t)-1) /* struct call.method of a call for no registered method */
+
 struct call {
 	enum phase phase;	   /* what the next completion means */
-	size_t method;		   /* which method it was requested for */
+	size_t method;		   /* which method it was requested for, or UNKNOWN_METHOD */
+	grpc_call_details cd;	   /* UNKNOWN_METHOD: the method asked for */
 	grpc_call *call;	   /* the call, once it arrived */
 	gpr_timespec deadline;	   /* client's deadline (unused) */
 	grpc_metadata_array md;	   /* request metadata */
@@ -52,6 +55,7 @@ struct rpc_server {
 	pthread_t acceptor;		/* accept() loop */
 	bool acceptor_started;		/* it runs */
 	volatile bool stopping;		/* rpc_server_stop began */
+	uint64_t unimplemented;		/* calls of unknown methods (server thread writes) */
 };
 
 static struct call *call_new(size_t method)
@@ -61,6 +65,7 @@ static struct call *call_new(size_t method)
 	if (c) {
 		c->method = method;
 		grpc_metadata_array_init(&c->md);
+		grpc_call_details_init(&c->cd);
 	}
 	return c;
 }
@@ -78,23 +83,60 @@ static void call_free(struct call *c)
 	if (c->phase == ANSWERING)
 		grpc_slice_unref(c->details);
 	grpc_metadata_array_destroy(&c->md);
+	grpc_call_details_destroy(&c->cd);
 	free(c);
 }
 
-/* Asks gRPC for the next call of a method. */
+/*
+ * Asks gRPC for the next call of a method, or (UNKNOWN_METHOD) for the
+ * next call of any method not registered: without such a request gRPC
+ * keeps those calls waiting until the client's deadline.
+ */
 static int request_call(struct rpc_server *s, size_t method)
 {
 	struct call *c = call_new(method);
+	grpc_call_error e;
 
 	if (!c)
 		return -ENOMEM;
-	if (grpc_server_request_registered_call(s->server, s->methods[method], &c->call,
-						&c->deadline, &c->md, &c->payload, s->cq, s->cq,
-						c) != GRPC_CALL_OK) {
+	if (method == UNKNOWN_METHOD)
+		e = grpc_server_request_call(s->server, &c->call, &c->cd, &c->md, s->cq, s->cq, c);
+	else
+		e = grpc_server_request_registered_call(s->server, s->methods[method], &c->call,
+							&c->deadline, &c->md, &c->payload, s->cq,
+							s->cq, c);
+	if (e != GRPC_CALL_OK) {
 		call_free(c);
 		return -EIO;
 	}
 	return 0;
+}
+
+/* Answers a call of an unknown method UNIMPLEMENTED, its message unread. */
+static void answer_unknown(struct rpc_server *s, struct call *c)
+{
+	const char *m = (const char *)GRPC_SLICE_START_PTR(c->cd.method);
+	size_t n = GRPC_SLICE_LENGTH(c->cd.method), k;
+	char name[65], msg[96];
+	grpc_op ops[3];
+
+	__atomic_fetch_add(&s->unimplemented, 1, __ATOMIC_RELAXED);
+	for (k = 0; k < n && k < sizeof(name) - 1; k++) /* the caller's text: printable, cut */
+		name[k] = m[k] >= 0x21 && m[k] <= 0x7e ? m[k] : '?';
+	name[k] = 0;
+	snprintf(msg, sizeof(msg), "unknown method %s", name);
+	log_debug("%s: %s", s->o.name, msg);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	c->details = grpc_slice_from_copied_string(msg);
+	ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
+	ops[1].data.send_status_from_server.status_details = &c->details;
+	ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[2].data.recv_close_on_server.cancelled = &c->cancelled;
+	c->phase = ANSWERING;
+	if (grpc_call_start_batch(c->call, ops, 3, c, NULL) != GRPC_CALL_OK)
+		call_free(c); /* no completion will come */
 }
 
 /* Runs the handler on the request and starts the answering batch. */
@@ -177,7 +219,10 @@ static void *serve(void *arg)
 		}
 		if (!shutting_down && request_call(s, c->method) != 0)
 			log_warn("%s: cannot wait for the next call", s->o.name);
-		answer(s, c);
+		if (c->method == UNKNOWN_METHOD)
+			answer_unknown(s, c);
+		else
+			answer(s, c);
 	}
 	return NULL;
 }
@@ -226,6 +271,8 @@ static int core_run(struct rpc_server *s)
 	s->server_started = true;
 	for (size_t i = 0; i < s->o.nmethods && !rc; i++)
 		rc = request_call(s, i) ? EIO : 0;
+	if (!rc)
+		rc = request_call(s, UNKNOWN_METHOD) ? EIO : 0;
 	if (!rc)
 		rc = pthread_create(&s->thread, NULL, serve, s);
 	if (rc) {
@@ -389,6 +436,11 @@ int rpc_server_port(const struct rpc_server *s)
 bool rpc_server_core_started(const struct rpc_server *s)
 {
 	return s->core_up;
+}
+
+uint64_t rpc_server_unimplemented(const struct rpc_server *s)
+{
+	return __atomic_load_n(&s->unimplemented, __ATOMIC_RELAXED);
 }
 
 void rpc_server_stop(struct rpc_server *s)

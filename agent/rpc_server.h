@@ -9,7 +9,9 @@
  * OK, the status, and the receipt of the client's close. The next call of a
  * method is requested as soon as one arrives, so calls queue inside gRPC
  * while the handler runs; calls are answered one at a time, in arrival
- * order. Stop: shutdown_and_notify + cancel_all_calls from the stopping
+ * order. Calls of any other method are answered UNIMPLEMENTED at once
+ * (a generic grpc_server_request_call stands waiting for them), without
+ * the handler, and counted. Stop: shutdown_and_notify + cancel_all_calls from the stopping
  * thread; the server thread shuts the queue down when the shutdown tag
  * arrives and exits once the queue is drained.
  *
@@ -80,6 +82,8 @@ struct rpc_server *rpc_server_start(const struct rpc_server_opts *o);
 int rpc_server_port(const struct rpc_server *s);
 /* Whether the gRPC core runs for this server (always, unless start_on_connect waits). */
 bool rpc_server_core_started(const struct rpc_server *s);
+/* Calls of unregistered methods answered UNIMPLEMENTED so far. */
+uint64_t rpc_server_unimplemented(const struct rpc_server *s);
 /* Cancels calls in progress, stops the thread, frees. NULL is a no-op. */
 void rpc_server_stop(struct rpc_server *s);
 

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+#include <grpc/status.h>
+#endif
+
 #include "manifest.h"
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
@@ -73,6 +77,19 @@ static void agent_down(struct ctl_agent *a, const char *why)
 	a->down = true;
 	snprintf(a->error, sizeof(a->error), "%s", why);
 }
+
+/*
+ * A call refused (rc) for its credentials: the channel goes, so the next
+ * pass reads the token file again (an agent that made a new token, a
+ * Secret that was rotated).
+ */
+static void agent_refused(struct ctl_agent *a, int rc)
+{
+	if (rc != GRPC_STATUS_UNAUTHENTICATED)
+		return;
+	control_client_free(a->client);
+	a->client = NULL;
+}
 #endif
 
 void ctl_agent_program(struct ctl_agent *a, const struct control_auth *auth,
@@ -94,6 +111,7 @@ void ctl_agent_program(struct ctl_agent *a, const struct control_auth *auth,
 	rc = control_client_apply(a->client, req, CTL_AGENT_TIMEOUT_MS, &resp, err, sizeof(err));
 	if (rc) {
 		agent_down(a, err[0] ? err : "ApplyTriggers failed");
+		agent_refused(a, rc);
 		return;
 	}
 	if (resp->changed)
@@ -105,6 +123,7 @@ void ctl_agent_program(struct ctl_agent *a, const struct control_auth *auth,
 	rc = control_client_status(a->client, CTL_AGENT_TIMEOUT_MS, &st, err, sizeof(err));
 	if (rc) {
 		agent_down(a, err[0] ? err : "GetStatus failed");
+		agent_refused(a, rc);
 		return;
 	}
 	if (a->status)

@@ -11,10 +11,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+#include "control_auth.h"
+#endif
 #include "kube_mode.h"
 #include "local.h"
 #include "manifest.h"
 #include "traceprof/log.h"
+
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+#define TOKEN_DEFAULT_HELP CONTROL_AUTH_TOKEN_DEFAULT
+#else
+#define TOKEN_DEFAULT_HELP "the agent's control-token-generate"
+#endif
 
 static void usage(FILE *out)
 {
@@ -55,7 +64,9 @@ static void usage(FILE *out)
 	    "                         failed this long without a success (default 60s)\n"
 	    "\n"
 	    "both modes:\n"
-	    "  --agent-token-file F   send the bearer token in F to the agents\n"
+	    "  --agent-token-file F   send the bearer token in F to the agents (default\n"
+	    "                         without a client certificate: the file the agent\n"
+	    "                         makes, " TOKEN_DEFAULT_HELP ")\n"
 	    "  --agent-tls-ca F       verify the agents' certificates with this CA (PEM)\n"
 	    "  --agent-tls-cert F     client certificate for mutual TLS (PEM)\n"
 	    "  --agent-tls-key F      its private key (PEM)\n"
@@ -64,6 +75,42 @@ static void usage(FILE *out)
 	    "                         (default 1s)\n"
 	    "  -v, --verbose          debug output\n"
 	    "  -h, --help             this help\n");
+}
+
+/*
+ * The agents' credentials, checked before anything runs: without a token
+ * file or a client certificate, the token the local agent makes (it may
+ * not exist yet: every pass tries again). A token file given, or the
+ * default one present, that fails the checks of control_auth.h stops the
+ * controller with the reason. Returns 0 or 2 (usage).
+ */
+static int check_agent_auth(struct control_auth *auth)
+{
+#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
+	char err[512];
+	char *tok;
+
+	if (!auth->token_file && !auth->tls_cert)
+		auth->token_file = CONTROL_AUTH_TOKEN_DEFAULT;
+	if (!auth->token_file)
+		return 0;
+	tok = control_auth_read_token(auth->token_file, err, sizeof(err));
+	if (tok) {
+		free(tok);
+		return 0;
+	}
+	if (errno == ENOENT && strcmp(auth->token_file, CONTROL_AUTH_TOKEN_DEFAULT) == 0) {
+		log_info("no agent token in %s yet (the local agent makes it when it starts); "
+			 "each pass looks again",
+			 auth->token_file);
+		return 0;
+	}
+	fprintf(stderr, "traceprof-controller: %s\n", err);
+	return 2;
+#else
+	(void)auth;
+	return 0;
+#endif
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -273,6 +320,8 @@ int main(int argc, char **argv)
 						 agents[i]);
 			kcfg.agents[kcfg.n_agents++] = agents[i];
 		}
+		if (check_agent_auth(&cfg.auth))
+			return 2;
 		kcfg.auth = cfg.auth;
 		kcfg.db = cfg.db;
 		kcfg.interval_ms = cfg.interval_ms;
@@ -290,5 +339,7 @@ int main(int argc, char **argv)
 		cfg.agents[cfg.n_agents++] = agents[i];
 	if (stat(cfg.triggers_dir, &st) || !S_ISDIR(st.st_mode))
 		return bad_usage("--triggers-dir '%s' is not a directory", cfg.triggers_dir);
+	if (cfg.n_agents && check_agent_auth(&cfg.auth))
+		return 2;
 	return local_run(&cfg);
 }

@@ -26,8 +26,14 @@ struct control_client;
 
 /*
  * A channel to addr ("host:port"). Files named in auth are read now; a
- * missing or unreadable one is an error (NULL, reason in err). Connecting is
- * lazy: an agent that is down fails the calls, not this.
+ * missing or unreadable one is an error (NULL, reason in err), and so is a
+ * token file that group or others can write, that belongs to another user
+ * than ours or root, or whose token is shorter than 32 characters (the
+ * message says what to fix). Agents always require a token or mutual TLS:
+ * a caller with neither should name the file a local agent makes,
+ * CONTROL_AUTH_TOKEN_DEFAULT (agent/control_auth.h), as the controller
+ * does. Connecting is lazy: an agent that is down fails the calls, not
+ * this.
  */
 struct control_client *control_client_new(const char *addr, const struct control_auth *auth,
 					  char *err, size_t errlen);

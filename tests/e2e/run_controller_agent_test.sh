@@ -44,8 +44,8 @@ wait_json() { # wait_json SECONDS FILTER: polls until FILTER holds on the status
 	done
 }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-echo "secret-$RANDOM-$RANDOM" >"$dir/token"
-echo "wrong-token" >"$dir/wrong"
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token")
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/wrong")
 start_agent() {
 	"$agent" --db "$conn" --target "pid:$target_pid" --control-listen "127.0.0.1:$port" \
 		--control-token-file "$dir/token" >>"$dir/agent.out" 2>>"$dir/agent.log" &

@@ -14,6 +14,7 @@ checks that a second apply changes nothing.
 Usage: test_chart.py SOURCE_DIR
 """
 
+import base64
 import os
 import shutil
 import subprocess
@@ -143,6 +144,21 @@ check([p["port"] for r in cnp.get("ingress", []) for p in r["ports"]] == [8081],
       "NetworkPolicy: the controller takes only its health port")
 tok = by_kind(docs, "Secret", "traceprof-control-token")
 check(len(tok) == 1 and len(tok[0]["data"]["token"]) == 64, "control token Secret generated")
+# Control authentication is on by default: both sides get the token, in
+# files that pass the programs' checks (not writable by group or others;
+# the controller, not root, reads it through its group).
+token_b64 = tok[0]["data"]["token"]
+check(len(base64.b64decode(token_b64)) >= 32, "control token: at least 32 characters")
+check("--control-token-file=/etc/traceprof/token/token" in ctr["args"]
+      and "--agent-token-file=/etc/traceprof/token/token" in cc["args"],
+      "control token: the agent requires it, the controller sends it")
+avol = {v["name"]: v for v in agent["volumes"]}
+cvol = {v["name"]: v for v in c["volumes"]}
+check(avol["token"]["secret"].get("defaultMode") == 0o400
+      and cvol["token"]["secret"].get("defaultMode") == 0o440
+      and c["securityContext"].get("fsGroup") == c["securityContext"]["runAsGroup"],
+      "control token files: 0400 for the agent, 0440 with fsGroup for the controller "
+      f"({avol['token']['secret'].get('defaultMode')}, {cvol['token']['secret'].get('defaultMode')})")
 
 # RBAC: exactly the least-privilege lists.
 

@@ -5,12 +5,22 @@
  * refused with UNAUTHENTICATED and counted, the right one works); mutual
  * TLS with certificates made here by the openssl command line (a client
  * without a certificate or with one from another CA is refused, the right
- * one works); malformed and oversize messages; a set for another node;
- * no authentication on a non-loopback address refused at start.
+ * one works); malformed and oversize messages; a set for another node.
+ * Authentication by default: with neither a token file nor TLS the server
+ * makes a token file (mode 0600 in a directory of mode 0700) that a client
+ * must present, loopback included, and keeps it across restarts; no
+ * authentication at all is refused at start. Token files others could
+ * write (mode 0666, 0620, owned by nobody) or too short (10 and 1
+ * characters) are refused at start by the server and the client, each
+ * with what to fix. An unknown method is answered UNIMPLEMENTED at once;
+ * 1,000 unauthenticated calls are all counted and logged in a few lines.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
@@ -20,6 +30,7 @@
 
 #include "check.h"
 #include "control.h"
+#include "control_auth.h"
 #include "grpc_unary.h"
 #include "traceprof/control_client.h"
 #include "traceprof/log.h"
@@ -34,6 +45,7 @@ static void path(char *out, size_t len, const char *name)
 	snprintf(out, len, "%s/%s", dir, name);
 }
 
+/* Writes text to the file name of dir with mode 0600. */
 static void write_file(const char *name, const char *text)
 {
 	char p[256];
@@ -43,14 +55,24 @@ static void write_file(const char *name, const char *text)
 	f = fopen(p, "w");
 	fputs(text, f);
 	fclose(f);
+	chmod(p, 0600);
 }
+
+/* Tokens long enough (40 characters) */
+#define TOKEN_A "s3cret-token-0123456789abcdefghijklmnopq\n"
+#define TOKEN_B "s3cret-token-0123456789abcdefghijklmnopx\n"
+/* the file a server started without a token or TLS makes */
+#define GENERATED "run/control-token"
 
 static struct control *start(struct triggers *t, const char *listen, const char *token, bool tls,
 			     char *err, size_t errlen)
 {
 	char tok[256], cert[256], key[256], ca[256];
-	struct control_opts o = {.listen = listen, .node = "node-a", .version = "test"};
+	char gen[256];
+	struct control_opts o = {
+	    .listen = listen, .node = "node-a", .version = "test", .token_generate = gen};
 
+	path(gen, sizeof(gen), GENERATED);
 	path(tok, sizeof(tok), token ? token : "");
 	path(cert, sizeof(cert), "server.pem");
 	path(key, sizeof(key), "server.key");
@@ -136,7 +158,7 @@ static void test_round_trip(struct triggers *t)
 	CHECK(s != NULL, "start: %s", err);
 	if (!s)
 		return;
-	c = client(control_port(s), NULL, NULL, NULL, NULL);
+	c = client(control_port(s), GENERATED, NULL, NULL, NULL);
 	one_set(&req, &tr, &p, &tg, &svc);
 	rc = control_client_apply(c, &req, 5000, &resp, err, sizeof(err));
 	CHECK(rc == 0 && resp, "apply: %d %s", rc, err);
@@ -193,7 +215,7 @@ static void test_round_trip(struct triggers *t)
 		grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 		static const char garbage[] = "\x0a\xff\xff\xff\xff\xff\xff";
 		size_t big = (1u << 20) + 100;
-		char *bigbuf = calloc(1, big);
+		char *bigbuf = calloc(1, big), gen[256], *tok, bearer[128];
 		struct {
 			const char *buf;
 			size_t len;
@@ -202,13 +224,18 @@ static void test_round_trip(struct triggers *t)
 			     {bigbuf, big, GRPC_STATUS_RESOURCE_EXHAUSTED}};
 
 		grpc_init();
+		path(gen, sizeof(gen), GENERATED);
+		tok = control_auth_read_token(gen, err, sizeof(err));
+		CHECK(tok != NULL, "generated token: %s", err);
+		snprintf(bearer, sizeof(bearer), "Bearer %s", tok ? tok : "");
+		free(tok);
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d", control_port(s));
 		ch = grpc_channel_create(addr, cr, NULL);
 		grpc_channel_credentials_release(cr);
 		for (size_t i = 0; i < 2; i++) {
 			struct grpc_unary_answer ans;
 
-			grpc_unary_call(ch, cq, CONTROL_METHOD_APPLY, NULL, cases[i].buf,
+			grpc_unary_call(ch, cq, CONTROL_METHOD_APPLY, bearer, cases[i].buf,
 					cases[i].len, 5000, &ans);
 			CHECK(ans.code == cases[i].want, "raw case %zu: status %d, want %d (%s)", i,
 			      ans.code, cases[i].want, ans.details);
@@ -241,8 +268,8 @@ static void test_token(struct triggers *t)
 	struct control_stats cs;
 	int rc;
 
-	write_file("token", "s3cret-token\n");
-	write_file("wrong", "s3cret-tokex\n");
+	write_file("token", TOKEN_A);
+	write_file("wrong", TOKEN_B);
 	write_file("empty", "\n");
 	s = start(t, "127.0.0.1:0", "empty", false, err, sizeof(err));
 	CHECK(s == NULL && strstr(err, "token"), "empty token file accepted: %s", err);
@@ -335,7 +362,7 @@ static void test_mtls(struct triggers *t)
 	control_client_free(good);
 	control_stop(s);
 
-	/* TLS settings go together; mutual TLS counts as authentication off loopback */
+	/* TLS settings go together; mutual TLS is authentication off loopback too */
 	{
 		char cert[256];
 		struct control_opts o = {.listen = "127.0.0.1:0", .tls_cert = cert};
@@ -350,28 +377,216 @@ static void test_mtls(struct triggers *t)
 	control_stop(s);
 }
 
-static void test_loopback(struct triggers *t)
+/*
+ * No token file, no TLS: the server makes a token file, mode 0600 in a
+ * directory of mode 0700, that clients must present on loopback too; a
+ * restart keeps it; with nowhere to make it, the server does not start.
+ */
+static void test_generated(struct triggers *t)
 {
-	char err[512];
+	char err[512], gen[256], rundir[256], *tok, *again;
 	struct control *s;
+	struct control_client *none, *right;
+	struct stat st;
+	int rc;
 
-	CHECK(control_addr_is_loopback("127.0.0.1:4320") &&
-		  control_addr_is_loopback("127.1.2.3:1") &&
-		  control_addr_is_loopback("localhost:4320") &&
-		  control_addr_is_loopback("[::1]:4320"),
-	      "loopback addresses");
-	CHECK(!control_addr_is_loopback("0.0.0.0:4320") && !control_addr_is_loopback("[::]:4320") &&
-		  !control_addr_is_loopback(":4320") &&
-		  !control_addr_is_loopback("10.0.0.1:4320") &&
-		  !control_addr_is_loopback("127.example.com:4320"),
-	      "non-loopback addresses");
-	s = start(t, "0.0.0.0:0", NULL, false, err, sizeof(err));
-	CHECK(s == NULL && strstr(err, "not a loopback address"),
-	      "no authentication on 0.0.0.0 accepted: %s", err);
+	path(gen, sizeof(gen), GENERATED);
+	path(rundir, sizeof(rundir), "run");
+	unlink(gen);
+	rmdir(rundir);
+	s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	CHECK(s != NULL, "start with a generated token: %s", err);
+	if (!s)
+		return;
+	CHECK(stat(rundir, &st) == 0 && (st.st_mode & 07777) == 0700,
+	      "token directory mode %04o, want 0700", (unsigned)(st.st_mode & 07777));
+	CHECK(stat(gen, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0600 &&
+		  st.st_uid == geteuid(),
+	      "token file mode %04o uid %u, want 0600 and ours", (unsigned)(st.st_mode & 07777),
+	      (unsigned)st.st_uid);
+	tok = control_auth_read_token(gen, err, sizeof(err));
+	CHECK(tok && strlen(tok) >= 32, "generated token: %s (%zu characters)", tok ? "" : err,
+	      tok ? strlen(tok) : 0);
+	none = client(control_port(s), NULL, NULL, NULL, NULL);
+	right = client(control_port(s), GENERATED, NULL, NULL, NULL);
+	rc = status_call(none, err, sizeof(err));
+	CHECK(rc == GRPC_STATUS_UNAUTHENTICATED, "loopback without a token: %d %s", rc, err);
+	rc = status_call(right, err, sizeof(err));
+	CHECK(rc == 0, "the generated token: %d %s", rc, err);
+	control_client_free(none);
+	control_client_free(right);
 	control_stop(s);
-	write_file("token", "s3cret-token\n");
+	s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	CHECK(s != NULL, "restart: %s", err);
+	again = control_auth_read_token(gen, err, sizeof(err));
+	CHECK(tok && again && strcmp(tok, again) == 0, "the token changed at restart");
+	free(tok);
+	free(again);
+	control_stop(s);
+	{
+		struct control_opts o = {.listen = "127.0.0.1:0", .node = "n", .version = "v"};
+
+		s = control_start(&o, t, err, sizeof(err));
+		CHECK(s == NULL && strstr(err, "no authentication") &&
+			  strstr(err, "control-token-file"),
+		      "no authentication at all accepted: %s", err);
+		control_stop(s);
+	}
+	/* the directory others can write into is refused */
+	chmod(rundir, 0777);
+	s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	CHECK(s == NULL && strstr(err, "writable by others"),
+	      "a world-writable token directory accepted: %s", err);
+	control_stop(s);
+	chmod(rundir, 0700);
+	/* a token on a non-loopback address */
+	write_file("token", TOKEN_A);
 	s = start(t, "0.0.0.0:0", "token", false, err, sizeof(err));
 	CHECK(s != NULL, "token on a non-loopback address: %s", err);
+	control_stop(s);
+}
+
+/*
+ * Token files refused at start by the server and the client, each error
+ * naming the fix: writable by others, by the group, owned by another
+ * user (nobody), 10 and 1 characters long.
+ */
+static void test_bad_token_files(struct triggers *t)
+{
+	static const struct {
+		const char *name, *text;
+		mode_t mode;
+		uid_t uid; /* (uid_t)-1: ours */
+		const char *says;
+	} bad[] = {
+	    {"t-0666", TOKEN_A, 0666, (uid_t)-1, "chmod 600"},
+	    {"t-0620", TOKEN_A, 0620, (uid_t)-1, "writable by its group"},
+	    {"t-nobody", TOKEN_A, 0600, 65534, "owned by uid 65534"},
+	    {"t-10", "0123456789\n", 0600, (uid_t)-1, "has 10 characters"},
+	    {"t-1", "x\n", 0600, (uid_t)-1, "has 1 characters"},
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char p[256], err[512];
+		struct control *s;
+		struct control_auth a = {.token_file = p};
+
+		write_file(bad[i].name, bad[i].text);
+		path(p, sizeof(p), bad[i].name);
+		chmod(p, bad[i].mode);
+		if (bad[i].uid != (uid_t)-1 && chown(p, bad[i].uid, (gid_t)-1) != 0) {
+			printf("skip %s: cannot chown (not root)\n", bad[i].name);
+			continue;
+		}
+		err[0] = 0;
+		s = start(t, "127.0.0.1:0", bad[i].name, false, err, sizeof(err));
+		CHECK(s == NULL && strstr(err, p) && strstr(err, bad[i].says), "server with %s: %s",
+		      bad[i].name, s ? "started" : err);
+		control_stop(s);
+		printf("server refuses %s: %s\n", bad[i].name, err);
+		err[0] = 0;
+		CHECK(control_client_new("127.0.0.1:1", &a, err, sizeof(err)) == NULL &&
+			  strstr(err, bad[i].says),
+		      "client with %s: %s", bad[i].name, err);
+	}
+}
+
+/* A method AgentControl does not have: UNIMPLEMENTED well within a second, counted. */
+static void test_unknown_method(struct triggers *t)
+{
+	char err[512], addr[64];
+	struct control *s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	grpc_channel_credentials *cr;
+	grpc_completion_queue *cq;
+	struct grpc_unary_answer ans;
+	struct control_stats cs;
+	struct timespec a, b;
+	grpc_channel *ch;
+	double ms;
+
+	CHECK(s != NULL, "start: %s", err);
+	if (!s)
+		return;
+	grpc_init();
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", control_port(s));
+	cr = grpc_insecure_credentials_create();
+	ch = grpc_channel_create(addr, cr, NULL);
+	grpc_channel_credentials_release(cr);
+	cq = grpc_completion_queue_create_for_pluck(NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	grpc_unary_call(ch, cq, "/traceprof.control.v1.AgentControl/DropAllTriggers", NULL, "", 0,
+			5000, &ans);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+	CHECK(ans.code == GRPC_STATUS_UNIMPLEMENTED, "unknown method: status %d (%s)", ans.code,
+	      ans.details);
+	CHECK(ms < 1000, "unknown method answered after %.0f ms", ms);
+	printf("unknown method: status %d in %.1f ms\n", ans.code, ms);
+	if (ans.resp)
+		grpc_byte_buffer_destroy(ans.resp);
+	control_get_stats(s, &cs);
+	CHECK(cs.unimplemented == 1, "unknown method counted: %llu",
+	      (unsigned long long)cs.unimplemented);
+	grpc_channel_destroy(ch);
+	grpc_completion_queue_shutdown(cq);
+	grpc_completion_queue_destroy(cq);
+	grpc_shutdown();
+	control_stop(s);
+}
+
+/*
+ * 1,000 calls without a token: all refused and counted, the log gets at
+ * most CONTROL_LOG_BURST lines plus the one that says the rest are only
+ * counted (stderr is captured in a file meanwhile).
+ */
+static void test_flood(struct triggers *t)
+{
+	char err[512], logp[256], line[512];
+	struct control *s = start(t, "127.0.0.1:0", NULL, false, err, sizeof(err));
+	struct control_client *none;
+	struct control_stats cs;
+	int saved, fd, lines = 0, logged = 0, refused = 0;
+	FILE *f;
+
+	CHECK(s != NULL, "start: %s", err);
+	if (!s)
+		return;
+	none = client(control_port(s), NULL, NULL, NULL, NULL);
+	path(logp, sizeof(logp), "flood.log");
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	dup2(fd, 2);
+	close(fd);
+	log_set_level(LOG_INFO);
+	for (int i = 0; i < 1000; i++) {
+		if (status_call(none, err, sizeof(err)) == GRPC_STATUS_UNAUTHENTICATED)
+			refused++;
+	}
+	log_set_level(LOG_ERROR);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	control_get_stats(s, &cs);
+	f = fopen(logp, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "control:") && strstr(line, "refused")) {
+			lines++;
+			logged += strstr(line, " refused: ") != NULL;
+		}
+	if (f)
+		fclose(f);
+	printf("1000 unauthenticated calls: %d refused, counted %llu, %d log lines, %llu not "
+	       "logged\n",
+	       refused, (unsigned long long)cs.unauthenticated, lines,
+	       (unsigned long long)cs.log_suppressed);
+	CHECK(refused == 1000, "refused %d of 1000", refused);
+	CHECK(cs.unauthenticated == 1000, "counted %llu", (unsigned long long)cs.unauthenticated);
+	CHECK(lines >= 1 && lines <= CONTROL_LOG_BURST + 1, "%d log lines for 1000 refusals",
+	      lines);
+	CHECK(cs.log_suppressed + (uint64_t)logged == 1000, "%d logged + %llu not logged != 1000",
+	      logged, (unsigned long long)cs.log_suppressed);
+	control_client_free(none);
 	control_stop(s);
 }
 
@@ -401,7 +616,7 @@ static void test_reconnect(struct triggers *t)
 	if (!s)
 		return;
 	port = control_port(s);
-	c = client(port, NULL, NULL, NULL, NULL);
+	c = client(port, GENERATED, NULL, NULL, NULL);
 	CHECK(status_call(c, err, sizeof(err)) == GRPC_STATUS_OK, "status: %s", err);
 	control_stop(s);
 	for (t0 = mono_ms(); mono_ms() - t0 < 15000;) {
@@ -444,7 +659,10 @@ int main(void)
 	t = triggers_new(&o);
 	test_round_trip(t);
 	test_token(t);
-	test_loopback(t);
+	test_generated(t);
+	test_bad_token_files(t);
+	test_unknown_method(t);
+	test_flood(t);
 	test_mtls(t);
 	test_reconnect(t);
 	triggers_free(t);

@@ -5,7 +5,9 @@
  * client connects, then answers calls on every connection; it stops cleanly
  * with no connection ever made, with idle connections open, and after a
  * bare TCP connection that never spoke; an address in use is refused;
- * a named address ("localhost:0") starts the core at once.
+ * a named address ("localhost:0") starts the core at once. A method the
+ * server does not have is answered UNIMPLEMENTED at once (not at the
+ * caller's deadline) and counted, and the server keeps answering.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -117,8 +119,9 @@ static double now_s(void)
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* One call of METHOD with msg on a new channel; the answer's text into out. */
-static grpc_status_code call(const char *target, const char *msg, char *out, size_t outlen)
+/* One call of method with msg on a new channel; the answer's text into out. */
+static grpc_status_code call_method(const char *target, const char *method, const char *msg,
+				    char *out, size_t outlen)
 {
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	grpc_channel *ch = grpc_unary_channel(target, creds, NULL);
@@ -126,7 +129,7 @@ static grpc_status_code call(const char *target, const char *msg, char *out, siz
 	struct grpc_unary_answer ans;
 
 	grpc_channel_credentials_release(creds);
-	grpc_unary_call(ch, cq, METHOD, NULL, msg, strlen(msg), 5000, &ans);
+	grpc_unary_call(ch, cq, method, NULL, msg, strlen(msg), 5000, &ans);
 	out[0] = '\0';
 	if (ans.resp) {
 		grpc_byte_buffer_reader rd;
@@ -153,6 +156,41 @@ static grpc_status_code call(const char *target, const char *msg, char *out, siz
 		;
 	grpc_completion_queue_destroy(cq);
 	return ans.code;
+}
+
+static grpc_status_code call(const char *target, const char *msg, char *out, size_t outlen)
+{
+	return call_method(target, METHOD, msg, out, outlen);
+}
+
+/*
+ * Methods the server does not have, with the 5 s deadline of call(): each
+ * answered UNIMPLEMENTED well before it (without a generic call request
+ * gRPC holds them until the deadline), counted; METHOD still answers.
+ */
+static void test_unknown_methods(struct rpc_server *s, const char *target)
+{
+	static const char *const unknown[] = {
+	    "/traceprof.test.Echo/Nope",
+	    "/opentelemetry.proto.collector.trace.v1.TraceService/Exporx",
+	    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"};
+	char out[256];
+
+	for (size_t i = 0; i < 3; i++) {
+		double t0 = now_s(), took;
+		grpc_status_code code = call_method(target, unknown[i], "x", out, sizeof(out));
+
+		took = now_s() - t0;
+		CHECK(code == GRPC_STATUS_UNIMPLEMENTED, "%s: status %d (%s), want UNIMPLEMENTED",
+		      unknown[i], code, out);
+		CHECK(took < 1.0, "%s answered after %.3f s", unknown[i], took);
+		printf("unknown method %s: status %d in %.1f ms\n", unknown[i], code, took * 1e3);
+	}
+	CHECK(rpc_server_unimplemented(s) == 3, "unknown calls counted: %llu",
+	      (unsigned long long)rpc_server_unimplemented(s));
+	CHECK(call(target, "after", out, sizeof(out)) == GRPC_STATUS_OK &&
+		  strcmp(out, "echo:after") == 0,
+	      "the server answers after unknown methods: %s", out);
 }
 
 int main(void)
@@ -208,6 +246,7 @@ int main(void)
 	CHECK(call(target, "bad", out, sizeof(out)) == GRPC_STATUS_INVALID_ARGUMENT &&
 		  strstr(out, "bad request"),
 	      "error status through: %s", out);
+	test_unknown_methods(s, target);
 
 	/* stop with an idle connection open */
 	idle = tcp_connect(port);
