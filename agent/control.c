@@ -302,6 +302,7 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 	    .ctx = s,
 	    .name = "control",
 	    .start_on_connect = !tls,
+	    .limits = o->limits,
 	});
 	if (!s->srv) {
 		rc = errno;
@@ -340,6 +341,11 @@ void control_get_stats(struct control *c, struct control_stats *out)
 	pthread_mutex_lock(&c->mu);
 	*out = c->stats;
 	pthread_mutex_unlock(&c->mu);
+}
+
+void control_conn_stats(struct control *c, struct tp_conn_stats *out)
+{
+	rpc_server_conn_stats(c->srv, out);
 }
 
 void control_stop(struct control *s)
