@@ -93,7 +93,7 @@ static const struct setting settings[] = {
      "file whose first line is the bearer token every control call must carry"},
     {"max-conns", SET_INT, FIELD(max_conns), 0, 1, 1 << 20, "256",
      "concurrent connections per listening port (OTLP, control), before any authentication; "
-     "at most 1/8 of the open file limit"},
+     "at most 1/16 of the open file limit"},
     {"max-conns-per-peer", SET_INT, FIELD(max_conns_per_peer), 0, 1, 1 << 20, "64",
      "concurrent connections per port from one peer address"},
     {"conn-idle-timeout", SET_SECONDS, FIELD(conn_idle_timeout_s), 0, 1, 86400, "30s",

@@ -23,7 +23,9 @@ struct entry {
 
 struct conn_table {
 	struct tp_conn_limits lim;     /* caps */
-	struct entry *e;	       /* max_conns entries */
+	struct entry *e;	       /* max_conns entries: live connections */
+	struct entry *gone;	       /* max_conns: evicted, until the core closes them */
+	int ngone;		       /* entries in gone */
 	struct tp_peer *peers;	       /* max_conns: the entries' peers, for counting */
 	struct tp_peer *scratch;       /* max_conns: tp_peer_counts' sort space */
 	int *counts;		       /* max_conns: each entry's peer's count */
@@ -50,6 +52,7 @@ void conn_table_free(struct conn_table *t)
 	if (!t)
 		return;
 	free(t->e);
+	free(t->gone);
 	free(t->peers);
 	free(t->scratch);
 	free(t->counts);
@@ -64,10 +67,11 @@ struct conn_table *conn_table_new(const struct tp_conn_limits *lim)
 		return NULL;
 	t->lim = *lim;
 	t->e = calloc((size_t)lim->max_conns, sizeof(*t->e));
+	t->gone = calloc((size_t)lim->max_conns, sizeof(*t->gone));
 	t->peers = calloc((size_t)lim->max_conns, sizeof(*t->peers));
 	t->scratch = calloc((size_t)lim->max_conns, sizeof(*t->scratch));
 	t->counts = calloc((size_t)lim->max_conns, sizeof(*t->counts));
-	if (!t->e || !t->peers || !t->scratch || !t->counts) {
+	if (!t->e || !t->gone || !t->peers || !t->scratch || !t->counts) {
 		conn_table_free(t);
 		errno = ENOMEM;
 		return NULL;
@@ -88,12 +92,12 @@ static void drop(struct conn_table *t, int i)
 	t->e[i] = t->e[--t->n];
 }
 
-/* Forgets the connections the core closed; at most every CONN_TABLE_SWEEP_MS. */
-static void sweep(struct conn_table *t)
+/* Forgets the connections the core closed; at most every CONN_TABLE_SWEEP_MS unless forced. */
+static void sweep(struct conn_table *t, bool force)
 {
 	int64_t now = now_ms();
 
-	if (now - t->swept_ms < CONN_TABLE_SWEEP_MS)
+	if (!force && now - t->swept_ms < CONN_TABLE_SWEEP_MS)
 		return;
 	t->swept_ms = now;
 	for (int i = 0; i < t->n;)
@@ -101,6 +105,11 @@ static void sweep(struct conn_table *t)
 			i++;
 		else
 			drop(t, i);
+	for (int i = 0; i < t->ngone;)
+		if (still_open(&t->gone[i]))
+			i++;
+		else
+			t->gone[i] = t->gone[--t->ngone];
 }
 
 static int peer_count(const struct conn_table *t, const struct tp_peer *p)
@@ -114,10 +123,11 @@ static int peer_count(const struct conn_table *t, const struct tp_peer *p)
 
 /*
  * The port is full: shuts down the newest connection among those of the
- * peers holding the most connections, when they hold more than the
- * newcomer's peer (mine). Long-lived connections (exporters that
- * connected before a flood) are the last to go. Returns whether a slot
- * was freed; a flood at the cap calls this once per accept, O(n log n).
+ * peers holding the most connections, when they hold more than twice what
+ * the newcomer's peer holds (mine): a light peer gets in, heavy peers do
+ * not evict each other. Long-lived connections (exporters that connected
+ * before a flood) are the last to go. Returns whether a slot was freed;
+ * O(n log n).
  */
 static bool evict(struct conn_table *t, int mine)
 {
@@ -126,14 +136,20 @@ static bool evict(struct conn_table *t, int mine)
 	for (int i = 0; i < t->n; i++)
 		t->peers[i] = t->e[i].peer;
 	max = tp_peer_counts(t->peers, t->n, t->scratch, t->counts);
-	if (max <= mine)
+	if (max <= 2 * mine)
 		return false;
+	if (t->ngone >= t->lim.max_conns)
+		sweep(t, true);
+	if (t->ngone >= t->lim.max_conns)
+		return false; /* the core is slower to close than the peers are to come */
 	for (int i = 0; i < t->n; i++)
 		if (t->counts[i] == max && (best < 0 || t->e[i].seq > t->e[best].seq))
 			best = i;
 	/* checked again: shutting down a number the core closed could hit another file */
-	if (still_open(&t->e[best]))
+	if (still_open(&t->e[best])) {
 		(void)shutdown(t->e[best].fd, SHUT_RDWR); /* the core sees EOF and closes it */
+		t->gone[t->ngone++] = t->e[best];	  /* its descriptor counts until then */
+	}
 	drop(t, best);
 	atomic_fetch_add(&t->evicted, 1);
 	return true;
@@ -151,9 +167,14 @@ int conn_table_admit(struct conn_table *t, int fd, const struct sockaddr *sa)
 			drop(t, i);
 			break;
 		}
+	for (int i = 0; i < t->ngone; i++)
+		if (t->gone[i].fd == fd) {
+			t->gone[i] = t->gone[--t->ngone];
+			break;
+		}
 	mine = peer_count(t, &p);
 	if (mine >= t->lim.max_per_peer || t->n >= t->lim.max_conns) {
-		sweep(t);
+		sweep(t, false);
 		mine = peer_count(t, &p);
 	}
 	if (mine >= t->lim.max_per_peer) {

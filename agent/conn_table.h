@@ -9,10 +9,15 @@
  * is gone. Entries are checked only when a cap is reached, at most every
  * CONN_TABLE_SWEEP_MS, so a flood of connections past a cap costs one
  * accept and one close each. When the port is full, a connection from a
- * peer holding fewer connections than the heaviest peers evicts the newest
- * of theirs (shutdown(), after checking its inode again): many connections
- * from a few addresses cannot keep out a peer with one, and connections
- * that were there before a flood are the last to go.
+ * peer holding less than half as many connections as the heaviest peers
+ * evicts the newest of theirs (shutdown(), after checking its inode
+ * again): many connections from a few addresses cannot keep out a peer
+ * with one, heavy peers do not churn by evicting each other, and
+ * connections that were there before a flood are the last to go. An evicted
+ * connection keeps its descriptor (and the core's memory) until the core
+ * notices the end, so evicted ones are remembered as well, up to
+ * max_conns: past that, new connections are refused. A port thus holds at
+ * most 2 x max_conns descriptors.
  * One thread (the acceptor) uses a table; the counters are read from any.
  */
 #ifndef TRACEPROF_AGENT_CONN_TABLE_H

@@ -476,8 +476,8 @@ static int peer_conns(const struct otlp_http *h, const struct tp_peer *p)
 
 /*
  * The port is full: closes a connection waiting for a request from a peer
- * holding the most connections, when that is more than the newcomer's
- * peer holds (mine); one that never completed a request first, then the
+ * holding the most connections, when that is more than twice what the
+ * newcomer's peer holds (mine); one that never completed a request first, then the
  * longest waiting (otlp_http.h). Returns the freed slot or NULL.
  */
 static struct conn *evict(struct otlp_http *h, int mine)
@@ -491,7 +491,7 @@ static struct conn *evict(struct otlp_http *h, int mine)
 			h->peers[n++] = h->conns[i].peer;
 		}
 	max = tp_peer_counts(h->peers, n, h->scratch, h->counts);
-	if (max <= mine)
+	if (max <= 2 * mine)
 		return NULL;
 	for (int k = 0; k < n; k++) {
 		struct conn *c = &h->conns[h->slot_of[k]];

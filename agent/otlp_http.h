@@ -14,7 +14,7 @@
  * header_timeout_ms. A connection past its deadline is closed and counted.
  * When the port is full, a new connection evicts one that is waiting for
  * a request (never one being answered) from the peer holding the most
- * connections, when that peer holds more than the newcomer's: preferably
+ * connections, when that peer holds more than twice the newcomer's: preferably
  * one that never completed a request, else the longest waiting. So slow
  * senders, however many addresses they use, cannot keep a working
  * exporter out.

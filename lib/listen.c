@@ -124,8 +124,8 @@ struct tp_conn_limits tp_conn_limits_resolve(const struct tp_conn_limits *lim)
 	if (l.grpc_handshake_ms <= 0)
 		l.grpc_handshake_ms = TP_CONN_DEF_HANDSHAKE_MS;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    (rlim_t)l.max_conns > rl.rlim_cur / 8)
-		l.max_conns = rl.rlim_cur / 8 > 0 ? (int)(rl.rlim_cur / 8) : 1;
+	    (rlim_t)l.max_conns > rl.rlim_cur / 16)
+		l.max_conns = rl.rlim_cur / 16 > 0 ? (int)(rl.rlim_cur / 16) : 1;
 	if (l.max_per_peer > l.max_conns)
 		l.max_per_peer = l.max_conns;
 	return l;

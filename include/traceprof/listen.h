@@ -76,8 +76,9 @@ struct tp_peer {
 
 /*
  * lim with every 0 field replaced by its default, and max_conns lowered to
- * an eighth of the soft RLIMIT_NOFILE (the agent keeps the rest for itself:
- * three ports at their caps use at most 3/8). Returns the result.
+ * 1/16 of the soft RLIMIT_NOFILE: a gRPC port holds at most twice its cap
+ * (conn_table.h), so the three ports at their caps use at most 5/16 and the
+ * agent keeps the rest for itself. Returns the result.
  */
 struct tp_conn_limits tp_conn_limits_resolve(const struct tp_conn_limits *lim);
 
