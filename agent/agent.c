@@ -1277,6 +1277,8 @@ static void write_conn_stats(struct agent *a, FILE *f)
 			"\n%s_conns_timeouts=%" PRIu64 "\n%s_conns_open=%" PRIu64 "\n",
 			names[i], st.accepted, names[i], st.refused_full, names[i], st.refused_peer,
 			names[i], st.evicted, names[i], st.timeouts, names[i], st.open);
+		if (i == CONN_PORT_OTLP_HTTP)
+			fprintf(f, "otlp_http_bodies_refused=%" PRIu64 "\n", st.bodies_refused);
 	}
 }
 

@@ -66,25 +66,26 @@ struct conn {
 };
 
 struct otlp_http {
-	struct otlp_receiver *r;       /* where exports go (borrowed) */
-	int lfd;		       /* listening socket */
-	int wake[2];		       /* pipe: stop request */
-	int port;		       /* bound port */
-	struct tp_conn_limits lim;     /* caps and deadlines (resolved) */
-	pthread_t thread;	       /* the serving thread */
-	struct conn *conns;	       /* lim.max_conns slots */
-	struct pollfd *pfd;	       /* lim.max_conns + 2: poll() set */
-	int *idx;		       /* lim.max_conns + 2: slot of each pfd entry */
-	struct tp_peer *peers;	       /* lim.max_conns: peers of the open slots (eviction) */
-	struct tp_peer *scratch;       /* lim.max_conns: tp_peer_counts' sort space */
-	int *counts;		       /* lim.max_conns: each one's peer's connections */
-	int *slot_of;		       /* lim.max_conns: slot of peers[i] */
-	_Atomic uint64_t timeouts;     /* connections closed at a deadline */
-	_Atomic uint64_t refused;      /* connections refused when full */
-	_Atomic uint64_t refused_peer; /* refused: the peer was at its cap */
-	_Atomic uint64_t accepted;     /* connections admitted */
-	_Atomic uint64_t evicted;      /* closed to admit another peer's */
-	_Atomic uint64_t open;	       /* open now */
+	struct otlp_receiver *r;	 /* where exports go (borrowed) */
+	int lfd;			 /* listening socket */
+	int wake[2];			 /* pipe: stop request */
+	int port;			 /* bound port */
+	struct tp_conn_limits lim;	 /* caps and deadlines (resolved) */
+	pthread_t thread;		 /* the serving thread */
+	struct conn *conns;		 /* lim.max_conns slots */
+	struct pollfd *pfd;		 /* lim.max_conns + 2: poll() set */
+	int *idx;			 /* lim.max_conns + 2: slot of each pfd entry */
+	struct tp_peer *peers;		 /* lim.max_conns: peers of the open slots (eviction) */
+	struct tp_peer *scratch;	 /* lim.max_conns: tp_peer_counts' sort space */
+	int *counts;			 /* lim.max_conns: each one's peer's connections */
+	int *slot_of;			 /* lim.max_conns: slot of peers[i] */
+	_Atomic uint64_t timeouts;	 /* connections closed at a deadline */
+	_Atomic uint64_t refused;	 /* connections refused when full */
+	_Atomic uint64_t refused_peer;	 /* refused: the peer was at its cap */
+	_Atomic uint64_t accepted;	 /* connections admitted */
+	_Atomic uint64_t evicted;	 /* closed to admit another peer's */
+	_Atomic uint64_t open;		 /* open now */
+	_Atomic uint64_t bodies_refused; /* 503: large bodies in flight over their budget */
 };
 
 static int64_t now_ms(void)
@@ -195,6 +196,20 @@ static bool header(const char *head, const char *name, char *out, size_t outlen)
 	return false;
 }
 
+/* Bytes of the bodies over OTLP_HTTP_SMALL_BODY being read now. */
+static size_t big_bodies(const struct otlp_http *h)
+{
+	size_t sum = 0;
+
+	for (int i = 0; i < h->lim.max_conns; i++) {
+		const struct conn *c = &h->conns[i];
+
+		if (c->fd >= 0 && c->state == READ_BODY && c->content_length > OTLP_HTTP_SMALL_BODY)
+			sum += c->content_length;
+	}
+	return sum;
+}
+
 /* Headers complete at head[0..end): decide, and start reading the body or answer. */
 static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 {
@@ -259,6 +274,11 @@ static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 		snprintf(msg, sizeof(msg), "body of %llu bytes is over the limit of %zu bytes", len,
 			 max);
 		return respond_error(c, 413, RPC_RESOURCE_EXHAUSTED, msg, NULL);
+	}
+	if (len > OTLP_HTTP_SMALL_BODY && big_bodies(h) + len > OTLP_HTTP_BIG_BODIES * max) {
+		atomic_fetch_add(&h->bodies_refused, 1);
+		return respond_error(c, 503, RPC_UNAVAILABLE, "too many large bodies in flight",
+				     "Retry-After: 1\r\n");
 	}
 	c->close_after = false;
 	c->content_length = (size_t)len;
@@ -702,6 +722,7 @@ void otlp_http_conn_stats(struct otlp_http *h, struct tp_conn_stats *out)
 	    .evicted = atomic_load(&h->evicted),
 	    .timeouts = atomic_load(&h->timeouts),
 	    .open = atomic_load(&h->open),
+	    .bodies_refused = atomic_load(&h->bodies_refused),
 	};
 }
 

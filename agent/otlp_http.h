@@ -12,6 +12,10 @@
  * header_timeout_ms of their first byte; the body within
  * header_timeout_ms + Content-Length / min_body_rate; the response within
  * header_timeout_ms. A connection past its deadline is closed and counted.
+ * Body buffers: a body up to OTLP_HTTP_SMALL_BODY is always read; larger
+ * ones together at most OTLP_HTTP_BIG_BODIES x max_bytes, beyond which a
+ * request is answered 503 with Retry-After (counted), so slow senders
+ * declaring large bodies cannot hold memory nor keep small exports out.
  * When the port is full, a new connection evicts one that is waiting for
  * a request (never one being answered) from the peer holding the most
  * connections, when that peer holds more than twice the newcomer's: preferably
@@ -35,6 +39,8 @@
 
 #define OTLP_HTTP_PATH	     "/v1/traces"
 #define OTLP_HTTP_MAX_HEADER 16384
+#define OTLP_HTTP_SMALL_BODY 65536 /* bodies up to this are always read */
+#define OTLP_HTTP_BIG_BODIES 4	   /* larger ones: at most this x max_bytes in flight */
 
 struct otlp_http;
 

@@ -209,6 +209,7 @@ static size_t int_arg(grpc_arg *args, size_t n, const char *key, int value)
 /* The connection limits as gRPC channel arguments (see rpc_server.h). */
 static size_t limit_args(const struct rpc_server *s, grpc_arg *args, size_t n)
 {
+	n = int_arg(args, n, GRPC_ARG_MAX_CONCURRENT_STREAMS, RPC_SERVER_MAX_STREAMS);
 	n = int_arg(args, n, GRPC_ARG_MAX_CONNECTION_IDLE_MS, s->lim.idle_timeout_ms);
 	n = int_arg(args, n, GRPC_ARG_MAX_CONNECTION_AGE_MS, s->lim.grpc_max_age_ms);
 	n = int_arg(args, n, GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
@@ -220,7 +221,7 @@ static size_t limit_args(const struct rpc_server *s, grpc_arg *args, size_t n)
 /* grpc_init, the server with its queue and methods; not started yet. */
 static void core_create(struct rpc_server *s)
 {
-	grpc_arg args[8];
+	grpc_arg args[9];
 	grpc_channel_args chargs = {0, args};
 
 	grpc_init();

@@ -28,7 +28,8 @@
  * counted, eviction of the heaviest peer's oldest connection when full).
  * Every server, TLS ones included, gets gRPC's channel arguments: idle
  * connections closed after idle_timeout_ms (max_connection_idle), every
- * connection after grpc_max_age_ms (+30 s grace), keepalive pings after
+ * connection after grpc_max_age_ms (+30 s grace), at most
+ * RPC_SERVER_MAX_STREAMS calls at once per connection, keepalive pings after
  * grpc_keepalive_ms (20 s to answer), TLS handshakes within
  * grpc_handshake_ms. A server where gRPC listens itself has no caps on
  * the number of connections: only these arguments bound them.
@@ -46,6 +47,7 @@
 #include "traceprof/listen.h"
 
 #define RPC_SERVER_MAX_METHODS 4
+#define RPC_SERVER_MAX_STREAMS 32 /* concurrent calls per connection (answered one at a time) */
 
 /* One request, as the handler sees it (borrowed for the call). */
 struct rpc_request {

@@ -61,12 +61,13 @@ struct tp_conn_limits {
 
 /* Counters of one port's connections (live; read from any thread). */
 struct tp_conn_stats {
-	uint64_t accepted;     /* connections admitted */
-	uint64_t refused_full; /* refused: the port was at max_conns */
-	uint64_t refused_peer; /* refused: the peer was at max_per_peer */
-	uint64_t evicted;      /* closed to admit another peer's connection */
-	uint64_t timeouts;     /* closed by a timeout (idle, headers, body) */
-	uint64_t open;	       /* open now (gRPC: as last counted) */
+	uint64_t accepted;	 /* connections admitted */
+	uint64_t refused_full;	 /* refused: the port was at max_conns */
+	uint64_t refused_peer;	 /* refused: the peer was at max_per_peer */
+	uint64_t evicted;	 /* closed to admit another peer's connection */
+	uint64_t timeouts;	 /* closed by a timeout (idle, headers, body) */
+	uint64_t open;		 /* open now (gRPC: as last counted) */
+	uint64_t bodies_refused; /* HTTP: refused, large bodies over their budget */
 };
 
 /* A peer's address as 16 bytes (IPv4 as v4-mapped IPv6); port left out. */

@@ -239,6 +239,50 @@ static void test_http_caps(struct otlp_receiver *r)
 	otlp_http_stop(h);
 }
 
+/* Large bodies declared and not sent: at most 4 x max_bytes of them; small ones still served. */
+static void test_http_bodies(void)
+{
+	struct otlp_receiver *r = otlp_receiver_new(
+	    &(struct otlp_receiver_opts){.submit = accept_all, .max_bytes = 1 << 20});
+	struct otlp_http *h = r ? otlp_http_start("127.0.0.1:0", r, NULL) : NULL;
+	static const char head[] = "POST /v1/traces HTTP/1.1\r\nHost: a\r\nContent-Type: "
+				   "application/x-protobuf\r\nContent-Length: 1000000\r\n\r\n";
+	int fds[4], extra, small, port;
+	char buf[512] = "";
+	struct tp_conn_stats st;
+
+	CHECK(h != NULL, "http server with 1 MiB exports");
+	if (!h) {
+		otlp_receiver_free(r);
+		return;
+	}
+	port = otlp_http_port(h);
+	for (int i = 0; i < 4; i++) { /* 4 x 1,000,000 bytes: within 4 MiB */
+		fds[i] = conn_from(10 + i, port);
+		CHECK(send(fds[i], head, sizeof(head) - 1, MSG_NOSIGNAL) == sizeof(head) - 1,
+		      "large body %d declared", i);
+	}
+	usleep(200000);
+	extra = conn_from(20, port);
+	CHECK(send(extra, head, sizeof(head) - 1, MSG_NOSIGNAL) == sizeof(head) - 1,
+	      "a fifth declared");
+	CHECK(closed_within(extra, 3000, buf, sizeof(buf)) >= 0 && strstr(buf, " 503 ") &&
+		  strstr(buf, "Retry-After"),
+	      "the fifth large body refused with 503 and Retry-After: \"%.60s\"", buf);
+	close(extra);
+	small = conn_from(21, port);
+	CHECK(post_empty(small) == 200, "a small export still served");
+	close(small);
+	for (int i = 0; i < 4; i++)
+		CHECK(closed_within(fds[i], 100, NULL, 0) < 0, "large body %d still being read", i);
+	otlp_http_conn_stats(h, &st);
+	CHECK(st.bodies_refused == 1, "bodies_refused %llu", (unsigned long long)st.bodies_refused);
+	for (int i = 0; i < 4; i++)
+		close(fds[i]);
+	otlp_http_stop(h);
+	otlp_receiver_free(r);
+}
+
 static void echo(void *ctx, const struct rpc_request *req, struct rpc_reply *rep)
 {
 	(void)ctx;
@@ -352,6 +396,7 @@ int main(void)
 		return check_done();
 	test_http_deadlines(r);
 	test_http_caps(r);
+	test_http_bodies();
 	test_grpc_caps();
 	otlp_receiver_free(r);
 	return check_done();
