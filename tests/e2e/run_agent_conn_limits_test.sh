@@ -120,7 +120,7 @@ rss=$(field rss_kb "$work/peak")
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 agent_pid=''
-grep -E '_conns_|^otlp_exports_ok|^flush_errors|^max_rss_kb' "$work/stats"
+grep -E '_conns_|bodies_refused|^otlp_exports_ok|^flush_errors|^max_rss_kb' "$work/stats"
 [ "$rss" -lt 65536 ] || fail "the agent's resident memory peaked at $rss kB (budget 64 MB)"
 [ $(($(stat_of otlp_grpc_conns_refused_full) + $(stat_of otlp_grpc_conns_refused_peer) + \
 	$(stat_of otlp_grpc_conns_evicted))) -ge 19000 ] || fail "the gRPC refusals were not counted"
