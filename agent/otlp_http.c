@@ -461,6 +461,7 @@ static void dispatch(struct otlp_http *h, const struct pollfd *pfd, const int *i
  */
 static void reap(struct otlp_http *h)
 {
+	/* the serving loop's arrays: on_accept runs after that pass is done with them */
 	struct pollfd *pfd = h->pfd;
 	int *idx = h->idx;
 	nfds_t n = 0;
