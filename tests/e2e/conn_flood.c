@@ -16,8 +16,11 @@
  *     over one kept-alive connection (reopened only when the agent closes
  *     it between requests) and reads each answer within 5 s.
  *
- * Prints "exports=N ok=N failed=N reopened=N closed_by_agent=N" (the
- * exporter's results, the attacker's connections the agent closed) and
+ * Both exporters retry as OTLP exporters do (gRPC UNAVAILABLE and
+ * DEADLINE_EXCEEDED, HTTP 503 and lost connections; here at most twice,
+ * 1 s apart). Prints "exports=N ok=N failed=N retried=N reopened=N
+ * closed_by_agent=N" (the exporter's results, the attacker's connections
+ * the agent closed) and
  * exits 0; the script judges. The attacker runs in child processes of at
  * most ATTACK_PER_PROC connections each, every one with its soft
  * RLIMIT_NOFILE raised to the hard one (which root without
@@ -53,7 +56,7 @@ static int port, nconns, naddrs, seconds;
 static const char *service;
 static bool http_mode;
 static atomic_bool done;
-static uint64_t exports, ok, failed, reopened;
+static uint64_t exports, ok, failed, reopened, retried;
 
 static double now_s(void)
 {
@@ -231,7 +234,20 @@ static void export_grpc(void)
 		size_t len;
 		uint8_t *buf = export_body(0x10000u + n, &len);
 
-		otlp_grpc_call(ch, cq, buf, len, 5, &ans);
+		/* as OTLP exporters do: UNAVAILABLE and DEADLINE_EXCEEDED are retried, here
+		 * twice after 1 s (a refused connection leaves the channel failing for ~1 s) */
+		for (int try = 0;; try++) {
+			otlp_grpc_call(ch, cq, buf, len, 5, &ans);
+			if (try == 2 || (ans.code != GRPC_STATUS_UNAVAILABLE &&
+					 ans.code != GRPC_STATUS_DEADLINE_EXCEEDED))
+				break;
+			fprintf(stderr, "conn_flood: export %u: status %d %s; retried\n", n,
+				ans.code, ans.details);
+			if (ans.resp)
+				grpc_byte_buffer_destroy(ans.resp);
+			retried++;
+			sleep(1);
+		}
 		free(buf);
 		exports++;
 		if (ans.code == GRPC_STATUS_OK) {
@@ -331,9 +347,21 @@ static void export_http(void)
 				reopened++;
 			}
 		}
-		if (fd < 0)
-			fd = http_connect();
-		status = fd >= 0 ? http_post(fd, buf, len) : -1;
+		/* as OTLP exporters do: 503 and lost connections are retried, here twice after 1 s
+		 */
+		for (int try = 0;; try++) {
+			if (fd < 0)
+				fd = http_connect();
+			status = fd >= 0 ? http_post(fd, buf, len) : -1;
+			if (try == 2 || (status != 503 && status != -1))
+				break;
+			fprintf(stderr, "conn_flood: export %u: status %d; retried\n", n, status);
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+			retried++;
+			sleep(1);
+		}
 		free(buf);
 		exports++;
 		if (status == 200) {
@@ -398,8 +426,9 @@ int main(int argc, char **argv)
 		close(pipes[i]);
 		waitpid(pids[i], NULL, 0);
 	}
-	printf("exports=%llu ok=%llu failed=%llu reopened=%llu closed_by_agent=%llu\n",
+	printf("exports=%llu ok=%llu failed=%llu retried=%llu reopened=%llu closed_by_agent=%llu\n",
 	       (unsigned long long)exports, (unsigned long long)ok, (unsigned long long)failed,
-	       (unsigned long long)reopened, (unsigned long long)closed);
+	       (unsigned long long)retried, (unsigned long long)reopened,
+	       (unsigned long long)closed);
 	return 0;
 }
