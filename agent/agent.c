@@ -55,18 +55,21 @@
 #include "traceprof/log.h"
 #include "triggers.h"
 
-#define STACK_CACHE_SIZE  65536	    /* raw stack -> stack id entries (power of two) */
-#define MAX_STACK_FRAMES  512	    /* the store's limit on frames per stack */
-#define MAX_INLINE	  8	    /* inlined frames kept per address */
-#define RECHECK_MIN_US	  1000000   /* first re-look at an incomplete process */
-#define RECHECK_FAST_US	  4000000   /* looks (x4) up to this step... */
-#define RECHECK_MAX_US	  120000000 /* ...then every 2 min, only if sampled meanwhile */
-#define SWEEP_EVERY_US	  300000000 /* look for dead processes whose exit record was lost */
-#define RENEW_EVERY_US	  10000000  /* check the symbolizer's name budget this often */
-#define EXIT_GRACE_US	  1000000   /* an exited process is forgotten this long after its record */
-#define POLL_MAX_MS	  10000	    /* longest sleep of the main loop */
-#define STOP_FLUSH_MS	  10000	    /* final flush deadline */
-#define KUBE_SYNC_WAIT_MS 3000	    /* at start, wait this long for the node's pods */
+#define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
+#define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
+#define MAX_INLINE	 8	   /* inlined frames kept per address */
+#define RECHECK_MIN_US	 1000000   /* first re-look at an incomplete process */
+#define RECHECK_FAST_US	 4000000   /* looks (x4) up to this step... */
+#define RECHECK_MAX_US	 120000000 /* ...then every 2 min, only if sampled meanwhile */
+#define SWEEP_EVERY_US	 300000000 /* look for dead processes whose exit record was lost */
+#define RENEW_EVERY_US	 10000000  /* check the symbolizer's name budget this often */
+#define EXIT_GRACE_US	 1000000   /* an exited process is forgotten this long after its record */
+#define POLL_MAX_MS	 10000	   /* longest sleep of the main loop */
+
+/* The listening ports, for their connection counters (conns_stopped, write_conn_stats). */
+enum { CONN_PORT_OTLP_GRPC, CONN_PORT_OTLP_HTTP, CONN_PORT_CONTROL };
+#define STOP_FLUSH_MS	  10000 /* final flush deadline */
+#define KUBE_SYNC_WAIT_MS 3000	/* at start, wait this long for the node's pods */
 
 /* What the agent knows about one process. */
 struct proc {
@@ -134,6 +137,8 @@ struct agent {
 	uint32_t cpus_online;			  /* at start: sysconf reads sysfs every call */
 	uint64_t http_timeouts;			  /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;			  /* OTLP/HTTP connections refused when full */
+	struct tp_conn_limits conn_limits;	  /* every listening port's caps and timeouts */
+	struct tp_conn_stats conns_stopped[3];	  /* per CONN_PORT_*: counters of a stopped port */
 	struct proc *procs;			  /* open-addressing table by pid */
 	size_t nprocs_cap;			  /* slots (power of two) */
 	size_t nprocs;				  /* used slots */
@@ -1008,14 +1013,14 @@ static int start_otlp(struct agent *a)
 		return -ENOMEM;
 	}
 	if (a->cfg.otlp_grpc[0]) {
-		a->otlp_grpc = otlp_grpc_start(a->cfg.otlp_grpc, a->otlp);
+		a->otlp_grpc = otlp_grpc_start(a->cfg.otlp_grpc, a->otlp, &a->conn_limits);
 		if (!a->otlp_grpc)
 			log_error("OTLP/gRPC receiver off: cannot listen on %s (set otlp-grpc to "
 				  "a free address, or empty to turn it off)",
 				  a->cfg.otlp_grpc);
 	}
 	if (a->cfg.otlp_http[0]) {
-		a->otlp_http = otlp_http_start(a->cfg.otlp_http, a->otlp, 0);
+		a->otlp_http = otlp_http_start(a->cfg.otlp_http, a->otlp, &a->conn_limits);
 		if (!a->otlp_http)
 			log_error("OTLP/HTTP receiver off: cannot listen on %s (set otlp-http to "
 				  "a free address, or empty to turn it off)",
@@ -1158,6 +1163,7 @@ static int start_control(struct agent *a)
 	    .token_generate = a->cfg.control_token_generate,
 	    .node = a->cfg.node,
 	    .version = TRACEPROF_VERSION,
+	    .limits = &a->conn_limits,
 	};
 	char err[512];
 
@@ -1182,8 +1188,10 @@ static int start_control(struct agent *a)
 
 static void stop_control(struct agent *a)
 {
-	if (a->control)
+	if (a->control) {
 		control_get_stats(a->control, &a->control_stats);
+		control_conn_stats(a->control, &a->conns_stopped[CONN_PORT_CONTROL]);
+	}
 	control_stop(a->control);
 	a->control = NULL;
 }
@@ -1233,15 +1241,48 @@ static void write_trigger_stats(struct agent *a, FILE *f)
 /* Servers first (no more exports), then what the forwarder still holds (5 s at most). */
 static void stop_otlp(struct agent *a)
 {
+	if (a->otlp_grpc)
+		otlp_grpc_conn_stats(a->otlp_grpc, &a->conns_stopped[CONN_PORT_OTLP_GRPC]);
 	otlp_grpc_stop(a->otlp_grpc);
 	a->otlp_grpc = NULL;
-	if (a->otlp_http)
+	if (a->otlp_http) {
 		otlp_http_get_counts(a->otlp_http, &a->http_timeouts, &a->http_refused);
+		otlp_http_conn_stats(a->otlp_http, &a->conns_stopped[CONN_PORT_OTLP_HTTP]);
+	}
 	otlp_http_stop(a->otlp_http);
 	a->otlp_http = NULL;
 	if (a->otlp_fwd)
 		otlp_forward_stop(a->otlp_fwd, 5000, &a->fwd_stats);
 	a->otlp_fwd = NULL;
+}
+
+/*
+ * Every listening port's connection counters, live while it runs (the
+ * stats file at exit and the SIGUSR1 snapshot): <port>_conns_accepted,
+ * _refused_full, _refused_peer, _evicted, _timeouts, _open.
+ */
+static void write_conn_stats(struct agent *a, FILE *f)
+{
+	static const char *const names[3] = {"otlp_grpc", "otlp_http", "control"};
+
+	for (int i = 0; i < 3; i++) {
+		struct tp_conn_stats st = a->conns_stopped[i];
+
+		if (i == CONN_PORT_OTLP_GRPC && a->otlp_grpc)
+			otlp_grpc_conn_stats(a->otlp_grpc, &st);
+		else if (i == CONN_PORT_OTLP_HTTP && a->otlp_http)
+			otlp_http_conn_stats(a->otlp_http, &st);
+		else if (i == CONN_PORT_CONTROL && a->control)
+			control_conn_stats(a->control, &st);
+		fprintf(f,
+			"%s_conns_accepted=%" PRIu64 "\n%s_conns_refused_full=%" PRIu64
+			"\n%s_conns_refused_peer=%" PRIu64 "\n%s_conns_evicted=%" PRIu64
+			"\n%s_conns_timeouts=%" PRIu64 "\n%s_conns_open=%" PRIu64 "\n",
+			names[i], st.accepted, names[i], st.refused_full, names[i], st.refused_peer,
+			names[i], st.evicted, names[i], st.timeouts, names[i], st.open);
+		if (i == CONN_PORT_OTLP_HTTP)
+			fprintf(f, "otlp_http_bodies_refused=%" PRIu64 "\n", st.bodies_refused);
+	}
 }
 
 static void write_otlp_stats(struct agent *a, FILE *f)
@@ -1295,6 +1336,16 @@ struct agent *agent_new(const struct agent_config *cfg)
 	if (!a)
 		return NULL;
 	a->cfg = *cfg;
+	a->conn_limits = (struct tp_conn_limits){
+	    .max_conns = cfg->max_conns,
+	    .max_per_peer = cfg->max_conns_per_peer,
+	    .idle_timeout_ms = cfg->conn_idle_timeout_s * 1000,
+	    .header_timeout_ms = cfg->http_header_timeout_s * 1000,
+	    .min_body_rate = (int)cfg->http_min_body_rate,
+	    .grpc_max_age_ms = cfg->grpc_max_conn_age_s * 1000,
+	    .grpc_keepalive_ms = cfg->grpc_keepalive_s * 1000,
+	    .grpc_handshake_ms = cfg->grpc_handshake_timeout_s * 1000,
+	};
 	pthread_mutex_init(&a->raise_lock, NULL);
 	pthread_mutex_init(&a->decide_lock, NULL);
 	a->self_pid = getpid();
@@ -1483,6 +1534,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	write_hold_stats(a, f);
 	write_trigger_stats(a, f);
 	write_kube_stats(a, f);
+	write_conn_stats(a, f);
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64

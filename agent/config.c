@@ -97,6 +97,24 @@ static const struct setting settings[] = {
      CONTROL_AUTH_TOKEN_DEFAULT,
      "with neither control-token-file nor mutual TLS: the token file the agent makes (mode "
      "600, directory 700) or reuses, which the controller reads by default; empty: none"},
+    {"max-conns", SET_INT, FIELD(max_conns), 0, 1, 1 << 20, "256",
+     "concurrent connections per listening port (OTLP, control), before any authentication; "
+     "at most 1/16 of the open file limit"},
+    {"max-conns-per-peer", SET_INT, FIELD(max_conns_per_peer), 0, 1, 1 << 20, "64",
+     "concurrent connections per port from one peer address"},
+    {"conn-idle-timeout", SET_SECONDS, FIELD(conn_idle_timeout_s), 0, 1, 86400, "30s",
+     "a connection with no request in progress (none yet, or kept alive) is closed after this"},
+    {"http-header-timeout", SET_SECONDS, FIELD(http_header_timeout_s), 0, 1, 3600, "5s",
+     "OTLP/HTTP: request line and headers must arrive within this of their first byte"},
+    {"http-min-body-rate", SET_BYTES, FIELD(http_min_body_rate), 0, 1, 1 << 30, "64K",
+     "OTLP/HTTP: a body must arrive within http-header-timeout + its length at this rate "
+     "(bytes/s)"},
+    {"grpc-max-conn-age", SET_SECONDS, FIELD(grpc_max_conn_age_s), 0, 1, 20 * 86400, "30m",
+     "gRPC ports: a connection is asked to go away after this (30 s grace to finish calls)"},
+    {"grpc-keepalive", SET_SECONDS, FIELD(grpc_keepalive_s), 0, 1, 86400, "1m",
+     "gRPC ports: ping a connection idle this long; closed when unanswered in 20 s"},
+    {"grpc-handshake-timeout", SET_SECONDS, FIELD(grpc_handshake_timeout_s), 0, 1, 3600, "10s",
+     "gRPC TLS port (control with TLS): the TLS handshake must finish within this"},
     {"kubeconfig", SET_STRING, STR(kubeconfig), 0, 0, "",
      "kubeconfig to read the node's pods from (namespace, name, labels); empty: see "
      "kube-in-cluster"},

@@ -54,6 +54,14 @@ struct agent_config {
 	char control_tls_ca[4096];   /* PEM CA that signs controller certificates, or "" */
 	char control_token_file[4096];	   /* file holding the bearer token, or "" */
 	char control_token_generate[4096]; /* the token made without token file or TLS, or "" */
+	int max_conns;			   /* per listening port (OTLP, control) */
+	int max_conns_per_peer;		   /* per port and peer address */
+	int conn_idle_timeout_s;	   /* no request in progress: closed after this */
+	int http_header_timeout_s;	   /* OTLP/HTTP request line + headers deadline */
+	size_t http_min_body_rate;	   /* OTLP/HTTP bytes/s a body must keep */
+	int grpc_max_conn_age_s;	   /* gRPC: connections closed (GOAWAY) after this */
+	int grpc_keepalive_s;		   /* gRPC: keepalive ping after this long idle */
+	int grpc_handshake_timeout_s;	   /* gRPC TLS: handshake deadline */
 	size_t trigger_hold_bytes; /* bound of raised samples held until their request is decided */
 	char kubeconfig[4096];	   /* kubeconfig for the node's pods, "" = none */
 	enum config_auto kube_in_cluster; /* service account of the pod (auto: in a cluster) */

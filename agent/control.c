@@ -337,6 +337,7 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 	    .ctx = s,
 	    .name = "control",
 	    .start_on_connect = !tls,
+	    .limits = o->limits,
 	});
 	if (!s->srv) {
 		rc = errno;
@@ -379,6 +380,11 @@ void control_get_stats(struct control *c, struct control_stats *out)
 	*out = c->stats;
 	pthread_mutex_unlock(&c->mu);
 	out->unimplemented = rpc_server_unimplemented(c->srv);
+}
+
+void control_conn_stats(struct control *c, struct tp_conn_stats *out)
+{
+	rpc_server_conn_stats(c->srv, out);
 }
 
 void control_stop(struct control *s)

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "traceprof/listen.h"
 #include "triggers.h"
 
 #define CONTROL_MAX_BYTES      (1u << 20) /* largest request message */
@@ -48,6 +49,7 @@ struct control_opts {
 	const char *token_generate; /* with neither TLS nor token_file: the token made here */
 	const char *node;	    /* this agent's node (AgentStatus.node, set check) */
 	const char *version;	    /* AgentStatus.version */
+	const struct tp_conn_limits *limits; /* connection caps and timeouts; NULL: defaults */
 };
 
 struct control_stats {
@@ -74,6 +76,8 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 /* The port bound. */
 int control_port(const struct control *c);
 void control_get_stats(struct control *c, struct control_stats *out);
+/* The control port's connection counters (live; zeros with TLS, where gRPC listens). */
+void control_conn_stats(struct control *c, struct tp_conn_stats *out);
 /* Cancels calls in progress, stops the thread, frees everything; NULL is a no-op. */
 void control_stop(struct control *c);
 

@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "config.h"
+#include "traceprof/listen.h"
 #include "traceprof/log.h"
 
 static void usage(FILE *out)
@@ -149,6 +150,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
+	/* connections are capped below this (max-conns: 1/8 of it per port) */
+	log_debug("open file limit %ld", tp_nofile_raise());
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);

@@ -58,7 +58,8 @@ static void handle(void *ctx, const struct rpc_request *req, struct rpc_reply *r
 	snprintf(rep->message, sizeof(rep->message), "%s", res.message);
 }
 
-struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r)
+struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r,
+				  const struct tp_conn_limits *lim)
 {
 	static const char *const methods[] = {OTLP_GRPC_METHOD};
 	struct otlp_grpc *g = calloc(1, sizeof(*g));
@@ -77,6 +78,7 @@ struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r)
 	    .ctx = g,
 	    .name = "otlp grpc",
 	    .start_on_connect = true,
+	    .limits = lim,
 	});
 	if (!g->srv) {
 		err = errno;
@@ -91,6 +93,11 @@ struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r)
 int otlp_grpc_port(const struct otlp_grpc *g)
 {
 	return rpc_server_port(g->srv);
+}
+
+void otlp_grpc_conn_stats(struct otlp_grpc *g, struct tp_conn_stats *out)
+{
+	rpc_server_conn_stats(g->srv, out);
 }
 
 void otlp_grpc_stop(struct otlp_grpc *g)

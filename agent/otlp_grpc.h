@@ -15,6 +15,7 @@
 
 #include "grpc_unary.h"
 #include "otlp.h"
+#include "traceprof/listen.h"
 
 #define OTLP_GRPC_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -30,13 +31,17 @@ struct otlp_grpc;
 
 /*
  * Listens on addr ("host:port"; port 0 picks one) and serves from a new
- * thread. r is borrowed and must outlive the server. Returns NULL with
- * errno set and the reason logged (EADDRINUSE when the address cannot be
- * bound). Stop with otlp_grpc_stop().
+ * thread. r is borrowed and must outlive the server; lim (NULL: defaults)
+ * caps its connections (rpc_server.h). Returns NULL with errno set and the
+ * reason logged (EADDRINUSE when the address cannot be bound). Stop with
+ * otlp_grpc_stop().
  */
-struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r);
+struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r,
+				  const struct tp_conn_limits *lim);
 /* The port bound. */
 int otlp_grpc_port(const struct otlp_grpc *g);
+/* Its connection counters (live). */
+void otlp_grpc_conn_stats(struct otlp_grpc *g, struct tp_conn_stats *out);
 /* Cancels calls in progress, stops the thread, frees everything. NULL is a no-op. */
 void otlp_grpc_stop(struct otlp_grpc *g);
 

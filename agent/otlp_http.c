@@ -10,6 +10,10 @@
  * Content-Length bytes into a body buffer, exports, and writes the
  * response; bytes after the body (a pipelined request) stay in the header
  * buffer for the next round.
+ *
+ * Every connection has one deadline for its current phase (waiting for a
+ * request, its headers, its body, the response: see otlp_http.h), checked
+ * each pass; connection limits are checked at accept.
  */
 #include "otlp_http.h"
 
@@ -55,19 +59,33 @@ struct conn {
 	size_t out_pos;			 /* bytes written */
 	bool close_after;		 /* close once the response is written */
 	bool keep_alive;		 /* the request allows another one */
-	int64_t deadline_ms;		 /* CLOCK_MONOTONIC limit for this request */
+	int64_t deadline_ms;		 /* CLOCK_MONOTONIC limit of the current phase */
+	struct tp_peer peer;		 /* the peer's address */
+	int64_t since_ms;		 /* when it began waiting for its current request */
+	uint64_t served;		 /* requests answered on it */
 };
 
 struct otlp_http {
-	struct otlp_receiver *r;   /* where exports go (borrowed) */
-	int lfd;		   /* listening socket */
-	int wake[2];		   /* pipe: stop request */
-	int port;		   /* bound port */
-	int timeout_ms;		   /* per request */
-	pthread_t thread;	   /* the serving thread */
-	struct conn *conns;	   /* OTLP_HTTP_MAX_CONNS slots */
-	_Atomic uint64_t timeouts; /* connections closed for slowness */
-	_Atomic uint64_t refused;  /* connections refused when full */
+	struct otlp_receiver *r;	 /* where exports go (borrowed) */
+	int lfd;			 /* listening socket */
+	int wake[2];			 /* pipe: stop request */
+	int port;			 /* bound port */
+	struct tp_conn_limits lim;	 /* caps and deadlines (resolved) */
+	pthread_t thread;		 /* the serving thread */
+	struct conn *conns;		 /* lim.max_conns slots */
+	struct pollfd *pfd;		 /* lim.max_conns + 2: poll() set */
+	int *idx;			 /* lim.max_conns + 2: slot of each pfd entry */
+	struct tp_peer *peers;		 /* lim.max_conns: peers of the open slots (eviction) */
+	struct tp_peer *scratch;	 /* lim.max_conns: tp_peer_counts' sort space */
+	int *counts;			 /* lim.max_conns: each one's peer's connections */
+	int *slot_of;			 /* lim.max_conns: slot of peers[i] */
+	_Atomic uint64_t timeouts;	 /* connections closed at a deadline */
+	_Atomic uint64_t refused;	 /* connections refused when full */
+	_Atomic uint64_t refused_peer;	 /* refused: the peer was at its cap */
+	_Atomic uint64_t accepted;	 /* connections admitted */
+	_Atomic uint64_t evicted;	 /* closed to admit another peer's */
+	_Atomic uint64_t open;		 /* open now */
+	_Atomic uint64_t bodies_refused; /* 503: large bodies in flight over their budget */
 };
 
 static int64_t now_ms(void)
@@ -178,6 +196,20 @@ static bool header(const char *head, const char *name, char *out, size_t outlen)
 	return false;
 }
 
+/* Bytes of the bodies over OTLP_HTTP_SMALL_BODY being read now. */
+static size_t big_bodies(const struct otlp_http *h)
+{
+	size_t sum = 0;
+
+	for (int i = 0; i < h->lim.max_conns; i++) {
+		const struct conn *c = &h->conns[i];
+
+		if (c->fd >= 0 && c->state == READ_BODY && c->content_length > OTLP_HTTP_SMALL_BODY)
+			sum += c->content_length;
+	}
+	return sum;
+}
+
 /* Headers complete at head[0..end): decide, and start reading the body or answer. */
 static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 {
@@ -242,6 +274,11 @@ static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 		snprintf(msg, sizeof(msg), "body of %llu bytes is over the limit of %zu bytes", len,
 			 max);
 		return respond_error(c, 413, RPC_RESOURCE_EXHAUSTED, msg, NULL);
+	}
+	if (len > OTLP_HTTP_SMALL_BODY && big_bodies(h) + len > OTLP_HTTP_BIG_BODIES * max) {
+		atomic_fetch_add(&h->bodies_refused, 1);
+		return respond_error(c, 503, RPC_UNAVAILABLE, "too many large bodies in flight",
+				     "Retry-After: 1\r\n");
 	}
 	c->close_after = false;
 	c->content_length = (size_t)len;
@@ -315,6 +352,18 @@ static int try_head(struct otlp_http *h, struct conn *c)
 	return start_request(h, c, (size_t)(end - c->head) + 4);
 }
 
+/* The deadline of the phase c just entered (READ_BODY or WRITE). */
+static void phase_deadline(struct otlp_http *h, struct conn *c)
+{
+	int64_t ms = h->lim.header_timeout_ms;
+
+	if (c->state == READ_BODY)
+		ms += (int64_t)(c->content_length / (size_t)h->lim.min_body_rate) * 1000 +
+		      (int64_t)(c->content_length % (size_t)h->lim.min_body_rate) * 1000 /
+			  h->lim.min_body_rate;
+	c->deadline_ms = now_ms() + ms;
+}
+
 /* Advances a connection after its body or response progressed. -1: close it. */
 static int advance(struct otlp_http *h, struct conn *c)
 {
@@ -324,12 +373,14 @@ static int advance(struct otlp_http *h, struct conn *c)
 				return -1;
 			if (c->state == READ_HEAD)
 				return 0;
+			phase_deadline(h, c);
 		}
 		if (c->state == READ_BODY) {
 			if (c->body_len < c->content_length)
 				return 0;
 			if (finish_request(h, c) != 0)
 				return -1;
+			phase_deadline(h, c);
 		}
 		if (c->state == WRITE) {
 			while (c->out_pos < c->out_len) {
@@ -350,7 +401,11 @@ static int advance(struct otlp_http *h, struct conn *c)
 			if (c->close_after)
 				return -1;
 			c->state = READ_HEAD;
-			c->deadline_ms = now_ms() + h->timeout_ms;
+			c->served++;
+			c->since_ms = now_ms();
+			/* a pipelined request has begun: its headers are due */
+			c->deadline_ms = c->since_ms + (c->head_len ? h->lim.header_timeout_ms
+								    : h->lim.idle_timeout_ms);
 			if (!c->head_len)
 				return 0;
 		}
@@ -372,6 +427,8 @@ static void on_readable(struct otlp_http *h, struct conn *c)
 		conn_close(c);
 		return;
 	}
+	if (c->state == READ_HEAD && c->head_len == 0) /* a request begins: its headers are due */
+		c->deadline_ms = now_ms() + h->lim.header_timeout_ms;
 	if (c->state == READ_HEAD)
 		c->head_len += (size_t)n;
 	else
@@ -404,11 +461,12 @@ static void dispatch(struct otlp_http *h, const struct pollfd *pfd, const int *i
  */
 static void reap(struct otlp_http *h)
 {
-	struct pollfd pfd[OTLP_HTTP_MAX_CONNS];
-	int idx[OTLP_HTTP_MAX_CONNS];
+	/* the serving loop's arrays: on_accept runs after that pass is done with them */
+	struct pollfd *pfd = h->pfd;
+	int *idx = h->idx;
 	nfds_t n = 0;
 
-	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+	for (int i = 0; i < h->lim.max_conns; i++)
 		if (h->conns[i].fd >= 0) {
 			idx[n] = i;
 			pfd[n++] = (struct pollfd){
@@ -421,52 +479,118 @@ static void reap(struct otlp_http *h)
 
 static struct conn *free_slot(struct otlp_http *h)
 {
-	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+	for (int i = 0; i < h->lim.max_conns; i++)
 		if (h->conns[i].fd < 0)
 			return &h->conns[i];
 	return NULL;
 }
 
+/* Open connections from peer p. */
+static int peer_conns(const struct otlp_http *h, const struct tp_peer *p)
+{
+	int n = 0;
+
+	for (int i = 0; i < h->lim.max_conns; i++)
+		n += h->conns[i].fd >= 0 && tp_peer_eq(&h->conns[i].peer, p);
+	return n;
+}
+
+/*
+ * The port is full: closes a connection waiting for a request from a peer
+ * holding the most connections, when that is more than twice what the
+ * newcomer's peer holds (mine); one that never completed a request first, then the
+ * longest waiting (otlp_http.h). Returns the freed slot or NULL.
+ */
+static struct conn *evict(struct otlp_http *h, int mine)
+{
+	struct conn *best = NULL;
+	int n = 0, max;
+
+	for (int i = 0; i < h->lim.max_conns; i++)
+		if (h->conns[i].fd >= 0) {
+			h->slot_of[n] = i;
+			h->peers[n++] = h->conns[i].peer;
+		}
+	max = tp_peer_counts(h->peers, n, h->scratch, h->counts);
+	if (max <= 2 * mine)
+		return NULL;
+	for (int k = 0; k < n; k++) {
+		struct conn *c = &h->conns[h->slot_of[k]];
+
+		if (h->counts[k] != max || c->state == WRITE)
+			continue;
+		if (!best || (!c->served && best->served) ||
+		    (!c->served == !best->served && c->since_ms < best->since_ms))
+			best = c;
+	}
+	if (!best)
+		return NULL;
+	conn_close(best);
+	atomic_fetch_add(&h->evicted, 1);
+	return best;
+}
+
+static void refuse(int fd, _Atomic uint64_t *counter)
+{
+	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+				   "Retry-After: 1\r\nConnection: close\r\n\r\n";
+
+	/* counted before the client can see the answer */
+	atomic_fetch_add(counter, 1);
+	if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		log_debug("otlp http: cannot refuse a connection: %s", strerror(errno));
+	close(fd);
+}
+
 static void on_accept(struct otlp_http *h)
 {
 	for (;;) {
-		int fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof(sa);
+		int fd =
+		    accept4(h->lfd, (struct sockaddr *)&sa, &salen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct tp_peer p;
 		struct conn *c;
+		int mine;
 
 		if (fd < 0)
 			return;
-		c = free_slot(h);
+		p = tp_peer_of((struct sockaddr *)&sa);
+		mine = peer_conns(h, &p);
+		c = mine < h->lim.max_per_peer ? free_slot(h) : NULL;
 		if (!c) {
 			reap(h);
+			mine = peer_conns(h, &p);
+			if (mine >= h->lim.max_per_peer) {
+				refuse(fd, &h->refused_peer);
+				continue;
+			}
 			c = free_slot(h);
 		}
+		if (!c)
+			c = evict(h, mine);
 		if (!c) {
-			static const char busy[] =
-			    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-			    "Retry-After: 1\r\nConnection: close\r\n\r\n";
-
-			/* counted before the client can see the answer */
-			atomic_fetch_add(&h->refused, 1);
-			if (send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-				log_debug("otlp http: cannot refuse a connection: %s",
-					  strerror(errno));
-			close(fd);
+			refuse(fd, &h->refused);
 			continue;
 		}
+		atomic_fetch_add(&h->accepted, 1);
 		c->fd = fd;
+		c->peer = p;
+		c->served = 0;
 		c->state = READ_HEAD;
 		c->head_len = 0;
 		c->close_after = false;
 		c->keep_alive = true;
-		c->deadline_ms = now_ms() + h->timeout_ms;
+		c->since_ms = now_ms();
+		c->deadline_ms = c->since_ms + h->lim.idle_timeout_ms;
 	}
 }
 
 static void *serve(void *arg)
 {
 	struct otlp_http *h = arg;
-	struct pollfd pfd[OTLP_HTTP_MAX_CONNS + 2];
-	int idx[OTLP_HTTP_MAX_CONNS + 2];
+	struct pollfd *pfd = h->pfd;
+	int *idx = h->idx;
 
 	pthread_setname_np(pthread_self(), "tp-otlp-http");
 	for (;;) {
@@ -476,7 +600,7 @@ static void *serve(void *arg)
 
 		pfd[n++] = (struct pollfd){.fd = h->wake[0], .events = POLLIN};
 		pfd[n++] = (struct pollfd){.fd = h->lfd, .events = POLLIN};
-		for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++) {
+		for (int i = 0; i < h->lim.max_conns; i++) {
 			struct conn *c = &h->conns[i];
 
 			if (c->fd < 0)
@@ -492,6 +616,7 @@ static void *serve(void *arg)
 			pfd[n++] = (struct pollfd){.fd = c->fd,
 						   .events = c->state == WRITE ? POLLOUT : POLLIN};
 		}
+		atomic_store(&h->open, (uint64_t)(n - 2));
 		rc = poll(pfd, n, next == INT64_MAX ? -1 : (int)(next - now));
 		if (rc < 0 && errno != EINTR) {
 			log_error("otlp http: poll failed: %s", strerror(errno));
@@ -508,25 +633,47 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r, int timeout_ms)
+static void free_tables(struct otlp_http *h)
+{
+	free(h->conns);
+	free(h->pfd);
+	free(h->idx);
+	free(h->peers);
+	free(h->scratch);
+	free(h->counts);
+	free(h->slot_of);
+}
+
+struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r,
+				  const struct tp_conn_limits *lim)
 {
 	struct otlp_http *h = calloc(1, sizeof(*h));
 	char msg[512];
+	size_t m;
 	int rc;
 
 	if (!h)
 		return NULL;
 	h->r = r;
-	h->timeout_ms = timeout_ms > 0 ? timeout_ms : OTLP_HTTP_DEFAULT_TIMEOUT_MS;
+	h->lim = tp_conn_limits_resolve(lim);
 	h->wake[0] = h->wake[1] = -1;
-	h->conns = calloc(OTLP_HTTP_MAX_CONNS, sizeof(*h->conns));
-	if (!h->conns) {
+	m = (size_t)h->lim.max_conns;
+	/* slots are touched only when used: an idle port holds no header buffers */
+	h->conns = calloc(m, sizeof(*h->conns));
+	h->pfd = calloc(m + 2, sizeof(*h->pfd));
+	h->idx = calloc(m + 2, sizeof(*h->idx));
+	h->peers = calloc(m, sizeof(*h->peers));
+	h->scratch = calloc(m, sizeof(*h->scratch));
+	h->counts = calloc(m, sizeof(*h->counts));
+	h->slot_of = calloc(m, sizeof(*h->slot_of));
+	if (!h->conns || !h->pfd || !h->idx || !h->peers || !h->scratch || !h->counts ||
+	    !h->slot_of) {
 		rc = -ENOMEM;
 		goto out_free;
 	}
-	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+	for (int i = 0; i < h->lim.max_conns; i++)
 		h->conns[i].fd = -1;
-	h->lfd = tp_listen_tcp(addr, 0, SOCK_NONBLOCK, 128, &h->port, msg, sizeof(msg));
+	h->lfd = tp_listen_tcp(addr, 0, SOCK_NONBLOCK, SOMAXCONN, &h->port, msg, sizeof(msg));
 	if (h->lfd < 0) {
 		log_error("otlp http: cannot listen on %s", msg);
 		rc = h->lfd;
@@ -539,7 +686,8 @@ struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r, int
 	rc = -pthread_create(&h->thread, NULL, serve, h);
 	if (rc)
 		goto out_close;
-	log_info("otlp http: listening on %s port=%d", addr, h->port);
+	log_info("otlp http: listening on %s port=%d max_conns=%d per_peer=%d", addr, h->port,
+		 h->lim.max_conns, h->lim.max_per_peer);
 	return h;
 
 out_close:
@@ -549,7 +697,7 @@ out_close:
 		close(h->wake[1]);
 	}
 out_free:
-	free(h->conns);
+	free_tables(h);
 	free(h);
 	errno = -rc;
 	return NULL;
@@ -563,7 +711,20 @@ int otlp_http_port(const struct otlp_http *h)
 void otlp_http_get_counts(struct otlp_http *h, uint64_t *timeouts, uint64_t *refused)
 {
 	*timeouts = atomic_load(&h->timeouts);
-	*refused = atomic_load(&h->refused);
+	*refused = atomic_load(&h->refused) + atomic_load(&h->refused_peer);
+}
+
+void otlp_http_conn_stats(struct otlp_http *h, struct tp_conn_stats *out)
+{
+	*out = (struct tp_conn_stats){
+	    .accepted = atomic_load(&h->accepted),
+	    .refused_full = atomic_load(&h->refused),
+	    .refused_peer = atomic_load(&h->refused_peer),
+	    .evicted = atomic_load(&h->evicted),
+	    .timeouts = atomic_load(&h->timeouts),
+	    .open = atomic_load(&h->open),
+	    .bodies_refused = atomic_load(&h->bodies_refused),
+	};
 }
 
 void otlp_http_stop(struct otlp_http *h)
@@ -573,11 +734,11 @@ void otlp_http_stop(struct otlp_http *h)
 	if (write(h->wake[1], "x", 1) != 1)
 		log_warn("otlp http: cannot wake the server thread: %s", strerror(errno));
 	pthread_join(h->thread, NULL);
-	for (int i = 0; i < OTLP_HTTP_MAX_CONNS; i++)
+	for (int i = 0; i < h->lim.max_conns; i++)
 		conn_close(&h->conns[i]);
 	close(h->lfd);
 	close(h->wake[0]);
 	close(h->wake[1]);
-	free(h->conns);
+	free_tables(h);
 	free(h);
 }

@@ -2,13 +2,26 @@
  * otlp_http.h - a minimal OTLP/HTTP trace receiver: POST /v1/traces with a
  * binary protobuf body, into a struct otlp_receiver.
  *
- * HTTP/1.1 with keep-alive on one thread with poll(): at most
- * OTLP_HTTP_MAX_CONNS connections (more are answered 503 and closed), a
- * request's headers at most OTLP_HTTP_MAX_HEADER bytes and its body at most
- * the receiver's max_bytes, so memory per connection is bounded. A
- * connection must deliver each request (and take its response) within
- * timeout_ms of the previous one, or it is closed: slow and half-open
- * clients cannot hold a slot.
+ * HTTP/1.1 with keep-alive on one thread with poll(), under the port's
+ * struct tp_conn_limits: at most max_conns connections and max_per_peer
+ * from one address (more are answered 503 and closed); a request's headers
+ * at most OTLP_HTTP_MAX_HEADER bytes and its body at most the receiver's
+ * max_bytes, so memory per connection is bounded. Deadlines: the first
+ * byte of a request within idle_timeout_ms of the connection or of the
+ * previous response; the request line and headers within
+ * header_timeout_ms of their first byte; the body within
+ * header_timeout_ms + Content-Length / min_body_rate; the response within
+ * header_timeout_ms. A connection past its deadline is closed and counted.
+ * Body buffers: a body up to OTLP_HTTP_SMALL_BODY is always read; larger
+ * ones together at most OTLP_HTTP_BIG_BODIES x max_bytes, beyond which a
+ * request is answered 503 with Retry-After (counted), so slow senders
+ * declaring large bodies cannot hold memory nor keep small exports out.
+ * When the port is full, a new connection evicts one that is waiting for
+ * a request (never one being answered) from the peer holding the most
+ * connections, when that peer holds more than twice the newcomer's: preferably
+ * one that never completed a request, else the longest waiting. So slow
+ * senders, however many addresses they use, cannot keep a working
+ * exporter out.
  *
  * Answers (the OTLP/HTTP rules): 200 with an ExportTraceServiceResponse
  * (partial_success when spans were rejected); errors carry a
@@ -22,23 +35,29 @@
 
 #include "otlp.h"
 
-#define OTLP_HTTP_PATH		     "/v1/traces"
-#define OTLP_HTTP_MAX_CONNS	     64
-#define OTLP_HTTP_MAX_HEADER	     16384
-#define OTLP_HTTP_DEFAULT_TIMEOUT_MS 30000
+#include "traceprof/listen.h"
+
+#define OTLP_HTTP_PATH	     "/v1/traces"
+#define OTLP_HTTP_MAX_HEADER 16384
+#define OTLP_HTTP_SMALL_BODY 65536 /* bodies up to this are always read */
+#define OTLP_HTTP_BIG_BODIES 4	   /* larger ones: at most this x max_bytes in flight */
 
 struct otlp_http;
 
 /*
  * Listens on addr ("host:port", "[v6]:port"; port 0 picks one) and serves
- * from a new thread. r is borrowed. timeout_ms 0 = the default. Returns
- * NULL with errno set and the reason logged.
+ * from a new thread. r is borrowed; lim (NULL: defaults) is copied and
+ * resolved (tp_conn_limits_resolve). Returns NULL with errno set and the
+ * reason logged.
  */
-struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r, int timeout_ms);
+struct otlp_http *otlp_http_start(const char *addr, struct otlp_receiver *r,
+				  const struct tp_conn_limits *lim);
 /* The port bound. */
 int otlp_http_port(const struct otlp_http *h);
-/* Connections closed for taking longer than timeout_ms, and refused when full. */
+/* Connections closed at a deadline, and refused (port or peer full). */
 void otlp_http_get_counts(struct otlp_http *h, uint64_t *timeouts, uint64_t *refused);
+/* All the connection counters (live). */
+void otlp_http_conn_stats(struct otlp_http *h, struct tp_conn_stats *out);
 /* Closes every connection, stops the thread, frees everything. NULL is a no-op. */
 void otlp_http_stop(struct otlp_http *h);
 

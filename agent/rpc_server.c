@@ -18,6 +18,7 @@
 #include <grpc/grpc_posix.h>
 #include <grpc/slice.h>
 
+#include "conn_table.h"
 #include "traceprof/listen.h"
 #include "traceprof/log.h"
 
@@ -56,6 +57,8 @@ struct rpc_server {
 	bool acceptor_started;		/* it runs */
 	volatile bool stopping;		/* rpc_server_stop began */
 	uint64_t unimplemented;		/* calls of unknown methods (server thread writes) */
+	struct tp_conn_limits lim;	/* resolved limits */
+	struct conn_table *conns;	/* start_on_connect: connections handed to gRPC */
 };
 
 static struct call *call_new(size_t method)
@@ -239,11 +242,32 @@ static void name_thread(const struct rpc_server *s, const char *suffix)
 	pthread_setname_np(pthread_self(), name);
 }
 
+/* Integer channel argument n of args. */
+static size_t int_arg(grpc_arg *args, size_t n, const char *key, int value)
+{
+	args[n].type = GRPC_ARG_INTEGER;
+	args[n].key = (char *)key;
+	args[n].value.integer = value;
+	return n + 1;
+}
+
+/* The connection limits as gRPC channel arguments (see rpc_server.h). */
+static size_t limit_args(const struct rpc_server *s, grpc_arg *args, size_t n)
+{
+	n = int_arg(args, n, GRPC_ARG_MAX_CONCURRENT_STREAMS, RPC_SERVER_MAX_STREAMS);
+	n = int_arg(args, n, GRPC_ARG_MAX_CONNECTION_IDLE_MS, s->lim.idle_timeout_ms);
+	n = int_arg(args, n, GRPC_ARG_MAX_CONNECTION_AGE_MS, s->lim.grpc_max_age_ms);
+	n = int_arg(args, n, GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 30000);
+	n = int_arg(args, n, GRPC_ARG_KEEPALIVE_TIME_MS, s->lim.grpc_keepalive_ms);
+	n = int_arg(args, n, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
+	return int_arg(args, n, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, s->lim.grpc_handshake_ms);
+}
+
 /* grpc_init, the server with its queue and methods; not started yet. */
 static void core_create(struct rpc_server *s)
 {
-	grpc_arg args[2];
-	grpc_channel_args chargs = {2, args};
+	grpc_arg args[9];
+	grpc_channel_args chargs = {0, args};
 
 	grpc_init();
 	memset(args, 0, sizeof(args));
@@ -253,6 +277,7 @@ static void core_create(struct rpc_server *s)
 	args[1].type = GRPC_ARG_INTEGER;
 	args[1].key = GRPC_ARG_ALLOW_REUSEPORT;
 	args[1].value.integer = 0;
+	chargs.num_args = limit_args(s, args, 2);
 	s->server = grpc_server_create(&chargs, NULL);
 	s->cq = grpc_completion_queue_create_for_next(NULL);
 	grpc_server_register_completion_queue(s->server, s->cq, NULL);
@@ -324,11 +349,15 @@ static void core_destroy(struct rpc_server *s)
 static void *accept_loop(void *arg)
 {
 	struct rpc_server *s = arg;
-	bool warned = false;
+	bool warned = false, capped = false;
 
 	name_thread(s, "-l");
 	for (;;) {
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		int fd = accept4(s->listen_fd, (struct sockaddr *)&peer, &plen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC),
+		    one = 1;
 
 		if (s->stopping) {
 			if (fd >= 0)
@@ -350,6 +379,16 @@ static void *accept_loop(void *arg)
 			log_error("%s: accept failed: %s; no further connections", s->o.name,
 				  strerror(errno));
 			break;
+		}
+		if (conn_table_admit(s->conns, fd, (struct sockaddr *)&peer) != 0) {
+			if (!capped)
+				log_warn(
+				    "%s: connection refused at a cap (max-conns %d, "
+				    "max-conns-per-peer %d); further refusals are counted only",
+				    s->o.name, s->lim.max_conns, s->lim.max_per_peer);
+			capped = true;
+			close(fd); /* refused: closed at once */
+			continue;
 		}
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (!s->core_up) {
@@ -384,6 +423,8 @@ struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
 	}
 	s->o = *o;
 	s->o.creds = NULL;
+	s->o.limits = NULL;
+	s->lim = tp_conn_limits_resolve(o->limits);
 	s->listen_fd = -1;
 	/* a name, "unix:..." or no host: gRPC resolves and listens itself (below) */
 	if (o->start_on_connect)
@@ -399,6 +440,13 @@ struct rpc_server *rpc_server_start(const struct rpc_server_opts *o)
 	if (fd >= 0) {
 		s->listen_fd = fd;
 		s->creds = o->creds;
+		s->conns = conn_table_new(&s->lim);
+		if (!s->conns) {
+			log_error("%s: out of memory", o->name);
+			rpc_server_stop(s);
+			errno = ENOMEM;
+			return NULL;
+		}
 		rc = pthread_create(&s->acceptor, NULL, accept_loop, s);
 		if (rc) {
 			log_error("%s: cannot start accepting: %s", o->name, strerror(rc));
@@ -443,6 +491,14 @@ uint64_t rpc_server_unimplemented(const struct rpc_server *s)
 	return __atomic_load_n(&s->unimplemented, __ATOMIC_RELAXED);
 }
 
+void rpc_server_conn_stats(struct rpc_server *s, struct tp_conn_stats *out)
+{
+	if (s->conns)
+		conn_table_get_stats(s->conns, out);
+	else
+		*out = (struct tp_conn_stats){0};
+}
+
 void rpc_server_stop(struct rpc_server *s)
 {
 	if (!s)
@@ -458,5 +514,6 @@ void rpc_server_stop(struct rpc_server *s)
 	core_destroy(s);
 	if (s->creds)
 		grpc_server_credentials_release(s->creds);
+	conn_table_free(s->conns);
 	free(s);
 }

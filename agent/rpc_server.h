@@ -23,6 +23,18 @@
  * twice a second while it runs, starts with the first connection: an
  * agent no client ever connects to runs none of it. Other addresses and
  * TLS servers start the core at once and let gRPC listen.
+ *
+ * Connection limits (limits, struct tp_conn_limits): the acceptor of a
+ * start_on_connect server admits each connection through a conn_table
+ * (conn_table.h: caps per port and per peer, refusals closed at once and
+ * counted, eviction of the heaviest peer's oldest connection when full).
+ * Every server, TLS ones included, gets gRPC's channel arguments: idle
+ * connections closed after idle_timeout_ms (max_connection_idle), every
+ * connection after grpc_max_age_ms (+30 s grace), at most
+ * RPC_SERVER_MAX_STREAMS calls at once per connection, keepalive pings after
+ * grpc_keepalive_ms (20 s to answer), TLS handshakes within
+ * grpc_handshake_ms. A server where gRPC listens itself has no caps on
+ * the number of connections: only these arguments bound them.
  */
 #ifndef TRACEPROF_AGENT_RPC_SERVER_H
 #define TRACEPROF_AGENT_RPC_SERVER_H
@@ -34,7 +46,10 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
+#include "traceprof/listen.h"
+
 #define RPC_SERVER_MAX_METHODS 4
+#define RPC_SERVER_MAX_STREAMS 32 /* concurrent calls per connection (answered one at a time) */
 
 /* One request, as the handler sees it (borrowed for the call). */
 struct rpc_request {
@@ -59,16 +74,17 @@ struct rpc_reply {
 typedef void (*rpc_handler)(void *ctx, const struct rpc_request *req, struct rpc_reply *rep);
 
 struct rpc_server_opts {
-	const char *addr;		/* "host:port"; port 0 picks one */
-	grpc_server_credentials *creds; /* consumed (released) by the call */
-	const char *const *methods;	/* "/package.Service/Method" names */
-	size_t nmethods;		/* 1..RPC_SERVER_MAX_METHODS */
-	int max_receive_bytes;		/* larger messages: RESOURCE_EXHAUSTED by gRPC */
-	rpc_handler handler;		/* answers every call, on the server thread */
-	void *ctx;			/* its argument */
-	const char *name;		/* for log lines ("otlp grpc", "control") */
-	bool start_on_connect;		/* insecure creds only: listen ourselves and start the
-					   gRPC core at the first connection (see below) */
+	const char *addr;		     /* "host:port"; port 0 picks one */
+	grpc_server_credentials *creds;	     /* consumed (released) by the call */
+	const char *const *methods;	     /* "/package.Service/Method" names */
+	size_t nmethods;		     /* 1..RPC_SERVER_MAX_METHODS */
+	int max_receive_bytes;		     /* larger messages: RESOURCE_EXHAUSTED by gRPC */
+	rpc_handler handler;		     /* answers every call, on the server thread */
+	void *ctx;			     /* its argument */
+	const char *name;		     /* for log lines ("otlp grpc", "control") */
+	bool start_on_connect;		     /* insecure creds only: listen ourselves and start the
+						gRPC core at the first connection (see below) */
+	const struct tp_conn_limits *limits; /* caps and timeouts (borrowed); NULL: defaults */
 };
 
 struct rpc_server;
@@ -84,6 +100,8 @@ int rpc_server_port(const struct rpc_server *s);
 bool rpc_server_core_started(const struct rpc_server *s);
 /* Calls of unregistered methods answered UNIMPLEMENTED so far. */
 uint64_t rpc_server_unimplemented(const struct rpc_server *s);
+/* Connection counters: start_on_connect servers count; others report zeros. */
+void rpc_server_conn_stats(struct rpc_server *s, struct tp_conn_stats *out);
 /* Cancels calls in progress, stops the thread, frees. NULL is a no-op. */
 void rpc_server_stop(struct rpc_server *s);
 

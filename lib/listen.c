@@ -7,7 +7,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -98,4 +100,106 @@ int tp_listen_tcp(const char *addr, unsigned flags, int sock_flags, int backlog,
 	if (port)
 		*port = bound_port(fd);
 	return fd;
+}
+
+struct tp_conn_limits tp_conn_limits_resolve(const struct tp_conn_limits *lim)
+{
+	struct tp_conn_limits l = lim ? *lim : (struct tp_conn_limits){0};
+	struct rlimit rl;
+
+	if (l.max_conns <= 0)
+		l.max_conns = TP_CONN_DEF_MAX;
+	if (l.max_per_peer <= 0)
+		l.max_per_peer = TP_CONN_DEF_PER_PEER;
+	if (l.idle_timeout_ms <= 0)
+		l.idle_timeout_ms = TP_CONN_DEF_IDLE_MS;
+	if (l.header_timeout_ms <= 0)
+		l.header_timeout_ms = TP_CONN_DEF_HEADER_MS;
+	if (l.min_body_rate <= 0)
+		l.min_body_rate = TP_CONN_DEF_BODY_RATE;
+	if (l.grpc_max_age_ms <= 0)
+		l.grpc_max_age_ms = TP_CONN_DEF_AGE_MS;
+	if (l.grpc_keepalive_ms <= 0)
+		l.grpc_keepalive_ms = TP_CONN_DEF_KEEPALIVE_MS;
+	if (l.grpc_handshake_ms <= 0)
+		l.grpc_handshake_ms = TP_CONN_DEF_HANDSHAKE_MS;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)l.max_conns > rl.rlim_cur / 16)
+		l.max_conns = rl.rlim_cur / 16 > 0 ? (int)(rl.rlim_cur / 16) : 1;
+	if (l.max_per_peer > l.max_conns)
+		l.max_per_peer = l.max_conns;
+	return l;
+}
+
+struct tp_peer tp_peer_of(const struct sockaddr *sa)
+{
+	struct tp_peer p = {{0}};
+
+	if (sa->sa_family == AF_INET6) {
+		memcpy(p.a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	} else if (sa->sa_family == AF_INET) {
+		p.a[10] = p.a[11] = 0xff;
+		memcpy(p.a + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	}
+	return p;
+}
+
+bool tp_peer_eq(const struct tp_peer *a, const struct tp_peer *b)
+{
+	return memcmp(a->a, b->a, sizeof(a->a)) == 0;
+}
+
+static int peer_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct tp_peer));
+}
+
+int tp_peer_counts(const struct tp_peer *peers, int n, struct tp_peer *scratch, int *counts)
+{
+	int max = 0;
+
+	memcpy(scratch, peers, (size_t)n * sizeof(*peers));
+	qsort(scratch, (size_t)n, sizeof(*scratch), peer_cmp);
+	for (int i = 0; i < n; i++) {
+		int lo = 0, hi = n, first, c;
+
+		while (lo < hi) { /* first entry >= peers[i] */
+			int mid = lo + (hi - lo) / 2;
+
+			if (peer_cmp(&scratch[mid], &peers[i]) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		first = lo;
+		hi = n;
+		while (lo < hi) { /* first entry > peers[i] */
+			int mid = lo + (hi - lo) / 2;
+
+			if (peer_cmp(&scratch[mid], &peers[i]) <= 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		c = lo - first;
+		counts[i] = c;
+		if (c > max)
+			max = c;
+	}
+	return max;
+}
+
+long tp_nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return -1;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit want = {rl.rlim_max, rl.rlim_max};
+
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			rl.rlim_cur = rl.rlim_max;
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? (long)1 << 30 : (long)rl.rlim_cur;
 }

@@ -235,7 +235,7 @@ int main(void)
 	/* an upstream collector (another receiver) that every export is forwarded to */
 	up_r = otlp_receiver_new(
 	    &(struct otlp_receiver_opts){.submit = submit_count, .submit_ctx = &up_rows});
-	up_g = up_r ? otlp_grpc_start("127.0.0.1:0", up_r) : NULL;
+	up_g = up_r ? otlp_grpc_start("127.0.0.1:0", up_r, NULL) : NULL;
 	if (!up_g) {
 		fprintf(stderr, "cannot start the upstream receiver\n");
 		return 1;
@@ -250,8 +250,11 @@ int main(void)
 							   .node = "n1",
 							   .forward = forward_export,
 							   .forward_ctx = fwd});
-	g = otlp_grpc_start("127.0.0.1:0", r);
-	h = otlp_http_start("127.0.0.1:0", r, 2000);
+	g = otlp_grpc_start("127.0.0.1:0", r, NULL);
+	h = otlp_http_start("127.0.0.1:0", r,
+			    &(struct tp_conn_limits){.max_conns = 64,
+						     .idle_timeout_ms = 2000,
+						     .header_timeout_ms = 2000});
 	if (!fwd || !sh || !r || !g || !h) {
 		fprintf(stderr, "cannot start the receiver\n");
 		return 1;
@@ -262,13 +265,13 @@ int main(void)
 
 		snprintf(busy, sizeof(busy), "127.0.0.1:%d", otlp_grpc_port(g));
 		errno = 0;
-		CHECK(otlp_grpc_start(busy, r) == NULL && errno == EADDRINUSE,
+		CHECK(otlp_grpc_start(busy, r, NULL) == NULL && errno == EADDRINUSE,
 		      "gRPC on a busy port: errno %d", errno);
 		snprintf(busy, sizeof(busy), "127.0.0.1:%d", otlp_http_port(h));
 		errno = 0;
-		CHECK(otlp_http_start(busy, r, 0) == NULL && errno == EADDRINUSE,
+		CHECK(otlp_http_start(busy, r, NULL) == NULL && errno == EADDRINUSE,
 		      "HTTP on a busy port: errno %d", errno);
-		CHECK(otlp_http_start("nonsense", r, 0) == NULL && errno == EINVAL,
+		CHECK(otlp_http_start("nonsense", r, NULL) == NULL && errno == EINVAL,
 		      "HTTP on a bad address: errno %d", errno);
 	}
 
@@ -371,21 +374,21 @@ int main(void)
 	}
 	close(fd);
 
-	/* more than OTLP_HTTP_MAX_CONNS connections: the extra ones get 503 */
+	/* more than 64 connections: the extra ones get 503 */
 	{
-		int fds[OTLP_HTTP_MAX_CONNS + 2], refused = 0;
+		int fds[64 + 2], refused = 0;
 		uint64_t timeouts, nrefused;
 
-		for (int i = 0; i < OTLP_HTTP_MAX_CONNS + 2; i++)
+		for (int i = 0; i < 64 + 2; i++)
 			fds[i] = http_connect(otlp_http_port(h));
-		for (int i = OTLP_HTTP_MAX_CONNS; i < OTLP_HTTP_MAX_CONNS + 2; i++) {
+		for (int i = 64; i < 64 + 2; i++) {
 			char b[256] = "";
 			ssize_t n = fds[i] >= 0 ? recv(fds[i], b, sizeof(b) - 1, 0) : -1;
 
 			refused += n > 0 && strstr(b, "503") != NULL;
 		}
 		CHECK(refused == 2, "connections over the bound refused with 503: %d", refused);
-		for (int i = 0; i < OTLP_HTTP_MAX_CONNS + 2; i++)
+		for (int i = 0; i < 64 + 2; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
 		otlp_http_get_counts(h, &timeouts, &nrefused);
@@ -422,8 +425,8 @@ int main(void)
 	{
 		struct otlp_receiver *r3 =
 		    otlp_receiver_new(&(struct otlp_receiver_opts){.submit = submit_refuse});
-		struct otlp_grpc *g3 = otlp_grpc_start("127.0.0.1:0", r3);
-		struct otlp_http *h3 = otlp_http_start("127.0.0.1:0", r3, 0);
+		struct otlp_grpc *g3 = otlp_grpc_start("127.0.0.1:0", r3, NULL);
+		struct otlp_http *h3 = otlp_http_start("127.0.0.1:0", r3, NULL);
 
 		buf = spans_for("svc", 400, 1, t0, &len);
 		grpc_export(otlp_grpc_port(g3), buf, len, &gr);
