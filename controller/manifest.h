@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "traceprof/control/v1/agent_control.pb-c.h"
 
@@ -27,6 +28,9 @@
 #define MANIFEST_MAX_LIST	64	      /* entries of pids, cgroupPaths, labels */
 #define MANIFEST_NAME_MAX	63	      /* DNS-1123 label */
 #define MANIFEST_MAX_TIMEOUT_MS (10 * 60 * 1000)
+#define MANIFEST_EXCERPT_MAX	60 /* bytes of a manifest's own text quoted in a message */
+/* room for an escaped text of n bytes: every byte may become \xNN, plus "..." */
+#define MANIFEST_ESCAPED_SIZE(n) (4 * (n) + 4)
 
 struct manifest_trigger {
 	char *file;				/* file it came from (as given to the parser) */
@@ -35,6 +39,7 @@ struct manifest_trigger {
 	char name[MANIFEST_NAME_MAX + 1];	/* metadata.name */
 	char *service;				/* spec.service, or NULL (Kubernetes only) */
 	bool has_selector;			/* spec.selector was given */
+	char *selector_json; /* spec.selector as canonical JSON (stored with the spec), or NULL */
 	uint32_t *pids;				/* spec.targets.pids */
 	size_t n_pids;				/* entries of pids */
 	char **cgroup_paths;			/* spec.targets.cgroupPaths */
@@ -68,7 +73,8 @@ struct manifest_list {
 };
 
 struct manifest_opts {
-	bool local; /* local mode: spec.service required, a selector alone rejected */
+	bool local;	  /* local mode: spec.service required, a selector alone rejected */
+	bool no_excerpts; /* messages quote nothing of the text (a file not the user's own) */
 };
 
 /*
@@ -78,9 +84,34 @@ struct manifest_opts {
  */
 int manifest_parse_buffer(struct manifest_list *l, const char *file, const char *buf, size_t len,
 			  const struct manifest_opts *opts);
-/* The same for a file on disk; path is read, display names it in messages. */
+/*
+ * The same for a file on disk; path is read, display names it in messages.
+ * Only a regular file is read: path is opened without following a symbolic
+ * link and without blocking (O_NOFOLLOW | O_NONBLOCK), then fstat decides;
+ * a symbolic link, FIFO, socket, device or directory is refused with an
+ * error ("not a regular file") and never read, and so is a file over
+ * MANIFEST_MAX_BYTES. Such refusals count in l->broken_files.
+ */
 int manifest_parse_file(struct manifest_list *l, const char *path, const char *display,
 			const struct manifest_opts *opts);
+/*
+ * Reads and parses the open file fd, whose fstat is st (a regular file, the
+ * caller checked), as manifest_parse_file does. fd stays the caller's.
+ */
+int manifest_parse_fd(struct manifest_list *l, int fd, const struct stat *st, const char *display,
+		      const struct manifest_opts *opts);
+/*
+ * Escapes s for a message: at most max_in bytes of it, valid UTF-8 kept,
+ * '"' and '\\' backslashed, control characters (C0, DEL, C1), U+2028/9 and
+ * bytes that are not UTF-8 as \xNN, "..." appended when cut. So the result
+ * is one line of valid UTF-8 whatever s holds. out has outlen bytes
+ * (MANIFEST_ESCAPED_SIZE(max_in) is always enough). Returns out.
+ */
+char *manifest_escape(char *out, size_t outlen, const char *s, size_t max_in);
+/* What a file of mode is when it is not a regular file ("a symbolic link", "a FIFO"...). */
+const char *manifest_file_kind(mode_t mode);
+/* A deep copy of src into *dst. Returns 0 or -ENOMEM (dst then empty). */
+int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_trigger *src);
 /*
  * Appends an error for file (doc 0: the whole file; ns and name may be NULL
  * when unknown). Returns 0 or -ENOMEM.
