@@ -392,8 +392,8 @@ static bool selector_json(struct walk *w, yaml_node_t *n, struct manifest_trigge
 		     it < v->data.sequence.items.top; it++) {
 			yaml_node_t *e = node_at(w, *it), *vals = field_of(w, e, "values");
 
-			jsonbuf_printf(&b, "%s{\"key\": ",
-				       it == v->data.sequence.items.start ? "" : ", ");
+			jsonbuf_printf(
+			    &b, "%s{\"key\": ", it == v->data.sequence.items.start ? "" : ", ");
 			jsonbuf_str(&b, scalar(field_of(w, e, "key")));
 			jsonbuf_printf(&b, ", \"operator\": ");
 			jsonbuf_str(&b, scalar(field_of(w, e, "operator")));
@@ -473,8 +473,9 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 				walk_fail(w, sub, "must be a list, got %s", kind_of(vals));
 				return false;
 			}
-			if (vals && vals->data.sequence.items.top - vals->data.sequence.items.start >
-					MANIFEST_MAX_LIST) {
+			if (vals &&
+			    vals->data.sequence.items.top - vals->data.sequence.items.start >
+				MANIFEST_MAX_LIST) {
 				walk_fail(w, sub, "more than %d entries", MANIFEST_MAX_LIST);
 				return false;
 			}
@@ -587,10 +588,9 @@ static bool get_duration(struct walk *w, yaml_node_t *n, const char *field, uint
 	}
 	s = scalar(n);
 	if (manifest_parse_duration(s, us)) {
-		walk_fail(
-		    w, field,
-		    "%s is not a duration (use a number and a unit: 300ms, 1.5s, 2m, 1h2m)",
-		    excerpt(w, s, true));
+		walk_fail(w, field,
+			  "%s is not a duration (use a number and a unit: 300ms, 1.5s, 2m, 1h2m)",
+			  excerpt(w, s, true));
 		return false;
 	}
 	return true;
@@ -634,11 +634,10 @@ static bool parse_match(struct walk *w, yaml_node_t *n, struct manifest_trigger 
 		if (!(s = get_string(w, v, "spec.match.status", 100)))
 			return false;
 		if (manifest_parse_status(s, norm, sizeof(norm))) {
-			walk_fail(
-			    w, "spec.match.status",
-			    "%s is not a status pattern (a comma list of codes such as 404 "
-			    "or classes 1xx to 5xx, e.g. \"4xx,503\")",
-			    excerpt(w, s, true));
+			walk_fail(w, "spec.match.status",
+				  "%s is not a status pattern (a comma list of codes such as 404 "
+				  "or classes 1xx to 5xx, e.g. \"4xx,503\")",
+				  excerpt(w, s, true));
 			return false;
 		}
 		if (!dup_into(w, "spec.match.status", norm, &t->status))

@@ -162,7 +162,8 @@ static int scan_events(const char *buf, size_t len, bool quote, int *ndocs, char
 
 			manifest_escape(anchor, sizeof(anchor), (const char *)ev.data.alias.anchor,
 					MANIFEST_EXCERPT_MAX);
-			snprintf(err, errlen, "line %zu: document %d: aliases (*%s) are not supported",
+			snprintf(err, errlen,
+				 "line %zu: document %d: aliases (*%s) are not supported",
 				 ev.start_mark.line + 1, docs, quote ? anchor : "...");
 			rc = -EINVAL;
 			break;
