@@ -44,6 +44,13 @@ struct phase_seen {
 	char *phase; /* phase last logged */
 };
 
+struct parsed_spec {
+	char *id;		   /* trigger id */
+	char *spec;		   /* the row's spec text it was parsed from */
+	struct manifest_trigger t; /* the spec parsed */
+	bool moved;		   /* taken over by the next build: the fields are not ours */
+};
+
 struct state {
 	const struct local_config *cfg;		   /* flags */
 	char status_path[PATH_MAX];		   /* status file */
@@ -59,6 +66,8 @@ struct state {
 	struct manifest_dir dir;   /* the directory's files, cached between passes */
 	uint64_t built_from;	   /* rows_signature() of the rows the desired set was built from */
 	bool built;		   /* built_from is set */
+	struct parsed_spec *specs; /* the Active rows' specs as last parsed, sorted by id */
+	size_t n_specs;		   /* entries of specs */
 	bool status_write_failed;  /* the last status file write failed (logged once) */
 };
 
@@ -183,40 +192,100 @@ static uint64_t rows_signature(const struct trigger_rows *rows)
 }
 
 /* The desired set: every Active row. A new generation when it changed. */
-static void build_desired(struct state *s)
+static int cmp_spec(const void *a, const void *b)
+{
+	return strcmp(((const struct parsed_spec *)a)->id, ((const struct parsed_spec *)b)->id);
+}
+
+static void specs_free(struct parsed_spec *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].moved)
+			continue;
+		free(v[i].id);
+		free(v[i].spec);
+		manifest_trigger_clear(&v[i].t);
+	}
+	free(v);
+}
+
+/*
+ * The row's spec parsed, from the last build when the row's spec text is
+ * the same (moved into next), else parsed now. Returns NULL after logging
+ * when the spec is not valid.
+ */
+static const struct manifest_trigger *row_spec(struct state *s, const struct trigger_row *r,
+					       struct parsed_spec *next, size_t *n_next)
 {
 	static const struct manifest_opts opts = {.local = true};
+	struct parsed_spec key = {.id = r->id}, *old, *p = &next[*n_next];
+	char err[512];
+
+	old = bsearch(&key, s->specs, s->n_specs, sizeof(*s->specs), cmp_spec);
+	if (old && !old->moved && strcmp(old->spec, r->spec) == 0) {
+		*p = *old;
+		old->moved = true; /* its id stays readable for the searches to come */
+		(*n_next)++;
+		return &p->t;
+	}
+	memset(p, 0, sizeof(*p));
+	if (manifest_spec_from_json(&p->t, r->namespace_, r->name, r->spec, &opts, err,
+				    sizeof(err))) {
+		log_warn("trigger spec in the table is not valid, not sent to agents id=%s: %s",
+			 r->id, err);
+		return NULL;
+	}
+	p->id = strdup(r->id);
+	p->spec = strdup(r->spec);
+	if (!p->id || !p->spec) {
+		free(p->id);
+		free(p->spec);
+		manifest_trigger_clear(&p->t);
+		return NULL;
+	}
+	(*n_next)++;
+	return &p->t;
+}
+
+/*
+ * The desired set: every Active row. A new generation when it changed. A
+ * row's spec is parsed only when it is new or its text changed, so a new
+ * trigger among 5,000 costs one parse, not 5,000.
+ */
+static void build_desired(struct state *s)
+{
 	uint64_t sig = rows_signature(&s->rows);
+	struct parsed_spec *next;
+	size_t n_next = 0;
 
 	if (s->built && sig == s->built_from)
 		return;
+	next = calloc(s->rows.n ? s->rows.n : 1, sizeof(*next));
 	ctl_set_clear_triggers(&s->set);
 	s->set.req.triggers = calloc(s->rows.n ? s->rows.n : 1, sizeof(*s->set.req.triggers));
-	if (!s->set.req.triggers)
+	if (!s->set.req.triggers || !next) {
+		free(next);
 		return;
+	}
 	for (size_t i = 0; i < s->rows.n; i++) {
 		const struct trigger_row *r = &s->rows.v[i];
-		struct manifest_trigger t = {0};
+		const struct manifest_trigger *t;
 		Traceprof__Control__V1__Trigger *p;
-		char err[512];
 
-		if (strcmp(r->phase, "Active") != 0)
+		if (strcmp(r->phase, "Active") != 0 || !(t = row_spec(s, r, next, &n_next)))
 			continue;
-		if (manifest_spec_from_json(&t, r->namespace_, r->name, r->spec, &opts, err,
-					    sizeof(err))) {
-			log_warn(
-			    "trigger spec in the table is not valid, not sent to agents id=%s: %s",
-			    r->id, err);
-			continue;
-		}
-		p = manifest_to_proto(&t, r->id, r->deadline_ms);
+		p = manifest_to_proto(t, r->id, r->deadline_ms);
 		/* the row is authoritative for limits: maxRequests never below collected */
 		if (p)
 			p->max_requests = (uint32_t)r->max_requests;
-		manifest_trigger_clear(&t);
 		if (p)
 			s->set.req.triggers[s->set.req.n_triggers++] = p;
 	}
+	specs_free(s->specs, s->n_specs);
+	if (n_next)
+		qsort(next, n_next, sizeof(*next), cmp_spec);
+	s->specs = next;
+	s->n_specs = n_next;
 	s->built = true;
 	s->built_from = sig;
 	if (ctl_set_commit(&s->set))
@@ -648,6 +717,7 @@ static void state_free(struct state *s)
 	free(s->phases);
 	ctl_db_close(&s->db);
 	manifest_dir_free(&s->dir);
+	specs_free(s->specs, s->n_specs);
 }
 
 int local_run(const struct local_config *cfg)
