@@ -92,55 +92,6 @@ static int cmp_item(const void *a, const void *b)
 	return c;
 }
 
-/*
- * A second definition of (namespace, name) is an error; the first one (in
- * file-name and document order) counts. Sorted, so that 10,000 triggers
- * cost n log n, not n squared.
- */
-static void drop_duplicates(struct manifest_list *m)
-{
-	size_t *idx = calloc(m->n ? m->n : 1, sizeof(*idx)), kept = 0;
-	bool *dup = calloc(m->n ? m->n : 1, sizeof(*dup));
-
-	if (!idx || !dup) {
-		free(idx);
-		free(dup);
-		m->broken_files++;
-		return;
-	}
-	for (size_t i = 0; i < m->n; i++)
-		idx[i] = i;
-	sort_list = m;
-	qsort(idx, m->n, sizeof(*idx), cmp_item);
-	for (size_t k = 1, first = 0; k < m->n; k++) {
-		const struct manifest_trigger *f = &m->items[idx[first]], *t = &m->items[idx[k]];
-		char msg[1024];
-
-		if (strcmp(f->namespace_, t->namespace_) != 0 || strcmp(f->name, t->name) != 0) {
-			first = k;
-			continue;
-		}
-		snprintf(msg, sizeof(msg),
-			 "%s: document %d: metadata.name: trigger %s/%s is already defined in "
-			 "%s (document %d)",
-			 t->file, t->doc, t->namespace_, t->name, f->file, f->doc);
-		manifest_list_add_error(m, t->file, t->doc, t->namespace_, t->name, msg);
-		dup[idx[k]] = true;
-	}
-	for (size_t i = 0; i < m->n; i++) {
-		if (dup[i]) {
-			manifest_trigger_clear(&m->items[i]);
-			continue;
-		}
-		if (kept != i)
-			m->items[kept] = m->items[i];
-		kept++;
-	}
-	m->n = kept;
-	free(idx);
-	free(dup);
-}
-
 /* Logs the errors that are new since the last pass; keeps the list (sorted). */
 static void log_new_errors(struct state *s, const struct manifest_list *m)
 {
@@ -629,7 +580,7 @@ static bool reconcile(struct state *s)
 	bool clean = true;
 
 	manifest_dir_scan(&s->dir, s->cfg->triggers_dir, &m);
-	drop_duplicates(&m);
+	manifest_list_drop_duplicates(&m);
 	log_new_errors(s, &m);
 	if (ctl_db_ensure(&s->db)) {
 		struct trigger_rows rows;

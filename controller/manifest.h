@@ -118,6 +118,12 @@ int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_tr
  */
 int manifest_list_add_error(struct manifest_list *l, const char *file, int doc, const char *ns,
 			    const char *name, const char *msg);
+/*
+ * A second definition of one (namespace, name) in l is an error: the first
+ * (in file and document order) stays, the later ones turn into errors
+ * naming where the first is. Out of memory: l->broken_files is raised.
+ */
+void manifest_list_drop_duplicates(struct manifest_list *l);
 /* Frees what l holds and empties it; l itself is the caller's. */
 void manifest_list_free(struct manifest_list *l);
 void manifest_trigger_clear(struct manifest_trigger *t);

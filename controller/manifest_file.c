@@ -385,6 +385,67 @@ int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_tr
 	return 0;
 }
 
+/* Orders indexes of dup_list->items by (namespace, name), then by position. */
+static const struct manifest_list *dup_list;
+
+static int cmp_by_name(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	const struct manifest_trigger *p = &dup_list->items[x], *q = &dup_list->items[y];
+	int c = strcmp(p->namespace_, q->namespace_);
+
+	if (!c)
+		c = strcmp(p->name, q->name);
+	if (!c)
+		c = x < y ? -1 : x > y;
+	return c;
+}
+
+/* Sorted rather than compared pairwise: 10,000 triggers cost n log n. */
+void manifest_list_drop_duplicates(struct manifest_list *m)
+{
+	size_t *idx = calloc(m->n ? m->n : 1, sizeof(*idx)), kept = 0;
+	bool *dup = calloc(m->n ? m->n : 1, sizeof(*dup));
+
+	if (!idx || !dup) {
+		free(idx);
+		free(dup);
+		m->broken_files++;
+		return;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		idx[i] = i;
+	dup_list = m;
+	qsort(idx, m->n, sizeof(*idx), cmp_by_name);
+	for (size_t k = 1, first = 0; k < m->n; k++) {
+		const struct manifest_trigger *f = &m->items[idx[first]], *t = &m->items[idx[k]];
+		char msg[1024];
+
+		if (strcmp(f->namespace_, t->namespace_) != 0 || strcmp(f->name, t->name) != 0) {
+			first = k;
+			continue;
+		}
+		snprintf(msg, sizeof(msg),
+			 "%s: document %d: metadata.name: trigger %s/%s is already defined in "
+			 "%s (document %d)",
+			 t->file, t->doc, t->namespace_, t->name, f->file, f->doc);
+		manifest_list_add_error(m, t->file, t->doc, t->namespace_, t->name, msg);
+		dup[idx[k]] = true;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		if (dup[i]) {
+			manifest_trigger_clear(&m->items[i]);
+			continue;
+		}
+		if (kept != i)
+			m->items[kept] = m->items[i];
+		kept++;
+	}
+	m->n = kept;
+	free(idx);
+	free(dup);
+}
+
 void manifest_trigger_clear(struct manifest_trigger *t)
 {
 	free(t->file);

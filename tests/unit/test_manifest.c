@@ -430,6 +430,27 @@ out:
 	manifest_list_free(&l);
 }
 
+/* Two definitions of one trigger: the first in file order counts. */
+static void test_duplicates(void)
+{
+	const char *a = HEAD "metadata: {name: x}\nspec: {service: s}\n---\n" HEAD
+			     "metadata: {name: y}\nspec: {service: s}\n";
+	const char *b = HEAD "metadata: {name: x}\nspec: {service: t}\n";
+	struct manifest_list l = {0};
+
+	manifest_parse_buffer(&l, "a.yaml", a, strlen(a), &local);
+	manifest_parse_buffer(&l, "b.yaml", b, strlen(b), &local);
+	manifest_list_drop_duplicates(&l);
+	CHECK(l.n == 2 && strcmp(l.items[0].name, "x") == 0 &&
+		  strcmp(l.items[0].service, "s") == 0 && strcmp(l.items[1].name, "y") == 0,
+	      "the first definition stays: n=%zu", l.n);
+	CHECK(l.n_errors == 1 && strcmp(l.errors[0].message,
+					"b.yaml: document 1: metadata.name: trigger "
+					"default/x is already defined in a.yaml (document 1)") == 0,
+	      "the second is an error: %s", l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+}
+
 /* A selector is kept in the spec JSON (the table's column) and comes back. */
 static void test_selector_json(void)
 {
@@ -631,6 +652,7 @@ int main(void)
 	test_bounds();
 	test_json_and_proto();
 	test_selector_json();
+	test_duplicates();
 	test_escape();
 	test_no_excerpts();
 	test_not_regular();
