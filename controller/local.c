@@ -18,6 +18,7 @@
 #include "local.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,7 +507,8 @@ static void write_status(struct state *s, const struct manifest_list *m)
 	time_t t = time(NULL);
 	struct tm tm;
 	char *text;
-	FILE *f;
+	FILE *f = NULL;
+	int fd;
 	bool ok;
 
 	gmtime_r(&t, &tm);
@@ -555,8 +558,18 @@ static void write_status(struct state *s, const struct manifest_list *m)
 	text = jsonbuf_take(&b);
 	if (!text)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", s->status_path);
-	f = fopen(tmp, "we");
+	/*
+	 * A new file of a unique name (O_EXCL: a link planted at the name is
+	 * never followed), readable by others like the file it replaces; rename
+	 * replaces whatever is at the status path, a link included.
+	 */
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->status_path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd >= 0 && (fchmod(fd, 0644) || !(f = fdopen(fd, "w")))) {
+		close(fd);
+		unlink(tmp);
+		fd = -1;
+	}
 	ok = f && fputs(text, f) >= 0;
 	if (f)
 		ok = (fflush(f) == 0) & ok & (fclose(f) == 0);
@@ -565,7 +578,8 @@ static void write_status(struct state *s, const struct manifest_list *m)
 		if (!s->status_write_failed)
 			log_error("cannot write the status file %s: %s", s->status_path,
 				  strerror(errno));
-		unlink(tmp);
+		if (f)
+			unlink(tmp);
 	} else if (s->status_write_failed) {
 		log_info("status file written again path=%s", s->status_path);
 	}

@@ -11,6 +11,8 @@
 # - File names that are not UTF-8, with control characters, quotes or a
 #   newline, give a status file that a JSON parser accepts and log lines
 #   that stay one line.
+# - A link planted at the status file's temporary name is not written
+#   through.
 # - A selector is kept in the stored spec.
 # - 10,000 manifests (valid and invalid) in the directory: a new valid one
 #   dropped in is Active within 2 s, and an unchanged file is not parsed
@@ -82,6 +84,9 @@ printf 'apiVersion: SECRET-%s\nkind: x\n' "$(head -c 12 /dev/urandom | od -An -t
 chmod 600 "$secret"
 secret_word=$(sed -n 's/^apiVersion: //p' "$secret")
 
+# links planted where the status file and its temporary file go: never written through
+printf 'victim\n' >"$dir/victim"
+ln -s "$dir/victim" "$trig/.traceprof-status.json.tmp"
 ln -s /etc/shadow "$trig/shadow.yaml"
 ln -s "$secret" "$trig/secret-link.yaml"
 ln "$secret" "$trig/secret-hardlink.yaml"
@@ -161,6 +166,9 @@ while IFS= read -r line; do
 done </etc/shadow
 [ "$leaked" = 0 ] && ok || bad "bytes of /etc/shadow in the status file or the log"
 if grep -qF -- "$secret_word" "$status" "$log"; then bad "the secret's text in the status file or the log"; else ok; fi
+[ "$(cat "$dir/victim")" = victim ] && [ -L "$trig/.traceprof-status.json.tmp" ] && [ -f "$status" ] && [ ! -L "$status" ] &&
+	ok || bad "the status file was written through a planted link"
+[ "$(stat -c %a "$status")" = 644 ] && ok || bad "status file mode $(stat -c %a "$status")"
 # every log line is a whole log line
 if grep -qv '^traceprof-controller: ' "$log"; then bad "a log line was split: $(grep -v '^traceprof-controller: ' "$log" | head -3)"; else ok; fi
 grep -q 'invalid manifest: bad\\xff\\x01\\"q\\x0ax.yaml: ' "$log" && ok || bad "escaped name not in the log"
