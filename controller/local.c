@@ -6,8 +6,9 @@
  * makes one pass; a file only created waits 250 ms for its writer to close
  * it, so a half-written manifest is not reported), a periodic tick
  * (--interval, 1 s), and signals through a signalfd. Every pass is level
- * triggered and starts from current state only: it re-reads every manifest,
- * brings the trigger table in line (triggers_db.c), builds the complete
+ * triggered and starts from current state only: it looks at every manifest
+ * (manifest_dir.c: one fstatat each, and a parse only for a new or changed
+ * file), brings the trigger table in line (triggers_db.c), builds the complete
  * desired set from the table's Active rows, sends it to every agent
  * (ApplyTriggers, idempotent), reads their status (GetStatus), logs phase
  * transitions and writes the status file. Event payloads are never used
@@ -16,8 +17,8 @@
  */
 #include "local.h"
 
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,22 +27,30 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common.h"
 #include "jsonbuf.h"
 #include "manifest.h"
+#include "manifest_dir.h"
 #include "traceprof/log.h"
 #include "triggers_db.h"
 
-#define MAX_FILES      1024 /* manifest files read per pass; more are reported */
-#define DEBOUNCE_MS    10   /* after a complete change: close, rename, removal */
-#define CREATE_WAIT_MS 250  /* after a creation not yet closed by its writer */
+#define DEBOUNCE_MS    10  /* after a complete change: close, rename, removal */
+#define CREATE_WAIT_MS 250 /* after a creation not yet closed by its writer */
 
 struct phase_seen {
 	char *id;    /* trigger id */
 	char *phase; /* phase last logged */
+};
+
+struct parsed_spec {
+	char *id;		   /* trigger id */
+	char *spec;		   /* the row's spec text it was parsed from */
+	struct manifest_trigger t; /* the spec parsed */
+	bool moved;		   /* taken over by the next build: the fields are not ours */
 };
 
 struct state {
@@ -56,164 +65,182 @@ struct state {
 	struct phase_seen *phases; /* phases last logged */
 	size_t n_phases;	   /* entries of phases */
 	bool rows_loaded;	   /* the table was read at least once: the desired set is known */
+	struct manifest_dir dir;   /* the directory's files, cached between passes */
+	uint64_t built_from;	   /* rows_signature() of the rows the desired set was built from */
+	bool built;		   /* built_from is set */
+	struct parsed_spec *specs; /* the Active rows' specs as last parsed, sorted by id */
+	size_t n_specs;		   /* entries of specs */
 	bool status_write_failed;  /* the last status file write failed (logged once) */
 };
-
-static bool is_manifest_name(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (name[0] == '.')
-		return false;
-	return (n > 5 && strcmp(name + n - 5, ".yaml") == 0) ||
-	       (n > 4 && strcmp(name + n - 4, ".yml") == 0);
-}
 
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A second definition of (namespace, name) is an error; the first one counts. */
-static void drop_duplicates(struct manifest_list *m)
+/* Orders indexes of m->items by (namespace, name), then by position. */
+static const struct manifest_list *sort_list;
+
+static int cmp_item(const void *a, const void *b)
 {
-	size_t kept = 0;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	const struct manifest_trigger *p = &sort_list->items[x], *q = &sort_list->items[y];
+	int c = strcmp(p->namespace_, q->namespace_);
 
-	for (size_t i = 0; i < m->n; i++) {
-		struct manifest_trigger *t = &m->items[i];
-		const struct manifest_trigger *first = NULL;
-
-		for (size_t j = 0; j < kept && !first; j++)
-			if (strcmp(m->items[j].namespace_, t->namespace_) == 0 &&
-			    strcmp(m->items[j].name, t->name) == 0)
-				first = &m->items[j];
-		if (first) {
-			char msg[512];
-
-			snprintf(
-			    msg, sizeof(msg),
-			    "%s: document %d: metadata.name: trigger %s/%s is already defined in "
-			    "%s (document %d)",
-			    t->file, t->doc, t->namespace_, t->name, first->file, first->doc);
-			manifest_list_add_error(m, t->file, t->doc, t->namespace_, t->name, msg);
-			manifest_trigger_clear(t);
-			continue;
-		}
-		if (kept != i)
-			m->items[kept] = *t;
-		kept++;
-	}
-	m->n = kept;
+	if (!c)
+		c = strcmp(p->name, q->name);
+	if (!c)
+		c = x < y ? -1 : x > y;
+	return c;
 }
 
-static void scan_dir(const char *dir, struct manifest_list *m)
-{
-	static const struct manifest_opts opts = {.local = true};
-	char **names = NULL, msg[512];
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d = opendir(dir);
-
-	if (!d) {
-		snprintf(msg, sizeof(msg), "%s: cannot read the triggers directory: %s", dir,
-			 strerror(errno));
-		manifest_list_add_error(m, dir, 0, NULL, NULL, msg);
-		m->broken_files++;
-		return;
-	}
-	while ((de = readdir(d))) {
-		if (!is_manifest_name(de->d_name))
-			continue;
-		if (n == MAX_FILES) {
-			snprintf(msg, sizeof(msg),
-				 "%s: more than %d manifest files; the rest are ignored", dir,
-				 MAX_FILES);
-			manifest_list_add_error(m, dir, 0, NULL, NULL, msg);
-			m->broken_files++;
-			break;
-		}
-		if (n == cap) {
-			size_t nc = cap ? 2 * cap : 32;
-			char **p = realloc(names, nc * sizeof(*p));
-
-			if (!p)
-				break;
-			names = p;
-			cap = nc;
-		}
-		if (!(names[n] = strdup(de->d_name)))
-			break;
-		n++;
-	}
-	closedir(d);
-	if (n)
-		qsort(names, n, sizeof(*names), cmp_str);
-	for (size_t i = 0; i < n; i++) {
-		char path[PATH_MAX];
-
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		if (manifest_parse_file(m, path, names[i], &opts))
-			m->broken_files++; /* out of memory: do not remove anything this pass */
-		free(names[i]);
-	}
-	free(names);
-	drop_duplicates(m);
-}
-
-/* Logs the errors that are new since the last pass; keeps the list. */
+/* Logs the errors that are new since the last pass; keeps the list (sorted). */
 static void log_new_errors(struct state *s, const struct manifest_list *m)
 {
 	char **now = calloc(m->n_errors ? m->n_errors : 1, sizeof(*now));
+	size_t n = 0;
 
 	for (size_t i = 0; i < m->n_errors; i++) {
-		bool seen = false;
+		const char *msg = m->errors[i].message;
 
-		for (size_t j = 0; j < s->n_errors && !seen; j++)
-			seen = strcmp(s->errors[j], m->errors[i].message) == 0;
-		if (!seen)
-			log_error("invalid manifest: %s", m->errors[i].message);
-		if (now)
-			now[i] = strdup(m->errors[i].message);
+		if (!bsearch(&msg, s->errors, s->n_errors, sizeof(*s->errors), cmp_str))
+			log_error("invalid manifest: %s", msg);
+		if (now && (now[n] = strdup(msg)))
+			n++;
 	}
 	for (size_t j = 0; j < s->n_errors; j++)
 		free(s->errors[j]);
 	free(s->errors);
+	if (n)
+		qsort(now, n, sizeof(*now), cmp_str);
 	s->errors = now;
-	s->n_errors = now ? m->n_errors : 0;
+	s->n_errors = n;
+}
+
+/*
+ * What the desired set is built from, as one number: the id, phase, spec,
+ * limit and deadline of every row. The same number twice in a row means
+ * the same set, so 10,000 rows are not parsed again every pass.
+ */
+static uint64_t rows_signature(const struct trigger_rows *rows)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (size_t i = 0; i < rows->n; i++) {
+		const struct trigger_row *r = &rows->v[i];
+		const char *parts[3] = {r->id, r->phase, r->spec};
+		int64_t nums[2] = {r->max_requests, r->deadline_ms};
+
+		for (int k = 0; k < 3; k++)
+			for (const unsigned char *p = (const unsigned char *)parts[k];; p++) {
+				h = (h ^ *p) * 1099511628211ULL;
+				if (!*p)
+					break;
+			}
+		for (int k = 0; k < 2; k++)
+			for (size_t b = 0; b < sizeof(nums[k]); b++)
+				h = (h ^ ((uint64_t)nums[k] >> (8 * b) & 0xff)) * 1099511628211ULL;
+	}
+	return h ^ rows->n;
 }
 
 /* The desired set: every Active row. A new generation when it changed. */
-static void build_desired(struct state *s)
+static int cmp_spec(const void *a, const void *b)
+{
+	return strcmp(((const struct parsed_spec *)a)->id, ((const struct parsed_spec *)b)->id);
+}
+
+static void specs_free(struct parsed_spec *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].moved)
+			continue;
+		free(v[i].id);
+		free(v[i].spec);
+		manifest_trigger_clear(&v[i].t);
+	}
+	free(v);
+}
+
+/*
+ * The row's spec parsed, from the last build when the row's spec text is
+ * the same (moved into next), else parsed now. Returns NULL after logging
+ * when the spec is not valid.
+ */
+static const struct manifest_trigger *row_spec(struct state *s, const struct trigger_row *r,
+					       struct parsed_spec *next, size_t *n_next)
 {
 	static const struct manifest_opts opts = {.local = true};
+	struct parsed_spec key = {.id = r->id}, *old, *p = &next[*n_next];
+	char err[512];
 
+	old = bsearch(&key, s->specs, s->n_specs, sizeof(*s->specs), cmp_spec);
+	if (old && !old->moved && strcmp(old->spec, r->spec) == 0) {
+		*p = *old;
+		old->moved = true; /* its id stays readable for the searches to come */
+		(*n_next)++;
+		return &p->t;
+	}
+	memset(p, 0, sizeof(*p));
+	if (manifest_spec_from_json(&p->t, r->namespace_, r->name, r->spec, &opts, err,
+				    sizeof(err))) {
+		log_warn("trigger spec in the table is not valid, not sent to agents id=%s: %s",
+			 r->id, err);
+		return NULL;
+	}
+	p->id = strdup(r->id);
+	p->spec = strdup(r->spec);
+	if (!p->id || !p->spec) {
+		free(p->id);
+		free(p->spec);
+		manifest_trigger_clear(&p->t);
+		return NULL;
+	}
+	(*n_next)++;
+	return &p->t;
+}
+
+/*
+ * The desired set: every Active row. A new generation when it changed. A
+ * row's spec is parsed only when it is new or its text changed, so a new
+ * trigger among 5,000 costs one parse, not 5,000.
+ */
+static void build_desired(struct state *s)
+{
+	uint64_t sig = rows_signature(&s->rows);
+	struct parsed_spec *next;
+	size_t n_next = 0;
+
+	if (s->built && sig == s->built_from)
+		return;
+	next = calloc(s->rows.n ? s->rows.n : 1, sizeof(*next));
 	ctl_set_clear_triggers(&s->set);
 	s->set.req.triggers = calloc(s->rows.n ? s->rows.n : 1, sizeof(*s->set.req.triggers));
-	if (!s->set.req.triggers)
+	if (!s->set.req.triggers || !next) {
+		free(next);
 		return;
+	}
 	for (size_t i = 0; i < s->rows.n; i++) {
 		const struct trigger_row *r = &s->rows.v[i];
-		struct manifest_trigger t = {0};
+		const struct manifest_trigger *t;
 		Traceprof__Control__V1__Trigger *p;
-		char err[512];
 
-		if (strcmp(r->phase, "Active") != 0)
+		if (strcmp(r->phase, "Active") != 0 || !(t = row_spec(s, r, next, &n_next)))
 			continue;
-		if (manifest_spec_from_json(&t, r->namespace_, r->name, r->spec, &opts, err,
-					    sizeof(err))) {
-			log_warn(
-			    "trigger spec in the table is not valid, not sent to agents id=%s: %s",
-			    r->id, err);
-			continue;
-		}
-		p = manifest_to_proto(&t, r->id, r->deadline_ms);
+		p = manifest_to_proto(t, r->id, r->deadline_ms);
 		/* the row is authoritative for limits: maxRequests never below collected */
 		if (p)
 			p->max_requests = (uint32_t)r->max_requests;
-		manifest_trigger_clear(&t);
 		if (p)
 			s->set.req.triggers[s->set.req.n_triggers++] = p;
 	}
+	specs_free(s->specs, s->n_specs);
+	if (n_next)
+		qsort(next, n_next, sizeof(*next), cmp_spec);
+	s->specs = next;
+	s->n_specs = n_next;
+	s->built = true;
+	s->built_from = sig;
 	if (ctl_set_commit(&s->set))
 		log_debug("desired set changed generation=%llu triggers=%zu",
 			  (unsigned long long)s->set.req.generation, s->set.req.n_triggers);
@@ -253,24 +280,36 @@ static void apply_agent_rejections(struct state *s)
 	}
 }
 
+static int cmp_phase(const void *a, const void *b)
+{
+	return strcmp(((const struct phase_seen *)a)->id, ((const struct phase_seen *)b)->id);
+}
+
 static void log_transitions(struct state *s)
 {
 	struct phase_seen *now = calloc(s->rows.n ? s->rows.n : 1, sizeof(*now));
+	size_t n = 0;
 
 	for (size_t i = 0; i < s->rows.n; i++) {
 		const struct trigger_row *r = &s->rows.v[i];
-		const char *was = NULL;
+		struct phase_seen key = {.id = r->id}, *seen;
+		const char *was;
 
-		for (size_t j = 0; j < s->n_phases && !was; j++)
-			if (strcmp(s->phases[j].id, r->id) == 0)
-				was = s->phases[j].phase;
+		seen = bsearch(&key, s->phases, s->n_phases, sizeof(*s->phases), cmp_phase);
+		was = seen ? seen->phase : NULL;
 		if (!was || strcmp(was, r->phase) != 0)
 			log_info("trigger %s id=%s service=%s collected=%d/%d was=%s%s%s", r->phase,
 				 r->id, r->service, r->collected, r->max_requests, was ? was : "-",
 				 *r->reason ? " reason=" : "", r->reason);
 		if (now) {
-			now[i].id = strdup(r->id);
-			now[i].phase = strdup(r->phase);
+			now[n].id = strdup(r->id);
+			now[n].phase = strdup(r->phase);
+			if (now[n].id && now[n].phase)
+				n++;
+			else {
+				free(now[n].id);
+				free(now[n].phase);
+			}
 		}
 	}
 	for (size_t j = 0; j < s->n_phases; j++) {
@@ -278,19 +317,94 @@ static void log_transitions(struct state *s)
 		free(s->phases[j].phase);
 	}
 	free(s->phases);
+	if (n)
+		qsort(now, n, sizeof(*now), cmp_phase);
 	s->phases = now;
-	s->n_phases = now ? s->rows.n : 0;
+	s->n_phases = n;
 }
 
-static const char *file_of(const struct manifest_list *m, const char *ns, const char *name)
+/* Which file defines a trigger: m's triggers and errors sorted by (namespace, name). */
+struct file_index {
+	const struct manifest_list *m; /* the pass's manifests */
+	size_t *items;		       /* indexes of m->items, sorted */
+	size_t *errors;		       /* indexes of m->errors, sorted */
+};
+
+static const struct manifest_list *index_list;
+
+static int cmp_error(const void *a, const void *b)
 {
+	const struct manifest_error *p = &index_list->errors[*(const size_t *)a];
+	const struct manifest_error *q = &index_list->errors[*(const size_t *)b];
+	int c = strcmp(p->namespace_, q->namespace_);
+
+	if (!c)
+		c = strcmp(p->name, q->name);
+	if (!c)
+		c = *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+	return c;
+}
+
+static void file_index_build(struct file_index *fi, const struct manifest_list *m)
+{
+	fi->m = m;
+	fi->items = calloc(m->n ? m->n : 1, sizeof(*fi->items));
+	fi->errors = calloc(m->n_errors ? m->n_errors : 1, sizeof(*fi->errors));
+	if (!fi->items || !fi->errors)
+		return;
 	for (size_t i = 0; i < m->n; i++)
-		if (strcmp(m->items[i].namespace_, ns) == 0 && strcmp(m->items[i].name, name) == 0)
-			return m->items[i].file;
+		fi->items[i] = i;
 	for (size_t i = 0; i < m->n_errors; i++)
-		if (strcmp(m->errors[i].namespace_, ns) == 0 &&
-		    strcmp(m->errors[i].name, name) == 0)
-			return m->errors[i].file;
+		fi->errors[i] = i;
+	sort_list = index_list = m;
+	qsort(fi->items, m->n, sizeof(*fi->items), cmp_item);
+	qsort(fi->errors, m->n_errors, sizeof(*fi->errors), cmp_error);
+}
+
+static void file_index_free(struct file_index *fi)
+{
+	free(fi->items);
+	free(fi->errors);
+}
+
+static const char *file_of(const struct file_index *fi, const char *ns, const char *name)
+{
+	const struct manifest_list *m = fi->m;
+	size_t lo = 0, hi = m->n;
+
+	if (!fi->items || !fi->errors)
+		return NULL;
+	while (lo < hi) { /* the first (namespace, name) not below the key */
+		size_t mid = (lo + hi) / 2;
+		const struct manifest_trigger *t = &m->items[fi->items[mid]];
+		int c = strcmp(t->namespace_, ns);
+
+		if (!c)
+			c = strcmp(t->name, name);
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < m->n && strcmp(m->items[fi->items[lo]].namespace_, ns) == 0 &&
+	    strcmp(m->items[fi->items[lo]].name, name) == 0)
+		return m->items[fi->items[lo]].file;
+	lo = 0, hi = m->n_errors;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct manifest_error *e = &m->errors[fi->errors[mid]];
+		int c = strcmp(e->namespace_, ns);
+
+		if (!c)
+			c = strcmp(e->name, name);
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < m->n_errors && strcmp(m->errors[fi->errors[lo]].namespace_, ns) == 0 &&
+	    strcmp(m->errors[fi->errors[lo]].name, name) == 0)
+		return m->errors[fi->errors[lo]].file;
 	return NULL;
 }
 
@@ -330,7 +444,7 @@ static void json_targets(struct state *s, struct jsonbuf *b, const struct trigge
 	}
 }
 
-static void json_trigger(struct state *s, struct jsonbuf *b, const struct manifest_list *m,
+static void json_trigger(struct state *s, struct jsonbuf *b, const struct file_index *fi,
 			 const struct trigger_row *r)
 {
 	const char *ids = r->trace_ids;
@@ -342,7 +456,7 @@ static void json_trigger(struct state *s, struct jsonbuf *b, const struct manife
 	jsonbuf_printf(b, ", \"name\": ");
 	jsonbuf_str(b, r->name);
 	jsonbuf_printf(b, ", \"file\": ");
-	jsonbuf_str(b, file_of(m, r->namespace_, r->name));
+	jsonbuf_str(b, file_of(fi, r->namespace_, r->name));
 	jsonbuf_printf(b, ", \"service\": ");
 	jsonbuf_str(b, r->service);
 	jsonbuf_printf(b, ", \"phase\": ");
@@ -386,12 +500,15 @@ static void json_trigger(struct state *s, struct jsonbuf *b, const struct manife
 /* The status file, replaced atomically (write a temporary file, rename). */
 static void write_status(struct state *s, const struct manifest_list *m)
 {
+	const struct manifest_dir_stats *ds = &s->dir.stats;
+	struct file_index fi = {0};
 	struct jsonbuf b = {0};
 	char tmp[PATH_MAX + 8], stamp[32];
 	time_t t = time(NULL);
 	struct tm tm;
 	char *text;
-	FILE *f;
+	FILE *f = NULL;
+	int fd;
 	bool ok;
 
 	gmtime_r(&t, &tm);
@@ -415,10 +532,12 @@ static void write_status(struct state *s, const struct manifest_list *m)
 	}
 	jsonbuf_printf(&b, "%s],\n  \"generation\": %llu,\n  \"triggers\": [",
 		       s->cfg->n_agents ? "\n  " : "", (unsigned long long)s->set.req.generation);
+	file_index_build(&fi, m);
 	for (size_t i = 0; i < s->rows.n; i++) {
 		jsonbuf_printf(&b, "%s\n    ", i ? "," : "");
-		json_trigger(s, &b, m, &s->rows.v[i]);
+		json_trigger(s, &b, &fi, &s->rows.v[i]);
 	}
+	file_index_free(&fi);
 	jsonbuf_printf(&b, "%s],\n  \"errors\": [", s->rows.n ? "\n  " : "");
 	for (size_t i = 0; i < m->n_errors; i++) {
 		jsonbuf_printf(&b, "%s\n    {\"file\": ", i ? "," : "");
@@ -427,12 +546,30 @@ static void write_status(struct state *s, const struct manifest_list *m)
 		jsonbuf_str(&b, m->errors[i].message);
 		jsonbuf_printf(&b, "}");
 	}
-	jsonbuf_printf(&b, "%s]\n}\n", m->n_errors ? "\n  " : "");
+	jsonbuf_printf(&b,
+		       "%s],\n  \"manifestFiles\": {\"files\": %llu, \"parsed\": %llu, "
+		       "\"parsedLastPass\": %llu, \"deferred\": %llu, \"refused\": %llu, "
+		       "\"refusedNow\": %llu, \"overLimit\": %llu, \"notQuoted\": %llu}\n}\n",
+		       m->n_errors ? "\n  " : "", (unsigned long long)ds->files,
+		       (unsigned long long)ds->parsed, (unsigned long long)ds->parsed_last,
+		       (unsigned long long)ds->deferred, (unsigned long long)ds->refused,
+		       (unsigned long long)ds->refused_now, (unsigned long long)ds->over_limit,
+		       (unsigned long long)ds->not_excerpted);
 	text = jsonbuf_take(&b);
 	if (!text)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", s->status_path);
-	f = fopen(tmp, "we");
+	/*
+	 * A new file of a unique name (O_EXCL: a link planted at the name is
+	 * never followed), readable by others like the file it replaces; rename
+	 * replaces whatever is at the status path, a link included.
+	 */
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->status_path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd >= 0 && (fchmod(fd, 0644) || !(f = fdopen(fd, "w")))) {
+		close(fd);
+		unlink(tmp);
+		fd = -1;
+	}
 	ok = f && fputs(text, f) >= 0;
 	if (f)
 		ok = (fflush(f) == 0) & ok & (fclose(f) == 0);
@@ -441,7 +578,8 @@ static void write_status(struct state *s, const struct manifest_list *m)
 		if (!s->status_write_failed)
 			log_error("cannot write the status file %s: %s", s->status_path,
 				  strerror(errno));
-		unlink(tmp);
+		if (f)
+			unlink(tmp);
 	} else if (s->status_write_failed) {
 		log_info("status file written again path=%s", s->status_path);
 	}
@@ -455,7 +593,8 @@ static bool reconcile(struct state *s)
 	struct manifest_list m = {0};
 	bool clean = true;
 
-	scan_dir(s->cfg->triggers_dir, &m);
+	manifest_dir_scan(&s->dir, s->cfg->triggers_dir, &m);
+	manifest_list_drop_duplicates(&m);
 	log_new_errors(s, &m);
 	if (ctl_db_ensure(&s->db)) {
 		struct trigger_rows rows;
@@ -517,7 +656,7 @@ static int drain_inotify(int ifd, bool *lost_watch)
 				d = DEBOUNCE_MS;
 			if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
 				*lost_watch = true;
-			if (ev->len && is_manifest_name(ev->name))
+			if (ev->len && manifest_dir_is_manifest_name(ev->name))
 				d = ev->mask == IN_CREATE ? CREATE_WAIT_MS : DEBOUNCE_MS;
 			if (d >= 0 && (delay < 0 || d < delay))
 				delay = d;
@@ -542,6 +681,8 @@ static void state_free(struct state *s)
 	}
 	free(s->phases);
 	ctl_db_close(&s->db);
+	manifest_dir_free(&s->dir);
+	specs_free(s->specs, s->n_specs);
 }
 
 int local_run(const struct local_config *cfg)
@@ -561,7 +702,12 @@ int local_run(const struct local_config *cfg)
 	for (size_t k = 0; k < cfg->n_agents; k++)
 		snprintf(s.agents[k].addr, sizeof(s.agents[k].addr), "%s", cfg->agents[k]);
 	if (cfg->once) {
-		rc = reconcile(&s) ? 0 : 1;
+		bool clean;
+
+		do /* every file read, even past the per-pass bound */
+			clean = reconcile(&s);
+		while (s.dir.stats.deferred);
+		rc = clean ? 0 : 1;
 		goto out;
 	}
 	sigemptyset(&mask);
@@ -596,6 +742,9 @@ int local_run(const struct local_config *cfg)
 			rescan_at = 0;
 			now = ctl_now_ms(CLOCK_MONOTONIC);
 			next_tick = now + cfg->interval_ms;
+			/* files left for the next pass (the per-pass bound): read them soon */
+			if (s.dir.stats.deferred)
+				rescan_at = now + DEBOUNCE_MS;
 		}
 		wake = rescan_at && rescan_at < next_tick ? rescan_at : next_tick;
 		if (poll(fds, 2, wake > now ? (int)(wake - now) : 0) < 0 && errno != EINTR) {

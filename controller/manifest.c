@@ -17,6 +17,10 @@
 
 #include <yaml.h>
 
+#include "jsonbuf.h"
+
+#define EXCERPT_SIZE MANIFEST_ESCAPED_SIZE(MANIFEST_EXCERPT_MAX)
+
 struct walk {
 	yaml_document_t *doc;		  /* the document being walked */
 	const char *file;		  /* name for messages */
@@ -25,6 +29,8 @@ struct walk {
 	const struct manifest_opts *opts; /* mode */
 	bool failed;			  /* an error was recorded */
 	char err[512];			  /* the first error */
+	char quoted[3][EXCERPT_SIZE + 2]; /* excerpts for the message being written */
+	int next_quoted;		  /* the entry of quoted to use next */
 };
 
 static void walk_fail(struct walk *w, const char *field, const char *fmt, ...)
@@ -46,6 +52,25 @@ static void walk_fail(struct walk *w, const char *field, const char *fmt, ...)
 			 field, why);
 	else
 		snprintf(w->err, sizeof(w->err), "%s: %s: %s", w->file, field, why);
+}
+
+/*
+ * A value of the document for a message: at most MANIFEST_EXCERPT_MAX bytes,
+ * escaped (manifest_escape), in double quotes when quote; "(not shown)" when
+ * the text may not be quoted (opts->no_excerpts). The result lives until the
+ * third call after this one.
+ */
+static const char *excerpt(struct walk *w, const char *s, bool quote)
+{
+	char *out = w->quoted[w->next_quoted];
+	char esc[EXCERPT_SIZE];
+
+	w->next_quoted = (w->next_quoted + 1) % 3;
+	if (w->opts && w->opts->no_excerpts)
+		return "(not shown)";
+	manifest_escape(esc, sizeof(esc), s, MANIFEST_EXCERPT_MAX);
+	snprintf(out, sizeof(w->quoted[0]), quote ? "\"%s\"" : "%s", esc);
+	return out;
 }
 
 static yaml_node_t *node_at(struct walk *w, int idx)
@@ -165,13 +190,14 @@ static bool get_uint(struct walk *w, yaml_node_t *n, const char *field, uint64_t
 	if (*s == '+')
 		s++;
 	if (!*s) {
-		walk_fail(w, field, "must be an integer, got \"%s\"", scalar(n));
+		walk_fail(w, field, "must be an integer, got %s", excerpt(w, scalar(n), true));
 		return false;
 	}
 	for (const char *p = s; *p; p++) {
 		if (!isdigit((unsigned char)*p)) {
-			walk_fail(w, field, "must be an integer between %llu and %llu, got %.40s",
-				  (unsigned long long)min, (unsigned long long)max, scalar(n));
+			walk_fail(w, field, "must be an integer between %llu and %llu, got %s",
+				  (unsigned long long)min, (unsigned long long)max,
+				  excerpt(w, scalar(n), false));
 			return false;
 		}
 		if (v > (UINT64_MAX - 9) / 10) {
@@ -181,8 +207,9 @@ static bool get_uint(struct walk *w, yaml_node_t *n, const char *field, uint64_t
 		v = v * 10 + (uint64_t)(*p - '0');
 	}
 	if (v < min || v > max) {
-		walk_fail(w, field, "must be between %llu and %llu, got %.40s",
-			  (unsigned long long)min, (unsigned long long)max, scalar(n));
+		walk_fail(w, field, "must be between %llu and %llu, got %s",
+			  (unsigned long long)min, (unsigned long long)max,
+			  excerpt(w, scalar(n), false));
 		return false;
 	}
 	*out = v;
@@ -210,7 +237,7 @@ static bool check_mapping(struct walk *w, yaml_node_t *n, const char *field,
 			walk_fail(w, field, "keys must be strings");
 			return false;
 		}
-		snprintf(path, sizeof(path), "%s.%s", field, scalar(k));
+		snprintf(path, sizeof(path), "%s.%s", field, excerpt(w, scalar(k), false));
 		for (q = n->data.mapping.pairs.start; q < p; q++)
 			if (strcmp(scalar(node_at(w, q->key)), scalar(k)) == 0) {
 				walk_fail(w, path, "duplicate field");
@@ -272,9 +299,9 @@ static bool parse_label_name(struct walk *w, yaml_node_t *n, const char *field, 
 		return false;
 	if (!is_dns_label(s)) {
 		walk_fail(w, field,
-			  "\"%.64s\" is not a DNS-1123 label (at most 63 characters: lower case "
+			  "%s is not a DNS-1123 label (at most 63 characters: lower case "
 			  "letters, digits and '-', starting and ending with a letter or digit)",
-			  s);
+			  excerpt(w, s, true));
 		return false;
 	}
 	strcpy(out, s);
@@ -294,7 +321,8 @@ static bool check_string_map(struct walk *w, yaml_node_t *n, const char *field)
 		yaml_node_t *v = node_at(w, p->value);
 		char path[256];
 
-		snprintf(path, sizeof(path), "%s.%s", field, scalar(node_at(w, p->key)));
+		snprintf(path, sizeof(path), "%s.%s", field,
+			 excerpt(w, scalar(node_at(w, p->key)), false));
 		if (v->type != YAML_SCALAR_NODE ||
 		    (is_plain(v) && !is_null(v) && (is_plain_bool(v) || is_plain_number(v)))) {
 			walk_fail(w, path, "must be a string, got %s (quote it)", kind_of(v));
@@ -328,6 +356,70 @@ static bool parse_metadata(struct walk *w, yaml_node_t *n, struct manifest_trigg
 	return true;
 }
 
+/* The scalar n as a JSON string (a null value as ""). */
+static void json_scalar(struct jsonbuf *b, const yaml_node_t *n)
+{
+	jsonbuf_str(b, is_null(n) ? "" : scalar(n));
+}
+
+/*
+ * The selector (checked before) as canonical JSON: matchLabels, then
+ * matchExpressions, in the order written. Stored with the spec so that the
+ * table holds what the trigger selects.
+ */
+static bool selector_json(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
+{
+	struct jsonbuf b = {0};
+	yaml_node_t *v;
+	const char *sep = "";
+
+	jsonbuf_printf(&b, "{");
+	if ((v = field_of(w, n, "matchLabels"))) {
+		jsonbuf_printf(&b, "\"matchLabels\": {");
+		for (yaml_node_pair_t *p = v->data.mapping.pairs.start;
+		     p < v->data.mapping.pairs.top; p++) {
+			jsonbuf_printf(&b, "%s", p == v->data.mapping.pairs.start ? "" : ", ");
+			jsonbuf_str(&b, scalar(node_at(w, p->key)));
+			jsonbuf_printf(&b, ": ");
+			json_scalar(&b, node_at(w, p->value));
+		}
+		jsonbuf_printf(&b, "}");
+		sep = ", ";
+	}
+	if ((v = field_of(w, n, "matchExpressions"))) {
+		jsonbuf_printf(&b, "%s\"matchExpressions\": [", sep);
+		for (yaml_node_item_t *it = v->data.sequence.items.start;
+		     it < v->data.sequence.items.top; it++) {
+			yaml_node_t *e = node_at(w, *it), *vals = field_of(w, e, "values");
+
+			jsonbuf_printf(
+			    &b, "%s{\"key\": ", it == v->data.sequence.items.start ? "" : ", ");
+			jsonbuf_str(&b, scalar(field_of(w, e, "key")));
+			jsonbuf_printf(&b, ", \"operator\": ");
+			jsonbuf_str(&b, scalar(field_of(w, e, "operator")));
+			if (vals) {
+				jsonbuf_printf(&b, ", \"values\": [");
+				for (yaml_node_item_t *x = vals->data.sequence.items.start;
+				     x < vals->data.sequence.items.top; x++) {
+					jsonbuf_printf(&b, "%s",
+						       x == vals->data.sequence.items.start ? ""
+											    : ", ");
+					json_scalar(&b, node_at(w, *x));
+				}
+				jsonbuf_printf(&b, "]");
+			}
+			jsonbuf_printf(&b, "}");
+		}
+		jsonbuf_printf(&b, "]");
+	}
+	jsonbuf_printf(&b, "}");
+	if (!(t->selector_json = jsonbuf_take(&b))) {
+		walk_fail(w, "spec.selector", "out of memory");
+		return false;
+	}
+	return true;
+}
+
 static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
 {
 	static const char *const known[] = {"matchLabels", "matchExpressions", NULL};
@@ -343,6 +435,11 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 		if (v->type != YAML_SEQUENCE_NODE) {
 			walk_fail(w, "spec.selector.matchExpressions", "must be a list, got %s",
 				  kind_of(v));
+			return false;
+		}
+		if (v->data.sequence.items.top - v->data.sequence.items.start > MANIFEST_MAX_LIST) {
+			walk_fail(w, "spec.selector.matchExpressions", "more than %d entries",
+				  MANIFEST_MAX_LIST);
 			return false;
 		}
 		int i = 0;
@@ -376,10 +473,23 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 				walk_fail(w, sub, "must be a list, got %s", kind_of(vals));
 				return false;
 			}
+			if (vals &&
+			    vals->data.sequence.items.top - vals->data.sequence.items.start >
+				MANIFEST_MAX_LIST) {
+				walk_fail(w, sub, "more than %d entries", MANIFEST_MAX_LIST);
+				return false;
+			}
+			for (yaml_node_item_t *x = vals ? vals->data.sequence.items.start : NULL;
+			     vals && x < vals->data.sequence.items.top; x++)
+				if (node_at(w, *x)->type != YAML_SCALAR_NODE) {
+					walk_fail(w, sub, "must be a list of strings, got %s",
+						  kind_of(node_at(w, *x)));
+					return false;
+				}
 		}
 	}
 	t->has_selector = true;
-	return true;
+	return selector_json(w, n, t);
 }
 
 static bool parse_targets(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
@@ -452,8 +562,8 @@ static bool parse_targets(struct walk *w, yaml_node_t *n, struct manifest_trigge
 			if (s[0] != '/') {
 				walk_fail(w, path,
 					  "must be an absolute cgroup v2 path starting with '/', "
-					  "got \"%.64s\"",
-					  s);
+					  "got %s",
+					  excerpt(w, s, true));
 				return false;
 			}
 			if (!(t->cgroup_paths[t->n_cgroup_paths] = strdup(s))) {
@@ -478,10 +588,9 @@ static bool get_duration(struct walk *w, yaml_node_t *n, const char *field, uint
 	}
 	s = scalar(n);
 	if (manifest_parse_duration(s, us)) {
-		walk_fail(
-		    w, field,
-		    "\"%.40s\" is not a duration (use a number and a unit: 300ms, 1.5s, 2m, 1h2m)",
-		    s);
+		walk_fail(w, field,
+			  "%s is not a duration (use a number and a unit: 300ms, 1.5s, 2m, 1h2m)",
+			  excerpt(w, s, true));
 		return false;
 	}
 	return true;
@@ -525,11 +634,10 @@ static bool parse_match(struct walk *w, yaml_node_t *n, struct manifest_trigger 
 		if (!(s = get_string(w, v, "spec.match.status", 100)))
 			return false;
 		if (manifest_parse_status(s, norm, sizeof(norm))) {
-			walk_fail(
-			    w, "spec.match.status",
-			    "\"%.40s\" is not a status pattern (a comma list of codes such as 404 "
-			    "or classes 1xx to 5xx, e.g. \"4xx,503\")",
-			    s);
+			walk_fail(w, "spec.match.status",
+				  "%s is not a status pattern (a comma list of codes such as 404 "
+				  "or classes 1xx to 5xx, e.g. \"4xx,503\")",
+				  excerpt(w, s, true));
 			return false;
 		}
 		if (!dup_into(w, "spec.match.status", norm, &t->status))
@@ -546,8 +654,8 @@ static bool parse_match(struct walk *w, yaml_node_t *n, struct manifest_trigger 
 		for (const char *p = s; *p; p++)
 			if (!isalpha((unsigned char)*p)) {
 				walk_fail(w, "spec.match.method",
-					  "\"%s\" is not an HTTP method (letters only, e.g. POST)",
-					  s);
+					  "%s is not an HTTP method (letters only, e.g. POST)",
+					  excerpt(w, s, true));
 				return false;
 			}
 		if (!dup_into(w, "spec.match.method", s, &t->method))
@@ -602,7 +710,7 @@ static bool parse_spec(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 			return false;
 		if (u < 1000 || u > (uint64_t)MANIFEST_MAX_TIMEOUT_MS * 1000) {
 			walk_fail(w, "spec.timeout", "must be at least 1ms and at most 10m, got %s",
-				  scalar(v));
+				  excerpt(w, scalar(v), false));
 			return false;
 		}
 		t->timeout_ms = u / 1000;
@@ -645,7 +753,8 @@ static bool parse_root(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 	if (!(s = get_string(w, v, "apiVersion", 128)))
 		return false;
 	if (strcmp(s, MANIFEST_API_VERSION) != 0) {
-		walk_fail(w, "apiVersion", "must be %s, got \"%s\"", MANIFEST_API_VERSION, s);
+		walk_fail(w, "apiVersion", "must be %s, got %s", MANIFEST_API_VERSION,
+			  excerpt(w, s, true));
 		return false;
 	}
 	if (!(v = field_of(w, n, "kind"))) {
@@ -655,7 +764,7 @@ static bool parse_root(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 	if (!(s = get_string(w, v, "kind", 128)))
 		return false;
 	if (strcmp(s, MANIFEST_KIND) != 0) {
-		walk_fail(w, "kind", "must be %s, got \"%s\"", MANIFEST_KIND, s);
+		walk_fail(w, "kind", "must be %s, got %s", MANIFEST_KIND, excerpt(w, s, true));
 		return false;
 	}
 	if (!(v = field_of(w, n, "metadata"))) {

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "traceprof/control/v1/agent_control.pb-c.h"
 
@@ -27,6 +28,9 @@
 #define MANIFEST_MAX_LIST	64	      /* entries of pids, cgroupPaths, labels */
 #define MANIFEST_NAME_MAX	63	      /* DNS-1123 label */
 #define MANIFEST_MAX_TIMEOUT_MS (10 * 60 * 1000)
+#define MANIFEST_EXCERPT_MAX	60 /* bytes of a manifest's own text quoted in a message */
+/* room for an escaped text of n bytes: every byte may become \xNN, plus "..." */
+#define MANIFEST_ESCAPED_SIZE(n) (4 * (n) + 4)
 
 struct manifest_trigger {
 	char *file;				/* file it came from (as given to the parser) */
@@ -35,18 +39,19 @@ struct manifest_trigger {
 	char name[MANIFEST_NAME_MAX + 1];	/* metadata.name */
 	char *service;				/* spec.service, or NULL (Kubernetes only) */
 	bool has_selector;			/* spec.selector was given */
-	uint32_t *pids;				/* spec.targets.pids */
-	size_t n_pids;				/* entries of pids */
-	char **cgroup_paths;			/* spec.targets.cgroupPaths */
-	size_t n_cgroup_paths;			/* entries of cgroup_paths */
-	uint64_t min_duration_us;		/* spec.match.minDuration, 0 = unset */
-	uint64_t max_duration_us;		/* spec.match.maxDuration, 0 = unset */
-	char *status;				/* spec.match.status, normalized, or NULL */
-	char *route;				/* spec.match.route glob, or NULL */
-	char *method;				/* spec.match.method, upper case, or NULL */
-	uint32_t frequency_hz;			/* spec.sampling.frequencyHz, 1..100 */
-	uint32_t max_requests;			/* spec.maxRequests, 1..1000 */
-	uint64_t timeout_ms;			/* spec.timeout, 1 ms..10 min */
+	char *selector_json;   /* spec.selector as canonical JSON (stored with the spec), or NULL */
+	uint32_t *pids;	       /* spec.targets.pids */
+	size_t n_pids;	       /* entries of pids */
+	char **cgroup_paths;   /* spec.targets.cgroupPaths */
+	size_t n_cgroup_paths; /* entries of cgroup_paths */
+	uint64_t min_duration_us; /* spec.match.minDuration, 0 = unset */
+	uint64_t max_duration_us; /* spec.match.maxDuration, 0 = unset */
+	char *status;		  /* spec.match.status, normalized, or NULL */
+	char *route;		  /* spec.match.route glob, or NULL */
+	char *method;		  /* spec.match.method, upper case, or NULL */
+	uint32_t frequency_hz;	  /* spec.sampling.frequencyHz, 1..100 */
+	uint32_t max_requests;	  /* spec.maxRequests, 1..1000 */
+	uint64_t timeout_ms;	  /* spec.timeout, 1 ms..10 min */
 	char *id; /* trigger id fixed by the source (Kubernetes: namespace/name/uid prefix); NULL:
 		     minted at first sight. Owned: manifest_trigger_clear frees it. */
 };
@@ -68,7 +73,8 @@ struct manifest_list {
 };
 
 struct manifest_opts {
-	bool local; /* local mode: spec.service required, a selector alone rejected */
+	bool local;	  /* local mode: spec.service required, a selector alone rejected */
+	bool no_excerpts; /* messages quote nothing of the text (a file not the user's own) */
 };
 
 /*
@@ -78,15 +84,46 @@ struct manifest_opts {
  */
 int manifest_parse_buffer(struct manifest_list *l, const char *file, const char *buf, size_t len,
 			  const struct manifest_opts *opts);
-/* The same for a file on disk; path is read, display names it in messages. */
+/*
+ * The same for a file on disk; path is read, display names it in messages.
+ * Only a regular file is read: path is opened without following a symbolic
+ * link and without blocking (O_NOFOLLOW | O_NONBLOCK), then fstat decides;
+ * a symbolic link, FIFO, socket, device or directory is refused with an
+ * error ("not a regular file") and never read, and so is a file over
+ * MANIFEST_MAX_BYTES. Such refusals count in l->broken_files.
+ */
 int manifest_parse_file(struct manifest_list *l, const char *path, const char *display,
 			const struct manifest_opts *opts);
+/*
+ * Reads and parses the open file fd, whose fstat is st (a regular file, the
+ * caller checked), as manifest_parse_file does. fd stays the caller's.
+ */
+int manifest_parse_fd(struct manifest_list *l, int fd, const struct stat *st, const char *display,
+		      const struct manifest_opts *opts);
+/*
+ * Escapes s for a message: at most max_in bytes of it, valid UTF-8 kept,
+ * '"' and '\\' backslashed, control characters (C0, DEL, C1), U+2028/9 and
+ * bytes that are not UTF-8 as \xNN, "..." appended when cut. So the result
+ * is one line of valid UTF-8 whatever s holds. out has outlen bytes
+ * (MANIFEST_ESCAPED_SIZE(max_in) is always enough). Returns out.
+ */
+char *manifest_escape(char *out, size_t outlen, const char *s, size_t max_in);
+/* What a file of mode is when it is not a regular file ("a symbolic link", "a FIFO"...). */
+const char *manifest_file_kind(mode_t mode);
+/* A deep copy of src into *dst. Returns 0 or -ENOMEM (dst then empty). */
+int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_trigger *src);
 /*
  * Appends an error for file (doc 0: the whole file; ns and name may be NULL
  * when unknown). Returns 0 or -ENOMEM.
  */
 int manifest_list_add_error(struct manifest_list *l, const char *file, int doc, const char *ns,
 			    const char *name, const char *msg);
+/*
+ * A second definition of one (namespace, name) in l is an error: the first
+ * (in file and document order) stays, the later ones turn into errors
+ * naming where the first is. Out of memory: l->broken_files is raised.
+ */
+void manifest_list_drop_duplicates(struct manifest_list *l);
 /* Frees what l holds and empties it; l itself is the caller's. */
 void manifest_list_free(struct manifest_list *l);
 void manifest_trigger_clear(struct manifest_trigger *t);

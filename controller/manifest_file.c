@@ -1,5 +1,6 @@
 /*
- * manifest_file.c - manifest files: reading (at most 1 MiB), the libyaml
+ * manifest_file.c - manifest files: reading (regular files only, opened
+ * without following symbolic links, at most 1 MiB), the libyaml
  * event pass (syntax, nesting depth at most 32, no aliases, the number of
  * documents), then the document loader one document at a time, each handed
  * to manifest_walk_document(); the lists of triggers and errors. Aliases
@@ -15,8 +16,56 @@
 
 #include <yaml.h>
 
+#include "jsonbuf.h"
 #include "manifest.h"
 #include "manifest_internal.h"
+
+char *manifest_escape(char *out, size_t outlen, const char *s, size_t max_in)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), i = 0, o = 0;
+	bool cut = false;
+
+	if (!outlen)
+		return out;
+	while (i < n) {
+		size_t u = jsonbuf_utf8_len(p + i, n - i), adv = u ? u : 1, k;
+		char tmp[8];
+
+		if (i + adv > max_in) {
+			cut = true;
+			break;
+		}
+		/* C1 controls and the Unicode line and paragraph separators break lines too */
+		if (u == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0)
+			u = 0, adv = 1;
+		if (u == 3 && p[i] == 0xe2 && p[i + 1] == 0x80 && (p[i + 2] & 0xfe) == 0xa8)
+			u = 0, adv = 1;
+		if (p[i] == '"' || p[i] == '\\') {
+			tmp[0] = '\\';
+			tmp[1] = (char)p[i];
+			k = 2;
+		} else if (p[i] < 0x20 || p[i] == 0x7f || !u) {
+			k = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", p[i]);
+		} else {
+			memcpy(tmp, p + i, u);
+			k = u;
+		}
+		if (o + k + 4 > outlen) { /* room for "..." and the NUL */
+			cut = true;
+			break;
+		}
+		memcpy(out + o, tmp, k);
+		o += k;
+		i += adv;
+	}
+	if (cut && o + 4 <= outlen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+	return out;
+}
 
 static int push_error(struct manifest_list *l, const struct manifest_error *e)
 {
@@ -69,7 +118,8 @@ static int push_trigger(struct manifest_list *l, struct manifest_trigger *t)
  * First pass: syntax, depth, aliases and the number of documents. Returns 0
  * or -EINVAL with the reason in err.
  */
-static int scan_events(const char *buf, size_t len, int *ndocs, char *err, size_t errlen)
+static int scan_events(const char *buf, size_t len, bool quote, int *ndocs, char *err,
+		       size_t errlen)
 {
 	yaml_parser_t parser;
 	yaml_event_t ev;
@@ -107,12 +157,17 @@ static int scan_events(const char *buf, size_t len, int *ndocs, char *err, size_
 		case YAML_SEQUENCE_END_EVENT:
 			depth--;
 			break;
-		case YAML_ALIAS_EVENT:
+		case YAML_ALIAS_EVENT: {
+			char anchor[MANIFEST_ESCAPED_SIZE(MANIFEST_EXCERPT_MAX)];
+
+			manifest_escape(anchor, sizeof(anchor), (const char *)ev.data.alias.anchor,
+					MANIFEST_EXCERPT_MAX);
 			snprintf(err, errlen,
 				 "line %zu: document %d: aliases (*%s) are not supported",
-				 ev.start_mark.line + 1, docs, (const char *)ev.data.alias.anchor);
+				 ev.start_mark.line + 1, docs, quote ? anchor : "...");
 			rc = -EINVAL;
 			break;
+		}
 		case YAML_STREAM_END_EVENT:
 			done = true;
 			break;
@@ -149,7 +204,8 @@ int manifest_parse_buffer(struct manifest_list *l, const char *file, const char 
 	{
 		char why[400];
 
-		if ((rc = scan_events(buf, len, &ndocs, why, sizeof(why)))) {
+		if ((rc = scan_events(buf, len, !(opts && opts->no_excerpts), &ndocs, why,
+				      sizeof(why)))) {
 			snprintf(err, sizeof(err), "%s: %s", file, why);
 			l->broken_files++;
 			return manifest_list_add_error(l, file, 0, NULL, NULL, err);
@@ -194,31 +250,16 @@ int manifest_parse_buffer(struct manifest_list *l, const char *file, const char 
 	return rc;
 }
 
-int manifest_parse_file(struct manifest_list *l, const char *path, const char *display,
-			const struct manifest_opts *opts)
+int manifest_parse_fd(struct manifest_list *l, int fd, const struct stat *st, const char *display,
+		      const struct manifest_opts *opts)
 {
 	char err[512];
-	struct stat st;
 	char *buf;
 	ssize_t got;
 	size_t len = 0;
-	int fd, rc;
+	int rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0 && errno == ELOOP) /* a symbolic link: follow it, as kubectl would */
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		snprintf(err, sizeof(err), "%s: cannot read: %s", display,
-			 fd < 0 || errno ? strerror(errno) : "not a regular file");
-		if (fd >= 0 && S_ISREG(st.st_mode) == 0)
-			snprintf(err, sizeof(err), "%s: cannot read: not a regular file", display);
-		if (fd >= 0)
-			close(fd);
-		l->broken_files++;
-		return manifest_list_add_error(l, display, 0, NULL, NULL, err);
-	}
-	if (st.st_size > MANIFEST_MAX_BYTES) {
-		close(fd);
+	if (st->st_size > MANIFEST_MAX_BYTES) {
 		snprintf(err, sizeof(err), "%s: file is larger than %d bytes (1 MiB)", display,
 			 MANIFEST_MAX_BYTES);
 		l->broken_files++;
@@ -226,10 +267,8 @@ int manifest_parse_file(struct manifest_list *l, const char *path, const char *d
 	}
 	/* one byte more than the bound tells a file that grew since fstat */
 	buf = malloc(MANIFEST_MAX_BYTES + 1);
-	if (!buf) {
-		close(fd);
+	if (!buf)
 		return -ENOMEM;
-	}
 	while (len <= MANIFEST_MAX_BYTES &&
 	       (got = read(fd, buf + len, MANIFEST_MAX_BYTES + 1 - len)) != 0) {
 		if (got < 0) {
@@ -237,16 +276,174 @@ int manifest_parse_file(struct manifest_list *l, const char *path, const char *d
 				continue;
 			snprintf(err, sizeof(err), "%s: cannot read: %s", display, strerror(errno));
 			free(buf);
-			close(fd);
 			l->broken_files++;
 			return manifest_list_add_error(l, display, 0, NULL, NULL, err);
 		}
 		len += (size_t)got;
 	}
-	close(fd);
 	rc = manifest_parse_buffer(l, display, buf, len, opts);
 	free(buf);
 	return rc;
+}
+
+/* What a file that is not a regular file is, for the message that refuses it. */
+const char *manifest_file_kind(mode_t mode)
+{
+	if (S_ISLNK(mode))
+		return "a symbolic link";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISDIR(mode))
+		return "a directory";
+	return "an unknown kind of file";
+}
+
+int manifest_parse_file(struct manifest_list *l, const char *path, const char *display,
+			const struct manifest_opts *opts)
+{
+	char err[512];
+	struct stat st;
+	int fd, rc;
+
+	/* never follow a link, never wait for a FIFO's writer; fstat decides */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 && errno == ELOOP) {
+		snprintf(err, sizeof(err),
+			 "%s: refused: a symbolic link, not a regular file (never read)", display);
+		l->broken_files++;
+		return manifest_list_add_error(l, display, 0, NULL, NULL, err);
+	}
+	if (fd < 0 || fstat(fd, &st)) {
+		snprintf(err, sizeof(err), "%s: cannot read: %s", display, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		l->broken_files++;
+		return manifest_list_add_error(l, display, 0, NULL, NULL, err);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, sizeof(err), "%s: refused: %s, not a regular file (never read)",
+			 display, manifest_file_kind(st.st_mode));
+		close(fd);
+		l->broken_files++;
+		return manifest_list_add_error(l, display, 0, NULL, NULL, err);
+	}
+	rc = manifest_parse_fd(l, fd, &st, display, opts);
+	close(fd);
+	return rc;
+}
+
+static int dup_field(char **dst, const char *src)
+{
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : -ENOMEM;
+}
+
+int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_trigger *src)
+{
+	struct manifest_trigger t = *src;
+	int rc = 0;
+
+	t.file = t.service = t.status = t.route = t.method = t.id = t.selector_json = NULL;
+	t.pids = NULL;
+	t.cgroup_paths = NULL;
+	t.n_pids = t.n_cgroup_paths = 0;
+	rc |= dup_field(&t.file, src->file);
+	rc |= dup_field(&t.service, src->service);
+	rc |= dup_field(&t.status, src->status);
+	rc |= dup_field(&t.route, src->route);
+	rc |= dup_field(&t.method, src->method);
+	rc |= dup_field(&t.id, src->id);
+	rc |= dup_field(&t.selector_json, src->selector_json);
+	if (!rc && src->n_pids) {
+		if ((t.pids = malloc(src->n_pids * sizeof(*t.pids)))) {
+			memcpy(t.pids, src->pids, src->n_pids * sizeof(*t.pids));
+			t.n_pids = src->n_pids;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
+	if (!rc && src->n_cgroup_paths) {
+		if ((t.cgroup_paths = calloc(src->n_cgroup_paths, sizeof(*t.cgroup_paths))))
+			for (; t.n_cgroup_paths < src->n_cgroup_paths && !rc; t.n_cgroup_paths++)
+				rc = dup_field(&t.cgroup_paths[t.n_cgroup_paths],
+					       src->cgroup_paths[t.n_cgroup_paths]);
+		else
+			rc = -ENOMEM;
+	}
+	if (rc) {
+		manifest_trigger_clear(&t);
+		*dst = t;
+		return -ENOMEM;
+	}
+	*dst = t;
+	return 0;
+}
+
+/* Orders indexes of dup_list->items by (namespace, name), then by position. */
+static const struct manifest_list *dup_list;
+
+static int cmp_by_name(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	const struct manifest_trigger *p = &dup_list->items[x], *q = &dup_list->items[y];
+	int c = strcmp(p->namespace_, q->namespace_);
+
+	if (!c)
+		c = strcmp(p->name, q->name);
+	if (!c)
+		c = x < y ? -1 : x > y;
+	return c;
+}
+
+/* Sorted rather than compared pairwise: 10,000 triggers cost n log n. */
+void manifest_list_drop_duplicates(struct manifest_list *m)
+{
+	size_t *idx = calloc(m->n ? m->n : 1, sizeof(*idx)), kept = 0;
+	bool *dup = calloc(m->n ? m->n : 1, sizeof(*dup));
+
+	if (!idx || !dup) {
+		free(idx);
+		free(dup);
+		m->broken_files++;
+		return;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		idx[i] = i;
+	dup_list = m;
+	qsort(idx, m->n, sizeof(*idx), cmp_by_name);
+	for (size_t k = 1, first = 0; k < m->n; k++) {
+		const struct manifest_trigger *f = &m->items[idx[first]], *t = &m->items[idx[k]];
+		char msg[1024];
+
+		if (strcmp(f->namespace_, t->namespace_) != 0 || strcmp(f->name, t->name) != 0) {
+			first = k;
+			continue;
+		}
+		snprintf(msg, sizeof(msg),
+			 "%s: document %d: metadata.name: trigger %s/%s is already defined in "
+			 "%s (document %d)",
+			 t->file, t->doc, t->namespace_, t->name, f->file, f->doc);
+		manifest_list_add_error(m, t->file, t->doc, t->namespace_, t->name, msg);
+		dup[idx[k]] = true;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		if (dup[i]) {
+			manifest_trigger_clear(&m->items[i]);
+			continue;
+		}
+		if (kept != i)
+			m->items[kept] = m->items[i];
+		kept++;
+	}
+	m->n = kept;
+	free(idx);
+	free(dup);
 }
 
 void manifest_trigger_clear(struct manifest_trigger *t)
@@ -261,6 +458,7 @@ void manifest_trigger_clear(struct manifest_trigger *t)
 	free(t->route);
 	free(t->method);
 	free(t->id);
+	free(t->selector_json);
 	memset(t, 0, sizeof(*t));
 }
 

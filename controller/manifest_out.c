@@ -151,6 +151,8 @@ char *manifest_spec_json(const struct manifest_trigger *t)
 
 	jsonbuf_printf(&b, "{\"service\": ");
 	jsonbuf_str(&b, t->service);
+	if (t->selector_json)
+		jsonbuf_printf(&b, ", \"selector\": %s", t->selector_json);
 	if (t->n_pids || t->n_cgroup_paths) {
 		jsonbuf_printf(&b, ", \"targets\": {");
 		if (t->n_pids) {

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/types.h>
 
+#include "jsonbuf.h"
 #include "traceprof/log.h"
 
 /* Rows that are not detached: the newest per (namespace, name). */
@@ -33,21 +35,128 @@ static PGresult *exec_params(PGconn *conn, const char *sql, int n, const char *c
 	return PQexecParams(conn, sql, n, NULL, params, NULL, NULL, 0);
 }
 
-static bool named_by_error(const struct manifest_list *m, const char *ns, const char *name)
+/* (namespace, name) pairs, sorted, to look up thousands of triggers fast. */
+struct name_index {
+	const char **ns;   /* namespaces */
+	const char **name; /* names, same order */
+	size_t *order;	   /* indexes into ns/name, sorted by (namespace, name) */
+	size_t n;	   /* entries */
+};
+
+static const struct name_index *sorting;
+
+static int cmp_names(const void *a, const void *b)
 {
-	for (size_t i = 0; i < m->n_errors; i++)
-		if (strcmp(m->errors[i].namespace_, ns) == 0 &&
-		    strcmp(m->errors[i].name, name) == 0)
-			return true;
-	return false;
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int c = strcmp(sorting->ns[x], sorting->ns[y]);
+
+	return c ? c : strcmp(sorting->name[x], sorting->name[y]);
 }
 
-static bool in_manifests(const struct manifest_list *m, const char *ns, const char *name)
+static int name_index_sort(struct name_index *ix)
 {
-	for (size_t i = 0; i < m->n; i++)
-		if (strcmp(m->items[i].namespace_, ns) == 0 && strcmp(m->items[i].name, name) == 0)
-			return true;
-	return false;
+	ix->order = calloc(ix->n ? ix->n : 1, sizeof(*ix->order));
+	if (!ix->order)
+		return -ENOMEM;
+	for (size_t i = 0; i < ix->n; i++)
+		ix->order[i] = i;
+	sorting = ix;
+	qsort(ix->order, ix->n, sizeof(*ix->order), cmp_names);
+	return 0;
+}
+
+/* The entry for (ns, name), or -1. */
+static ssize_t name_index_find(const struct name_index *ix, const char *ns, const char *name)
+{
+	size_t lo = 0, hi = ix->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2, k = ix->order[mid];
+		int c = strcmp(ix->ns[k], ns);
+
+		if (!c)
+			c = strcmp(ix->name[k], name);
+		if (!c)
+			return (ssize_t)k;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static void name_index_free(struct name_index *ix)
+{
+	free(ix->ns);
+	free(ix->name);
+	free(ix->order);
+	memset(ix, 0, sizeof(*ix));
+}
+
+static int name_index_alloc(struct name_index *ix, size_t n)
+{
+	ix->n = n;
+	ix->ns = calloc(n ? n : 1, sizeof(*ix->ns));
+	ix->name = calloc(n ? n : 1, sizeof(*ix->name));
+	return ix->ns && ix->name ? 0 : -ENOMEM;
+}
+
+/*
+ * Marks in changed[] the triggers of m whose row needs writing: no current
+ * row, another spec, or another fixed id. One statement for all of them, so
+ * a pass over thousands of unchanged triggers is one round trip.
+ */
+static int find_changed(PGconn *conn, const struct manifest_list *m, bool *changed)
+{
+	static const char sql[] =
+	    "SELECT (u.o - 1)::text FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY u(e, o) "
+	    "LEFT JOIN (" CURRENT_ROWS ") c "
+	    "  ON c.namespace = u.e->>'n' AND c.name = u.e->>'m' "
+	    "WHERE c.trigger_id IS NULL OR c.spec IS DISTINCT FROM u.e->'s' "
+	    "   OR c.trigger_id <> coalesce(u.e->>'i', c.trigger_id)";
+	struct jsonbuf b = {0};
+	const char *params[1];
+	PGresult *res;
+	char *text;
+	int rc = 0;
+
+	jsonbuf_printf(&b, "[");
+	for (size_t i = 0; i < m->n; i++) {
+		const struct manifest_trigger *t = &m->items[i];
+		char *spec = manifest_spec_json(t);
+
+		if (!spec) {
+			jsonbuf_free(&b);
+			return -ENOMEM;
+		}
+		jsonbuf_printf(&b, "%s{\"n\": ", i ? ", " : "");
+		jsonbuf_str(&b, t->namespace_);
+		jsonbuf_printf(&b, ", \"m\": ");
+		jsonbuf_str(&b, t->name);
+		jsonbuf_printf(&b, ", \"i\": ");
+		jsonbuf_str(&b, t->id);
+		jsonbuf_printf(&b, ", \"s\": %s}", spec);
+		free(spec);
+	}
+	jsonbuf_printf(&b, "]");
+	if (!(text = jsonbuf_take(&b)))
+		return -ENOMEM;
+	params[0] = text;
+	res = exec_params(conn, sql, 1, params);
+	if (!ok(conn, res, "comparing triggers")) {
+		rc = -EIO;
+	} else {
+		for (int r = 0; r < PQntuples(res); r++) {
+			long k = strtol(PQgetvalue(res, r, 0), NULL, 10);
+
+			if (k >= 0 && (size_t)k < m->n)
+				changed[k] = true;
+		}
+	}
+	PQclear(res);
+	free(text);
+	return rc;
 }
 
 /* namespace/name/8 hex digits: a new id for every first sighting. */
@@ -238,13 +347,20 @@ static bool confirmed_gone(struct triggers_db_fence *fence, const char *ns, cons
 int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_removals,
 		     struct triggers_db_fence *fence)
 {
-	PGresult *cur;
-	int rc;
+	struct name_index rows = {0}, defined = {0};
+	bool *changed = calloc(m->n ? m->n : 1, sizeof(*changed));
+	PGresult *cur = NULL;
+	int rc, nrows;
 
-	if ((rc = simple(conn, "BEGIN", "starting a transaction")))
+	if (!changed)
+		return -ENOMEM;
+	if ((rc = simple(conn, "BEGIN", "starting a transaction"))) {
+		free(changed);
 		return rc;
+	}
 	if ((rc = check_term(conn, fence))) {
 		PQclear(PQexec(conn, "ROLLBACK"));
+		free(changed);
 		return rc;
 	}
 	cur = PQexec(conn, "SELECT trigger_id, namespace, name FROM (" CURRENT_ROWS ") c");
@@ -252,14 +368,35 @@ int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_rem
 		rc = -EIO;
 		goto out_rollback;
 	}
+	nrows = PQntuples(cur);
+	/* the current rows and what the manifests define (valid or named by an error) */
+	if ((rc = name_index_alloc(&rows, (size_t)nrows)) ||
+	    (rc = name_index_alloc(&defined, m->n + m->n_errors)))
+		goto out_rollback;
+	for (int r = 0; r < nrows; r++) {
+		rows.ns[r] = PQgetvalue(cur, r, 1);
+		rows.name[r] = PQgetvalue(cur, r, 2);
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		defined.ns[i] = m->items[i].namespace_;
+		defined.name[i] = m->items[i].name;
+	}
+	for (size_t i = 0; i < m->n_errors; i++) {
+		defined.ns[m->n + i] = m->errors[i].namespace_;
+		defined.name[m->n + i] = m->errors[i].name;
+	}
+	if ((rc = name_index_sort(&rows)) || (rc = name_index_sort(&defined)) ||
+	    (m->n && (rc = find_changed(conn, m, changed))))
+		goto out_rollback;
 	for (size_t i = 0; !rc && i < m->n; i++) {
 		const struct manifest_trigger *t = &m->items[i];
 		const char *existing = NULL;
+		ssize_t r;
 
-		for (int r = 0; r < PQntuples(cur); r++)
-			if (strcmp(PQgetvalue(cur, r, 1), t->namespace_) == 0 &&
-			    strcmp(PQgetvalue(cur, r, 2), t->name) == 0)
-				existing = PQgetvalue(cur, r, 0);
+		if (!changed[i])
+			continue;
+		if ((r = name_index_find(&rows, t->namespace_, t->name)) >= 0)
+			existing = PQgetvalue(cur, (int)r, 0);
 		/* the same name with another fixed id: the old object is gone */
 		if (existing && t->id && strcmp(existing, t->id) != 0) {
 			if (!confirmed_gone(fence, t->namespace_, t->name, existing))
@@ -270,10 +407,11 @@ int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_rem
 		if (!rc)
 			rc = upsert(conn, t, existing);
 	}
-	for (int r = 0; !rc && r < PQntuples(cur); r++) {
+	for (int r = 0; !rc && r < nrows; r++) {
 		const char *ns = PQgetvalue(cur, r, 1), *name = PQgetvalue(cur, r, 2);
 
-		if (in_manifests(m, ns, name) || named_by_error(m, ns, name))
+		/* an error with a readable name keeps its row as it is */
+		if (name_index_find(&defined, ns, name) >= 0)
 			continue;
 		if (!allow_removals) {
 			log_debug("trigger kept: some manifest files cannot be read id=%s",
@@ -290,12 +428,16 @@ int triggers_db_sync(PGconn *conn, const struct manifest_list *m, bool allow_rem
 		rc = simple(conn, "SELECT traceprof.expire_triggers()", "expiring triggers");
 	if (!rc)
 		rc = simple(conn, "COMMIT", "committing");
-	PQclear(cur);
 	if (!rc)
-		return 0;
+		goto out;
 out_rollback:
 	if (PQstatus(conn) == CONNECTION_OK)
 		PQclear(PQexec(conn, "ROLLBACK"));
+out:
+	PQclear(cur);
+	name_index_free(&rows);
+	name_index_free(&defined);
+	free(changed);
 	return rc;
 }
 

@@ -139,6 +139,9 @@ metadata: {name: held, namespace: default}
 spec: {selector: {matchLabels: {app: payment}}, match: {minDuration: 1h}, timeout: 5m}
 YAML
 wait_phase held Active 20
+# the stored spec keeps the selector (the trigger has no service)
+[ "$(q "SELECT spec->'selector' = '{\"matchLabels\": {\"app\": \"payment\"}}'::jsonb FROM traceprof.trace_profile_triggers WHERE name = 'held' AND phase = 'Active'")" = t ] ||
+	fail "the stored spec lacks the selector: $(q "SELECT spec FROM traceprof.trace_profile_triggers WHERE name = 'held'")"
 for _ in $(seq 100); do [ "$(grep -c 'sampling raised' "$work/agent.log")" -gt "$raised0" ] && break; sleep 0.1; done
 [ "$(grep -c 'sampling raised' "$work/agent.log")" -gt "$raised0" ] || fail "held did not raise sampling"
 kc delete tpt held >/dev/null

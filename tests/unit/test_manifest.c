@@ -3,16 +3,24 @@
  * ones give the fields and defaults the agents get; every kind of mistake is
  * refused with a message naming the file, the document (when there are
  * several), the field and why, while the other documents still count; size,
- * depth and aliases are bounded.
+ * depth and aliases are bounded. Messages quote at most a short escaped
+ * excerpt, and nothing of a file that is not the user's own; only regular
+ * files are read; the directory cache parses a file again only when it
+ * changed; a selector is kept in the spec JSON.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "jsonbuf.h"
 #include "manifest.h"
+#include "manifest_dir.h"
 
 static const struct manifest_opts local = {.local = true};
 
@@ -422,6 +430,198 @@ out:
 	manifest_list_free(&l);
 }
 
+/* Two definitions of one trigger: the first in file order counts. */
+static void test_duplicates(void)
+{
+	const char *a = HEAD "metadata: {name: x}\nspec: {service: s}\n---\n" HEAD
+			     "metadata: {name: y}\nspec: {service: s}\n";
+	const char *b = HEAD "metadata: {name: x}\nspec: {service: t}\n";
+	struct manifest_list l = {0};
+
+	manifest_parse_buffer(&l, "a.yaml", a, strlen(a), &local);
+	manifest_parse_buffer(&l, "b.yaml", b, strlen(b), &local);
+	manifest_list_drop_duplicates(&l);
+	CHECK(l.n == 2 && strcmp(l.items[0].name, "x") == 0 &&
+		  strcmp(l.items[0].service, "s") == 0 && strcmp(l.items[1].name, "y") == 0,
+	      "the first definition stays: n=%zu", l.n);
+	CHECK(l.n_errors == 1 && strcmp(l.errors[0].message,
+					"b.yaml: document 1: metadata.name: trigger "
+					"default/x is already defined in a.yaml (document 1)") == 0,
+	      "the second is an error: %s", l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+}
+
+/* A selector is kept in the spec JSON (the table's column) and comes back. */
+static void test_selector_json(void)
+{
+	const struct manifest_opts k8s = {.local = false};
+	const char *text = HEAD "metadata: {name: a, namespace: shop}\n"
+				"spec:\n  selector:\n    matchLabels: {app: pay, tier: \"\"}\n"
+				"    matchExpressions:\n    - {key: zone, operator: In, values: "
+				"[a, \"b\"]}\n    - {key: gpu, operator: Exists}\n";
+	const char *want =
+	    "{\"service\": null, \"selector\": {\"matchLabels\": {\"app\": \"pay\", \"tier\": "
+	    "\"\"}, "
+	    "\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"a\", "
+	    "\"b\"]}, {\"key\": \"gpu\", \"operator\": \"Exists\"}]}, \"sampling\": "
+	    "{\"frequencyHz\": 99}, \"maxRequests\": 10, \"timeout\": \"5m\"}";
+	struct manifest_list l = {0};
+	struct manifest_trigger back = {0};
+	char err[256] = "", *json = NULL, *again = NULL;
+
+	manifest_parse_buffer(&l, "k.yaml", text, strlen(text), &k8s);
+	CHECK(l.n == 1, "selector manifest: %s", l.n_errors ? l.errors[0].message : "");
+	if (l.n == 1)
+		json = manifest_spec_json(&l.items[0]);
+	CHECK(json && strcmp(json, want) == 0, "spec JSON: %s", json ? json : "(null)");
+	CHECK(json &&
+		  manifest_spec_from_json(&back, "shop", "a", json, &k8s, err, sizeof(err)) == 0,
+	      "back: %s", err);
+	again = manifest_spec_json(&back);
+	CHECK(again && json && strcmp(again, json) == 0, "round trip: %s", again ? again : "");
+	EXPECT_ERROR(HEAD "metadata: {name: a}\nspec: {service: s, selector: {matchExpressions: "
+			  "[{key: k, operator: In, values: [[x]]}]}}\n",
+		     "spec.selector.matchExpressions[0].values: must be a list of strings");
+	free(json);
+	free(again);
+	manifest_trigger_clear(&back);
+	manifest_list_free(&l);
+}
+
+/* What a message may quote of a manifest: short, escaped, one line of UTF-8. */
+static void test_escape(void)
+{
+	char out[MANIFEST_ESCAPED_SIZE(MANIFEST_EXCERPT_MAX)], small[12];
+	struct jsonbuf b = {0};
+	char *json;
+
+	manifest_escape(out, sizeof(out), "a\"b\\c\x01\n\xff\xc3\xa9", 60);
+	CHECK(strcmp(out, "a\\\"b\\\\c\\x01\\x0a\\xff\xc3\xa9") == 0, "escaped: %s", out);
+	/* C1 controls, U+2028, a surrogate, an overlong '/', a cut sequence */
+	manifest_escape(out, sizeof(out), "\xc2\x85|\xe2\x80\xa8|\xed\xa0\x80|\xc0\xaf|\xe2\x82",
+			60);
+	CHECK(strcmp(out, "\\xc2\\x85|\\xe2\\x80\\xa8|\\xed\\xa0\\x80|\\xc0\\xaf|\\xe2\\x82") == 0,
+	      "invalid and line-breaking sequences: %s", out);
+	/* at most max_in bytes of input; a character is never split */
+	manifest_escape(out, sizeof(out), "abcd\xc3\xa9z", 5);
+	CHECK(strcmp(out, "abcd...") == 0, "cut before a 2-byte character: %s", out);
+	manifest_escape(small, sizeof(small), "\x01\x02\x03\x04", 60);
+	CHECK(strcmp(small, "\\x01\\x02...") == 0, "cut by the output size: %s", small);
+	jsonbuf_str(&b, "n\xff\xc3\xa9\x01");
+	json = jsonbuf_take(&b);
+	CHECK(json && strcmp(json, "\"n\\ufffd\xc3\xa9\\u0001\"") == 0, "JSON of non-UTF-8: %s",
+	      json ? json : "(null)");
+	free(json);
+}
+
+/* A file that is not the user's own: parsed, but messages quote none of it. */
+static void test_no_excerpts(void)
+{
+	const struct manifest_opts hidden = {.local = true, .no_excerpts = true};
+	const char *text = HEAD "metadata: {name: a, secret-key-1: x}\nspec: {service: s}\n";
+	const char *text2 = "apiVersion: hunter2-secret\nkind: TraceProfileTrigger\n";
+	struct manifest_list l = {0};
+
+	manifest_parse_buffer(&l, "x.yaml", text, strlen(text), &hidden);
+	manifest_parse_buffer(&l, "y.yaml", text2, strlen(text2), &hidden);
+	CHECK(l.n_errors == 2 && !strstr(l.errors[0].message, "secret") &&
+		  strstr(l.errors[0].message, "x.yaml: metadata.(not shown): unknown field"),
+	      "key not shown: %s", l.n_errors ? l.errors[0].message : "");
+	CHECK(l.n_errors == 2 && !strstr(l.errors[1].message, "hunter2") &&
+		  strstr(l.errors[1].message, "got (not shown)"),
+	      "value not shown: %s", l.n_errors > 1 ? l.errors[1].message : "");
+	manifest_list_free(&l);
+}
+
+/* Only regular files are read; links and FIFOs are refused without blocking. */
+static void test_not_regular(void)
+{
+	char dir[] = "/tmp/test_manifest_dir_XXXXXX", path[256], link[256], fifo[256];
+	struct manifest_list l = {0};
+	struct timespec t0, t1;
+
+	CHECK(mkdtemp(dir), "temp dir");
+	snprintf(path, sizeof(path), "%s/real.yaml", dir);
+	snprintf(link, sizeof(link), "%s/link.yaml", dir);
+	snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", dir);
+	FILE *f = fopen(path, "w");
+
+	CHECK(f && fputs(HEAD "metadata: {name: a}\nspec: {service: s}\n", f) >= 0, "write");
+	if (f)
+		fclose(f);
+	CHECK(symlink(path, link) == 0 && mkfifo(fifo, 0644) == 0, "link and FIFO");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	manifest_parse_file(&l, link, "link.yaml", &local);
+	manifest_parse_file(&l, fifo, "fifo.yaml", &local);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(l.n == 0 && l.n_errors == 2 && l.broken_files == 2, "refused: n=%zu errors=%zu", l.n,
+	      l.n_errors);
+	CHECK(l.n_errors == 2 &&
+		  strcmp(l.errors[0].message,
+			 "link.yaml: refused: a symbolic link, not a regular file (never read)") ==
+		      0 &&
+		  strcmp(l.errors[1].message,
+			 "fifo.yaml: refused: a FIFO, not a regular file (never read)") == 0,
+	      "messages: %s | %s", l.n_errors ? l.errors[0].message : "",
+	      l.n_errors > 1 ? l.errors[1].message : "");
+	CHECK(t1.tv_sec - t0.tv_sec < 2, "a FIFO does not block");
+	manifest_list_free(&l);
+	unlink(path);
+	unlink(link);
+	unlink(fifo);
+	rmdir(dir);
+}
+
+/* The directory cache: unchanged files are not parsed again, changed ones are. */
+static void test_dir_cache(void)
+{
+	char dir[] = "/tmp/test_manifest_dir_XXXXXX", path[256], other[256], hard[256];
+	struct manifest_dir d = {0};
+	struct manifest_list l = {0};
+	FILE *f;
+
+	CHECK(mkdtemp(dir), "temp dir");
+	chmod(dir, 0755);
+	snprintf(path, sizeof(path), "%s/a.yaml", dir);
+	snprintf(other, sizeof(other), "%s/b.yaml", dir);
+	snprintf(hard, sizeof(hard), "%s/c.yaml", dir);
+	f = fopen(path, "w");
+	CHECK(f && fputs(HEAD "metadata: {name: a}\nspec: {service: s}\n", f) >= 0, "write a");
+	if (f)
+		fclose(f);
+	f = fopen(other, "w");
+	CHECK(f && fputs("apiVersion: v0-private\n", f) >= 0, "write b");
+	if (f)
+		fclose(f);
+	chmod(path, 0644);
+	chmod(other, 0644);
+	manifest_dir_scan(&d, dir, &l);
+	CHECK(l.n == 1 && l.n_errors == 1 && d.stats.parsed_last == 2 && d.stats.files == 2,
+	      "first pass: n=%zu errors=%zu parsed=%llu", l.n, l.n_errors,
+	      (unsigned long long)d.stats.parsed_last);
+	CHECK(l.n_errors == 1 && strstr(l.errors[0].message, "got \"v0-private\""),
+	      "the user's own file is quoted: %s", l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+	manifest_dir_scan(&d, dir, &l);
+	CHECK(l.n == 1 && l.n_errors == 1 && d.stats.parsed_last == 0,
+	      "second pass from the cache: n=%zu errors=%zu parsed=%llu", l.n, l.n_errors,
+	      (unsigned long long)d.stats.parsed_last);
+	manifest_list_free(&l);
+	/* a second link to b.yaml: b is no longer only the user's manifest */
+	CHECK(link(other, hard) == 0, "hard link");
+	manifest_dir_scan(&d, dir, &l);
+	CHECK(d.stats.parsed_last == 2 && l.n_errors == 2 && !strstr(l.errors[0].message, "v0-") &&
+		  !strstr(l.errors[1].message, "v0-"),
+	      "a hard-linked file is parsed again and not quoted: %s",
+	      l.n_errors ? l.errors[0].message : "");
+	manifest_list_free(&l);
+	manifest_dir_free(&d);
+	unlink(path);
+	unlink(other);
+	unlink(hard);
+	rmdir(dir);
+}
+
 /* The example users copy must stay valid. */
 static void test_example(void)
 {
@@ -451,5 +651,11 @@ int main(void)
 	test_local_mode();
 	test_bounds();
 	test_json_and_proto();
+	test_selector_json();
+	test_duplicates();
+	test_escape();
+	test_no_excerpts();
+	test_not_regular();
+	test_dir_cache();
 	return check_done();
 }
