@@ -177,7 +177,8 @@ int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg,
 				return 0;
 			continue;
 		}
-		if (!get_varint(&p, top->end, &key) || key >> 3 == 0)
+		/* any field number, 0 too: protobuf-c keeps unknown ones without recursing */
+		if (!get_varint(&p, top->end, &key))
 			goto bad;
 		switch (key & 7) {
 		case 0: /* varint */
