@@ -15,8 +15,10 @@
  * before it runs otlp_check_depth() walks the wire format with an explicit
  * stack of OTLP_MAX_DEPTH entries, guided by the same protobuf-c
  * descriptors: a field of message type is entered, anything else is
- * skipped by its length. One pass over the bytes, no allocation; on a
- * 1000-span export it costs a few percent of the unpack (bench/results.md).
+ * skipped by its length, and so is a message too short to hold enough
+ * levels to pass the limit (2 bytes a level), which is most attributes.
+ * One pass at most over the bytes, no allocation; on a 1000-span export it
+ * costs a few percent of the unpack (bench/results.md).
  */
 #include "otlp.h"
 
@@ -124,18 +126,76 @@ static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 	return false;
 }
 
-/* The descriptor of field id's message type in d, or NULL (not a message, or unknown). */
-static const ProtobufCMessageDescriptor *sub_message(const ProtobufCMessageDescriptor *d,
-						     uint64_t id)
+/*
+ * The walk's view of the message types: for each type reachable from
+ * ExportTraceServiceRequest, the type of each field number below
+ * WALK_FIELDS that holds a message (NULL for any other field), so that a
+ * field costs one array index instead of a search in the descriptor.
+ * Built once, by a breadth-first pass over the protobuf-c descriptors.
+ */
+#define WALK_FIELDS 32
+#define WALK_TYPES  64 /* the OTLP trace messages are 14 types */
+
+struct walk_type {
+	const ProtobufCMessageDescriptor *desc;	  /* the type */
+	const struct walk_type *sub[WALK_FIELDS]; /* message-typed fields by number */
+};
+
+static struct walk_type walk_types[WALK_TYPES];
+static size_t n_walk_types;
+static pthread_once_t walk_once = PTHREAD_ONCE_INIT;
+
+static const struct walk_type *walk_type_of(const ProtobufCMessageDescriptor *d)
 {
+	for (size_t i = 0; i < n_walk_types; i++)
+		if (walk_types[i].desc == d)
+			return &walk_types[i];
+	if (n_walk_types == WALK_TYPES)
+		abort(); /* cannot happen: the proto is fixed at build time */
+	walk_types[n_walk_types].desc = d;
+	return &walk_types[n_walk_types++];
+}
+
+static void walk_types_build(void)
+{
+	walk_type_of(
+	    &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor);
+	for (size_t i = 0; i < n_walk_types; i++) { /* grows while it runs */
+		const ProtobufCMessageDescriptor *d = walk_types[i].desc;
+
+		for (unsigned f = 0; f < d->n_fields; f++) {
+			const ProtobufCFieldDescriptor *fd = &d->fields[f];
+			const struct walk_type *sub;
+
+			if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
+				continue;
+			sub = walk_type_of(fd->descriptor);
+			if (fd->id < WALK_FIELDS)
+				walk_types[i].sub[fd->id] = sub;
+		}
+	}
+}
+
+/* The type of field id of t when it holds a message, else NULL. */
+static const struct walk_type *walk_sub(const struct walk_type *t, uint64_t id)
+{
+	const ProtobufCMessageDescriptor *d = t->desc;
 	size_t lo = 0, hi = d->n_fields;
 
+	if (id < WALK_FIELDS)
+		return t->sub[id];
 	while (lo < hi) { /* fields are sorted by number */
 		size_t mid = lo + (hi - lo) / 2;
 		const ProtobufCFieldDescriptor *f = &d->fields[mid];
 
-		if (f->id == id)
-			return f->type == PROTOBUF_C_TYPE_MESSAGE ? f->descriptor : NULL;
+		if (f->id == id) {
+			if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+				return NULL;
+			for (size_t i = 0; i < n_walk_types; i++)
+				if (walk_types[i].desc == f->descriptor)
+					return &walk_types[i];
+			return NULL; /* not reached: walk_types_build() saw every type */
+		}
 		if (f->id < id)
 			lo = mid + 1;
 		else
@@ -147,8 +207,8 @@ static const ProtobufCMessageDescriptor *sub_message(const ProtobufCMessageDescr
 int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg, size_t msglen)
 {
 	struct level {
-		const ProtobufCMessageDescriptor *desc; /* the message's type */
-		const uint8_t *end;			/* where its bytes end */
+		const struct walk_type *type; /* the message's type */
+		const uint8_t *end;	      /* where its bytes end */
 	} stack[OTLP_MAX_DEPTH];
 	const uint8_t *p = buf, *base = buf;
 	unsigned depth = 1;
@@ -164,12 +224,12 @@ int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg,
 		snprintf(msg, msglen, "no message accepted (depth limit 0)");
 		return -ELOOP;
 	}
-	stack[0].desc =
-	    &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor;
+	pthread_once(&walk_once, walk_types_build);
+	stack[0].type = &walk_types[0];
 	stack[0].end = base + len;
 	for (;;) {
 		struct level *top = &stack[depth - 1];
-		const ProtobufCMessageDescriptor *sub;
+		const struct walk_type *sub;
 		uint64_t key, n;
 
 		if (p == top->end) {
@@ -178,7 +238,9 @@ int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg,
 			continue;
 		}
 		/* any field number, 0 too: protobuf-c keeps unknown ones without recursing */
-		if (!get_varint(&p, top->end, &key))
+		if (*p < 0x80) /* one-byte keys: fields 1..15, nearly every one in OTLP */
+			key = *p++;
+		else if (!get_varint(&p, top->end, &key))
 			goto bad;
 		switch (key & 7) {
 		case 0: /* varint */
@@ -196,10 +258,20 @@ int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg,
 			p += 4;
 			break;
 		case 2: /* length-delimited: a message is entered, anything else skipped */
-			if (!get_varint(&p, top->end, &n) || n > (uint64_t)(top->end - p))
+			if (p < top->end && *p < 0x80)
+				n = *p++;
+			else if (!get_varint(&p, top->end, &n))
 				goto bad;
-			sub = sub_message(top->desc, key >> 3);
-			if (!sub) {
+			if (n > (uint64_t)(top->end - p))
+				goto bad;
+			sub = walk_sub(top->type, key >> 3);
+			/*
+			 * Not a message, or one too short to reach the limit: every level
+			 * needs at least 2 bytes (key, length), so n bytes entered at
+			 * depth + 1 reach at most depth + 1 + n / 2. Skips most
+			 * attributes unread; protobuf-c checks their bytes itself.
+			 */
+			if (!sub || depth + 1 + n / 2 <= max_depth) {
 				p += n;
 				break;
 			}
@@ -209,7 +281,7 @@ int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg,
 					 max_depth, (size_t)(p - base));
 				return -ELOOP;
 			}
-			stack[depth].desc = sub;
+			stack[depth].type = sub;
 			stack[depth].end = p + n;
 			depth++;
 			break;

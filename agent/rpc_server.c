@@ -224,10 +224,13 @@ static void *serve(void *arg)
 			continue;
 		}
 		if (!ev.success) {
-			/* the core ended the call (RESOURCE_EXHAUSTED past the receive limit, or
-			   the client broke it off): the handler never sees it, the owner counts it
+			/*
+			 * The core ended the call before its message came (RESOURCE_EXHAUSTED
+			 * past the receive limit, or the client broke it off): the handler
+			 * never sees it, the owner counts it. Calls cancelled by
+			 * rpc_server_stop() are not counted.
 			 */
-			if (s->o.on_unread)
+			if (s->o.on_unread && !s->stopping)
 				s->o.on_unread(s->o.ctx);
 			call_free(c);
 			continue;

@@ -44,8 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	agg_window_free(d.batch);
 
-	if (size <= 4096 && otlp_check_depth(data, size, OTLP_MAX_DEPTH, msg, sizeof(msg)) ==
-				-EBADMSG) {
+	if (size <= 4096 &&
+	    otlp_check_depth(data, size, OTLP_MAX_DEPTH, msg, sizeof(msg)) == -EBADMSG) {
 		Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *req =
 		    opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
 			NULL, size, data);

@@ -2,8 +2,9 @@
  * test_otlp_grpc.c - the OTLP receiver's transports with real clients: a
  * gRPC C core client against otlp_grpc.c (OK with partial success,
  * INVALID_ARGUMENT, RESOURCE_EXHAUSTED) and raw HTTP/1.1 against
- * otlp_http.c (200, 400, 404, 405, 411, 413, 415, keep-alive); the rows go
- * through the real shipper into PostgreSQL and are read back.
+ * otlp_http.c (200, 400, 404, 405, 411, 413, 415, keep-alive, gzip bodies
+ * and a gzip bomb); the rows go through the real shipper into PostgreSQL
+ * and are read back; the refusals of both transports are counted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
+#include <zlib.h>
 
 #include "check.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
@@ -115,6 +117,31 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 	grpc_channel_destroy(ch);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
+}
+
+/* gzip of len bytes at in (malloc'ed, the caller frees; NULL for zeros of that length). */
+static uint8_t *gzip_of(const void *in, size_t len, size_t *outlen)
+{
+	z_stream z = {0};
+	uint8_t *zeros = in ? NULL : calloc(1, len), *out;
+	size_t cap;
+
+	if (deflateInit2(&z, 9, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		abort();
+	cap = deflateBound(&z, len) + 32;
+	out = malloc(cap);
+	if (!out || (!in && !zeros))
+		abort();
+	z.next_in = (Bytef *)(in ? in : zeros);
+	z.avail_in = (uInt)len;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+		abort();
+	*outlen = cap - z.avail_out;
+	deflateEnd(&z);
+	free(zeros);
+	return out;
 }
 
 /* ---- HTTP client ---- */
@@ -445,6 +472,59 @@ int main(void)
 		otlp_receiver_free(r3);
 	}
 
+	/* gzip bodies: inflated with a running limit of max_bytes, counted */
+	{
+		uint64_t rows4 = 0;
+		struct otlp_receiver *r4 = otlp_receiver_new(&(struct otlp_receiver_opts){
+		    .max_bytes = MAX_BYTES, .submit = submit_count, .submit_ctx = &rows4});
+		struct otlp_http *h4 = otlp_http_start("127.0.0.1:0", r4, 0);
+		size_t zlen;
+		uint8_t *z;
+
+		buf = spans_for("gz-svc", 500, 3, t0, &len);
+		z = gzip_of(buf, len, &zlen);
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
+			 zlen);
+		CHECK(http_once(otlp_http_port(h4), head, z, zlen, &hr) == 200 && rows4 == 3,
+		      "http gzip body: %d, %llu rows", hr.status, (unsigned long long)rows4);
+		free(z);
+		free(buf);
+		/* 1 MiB of zeros, about 1 KB of gzip: refused once it passes MAX_BYTES */
+		z = gzip_of(NULL, 1 << 20, &zlen);
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
+			 zlen);
+		CHECK(http_once(otlp_http_port(h4), head, z, zlen, &hr) == 413 &&
+			  memmem(hr.body, hr.body_len, "inflates past the limit", 23),
+		      "http gzip bomb of %zu bytes: %d", zlen, hr.status);
+		/* not gzip: 400; another encoding: 415 */
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Encoding: gzip\r\nContent-Length: 7\r\n\r\n");
+		CHECK(http_once(otlp_http_port(h4), head, "garbage", 7, &hr) == 400,
+		      "http gzip body that is not gzip: %d", hr.status);
+		CHECK(
+		    http_once(otlp_http_port(h4),
+			      "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			      "Content-Encoding: br\r\nContent-Length: 2\r\n\r\n",
+			      "xx", 2, &hr) == 415,
+		    "http brotli: %d", hr.status);
+		free(z);
+		otlp_http_stop(h4);
+		otlp_receiver_get_stats(r4, &st);
+		CHECK(st.compressed == 3 && st.exports[OTLP_OK] == 1 &&
+			  st.exports[OTLP_TOO_LARGE] == 1 && st.exports[OTLP_MALFORMED] == 1 &&
+			  st.refused[OTLP_REFUSE_HTTP_415] == 1,
+		      "gzip counted: compressed %llu ok %llu too_large %llu malformed %llu",
+		      (unsigned long long)st.compressed, (unsigned long long)st.exports[OTLP_OK],
+		      (unsigned long long)st.exports[OTLP_TOO_LARGE],
+		      (unsigned long long)st.exports[OTLP_MALFORMED]);
+		otlp_receiver_free(r4);
+	}
+
 	otlp_http_stop(h);
 	otlp_grpc_stop(g);
 	otlp_receiver_get_stats(r, &st);
@@ -458,6 +538,18 @@ int main(void)
 	      (unsigned long long)st.exports[OTLP_MALFORMED]);
 	CHECK(st.rows == 9 && st.rejected[OTLP_REJ_TRACE_ID] == 1 && st.ignored_kind == 1,
 	      "rows %llu", (unsigned long long)st.rows);
+	/* refused by the transports before decoding, one of each answer sent above */
+	CHECK(st.refused[OTLP_REFUSE_GRPC_TOO_LARGE] == 1 &&
+		  st.refused[OTLP_REFUSE_HTTP_404] == 1 && st.refused[OTLP_REFUSE_HTTP_405] == 1 &&
+		  st.refused[OTLP_REFUSE_HTTP_411] == 1 && st.refused[OTLP_REFUSE_HTTP_413] == 1 &&
+		  st.refused[OTLP_REFUSE_HTTP_415] == 1,
+	      "refusals: grpc_too_large %llu 404 %llu 405 %llu 411 %llu 413 %llu 415 %llu",
+	      (unsigned long long)st.refused[OTLP_REFUSE_GRPC_TOO_LARGE],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_404],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_405],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_411],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_413],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_415]);
 
 	/* the 5 exports that decoded, forwarded unchanged: the upstream decodes the same rows */
 	otlp_forward_stop(fwd, 10000, &fs);
