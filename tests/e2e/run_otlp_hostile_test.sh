@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Hostile OTLP against a real traceprof-agent, over OTLP/HTTP and OTLP/gRPC:
 # - exports whose span attribute is an AnyValue array nested 4,300 deep
-#   (29 KB; the probe), 20,000 deep, and a kvlist nested 4,300 deep
-#   (each overflowed the stack inside protobuf-c and killed the agent) are
-#   refused (400 / INVALID_ARGUMENT, "nested deeper") and counted
-#   (otlp_exports_too_deep);
+#   (29 KB), 20,000 deep, and a kvlist nested 4,300 deep (the last two
+#   overflow the stack inside protobuf-c's recursive unpacker and kill an
+#   agent without the depth limit; how deep it takes depends on the
+#   thread's stack) are refused (400 / INVALID_ARGUMENT, "nested deeper")
+#   and counted (otlp_exports_too_deep), and ordinary exports are accepted
+#   right after them;
 # - a gzip bomb (1 MB inflating to 1 GiB of zeros) is refused within 5 s
 #   (413 / RESOURCE_EXHAUSTED) and counted (otlp_exports_too_large), where
 #   the gRPC core used to inflate all of it first (1.1 GB resident);
