@@ -1304,6 +1304,9 @@ static void write_otlp_stats(struct agent *a, FILE *f)
 	fprintf(f, "otlp_rows_status_none=%" PRIu64 "\n", os.rows_by_status[0]);
 	for (int i = 1; i < 6; i++)
 		fprintf(f, "otlp_rows_status_%dxx=%" PRIu64 "\n", i, os.rows_by_status[i]);
+	fprintf(f, "otlp_compressed=%" PRIu64 "\n", os.compressed);
+	for (int i = 0; i < OTLP_REFUSE__COUNT; i++)
+		fprintf(f, "otlp_refused_%s=%" PRIu64 "\n", otlp_refusal_name(i), os.refused[i]);
 	fprintf(f, "otlp_http_timeouts=%" PRIu64 "\notlp_http_refused=%" PRIu64 "\n",
 		a->http_timeouts, a->http_refused);
 	fprintf(f,

@@ -71,7 +71,8 @@ static const struct setting settings[] = {
     {"otlp-http", SET_STRING, STR(otlp_http), 0, 0, "127.0.0.1:4318",
      "OTLP/HTTP trace receiver listen address (POST /v1/traces); empty: off"},
     {"otlp-max-bytes", SET_BYTES, FIELD(otlp_max_bytes), 0, 1024, 1 << 30, "4M",
-     "largest OTLP export accepted; larger ones are refused"},
+     "largest OTLP export accepted, also once a gzip export is inflated; larger ones are "
+     "refused"},
     {"otlp-span-kinds", SET_SPANKINDS, FIELD(otlp_span_kinds), 0, 0, 0, "server",
      "span kinds stored as requests: comma list of server, client, internal, producer, "
      "consumer"},

@@ -10,6 +10,13 @@
  * requests, plus the sources and routes they reference) to the submit
  * function, in the agent the shipper's queue.
  *
+ * Before protobuf-c unpacks (recursively, one C stack frame per nested
+ * message), otlp_check_depth() walks the wire format iteratively and
+ * refuses messages nested deeper than OTLP_MAX_DEPTH, so no input can run
+ * the receiving thread out of stack. Compressed exports (gzip or zlib) are
+ * inflated by otlp_inflate() with a running limit: the output never grows
+ * past max_bytes, whatever the ratio.
+ *
  * Mapping (docs/agent.md, "Receiving spans (OTLP)"): service.name and the
  * Kubernetes / container / host attributes of the resource name the
  * source; the route is http.route, else url.path, else http.target; the
@@ -38,6 +45,14 @@
 #define OTLP_DEFAULT_MAX_BYTES (4u << 20) /* largest export accepted */
 #define OTLP_ARENA_FACTOR      32	  /* decode memory <= factor * size + slack */
 #define OTLP_ARENA_SLACK       (64u << 10)
+/*
+ * Message nesting levels accepted, the export itself being level 1. OTLP
+ * needs 6 for a scalar span attribute (export, ResourceSpans, ScopeSpans,
+ * Span, KeyValue, AnyValue) and 7 for one in a span event or link; each
+ * array in an attribute adds 2 (ArrayValue, AnyValue), each kvlist 3. 32
+ * leaves room for 12 nested arrays in a span attribute.
+ */
+#define OTLP_MAX_DEPTH 32
 
 /* Span kinds as bits of a mask (OTLP's SpanKind numbers). */
 #define OTLP_KIND_INTERNAL (1u << 1)
@@ -64,6 +79,7 @@ enum otlp_status {
 	OTLP_TOO_LARGE,	  /* over max_bytes, or decodes past the arena bound */
 	OTLP_UNAVAILABLE, /* the rows could not be queued (try again later) */
 	OTLP_NOMEM,	  /* out of memory */
+	OTLP_TOO_DEEP,	  /* messages nested deeper than OTLP_MAX_DEPTH */
 	OTLP_STATUS__COUNT,
 };
 
@@ -95,10 +111,29 @@ struct otlp_decoded {
 /*
  * Decodes one serialized ExportTraceServiceRequest. Returns 0 (out->batch
  * may be NULL when no span was kept), -EBADMSG (malformed; out->message
- * says so), -E2BIG (the message decodes past the arena bound) or -ENOMEM.
+ * says so), -ELOOP (nested deeper than OTLP_MAX_DEPTH), -E2BIG (the
+ * message decodes past the arena bound) or -ENOMEM.
  */
 int otlp_decode(const void *buf, size_t len, const struct otlp_decode_opts *opts,
 		struct otlp_decoded *out);
+
+/*
+ * Walks the protobuf wire format of an ExportTraceServiceRequest without
+ * recursion and without allocating: 0 when no message is nested deeper
+ * than max_depth levels, -ELOOP when one is, -EBADMSG when the wire format
+ * is broken (a length past the end, a bad varint, a group). Fields of
+ * message type are entered, every other field is skipped, so the time is
+ * linear in len. msg (may be NULL) gets the reason.
+ */
+int otlp_check_depth(const void *buf, size_t len, unsigned max_depth, char *msg, size_t msglen);
+
+/*
+ * Inflates a gzip or zlib stream (several gzip members are read one after
+ * the other) into *out (malloc'ed, the caller frees), stopping as soon as
+ * the output would pass max bytes. Returns 0, -E2BIG (over max; *out is
+ * NULL), -EBADMSG (not gzip or zlib data, or cut short) or -ENOMEM.
+ */
+int otlp_inflate(const void *in, size_t len, size_t max, uint8_t **out, size_t *outlen);
 
 /* Short name of a reason ("trace_id", ...), for counters and messages. */
 const char *otlp_reject_name(enum otlp_reject r);
@@ -123,6 +158,24 @@ struct otlp_receiver_opts {
 	void *pod_ctx;		       /* its first argument */
 };
 
+/*
+ * Requests a transport refuses itself, before the bytes reach the
+ * receiver (otlp_receiver_count_refusal()): the HTTP answers given from
+ * the request line and headers, and gRPC calls the gRPC core ended with
+ * RESOURCE_EXHAUSTED (a message over its receive limit).
+ */
+enum otlp_refusal {
+	OTLP_REFUSE_HTTP_400,	    /* malformed request line or Content-Length */
+	OTLP_REFUSE_HTTP_404,	    /* not POST /v1/traces's path */
+	OTLP_REFUSE_HTTP_405,	    /* not POST */
+	OTLP_REFUSE_HTTP_411,	    /* no Content-Length */
+	OTLP_REFUSE_HTTP_413,	    /* Content-Length over max_bytes */
+	OTLP_REFUSE_HTTP_415,	    /* content type or encoding not accepted */
+	OTLP_REFUSE_HTTP_431,	    /* headers over OTLP_HTTP_MAX_HEADER */
+	OTLP_REFUSE_GRPC_TOO_LARGE, /* RESOURCE_EXHAUSTED from gRPC's receive limit */
+	OTLP_REFUSE__COUNT,
+};
+
 struct otlp_stats {
 	uint64_t exports[OTLP_STATUS__COUNT]; /* export calls by outcome */
 	uint64_t exports_partial;	      /* OK exports that rejected spans */
@@ -133,7 +186,9 @@ struct otlp_stats {
 	uint64_t rows_by_status[6]; /* rows queued by HTTP status class: [0] none or 6xx+, [1..5]
 				       1xx..5xx */
 	uint64_t ignored_kind;	    /* spans of kinds not configured */
-	uint64_t rejected[OTLP_REJ__COUNT]; /* rejected spans by reason */
+	uint64_t rejected[OTLP_REJ__COUNT];   /* rejected spans by reason */
+	uint64_t compressed;		      /* exports that came compressed (gzip, zlib) */
+	uint64_t refused[OTLP_REFUSE__COUNT]; /* refused by a transport before decoding */
 };
 
 /* The result of one export. */
@@ -150,6 +205,18 @@ size_t otlp_receiver_max_bytes(const struct otlp_receiver *r);
 /* Decodes, submits and counts one export. Thread-safe. */
 void otlp_receiver_export(struct otlp_receiver *r, const void *buf, size_t len,
 			  struct otlp_result *out);
+/*
+ * As otlp_receiver_export() for a compressed (gzip or zlib) message:
+ * inflated with a running limit of max_bytes (OTLP_TOO_LARGE as soon as
+ * the output passes it, OTLP_MALFORMED when it does not inflate), then
+ * exported. Thread-safe.
+ */
+void otlp_receiver_export_compressed(struct otlp_receiver *r, const void *buf, size_t len,
+				     struct otlp_result *out);
+/* Counts a request a transport refused itself. Thread-safe. */
+void otlp_receiver_count_refusal(struct otlp_receiver *r, enum otlp_refusal why);
+/* Short name of a refusal ("http_413", ...), for counters. */
+const char *otlp_refusal_name(enum otlp_refusal why);
 void otlp_receiver_get_stats(struct otlp_receiver *r, struct otlp_stats *out);
 
 /*

@@ -25,6 +25,7 @@ static grpc_status_code grpc_status_of(enum otlp_status s)
 	case OTLP_OK:
 		return GRPC_STATUS_OK;
 	case OTLP_MALFORMED:
+	case OTLP_TOO_DEEP:
 		return GRPC_STATUS_INVALID_ARGUMENT;
 	case OTLP_TOO_LARGE:
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
@@ -47,6 +48,8 @@ static void handle(void *ctx, const struct rpc_request *req, struct rpc_reply *r
 	if (!req->has_message) {
 		res.status = OTLP_MALFORMED;
 		snprintf(res.message, sizeof(res.message), "no request message");
+	} else if (req->compressed) {
+		otlp_receiver_export_compressed(g->r, req->data, req->len, &res);
 	} else {
 		otlp_receiver_export(g->r, req->data, req->len, &res);
 	}
@@ -56,6 +59,14 @@ static void handle(void *ctx, const struct rpc_request *req, struct rpc_reply *r
 		snprintf(res.message, sizeof(res.message), "out of memory");
 	}
 	snprintf(rep->message, sizeof(rep->message), "%s", res.message);
+}
+
+/* A call gRPC ended before its message reached handle(): over the receive limit. */
+static void count_unread(void *ctx)
+{
+	struct otlp_grpc *g = ctx;
+
+	otlp_receiver_count_refusal(g->r, OTLP_REFUSE_GRPC_TOO_LARGE);
 }
 
 struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r,
@@ -79,6 +90,8 @@ struct otlp_grpc *otlp_grpc_start(const char *addr, struct otlp_receiver *r,
 	    .name = "otlp grpc",
 	    .start_on_connect = true,
 	    .limits = lim,
+	    .accept_compressed = true,
+	    .on_unread = count_unread,
 	});
 	if (!g->srv) {
 		err = errno;

@@ -3,9 +3,12 @@
  * own thread serving TraceService/Export into a struct otlp_receiver.
  *
  * Answers: OK with an ExportTraceServiceResponse (partial_success when
- * spans were rejected), INVALID_ARGUMENT for a malformed message,
- * RESOURCE_EXHAUSTED over the receiver's max_bytes (gRPC's own receive
- * limit is set to it), UNAVAILABLE when the rows cannot be queued. Calls
+ * spans were rejected), INVALID_ARGUMENT for a malformed message or one
+ * nested deeper than OTLP_MAX_DEPTH, RESOURCE_EXHAUSTED over the
+ * receiver's max_bytes (gRPC's own receive limit is set to it, on the
+ * bytes as sent; a gzip or deflate message is inflated here, by
+ * otlp_receiver_export_compressed(), and refused as soon as it passes
+ * max_bytes), UNAVAILABLE when the rows cannot be queued. Calls
  * are answered one at a time, in arrival order, on the server's thread.
  */
 #ifndef TRACEPROF_AGENT_OTLP_GRPC_H

@@ -9,7 +9,9 @@
  * without reading the body, then closed), else reads exactly
  * Content-Length bytes into a body buffer, exports, and writes the
  * response; bytes after the body (a pipelined request) stay in the header
- * buffer for the next round.
+ * buffer for the next round. A gzip body is inflated by the receiver with
+ * a running limit of max_bytes. Every answer given from the request line
+ * or headers is counted in the receiver's stats (enum otlp_refusal).
  *
  * Every connection has one deadline for its current phase (waiting for a
  * request, its headers, its body, the response: see otlp_http.h), checked
@@ -59,6 +61,7 @@ struct conn {
 	size_t out_pos;			 /* bytes written */
 	bool close_after;		 /* close once the response is written */
 	bool keep_alive;		 /* the request allows another one */
+	bool gzip;			 /* the body is Content-Encoding: gzip */
 	int64_t deadline_ms;		 /* CLOCK_MONOTONIC limit of the current phase */
 	struct tp_peer peer;		 /* the peer's address */
 	int64_t since_ms;		 /* when it began waiting for its current request */
@@ -167,6 +170,25 @@ static int respond_error(struct conn *c, int status, int rpc_code, const char *m
 	return respond(c, status, body, len, extra);
 }
 
+/* respond_error() for a request refused from its request line or headers, counted. */
+static int refuse(struct otlp_http *h, struct conn *c, int status, int rpc_code, const char *msg,
+		  const char *extra)
+{
+	static const struct {
+		int status;	       /* HTTP status */
+		enum otlp_refusal why; /* its counter */
+	} counters[] = {{400, OTLP_REFUSE_HTTP_400}, {404, OTLP_REFUSE_HTTP_404},
+			{405, OTLP_REFUSE_HTTP_405}, {411, OTLP_REFUSE_HTTP_411},
+			{413, OTLP_REFUSE_HTTP_413}, {415, OTLP_REFUSE_HTTP_415},
+			{431, OTLP_REFUSE_HTTP_431}};
+
+	/* counted before the client can see the answer */
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (counters[i].status == status)
+			otlp_receiver_count_refusal(h->r, counters[i].why);
+	return respond_error(c, status, rpc_code, msg, extra);
+}
+
 /* The value of header name in the header block, copied into out; false when absent. */
 static bool header(const char *head, const char *name, char *out, size_t outlen)
 {
@@ -223,8 +245,7 @@ static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 	if (sscanf(hdrs, "%15s %255s %15s", method, path, version) != 3 ||
 	    strncmp(version, "HTTP/1.", 7) != 0) {
 		c->keep_alive = false;
-		return respond_error(c, 400, RPC_INVALID_ARGUMENT, "malformed HTTP request line",
-				     NULL);
+		return refuse(h, c, 400, RPC_INVALID_ARGUMENT, "malformed HTTP request line", NULL);
 	}
 	c->keep_alive = strcmp(version, "HTTP/1.0") != 0;
 	if (header(hdrs, "Connection", val, sizeof(val)))
@@ -239,41 +260,45 @@ static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 			*q = '\0';
 	}
 	if (strcmp(path, OTLP_HTTP_PATH) != 0)
-		return respond_error(c, 404, RPC_NOT_FOUND,
-				     "not found: traces go to POST /v1/traces", NULL);
+		return refuse(h, c, 404, RPC_NOT_FOUND, "not found: traces go to POST /v1/traces",
+			      NULL);
 	if (strcmp(method, "POST") != 0)
-		return respond_error(c, 405, RPC_UNIMPLEMENTED, "method not allowed: use POST",
-				     "Allow: POST\r\n");
+		return refuse(h, c, 405, RPC_UNIMPLEMENTED, "method not allowed: use POST",
+			      "Allow: POST\r\n");
 	if (!header(hdrs, "Content-Type", val, sizeof(val)) ||
 	    strncasecmp(val, "application/x-protobuf", 22) != 0 ||
 	    (val[22] && val[22] != ';' && val[22] != ' ')) {
 		bool json = strstr(val, "json") != NULL;
 
-		return respond_error(c, 415, RPC_INVALID_ARGUMENT,
-				     json ? "JSON is not supported: send application/x-protobuf"
-					  : "unsupported content type: send application/x-protobuf",
-				     NULL);
+		return refuse(h, c, 415, RPC_INVALID_ARGUMENT,
+			      json ? "JSON is not supported: send application/x-protobuf"
+				   : "unsupported content type: send application/x-protobuf",
+			      NULL);
 	}
-	if (header(hdrs, "Content-Encoding", val, sizeof(val)) && strcasecmp(val, "identity") != 0)
-		return respond_error(c, 415, RPC_INVALID_ARGUMENT,
-				     "compressed bodies are not supported: send them uncompressed",
-				     NULL);
+	/* gzip: inflated with a running limit of max bytes (otlp_receiver_export_compressed) */
+	c->gzip = false;
+	if (header(hdrs, "Content-Encoding", val, sizeof(val)) &&
+	    strcasecmp(val, "identity") != 0) {
+		if (strcasecmp(val, "gzip") != 0)
+			return refuse(h, c, 415, RPC_INVALID_ARGUMENT,
+				      "unsupported Content-Encoding: send gzip or identity", NULL);
+		c->gzip = true;
+	}
 	if (!header(hdrs, "Content-Length", val, sizeof(val)))
-		return respond_error(c, 411, RPC_INVALID_ARGUMENT,
-				     "Content-Length required (chunked bodies are not read)", NULL);
+		return refuse(h, c, 411, RPC_INVALID_ARGUMENT,
+			      "Content-Length required (chunked bodies are not read)", NULL);
 	errno = 0;
 	len = strtoull(val, &e, 10);
 	if (e == val || *e || errno || val[0] == '-') {
 		c->keep_alive = false;
-		return respond_error(c, 400, RPC_INVALID_ARGUMENT, "malformed Content-Length",
-				     NULL);
+		return refuse(h, c, 400, RPC_INVALID_ARGUMENT, "malformed Content-Length", NULL);
 	}
 	if (len > max) {
 		char msg[128];
 
 		snprintf(msg, sizeof(msg), "body of %llu bytes is over the limit of %zu bytes", len,
 			 max);
-		return respond_error(c, 413, RPC_RESOURCE_EXHAUSTED, msg, NULL);
+		return refuse(h, c, 413, RPC_RESOURCE_EXHAUSTED, msg, NULL);
 	}
 	if (len > OTLP_HTTP_SMALL_BODY && big_bodies(h) + len > OTLP_HTTP_BIG_BODIES * max) {
 		atomic_fetch_add(&h->bodies_refused, 1);
@@ -314,7 +339,10 @@ static int finish_request(struct otlp_http *h, struct conn *c)
 	size_t len = 0;
 	int rc;
 
-	otlp_receiver_export(h->r, c->body, c->content_length, &res);
+	if (c->gzip)
+		otlp_receiver_export_compressed(h->r, c->body, c->content_length, &res);
+	else
+		otlp_receiver_export(h->r, c->body, c->content_length, &res);
 	free(c->body);
 	c->body = NULL;
 	switch (res.status) {
@@ -325,6 +353,7 @@ static int finish_request(struct otlp_http *h, struct conn *c)
 		free(buf);
 		return rc;
 	case OTLP_MALFORMED:
+	case OTLP_TOO_DEEP:
 		return respond_error(c, 400, RPC_INVALID_ARGUMENT, res.message, NULL);
 	case OTLP_TOO_LARGE:
 		return respond_error(c, 413, RPC_RESOURCE_EXHAUSTED, res.message, NULL);
@@ -344,8 +373,8 @@ static int try_head(struct otlp_http *h, struct conn *c)
 	if (!end) {
 		if (c->head_len == sizeof(c->head)) {
 			c->keep_alive = false;
-			return respond_error(c, 431, RPC_INVALID_ARGUMENT,
-					     "request headers too large", NULL);
+			return refuse(h, c, 431, RPC_INVALID_ARGUMENT, "request headers too large",
+				      NULL);
 		}
 		return 0;
 	}
@@ -530,7 +559,7 @@ static struct conn *evict(struct otlp_http *h, int mine)
 	return best;
 }
 
-static void refuse(int fd, _Atomic uint64_t *counter)
+static void refuse_conn(int fd, _Atomic uint64_t *counter)
 {
 	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
 				   "Retry-After: 1\r\nConnection: close\r\n\r\n";
@@ -562,7 +591,7 @@ static void on_accept(struct otlp_http *h)
 			reap(h);
 			mine = peer_conns(h, &p);
 			if (mine >= h->lim.max_per_peer) {
-				refuse(fd, &h->refused_peer);
+				refuse_conn(fd, &h->refused_peer);
 				continue;
 			}
 			c = free_slot(h);
@@ -570,7 +599,7 @@ static void on_accept(struct otlp_http *h)
 		if (!c)
 			c = evict(h, mine);
 		if (!c) {
-			refuse(fd, &h->refused);
+			refuse_conn(fd, &h->refused);
 			continue;
 		}
 		atomic_fetch_add(&h->accepted, 1);

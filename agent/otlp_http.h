@@ -25,10 +25,12 @@
  *
  * Answers (the OTLP/HTTP rules): 200 with an ExportTraceServiceResponse
  * (partial_success when spans were rejected); errors carry a
- * google.rpc.Status body: 400 malformed, 404 other paths, 405 other
- * methods, 411 no Content-Length (chunked bodies are not read), 413 over
- * max_bytes, 415 JSON or another content type, 431 headers too large, 503
- * when the rows cannot be queued.
+ * google.rpc.Status body: 400 malformed (or nested deeper than
+ * OTLP_MAX_DEPTH), 404 other paths, 405 other methods, 411 no
+ * Content-Length (chunked bodies are not read), 413 over max_bytes (the
+ * body as sent, or a gzip body as soon as it inflates past max_bytes), 415
+ * JSON, another content type or an encoding other than gzip, 431 headers
+ * too large, 503 when the rows cannot be queued.
  */
 #ifndef TRACEPROF_AGENT_OTLP_HTTP_H
 #define TRACEPROF_AGENT_OTLP_HTTP_H

@@ -4,16 +4,25 @@
  * bytes (and metadata) into a status and response bytes. The OTLP trace
  * receiver and the AgentControl service are two handlers on it.
  *
- * A call lives from the request for a new call (WAITING) through the batch
- * that answers it (ANSWERING): initial metadata, the response message when
+ * A call lives from the request for a new call (WAITING) through the
+ * batch that reads its message (READING) to the batch that answers it
+ * (ANSWERING): initial metadata, the response message when
  * OK, the status, and the receipt of the client's close. The next call of a
  * method is requested as soon as one arrives, so calls queue inside gRPC
- * while the handler runs; calls are answered one at a time, in arrival
- * order. Calls of any other method are answered UNIMPLEMENTED at once
- * (a generic grpc_server_request_call stands waiting for them), without
- * the handler, and counted. Stop: shutdown_and_notify + cancel_all_calls from the stopping
+ * while the handler runs; calls are answered one at a time, in the order
+ * their messages arrive. Calls of any other method are answered
+ * UNIMPLEMENTED at once (a generic grpc_server_request_call stands waiting
+ * for them), without the handler, and counted. Stop: shutdown_and_notify +
+ * cancel_all_calls from the stopping
  * thread; the server thread shuts the queue down when the shutdown tag
  * arrives and exits once the queue is drained.
+ *
+ * Compressed messages: gRPC's own per-message decompression is off
+ * (GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION = 0), since the core inflates
+ * a message in full before any limit applies (a 1 MB gzip bomb becomes
+ * 1 GiB). The receive limit then applies to the bytes as sent, and a
+ * compressed message reaches the handler as it came (accept_compressed,
+ * the handler inflates with a limit) or is refused with INVALID_ARGUMENT.
  *
  * start_on_connect (plaintext servers with a numeric "a.b.c.d:port" or
  * "[v6]:port" address): the server listens on its own socket and an
@@ -56,8 +65,11 @@ struct rpc_request {
 	size_t method;		       /* index into rpc_server_opts.methods */
 	const grpc_metadata_array *md; /* request metadata */
 	bool has_message;	       /* false: the client sent no message */
-	bool unreadable;	       /* a message that cannot be read (compressed?): the reply
-					  already says INVALID_ARGUMENT; the handler may keep it */
+	bool unreadable;	       /* a message that cannot be read (compressed where not
+					  accepted): the reply already says INVALID_ARGUMENT; the
+					  handler may keep it */
+	bool compressed;	       /* data is the message as sent, compressed (gzip or
+					  deflate); only with accept_compressed */
 	const uint8_t *data;	       /* the message bytes (empty without one) */
 	size_t len;		       /* their length */
 };
@@ -85,6 +97,11 @@ struct rpc_server_opts {
 	bool start_on_connect;		     /* insecure creds only: listen ourselves and start the
 						gRPC core at the first connection (see below) */
 	const struct tp_conn_limits *limits; /* caps and timeouts (borrowed); NULL: defaults */
+	bool accept_compressed;		     /* hand compressed messages to the handler as sent
+						(req->compressed); otherwise they are refused */
+	void (*on_unread)(void *ctx);	     /* optional, on the server thread: a call the gRPC
+						core ended before its message was read (over
+						max_receive_bytes, or broken off by the client) */
 };
 
 struct rpc_server;

@@ -3,11 +3,15 @@
  * every field for the current and the older semantic conventions, and each
  * kind of bad span rejected with its own counter while the good spans of
  * the same batch survive; malformed and hostile messages refused without
- * a crash and within the arena bound.
+ * a crash and within the arena bound; nesting refused past OTLP_MAX_DEPTH
+ * (messages encoded by hand here, their depth counted by hand), also on a
+ * thread with a small stack; compressed exports inflated with a limit.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "check.h"
 #include "otlp.h"
@@ -283,6 +287,278 @@ static void test_malformed(void)
 	free(buf);
 }
 
+/* ---- nesting, encoded by hand ---- */
+
+struct enc {
+	uint8_t *b;  /* bytes */
+	size_t n;    /* used */
+	size_t size; /* allocated */
+};
+
+static void enc_bytes(struct enc *e, const void *p, size_t n)
+{
+	if (e->n + n > e->size) {
+		e->size = (e->n + n) * 2;
+		e->b = realloc(e->b, e->size);
+		if (!e->b)
+			abort();
+	}
+	memcpy(e->b + e->n, p, n);
+	e->n += n;
+}
+
+static void enc_varint(struct enc *e, uint64_t v)
+{
+	uint8_t b[10];
+	size_t n = 0;
+
+	do {
+		b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	enc_bytes(e, b, n);
+}
+
+/* A new encoding: field (wire type 2) holding what inner holds; inner is freed. */
+static struct enc wrap(unsigned field, struct enc inner)
+{
+	struct enc e = {0};
+
+	enc_varint(&e, (uint64_t)field << 3 | 2);
+	enc_varint(&e, inner.n);
+	enc_bytes(&e, inner.b, inner.n);
+	free(inner.b);
+	return e;
+}
+
+static struct enc cat(struct enc a, struct enc b)
+{
+	enc_bytes(&a, b.b, b.n);
+	free(b.b);
+	return a;
+}
+
+static struct enc str_field(unsigned field, const char *s)
+{
+	struct enc e = {0}, v = {0};
+
+	enc_bytes(&v, s, strlen(s));
+	e = wrap(field, v);
+	return e;
+}
+
+/*
+ * The AnyValue bytes of a value nested n times: arrays (ArrayValue.values
+ * inside AnyValue.array_value, 2 levels each) or kvlists (KeyValue.value in
+ * KeyValueList.values in AnyValue.kvlist_value, 3 levels each).
+ */
+static struct enc nested_any(unsigned n, bool kvlist)
+{
+	struct enc v = str_field(1, "leaf"); /* AnyValue.string_value */
+
+	for (unsigned i = 0; i < n; i++)
+		v = kvlist ? wrap(6, wrap(1, cat(str_field(1, "k"), wrap(2, v))))
+			   : wrap(5, wrap(1, v));
+	return v;
+}
+
+/*
+ * One server span with attribute "deep" = value (in a span event when
+ * in_event), in an export of service "svc". Levels: export 1,
+ * ResourceSpans 2, ScopeSpans 3, Span 4, [Event 5,] KeyValue 5 (6),
+ * AnyValue 6 (7), then the value's own.
+ */
+static struct enc deep_export(struct enc value, bool in_event)
+{
+	struct tb_span sp = tb_server_span(9, T0);
+	struct enc span = {0}, kv = cat(str_field(1, "deep"), wrap(2, value)), res;
+	uint8_t fixed[9];
+
+	span = cat(span, str_field(1, "")); /* replaced below: ids as bytes */
+	span.n = 0;
+	enc_varint(&span, 1 << 3 | 2);
+	enc_varint(&span, 16);
+	enc_bytes(&span, sp.trace, 16);
+	enc_varint(&span, 2 << 3 | 2);
+	enc_varint(&span, 8);
+	enc_bytes(&span, sp.span, 8);
+	enc_varint(&span, 6 << 3); /* kind */
+	enc_varint(&span, 2);
+	fixed[0] = 7 << 3 | 1; /* start_time_unix_nano, fixed64 */
+	for (int i = 0; i < 8; i++)
+		fixed[1 + i] = (uint8_t)(sp.start_ns >> (8 * i));
+	enc_bytes(&span, fixed, 9);
+	fixed[0] = 8 << 3 | 1;
+	for (int i = 0; i < 8; i++)
+		fixed[1 + i] = (uint8_t)(sp.end_ns >> (8 * i));
+	enc_bytes(&span, fixed, 9);
+	if (in_event) /* Span.events(11) { name(2), attributes(3) } */
+		span = cat(span, wrap(11, cat(str_field(2, "ev"), wrap(3, kv))));
+	else /* Span.attributes(9) */
+		span = cat(span, wrap(9, kv));
+	res = wrap(1, wrap(1, cat(str_field(1, "service.name"), wrap(2, str_field(1, "svc")))));
+	/* ResourceSpans { resource(1), scope_spans(2) { spans(2) } } in resource_spans(1) */
+	return wrap(1, cat(res, wrap(2, wrap(2, span))));
+}
+
+struct small_stack_call {
+	const struct enc *msg; /* what to decode */
+	int rc;		       /* otlp_decode's result */
+	char message[256];     /* its message */
+};
+
+static void *decode_thread(void *arg)
+{
+	struct small_stack_call *c = arg;
+	struct otlp_decoded d;
+
+	c->rc = otlp_decode(c->msg->b, c->msg->n, NULL, &d);
+	memcpy(c->message, d.message, sizeof(c->message));
+	agg_window_free(d.batch);
+	return NULL;
+}
+
+static void test_depth(void)
+{
+	static const struct {
+		unsigned n;	/* nested arrays or kvlists */
+		bool kvlist;	/* kvlists, not arrays */
+		bool in_event;	/* the attribute of a span event */
+		unsigned depth; /* levels, counted by hand (deep_export) */
+	} cases[] = {
+	    {0, false, false, 6},   {13, false, false, 32}, {13, false, true, 33},
+	    {14, false, false, 34}, {8, true, false, 30},   {9, true, false, 33},
+	    {12, false, true, 31},
+	};
+	struct otlp_decoded d;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct enc m =
+		    deep_export(nested_any(cases[i].n, cases[i].kvlist), cases[i].in_event);
+		int rc = otlp_decode(m.b, m.n, NULL, &d);
+
+		if (cases[i].depth <= OTLP_MAX_DEPTH)
+			CHECK(rc == 0 && d.batch && d.batch->nrequests == 1,
+			      "%u levels (%u %s) decode: %d \"%s\"", cases[i].depth, cases[i].n,
+			      cases[i].kvlist ? "kvlists" : "arrays", rc, d.message);
+		else
+			CHECK(rc == -ELOOP && strstr(d.message, "nested deeper than 32 levels"),
+			      "%u levels (%u %s) refused: %d \"%s\"", cases[i].depth, cases[i].n,
+			      cases[i].kvlist ? "kvlists" : "arrays", rc, d.message);
+		agg_window_free(d.batch);
+		free(m.b);
+	}
+	/* the walker alone: exactly max_depth levels pass, one more does not */
+	{
+		struct enc m = deep_export(nested_any(13, false), false); /* 32 levels */
+
+		CHECK(otlp_check_depth(m.b, m.n, 32, NULL, 0) == 0, "32 levels at limit 32");
+		CHECK(otlp_check_depth(m.b, m.n, 31, NULL, 0) == -ELOOP, "32 levels at limit 31");
+		free(m.b);
+	}
+	/*
+	 * 100000 nested arrays (about 700 KB; 4,300 took protobuf-c past an 8 MiB
+	 * stack) on a thread with a 64 KiB stack: refused, no recursion.
+	 */
+	{
+		struct enc m = deep_export(nested_any(100000, false), false);
+		struct small_stack_call c = {.msg = &m};
+		pthread_attr_t at;
+		pthread_t t;
+
+		pthread_attr_init(&at);
+		pthread_attr_setstacksize(&at, 64 << 10);
+		CHECK(pthread_create(&t, &at, decode_thread, &c) == 0, "small-stack thread");
+		pthread_join(t, NULL);
+		pthread_attr_destroy(&at);
+		CHECK(c.rc == -ELOOP, "100000 nested arrays on a 64 KiB stack: %d \"%s\"", c.rc,
+		      c.message);
+		free(m.b);
+	}
+}
+
+/* ---- compressed exports ---- */
+
+/* in deflated as gzip (windowBits 31) or zlib (15); the caller frees. */
+static uint8_t *deflate_to(const void *in, size_t len, int window_bits, size_t *outlen)
+{
+	z_stream z = {0};
+	size_t cap = deflateBound(&z, len) + 64;
+	uint8_t *out = malloc(cap);
+
+	if (!out || deflateInit2(&z, 9, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		abort();
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)len;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+		abort();
+	*outlen = cap - z.avail_out;
+	deflateEnd(&z);
+	return out;
+}
+
+static void test_inflate(void)
+{
+	struct tb_span sp[2] = {tb_server_span(1, T0), tb_server_span(2, T0)};
+	struct tb_resource res = {.attrs = {{"service.name", "svc", 0}}, .spans = sp, .nspans = 2};
+	size_t len, zlen, olen, zeros_len = 16u << 20;
+	uint8_t *buf = tb_pack(&res, 1, &len), *z, *out, *zeros;
+	int rc;
+
+	/* gzip and zlib give back the same bytes */
+	for (int wb = 15; wb <= 31; wb += 16) {
+		z = deflate_to(buf, len, wb, &zlen);
+		rc = otlp_inflate(z, zlen, len, &out, &olen);
+		CHECK(rc == 0 && olen == len && !memcmp(out, buf, len), "%s round trip: %d",
+		      wb == 31 ? "gzip" : "zlib", rc);
+		free(out);
+		/* one byte less of room: refused, nothing returned */
+		rc = otlp_inflate(z, zlen, len - 1, &out, &olen);
+		CHECK(rc == -E2BIG && !out, "%s over the limit by one byte: %d",
+		      wb == 31 ? "gzip" : "zlib", rc);
+		/* cut short: malformed */
+		rc = otlp_inflate(z, zlen - 5, len, &out, &olen);
+		CHECK(rc == -EBADMSG && !out, "%s cut short: %d", wb == 31 ? "gzip" : "zlib", rc);
+		free(z);
+	}
+	/* two gzip members read one after the other */
+	{
+		size_t l1, l2;
+		uint8_t *a = deflate_to(buf, 10, 31, &l1),
+			*b = deflate_to(buf + 10, len - 10, 31, &l2);
+
+		a = realloc(a, l1 + l2);
+		memcpy(a + l1, b, l2);
+		rc = otlp_inflate(a, l1 + l2, len, &out, &olen);
+		CHECK(rc == 0 && olen == len && !memcmp(out, buf, len), "two gzip members: %d", rc);
+		free(out);
+		free(a);
+		free(b);
+	}
+	rc = otlp_inflate("not gzip at all", 15, 1 << 20, &out, &olen);
+	CHECK(rc == -EBADMSG && !out, "not gzip: %d", rc);
+	/* a bomb: 16 MiB of zeros (about 16 KB of gzip) refused at 1 MiB, quickly */
+	zeros = calloc(1, zeros_len);
+	z = deflate_to(zeros, zeros_len, 31, &zlen);
+	free(zeros);
+	{
+		struct timespec t0, t1;
+		double ms;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		rc = otlp_inflate(z, zlen, 1u << 20, &out, &olen);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms =
+		    (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+		CHECK(rc == -E2BIG && !out, "gzip bomb of %zu bytes refused: %d", zlen, rc);
+		CHECK(ms < 2000, "gzip bomb refused in %.1f ms", ms);
+	}
+	free(z);
+	free(buf);
+}
+
 static void test_rpc_status(void)
 {
 	uint8_t out[64];
@@ -301,6 +577,8 @@ int main(void)
 	test_fields();
 	test_rejects();
 	test_malformed();
+	test_depth();
+	test_inflate();
 	test_rpc_status();
 	return check_done();
 }

@@ -2,8 +2,9 @@
  * test_otlp_grpc.c - the OTLP receiver's transports with real clients: a
  * gRPC C core client against otlp_grpc.c (OK with partial success,
  * INVALID_ARGUMENT, RESOURCE_EXHAUSTED) and raw HTTP/1.1 against
- * otlp_http.c (200, 400, 404, 405, 411, 413, 415, keep-alive); the rows go
- * through the real shipper into PostgreSQL and are read back.
+ * otlp_http.c (200, 400, 404, 405, 411, 413, 415, keep-alive, gzip bodies
+ * and a gzip bomb); the rows go through the real shipper into PostgreSQL
+ * and are read back; the refusals of both transports are counted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,8 +17,11 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <zlib.h>
 
 #include "check.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
@@ -115,6 +119,97 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 	grpc_channel_destroy(ch);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
+}
+
+/* gzip of len bytes at in (malloc'ed, the caller frees; NULL for zeros of that length). */
+static uint8_t *gzip_of(const void *in, size_t len, size_t *outlen)
+{
+	z_stream z = {0};
+	uint8_t *zeros = in ? NULL : calloc(1, len), *out;
+	size_t cap;
+
+	if (deflateInit2(&z, 9, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		abort();
+	cap = deflateBound(&z, len) + 32;
+	out = malloc(cap);
+	if (!out || (!in && !zeros))
+		abort();
+	z.next_in = (Bytef *)(in ? in : zeros);
+	z.avail_in = (uInt)len;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+		abort();
+	*outlen = cap - z.avail_out;
+	deflateEnd(&z);
+	free(zeros);
+	return out;
+}
+
+/*
+ * One Export call of bytes already gzip-compressed, sent as they are with
+ * the message's compressed flag and "grpc-encoding: gzip" (a buffer made by
+ * grpc_raw_compressed_byte_buffer_create() is not compressed again).
+ */
+static grpc_status_code grpc_export_gzip(int port, const void *gz, size_t len, char *details,
+					 size_t dlen)
+{
+	char target[64];
+	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+			.key = GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+			.value.integer = GRPC_COMPRESS_GZIP};
+	grpc_channel_args args = {1, &arg};
+	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	grpc_slice sl = grpc_slice_from_copied_buffer(gz, len), det = grpc_empty_slice();
+	grpc_byte_buffer *req = grpc_raw_compressed_byte_buffer_create(&sl, 1, GRPC_COMPRESS_GZIP);
+	grpc_byte_buffer *resp = NULL;
+	grpc_status_code code = GRPC_STATUS_INTERNAL;
+	grpc_metadata_array md0, md1;
+	grpc_channel *ch;
+	grpc_call *call;
+	grpc_op ops[6];
+
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	ch = grpc_channel_create(target, creds, &args);
+	grpc_channel_credentials_release(creds);
+	call = grpc_channel_create_call(
+	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(OTLP_GRPC_METHOD),
+	    NULL,
+	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(10, GPR_TIMESPAN)),
+	    NULL);
+	grpc_metadata_array_init(&md0);
+	grpc_metadata_array_init(&md1);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &resp;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
+	ops[5].data.recv_status_on_client.status = &code;
+	ops[5].data.recv_status_on_client.status_details = &det;
+	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK)
+		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
+					    NULL);
+	snprintf(details, dlen, "%.*s", (int)GRPC_SLICE_LENGTH(det),
+		 (const char *)GRPC_SLICE_START_PTR(det));
+	if (resp)
+		grpc_byte_buffer_destroy(resp);
+	grpc_byte_buffer_destroy(req);
+	grpc_slice_unref(sl);
+	grpc_slice_unref(det);
+	grpc_metadata_array_destroy(&md0);
+	grpc_metadata_array_destroy(&md1);
+	grpc_call_unref(call);
+	grpc_channel_destroy(ch);
+	grpc_completion_queue_shutdown(cq);
+	grpc_completion_queue_destroy(cq);
+	return code;
 }
 
 /* ---- HTTP client ---- */
@@ -448,6 +543,71 @@ int main(void)
 		otlp_receiver_free(r3);
 	}
 
+	/* gzip bodies: inflated with a running limit of max_bytes, counted */
+	{
+		uint64_t rows4 = 0;
+		struct otlp_receiver *r4 = otlp_receiver_new(&(struct otlp_receiver_opts){
+		    .max_bytes = MAX_BYTES, .submit = submit_count, .submit_ctx = &rows4});
+		struct otlp_http *h4 = otlp_http_start("127.0.0.1:0", r4, NULL);
+		struct otlp_grpc *g4 = otlp_grpc_start("127.0.0.1:0", r4, NULL);
+		char det[256];
+		size_t zlen;
+		uint8_t *z;
+
+		buf = spans_for("gz-svc", 500, 3, t0, &len);
+		z = gzip_of(buf, len, &zlen);
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
+			 zlen);
+		CHECK(http_once(otlp_http_port(h4), head, z, zlen, &hr) == 200 && rows4 == 3,
+		      "http gzip body: %d, %llu rows", hr.status, (unsigned long long)rows4);
+		/* the same over gRPC: the core hands the compressed bytes over, we inflate */
+		CHECK(grpc_export_gzip(otlp_grpc_port(g4), z, zlen, det, sizeof(det)) ==
+			      GRPC_STATUS_OK &&
+			  rows4 == 6,
+		      "grpc gzip message: \"%s\", %llu rows", det, (unsigned long long)rows4);
+		free(z);
+		free(buf);
+		/* 1 MiB of zeros, about 1 KB of gzip: refused once it passes MAX_BYTES */
+		z = gzip_of(NULL, 1 << 20, &zlen);
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
+			 zlen);
+		CHECK(http_once(otlp_http_port(h4), head, z, zlen, &hr) == 413 &&
+			  memmem(hr.body, hr.body_len, "inflates past the limit", 23),
+		      "http gzip bomb of %zu bytes: %d", zlen, hr.status);
+		CHECK(grpc_export_gzip(otlp_grpc_port(g4), z, zlen, det, sizeof(det)) ==
+			      GRPC_STATUS_RESOURCE_EXHAUSTED &&
+			  strstr(det, "inflates past the limit"),
+		      "grpc gzip bomb: \"%s\"", det);
+		/* not gzip: 400; another encoding: 415 */
+		snprintf(head, sizeof(head),
+			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			 "Content-Encoding: gzip\r\nContent-Length: 7\r\n\r\n");
+		CHECK(http_once(otlp_http_port(h4), head, "garbage", 7, &hr) == 400,
+		      "http gzip body that is not gzip: %d", hr.status);
+		CHECK(
+		    http_once(otlp_http_port(h4),
+			      "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
+			      "Content-Encoding: br\r\nContent-Length: 2\r\n\r\n",
+			      "xx", 2, &hr) == 415,
+		    "http brotli: %d", hr.status);
+		free(z);
+		otlp_http_stop(h4);
+		otlp_grpc_stop(g4);
+		otlp_receiver_get_stats(r4, &st);
+		CHECK(st.compressed == 5 && st.exports[OTLP_OK] == 2 &&
+			  st.exports[OTLP_TOO_LARGE] == 2 && st.exports[OTLP_MALFORMED] == 1 &&
+			  st.refused[OTLP_REFUSE_HTTP_415] == 1,
+		      "gzip counted: compressed %llu ok %llu too_large %llu malformed %llu",
+		      (unsigned long long)st.compressed, (unsigned long long)st.exports[OTLP_OK],
+		      (unsigned long long)st.exports[OTLP_TOO_LARGE],
+		      (unsigned long long)st.exports[OTLP_MALFORMED]);
+		otlp_receiver_free(r4);
+	}
+
 	otlp_http_stop(h);
 	otlp_grpc_stop(g);
 	otlp_receiver_get_stats(r, &st);
@@ -461,6 +621,18 @@ int main(void)
 	      (unsigned long long)st.exports[OTLP_MALFORMED]);
 	CHECK(st.rows == 9 && st.rejected[OTLP_REJ_TRACE_ID] == 1 && st.ignored_kind == 1,
 	      "rows %llu", (unsigned long long)st.rows);
+	/* refused by the transports before decoding, one of each answer sent above */
+	CHECK(st.refused[OTLP_REFUSE_GRPC_TOO_LARGE] == 1 &&
+		  st.refused[OTLP_REFUSE_HTTP_404] == 1 && st.refused[OTLP_REFUSE_HTTP_405] == 1 &&
+		  st.refused[OTLP_REFUSE_HTTP_411] == 1 && st.refused[OTLP_REFUSE_HTTP_413] == 1 &&
+		  st.refused[OTLP_REFUSE_HTTP_415] == 1,
+	      "refusals: grpc_too_large %llu 404 %llu 405 %llu 411 %llu 413 %llu 415 %llu",
+	      (unsigned long long)st.refused[OTLP_REFUSE_GRPC_TOO_LARGE],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_404],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_405],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_411],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_413],
+	      (unsigned long long)st.refused[OTLP_REFUSE_HTTP_415]);
 
 	/* the 5 exports that decoded, forwarded unchanged: the upstream decodes the same rows */
 	otlp_forward_stop(fwd, 10000, &fs);

@@ -7,7 +7,10 @@
  * bare TCP connection that never spoke; an address in use is refused;
  * a named address ("localhost:0") starts the core at once. A method the
  * server does not have is answered UNIMPLEMENTED at once (not at the
- * caller's deadline) and counted, and the server keeps answering.
+ * caller's deadline) and counted, and the server keeps answering. A
+ * compressed message is refused (the server does not accept_compressed)
+ * instead of being inflated by gRPC, and a message over the receive limit,
+ * which the core refuses itself, is reported through on_unread.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -22,6 +25,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
@@ -35,6 +39,8 @@
 static void echo(void *ctx, const struct rpc_request *req, struct rpc_reply *rep)
 {
 	(void)ctx;
+	if (req->unreadable)
+		return; /* the server's INVALID_ARGUMENT stands */
 	if (req->len == 3 && memcmp(req->data, "bad", 3) == 0) {
 		rep->code = GRPC_STATUS_INVALID_ARGUMENT;
 		snprintf(rep->message, sizeof(rep->message), "bad request");
@@ -51,6 +57,14 @@ static void echo(void *ctx, const struct rpc_request *req, struct rpc_reply *rep
 	rep->len = req->len + 5;
 }
 
+static volatile int unread; /* calls on_unread reported */
+
+static void count_unread(void *ctx)
+{
+	(void)ctx;
+	unread++;
+}
+
 static struct rpc_server *start(const char *addr, bool lazy)
 {
 	static const char *const methods[] = {METHOD};
@@ -64,6 +78,7 @@ static struct rpc_server *start(const char *addr, bool lazy)
 	    .handler = echo,
 	    .name = "test",
 	    .start_on_connect = lazy,
+	    .on_unread = count_unread,
 	});
 }
 
@@ -119,17 +134,22 @@ static double now_s(void)
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* One call of method with msg on a new channel; the answer's text into out. */
-static grpc_status_code call_method(const char *target, const char *method, const char *msg,
-				    char *out, size_t outlen)
+/* One call of method with len bytes; gzip: the client's gRPC core compresses the message. */
+static grpc_status_code call_bytes(const char *target, const char *method, const void *msg,
+				   size_t len, bool gzip, char *out, size_t outlen)
 {
+	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+			.key = GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+			.value.integer = GRPC_COMPRESS_GZIP};
+	grpc_channel_args args = {1, &arg};
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	grpc_channel *ch = grpc_unary_channel(target, creds, NULL);
+	grpc_channel *ch = gzip ? grpc_channel_create(target, creds, &args)
+				: grpc_unary_channel(target, creds, NULL);
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	struct grpc_unary_answer ans;
 
 	grpc_channel_credentials_release(creds);
-	grpc_unary_call(ch, cq, method, NULL, msg, strlen(msg), 5000, &ans);
+	grpc_unary_call(ch, cq, method, NULL, msg, len, 5000, &ans);
 	out[0] = '\0';
 	if (ans.resp) {
 		grpc_byte_buffer_reader rd;
@@ -160,7 +180,7 @@ static grpc_status_code call_method(const char *target, const char *method, cons
 
 static grpc_status_code call(const char *target, const char *msg, char *out, size_t outlen)
 {
-	return call_method(target, METHOD, msg, out, outlen);
+	return call_bytes(target, METHOD, msg, strlen(msg), false, out, outlen);
 }
 
 /*
@@ -178,7 +198,8 @@ static void test_unknown_methods(struct rpc_server *s, const char *target)
 
 	for (size_t i = 0; i < 3; i++) {
 		double t0 = now_s(), took;
-		grpc_status_code code = call_method(target, unknown[i], "x", out, sizeof(out));
+		grpc_status_code code =
+		    call_bytes(target, unknown[i], "x", 1, false, out, sizeof(out));
 
 		took = now_s() - t0;
 		CHECK(code == GRPC_STATUS_UNIMPLEMENTED, "%s: status %d (%s), want UNIMPLEMENTED",
@@ -247,6 +268,36 @@ int main(void)
 		  strstr(out, "bad request"),
 	      "error status through: %s", out);
 	test_unknown_methods(s, target);
+	/* compressed: the handler never sees it, gRPC did not inflate it (4 KiB that gzip
+	   shrinks: a client sends a message that would not shrink uncompressed) */
+	{
+		char *b = malloc(4096);
+
+		if (!b)
+			abort();
+		memset(b, 'a', 4096);
+		CHECK(call_bytes(target, METHOD, b, 4096, true, out, sizeof(out)) ==
+			      GRPC_STATUS_INVALID_ARGUMENT &&
+			  strstr(out, "compressed messages are not accepted"),
+		      "compressed message refused: %.60s", out);
+		free(b);
+	}
+	/* over the receive limit (1 MiB): refused by the core, reported as unread */
+	{
+		size_t big = (1 << 20) + 1;
+		char *b = calloc(1, big);
+
+		CHECK(b && call_bytes(target, METHOD, b, big, false, out, sizeof(out)) ==
+			       GRPC_STATUS_RESOURCE_EXHAUSTED,
+		      "over the receive limit: %s", out);
+		for (int i = 0; i < 200 && unread < 1; i++)
+			usleep(10000);
+		CHECK(unread == 1, "on_unread reported %d calls", unread);
+		free(b);
+	}
+	CHECK(call(target, "after", out, sizeof(out)) == GRPC_STATUS_OK &&
+		  strcmp(out, "echo:after") == 0,
+	      "a call after the refusals: %s", out);
 
 	/* stop with an idle connection open */
 	idle = tcp_connect(port);
