@@ -112,7 +112,7 @@ struct agent {
 	struct otlp_grpc *otlp_grpc;		  /* OTLP/gRPC server, or NULL */
 	struct otlp_http *otlp_http;		  /* OTLP/HTTP server, or NULL */
 	struct otlp_forward *otlp_fwd;		  /* upstream forwarding, or NULL */
-	struct otlp_forward_stats fwd_stats;	  /* its final counters, after stop */
+	struct otlp_forward_stats fwd_stats;	  /* its counters (copy_server_counts) */
 	struct hold *hold;			  /* raised samples per trace, until decided */
 	uint64_t raised;			  /* samples of the raised events received */
 	uint64_t raised_unheld;			  /* of those, refused by the hold */
@@ -127,7 +127,7 @@ struct agent {
 	size_t ndecisions;			  /* queued */
 	uint64_t decisions_dropped;		  /* ring full: those traces' holds expire */
 	struct control *control;		  /* AgentControl server, or NULL */
-	struct control_stats control_stats;	  /* its final counters, after stop */
+	struct control_stats control_stats;	  /* its counters (copy_server_counts) */
 	struct kubepods *kube;			  /* the node's pods (Kubernetes API), or NULL */
 	uint64_t kube_gen;			  /* kubepods_generation() last acted on */
 	uint64_t kube_renamed;			  /* sources renamed when their pod arrived */
@@ -1179,6 +1179,21 @@ static int start_control(struct agent *a)
 	return 0;
 }
 
+/*
+ * Copies the servers' refusal counters (control, OTLP/HTTP, forwarder) while
+ * they run, so every stats file shows current values; at stop the last copy
+ * stays.
+ */
+static void copy_server_counts(struct agent *a)
+{
+	if (a->control)
+		control_get_stats(a->control, &a->control_stats);
+	if (a->otlp_http)
+		otlp_http_get_counts(a->otlp_http, &a->http_timeouts, &a->http_refused);
+	if (a->otlp_fwd)
+		otlp_forward_get_stats(a->otlp_fwd, &a->fwd_stats);
+}
+
 static void stop_control(struct agent *a)
 {
 	if (a->control)
@@ -1431,6 +1446,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 		log_warn("cannot write stats file %s: %s", tmp, strerror(errno));
 		return;
 	}
+	copy_server_counts(a);
 	sampler_get_stats(a->sampler, &ss);
 	agg_get_stats(a->agg, &ag);
 	shipper_get_stats(a->shipper, &sh);
