@@ -48,6 +48,7 @@
 #include "procmem.h"
 #include "sampler.h"
 #include "shipper.h"
+#include "spool.h"
 #include "symbolize.h"
 #include "tlsloc.h"
 #include "traceprof/hex.h"
@@ -103,25 +104,28 @@ struct decision {
 };
 
 struct agent {
-	struct agent_config cfg;		  /* settings (copied) */
-	struct sampler *sampler;		  /* BPF side */
-	struct symbolizer *sym;			  /* symbol tables */
-	struct agg *agg;			  /* open window */
-	struct shipper *shipper;		  /* database side */
-	struct otlp_receiver *otlp;		  /* OTLP exports -> request rows */
-	struct otlp_grpc *otlp_grpc;		  /* OTLP/gRPC server, or NULL */
-	struct otlp_http *otlp_http;		  /* OTLP/HTTP server, or NULL */
-	struct otlp_forward *otlp_fwd;		  /* upstream forwarding, or NULL */
-	struct otlp_forward_stats fwd_stats;	  /* its counters (copy_server_counts) */
-	struct hold *hold;			  /* raised samples per trace, until decided */
-	uint64_t raised;			  /* samples of the raised events received */
-	uint64_t raised_unheld;			  /* of those, refused by the hold */
-	uint64_t hold_rows;			  /* rows of kept traces (on_hold_rows) */
-	uint64_t hold_rows_lost;		  /* of those, not queued (no memory, bad id) */
-	struct triggers *trig;			  /* trigger engine */
-	pthread_mutex_t raise_lock;		  /* serializes on_raise's sampler switches */
-	uint64_t raise_errors;			  /* raises the sampler refused */
-	pthread_mutex_t decide_lock;		  /* guards the decisions ring */
+	struct agent_config cfg;	     /* settings (copied) */
+	struct sampler *sampler;	     /* BPF side */
+	struct symbolizer *sym;		     /* symbol tables */
+	struct agg *agg;		     /* open window */
+	struct shipper *shipper;	     /* database side */
+	struct spool *spool;		     /* windows on disk until committed, or NULL */
+	struct spool_previous spool_prev;    /* how the previous run ended (its state record) */
+	uint64_t closed_samples;	     /* samples of the windows closed so far */
+	struct otlp_receiver *otlp;	     /* OTLP exports -> request rows */
+	struct otlp_grpc *otlp_grpc;	     /* OTLP/gRPC server, or NULL */
+	struct otlp_http *otlp_http;	     /* OTLP/HTTP server, or NULL */
+	struct otlp_forward *otlp_fwd;	     /* upstream forwarding, or NULL */
+	struct otlp_forward_stats fwd_stats; /* its counters (copy_server_counts) */
+	struct hold *hold;		     /* raised samples per trace, until decided */
+	uint64_t raised;		     /* samples of the raised events received */
+	uint64_t raised_unheld;		     /* of those, refused by the hold */
+	uint64_t hold_rows;		     /* rows of kept traces (on_hold_rows) */
+	uint64_t hold_rows_lost;	     /* of those, not queued (no memory, bad id) */
+	struct triggers *trig;		     /* trigger engine */
+	pthread_mutex_t raise_lock;	     /* serializes on_raise's sampler switches */
+	uint64_t raise_errors;		     /* raises the sampler refused */
+	pthread_mutex_t decide_lock;	     /* guards the decisions ring */
 	struct decision decisions[DECISIONS_MAX]; /* from the claim worker to the main loop */
 	size_t decide_head;			  /* oldest queued decision */
 	size_t ndecisions;			  /* queued */
@@ -623,6 +627,7 @@ static void ship_closed(struct agent *a)
 	while ((w = agg_take(a->agg)) != NULL) {
 		log_debug("window closed start=%" PRId64 " rows=%zu samples=%" PRIu64, w->start_us,
 			  w->nrows, w->nsamples);
+		a->closed_samples += w->nsamples;
 		shipper_submit(a->shipper, w);
 	}
 }
@@ -1297,6 +1302,48 @@ static struct symbolizer *new_symbolizer(const struct agent *a)
 	return sym_new(&o);
 }
 
+/*
+ * The spool of this database under spool-dir (docs/agent.md, "What a crash
+ * loses"). One that cannot be used (another agent holds it, no permission)
+ * is logged and the agent runs without it.
+ */
+static void open_spool(struct agent *a)
+{
+	struct spool_opts o = {.dir = a->cfg.spool_dir, .max_bytes = a->cfg.spool_bytes};
+	char key[sizeof(a->cfg.db) + 16], err[512];
+
+	if (!a->cfg.spool_dir[0])
+		return;
+	config_db_masked(&a->cfg, key, sizeof(key));
+	o.db_key = key;
+	a->spool = spool_open(&o, &a->spool_prev, err, sizeof(err));
+	if (!a->spool)
+		log_warn("running without a spool: a crash loses every window not yet in the "
+			 "database (%s)",
+			 err);
+}
+
+static void report_previous_run(struct agent *a)
+{
+	const struct spool_previous *p = &a->spool_prev;
+	struct shipper_stats sh;
+
+	if (!a->spool)
+		return;
+	shipper_get_stats(a->shipper, &sh);
+	if (p->unclean)
+		log_warn(
+		    "previous run ended without a clean stop: %" PRIu64 " samples and %" PRIu64
+		    " spans lost (its open window, and queued windows it could not spool); %" PRIu64
+		    " windows recovered from the spool pid=%d raised_samples_lost=%" PRIu64
+		    " spool=%s",
+		    p->lost.samples_open + p->lost.samples_unspooled, p->lost.requests_unspooled,
+		    sh.windows_recovered, p->pid, p->lost.raised_held, spool_path(a->spool));
+	else if (sh.windows_recovered)
+		log_info("%" PRIu64 " windows recovered from the spool spool=%s",
+			 sh.windows_recovered, spool_path(a->spool));
+}
+
 struct agent *agent_new(const struct agent_config *cfg)
 {
 	struct agent *a = calloc(1, sizeof(*a));
@@ -1365,11 +1412,14 @@ struct agent *agent_new(const struct agent_config *cfg)
 	sho.conninfo = cfg->db[0] ? cfg->db : NULL;
 	sho.max_queue_bytes = cfg->queue_bytes;
 	sho.store.app_name = "traceprof-agent";
+	open_spool(a);
+	sho.spool = a->spool;
 	a->shipper = shipper_start(&sho);
 	if (!a->shipper) {
 		log_error("cannot start the shipper: %s", strerror(errno));
 		goto out_free;
 	}
+	report_previous_run(a);
 
 	if (start_control(a) != 0)
 		goto out_free;
@@ -1395,6 +1445,51 @@ struct agent *agent_new(const struct agent_config *cfg)
 out_free:
 	agent_free(a);
 	return NULL;
+}
+
+/* What a crash would lose now, for the next start to report (one pwrite, when it changed). */
+static void note_spool_state(struct agent *a)
+{
+	struct spool_state st = {0};
+	struct shipper_stats sh;
+	struct hold_stats hs;
+	struct agg_stats ag;
+
+	if (!a->spool)
+		return;
+	agg_get_stats(a->agg, &ag);
+	hold_get_stats(a->hold, &hs);
+	shipper_get_stats(a->shipper, &sh);
+	st.samples_open = ag.samples - a->closed_samples;
+	st.raised_held = hs.samples - hs.samples_refused - hs.samples_kept - hs.samples_lost;
+	st.samples_unspooled = sh.samples_unspooled;
+	st.requests_unspooled = sh.requests_unspooled;
+	spool_note_state(a->spool, &st);
+}
+
+static void write_spool_stats(struct agent *a, FILE *f, const struct shipper_stats *sh)
+{
+	struct spool_stats sp = {0};
+	const struct spool_state *lost = &a->spool_prev.lost;
+
+	if (a->spool)
+		spool_get_stats(a->spool, &sp);
+	fprintf(f,
+		"spool_on=%d\nspool_windows_written=%" PRIu64 "\nspool_windows_removed=%" PRIu64
+		"\nspool_windows_full=%" PRIu64 "\nspool_write_errors=%" PRIu64
+		"\nspool_commit_errors=%" PRIu64 "\nspool_files_bad=%" PRIu64
+		"\nspool_files=%zu\nspool_bytes=%zu\nspool_windows_recovered=%" PRIu64
+		"\nspool_windows_resumed=%" PRIu64 "\nsamples_unspooled=%" PRIu64
+		"\nrequests_unspooled=%" PRIu64 "\n",
+		a->spool != NULL, sp.windows_written, sp.windows_removed, sp.windows_full,
+		sp.write_errors, sp.commit_errors, sp.files_bad, sp.files, sp.bytes,
+		sh->windows_recovered, sh->windows_resumed, sh->samples_unspooled,
+		sh->requests_unspooled);
+	fprintf(f,
+		"prev_run_unclean=%d\nprev_run_samples_lost=%" PRIu64
+		"\nprev_run_spans_lost=%" PRIu64 "\nprev_run_raised_lost=%" PRIu64 "\n",
+		a->spool_prev.unclean, lost->samples_open + lost->samples_unspooled,
+		lost->requests_unspooled, lost->raised_held);
 }
 
 static void write_hold_stats(struct agent *a, FILE *f)
@@ -1492,6 +1587,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 		"\nrequests_undelivered=%" PRIu64 "\nrequests_refused=%" PRIu64 "\n",
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
+	write_spool_stats(a, f, &sh);
 	write_otlp_stats(a, f);
 	write_hold_stats(a, f);
 	write_trigger_stats(a, f);
@@ -1641,6 +1737,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		apply_decisions(a);
 		hold_tick(a->hold, real);
 		ship_closed(a);
+		note_spool_state(a);
 		c2 = thread_cpu_ns();
 		a->cpu_window_ns += c2 - c1;
 		tick_triggers(a);
@@ -1708,6 +1805,7 @@ void agent_free(struct agent *a)
 	sampler_free(a->sampler);
 	hold_free(a->hold);
 	shipper_free(a->shipper);
+	spool_close(a->spool, true); /* what stays in it is delivered by the next start */
 	otlp_receiver_free(a->otlp);
 	agg_free(a->agg);
 	sym_free(a->sym);

@@ -28,7 +28,7 @@ burn_pid=$!
 ctl=$(free_port)
 "$agent" --db "host=127.0.0.1 port=1 connect_timeout=1" --target "pid:$burn_pid" \
 	--control-listen "127.0.0.1:$ctl" --control-token-file "$work/token" \
-	--otlp-grpc "" --otlp-http "127.0.0.1:$(free_port)" \
+	--otlp-grpc "" --otlp-http "127.0.0.1:$(free_port)" --spool-dir "$work/spool" \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
 pids+=($agent_pid)
