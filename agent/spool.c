@@ -36,6 +36,8 @@
 struct spool {
 	struct spool_opts o;	 /* options; dir and db_key point to path below */
 	char path[4096];	 /* DIR/<hash> */
+	char made[4][4096];	 /* directories spool_open created, outermost first */
+	int nmade;		 /* entries in made */
 	int lock_fd;		 /* flock'ed lock file */
 	int state_fd;		 /* the state record */
 	struct spool_state last; /* what the record holds now */
@@ -567,8 +569,8 @@ static void sync_dir(const struct spool *sp)
 	}
 }
 
-/* Creates each missing directory of path with mode 0700. */
-static int mkdir_p(const char *path)
+/* Creates each missing directory of path with mode 0700; remembers the last few it made. */
+static int mkdir_p(struct spool *sp, const char *path)
 {
 	char buf[4096];
 	size_t n = strlen(path);
@@ -580,8 +582,15 @@ static int mkdir_p(const char *path)
 		if (buf[i] != '/' && buf[i] != '\0')
 			continue;
 		buf[i] = '\0';
-		if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+		if (mkdir(buf, 0700) == 0) {
+			if (sp->nmade == 4) {
+				memmove(sp->made, sp->made + 1, sizeof(sp->made[0]) * 3);
+				sp->nmade--;
+			}
+			snprintf(sp->made[sp->nmade++], sizeof(sp->made[0]), "%s", buf);
+		} else if (errno != EEXIST) {
 			return -errno;
+		}
 		buf[i] = path[i];
 	}
 	return 0;
@@ -680,7 +689,7 @@ struct spool *spool_open(const struct spool_opts *opts, struct spool_previous *p
 		snprintf(err, errlen, "spool directory name too long");
 		goto out_free;
 	}
-	rc = mkdir_p(sp->path);
+	rc = mkdir_p(sp, sp->path);
 	if (rc) {
 		snprintf(err, errlen, "cannot create %s: %s", sp->path, strerror(-rc));
 		goto out_free;
@@ -750,6 +759,9 @@ void spool_close(struct spool *sp, bool clean)
 				unlink(name);
 			}
 			rmdir(sp->path);
+			/* and the directories this run created, if nothing else is in them */
+			for (int i = sp->nmade - 1; i >= 0; i--)
+				rmdir(sp->made[i]);
 		}
 	}
 	if (sp->state_fd >= 0)
