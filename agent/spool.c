@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,8 @@
 #define HEADER	    24		/* magic, body length, checksum */
 #define STR_NULL    0xffffffffu /* string length that stands for NULL */
 
+struct state_rec;
+
 struct spool {
 	struct spool_opts o;	 /* options; dir and db_key point to path below */
 	char path[4096];	 /* DIR/<hash> */
@@ -40,6 +43,7 @@ struct spool {
 	int nmade;		 /* entries in made */
 	int lock_fd;		 /* flock'ed lock file */
 	int state_fd;		 /* the state record */
+	struct state_rec *rec;	 /* it, mapped (MAP_SHARED), or NULL: pwrite */
 	struct spool_state last; /* what the record holds now */
 	pthread_mutex_t mu;	 /* guards below */
 	uint64_t next_id;	 /* id of the next window file */
@@ -103,6 +107,26 @@ static void put_str(struct wbuf *b, const char *s)
 
 	put_u32(b, s ? (uint32_t)n : STR_NULL);
 	put(b, s, n);
+}
+
+/*
+ * The body's checksum: FNV-1a over 8-byte words with a shift to mix the
+ * high bits down (a byte at a time took 0.26 ms of a 258 KB window), then
+ * over the bytes left.
+ */
+static uint64_t body_sum(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull, v;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&v, p + i, 8);
+		h = (h ^ v) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+	return h;
 }
 
 static uint64_t fnv1a(const char *p, size_t n)
@@ -200,6 +224,11 @@ int spool_encode(const struct agg_window *w, char **out, size_t *len)
 
 	if (!w || !out || !len)
 		return -EINVAL;
+	/* the file is about the size of the window in memory: one allocation, usually */
+	b.cap = w->bytes + 4096;
+	b.p = malloc(b.cap);
+	if (!b.p)
+		return -ENOMEM;
 	put(&b, WIN_MAGIC, 8);
 	put_u64(&b, 0); /* body length, below */
 	put_u64(&b, 0); /* checksum, below */
@@ -225,7 +254,7 @@ int spool_encode(const struct agg_window *w, char **out, size_t *len)
 		return -ENOMEM;
 	}
 	body = b.len - HEADER;
-	sum = fnv1a(b.p + HEADER, body);
+	sum = body_sum(b.p + HEADER, body);
 	memcpy(b.p + 8, &body, 8);
 	memcpy(b.p + 16, &sum, 8);
 	*out = b.p;
@@ -432,7 +461,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 		goto bad;
 	memcpy(&body, buf + 8, 8);
 	memcpy(&sum, buf + 16, 8);
-	if (body != len - HEADER || fnv1a(buf + HEADER, body) != sum)
+	if (body != len - HEADER || body_sum(buf + HEADER, body) != sum)
 		goto bad;
 	r = (struct rbuf){.p = buf + HEADER, .left = body};
 	h.start_us = (int64_t)get_u64(&r);
@@ -694,6 +723,20 @@ struct spool *spool_open(const struct spool_opts *opts, struct spool_previous *p
 		snprintf(err, errlen, "cannot create %s: %s", sp->path, strerror(-rc));
 		goto out_free;
 	}
+	{
+		/* windows from this directory go into the database: only we may write it */
+		struct stat st;
+
+		if (lstat(sp->path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+		    (st.st_mode & 022)) {
+			rc = -EPERM;
+			snprintf(err, errlen,
+				 "%s is not a directory of this user that only it may write "
+				 "(fix its owner and mode, or set spool-dir)",
+				 sp->path);
+			goto out_free;
+		}
+	}
 	snprintf(name, sizeof(name), "%s/lock", sp->path);
 	sp->lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (sp->lock_fd < 0 || flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -724,6 +767,10 @@ struct spool *spool_open(const struct spool_opts *opts, struct spool_previous *p
 	}
 	read_previous(sp, prev);
 	write_state(sp, false);
+	/* the main loop updates it every pass: stores into a shared mapping, no system call */
+	sp->rec = mmap(NULL, sizeof(*sp->rec), PROT_READ | PROT_WRITE, MAP_SHARED, sp->state_fd, 0);
+	if (sp->rec == MAP_FAILED)
+		sp->rec = NULL;
 	rc = scan(sp);
 	if (rc) {
 		snprintf(err, errlen, "cannot read %s: %s", sp->path, strerror(-rc));
@@ -764,6 +811,8 @@ void spool_close(struct spool *sp, bool clean)
 				rmdir(sp->made[i]);
 		}
 	}
+	if (sp->rec)
+		munmap(sp->rec, sizeof(*sp->rec));
 	if (sp->state_fd >= 0)
 		close(sp->state_fd);
 	if (sp->lock_fd >= 0)
@@ -994,7 +1043,12 @@ void spool_note_state(struct spool *sp, const struct spool_state *st)
 	if (!sp || !st || memcmp(st, &sp->last, sizeof(*st)) == 0)
 		return;
 	sp->last = *st;
-	write_state(sp, false);
+	if (sp->rec) {
+		sp->rec->lost = *st;
+		sp->rec->updated_us = now_us();
+	} else {
+		write_state(sp, false);
+	}
 }
 
 void spool_get_stats(struct spool *sp, struct spool_stats *out)

@@ -22,8 +22,12 @@
  * warning). A small state record there (state) holds what a crash would
  * lose now: the samples of the open window, raised samples held for
  * triggers and queued windows that could not be spooled. The main loop
- * rewrites it in place (one pwrite) each pass; a clean stop marks it
+ * updates it in place each pass (stores into a shared mapping of the file,
+ * which the page cache keeps when the process dies); a clean stop marks it
  * clean. The next start reads it and reports the previous run's loss.
+ *
+ * Trust: the subdirectory must belong to the agent's user and be writable
+ * by it alone (its windows go into the database), else spool_open fails.
  *
  * Bounds: max_bytes of window files; past it a window is not spooled (kept
  * in memory only, counted in windows_full). A file that cannot be read back
@@ -130,7 +134,7 @@ void spool_remove(struct spool *sp, uint64_t id);
  */
 struct agg_window *spool_load(struct spool *sp);
 
-/* Rewrites the state record (one pwrite; nothing when unchanged). */
+/* Updates the state record (stores into its mapping; nothing when unchanged). */
 void spool_note_state(struct spool *sp, const struct spool_state *st);
 void spool_get_stats(struct spool *sp, struct spool_stats *out);
 

@@ -363,6 +363,21 @@ static void test_directory(void)
 	      "a damaged file is removed and counted: bad=%" PRIu64, ss.files_bad);
 	spool_close(sp, true);
 
+	/* a directory others may write is refused: its windows would go into the database */
+	sp = spool_open(&o, NULL, err, sizeof(err));
+	CHECK(sp != NULL, "open: %s", err);
+	if (sp) {
+		snprintf(path, sizeof(path), "%s", spool_path(sp));
+		spool_close(sp, false);
+		chmod(path, 0777);
+		sp = spool_open(&o, NULL, err, sizeof(err));
+		CHECK(!sp && errno == EPERM && strstr(err, "only it may write"),
+		      "a world-writable spool is refused: %s", err);
+		spool_close(sp, true);
+		chmod(path, 0700);
+		spool_close(spool_open(&o, NULL, err, sizeof(err)), true);
+	}
+
 	/* max_bytes */
 	o.max_bytes = 1 << 16;
 	sp = spool_open(&o, &prev, err, sizeof(err));
