@@ -241,6 +241,14 @@ int shipper_offer(struct shipper *s, struct agg_window *w)
 		discard(s, w);
 		return -ESHUTDOWN;
 	}
+	if (s->stats.queue_bytes + w->bytes > s->o.max_queue_bytes) {
+		/* another receiver thread took the room meanwhile */
+		s->stats.windows_refused++;
+		s->stats.requests_refused += w->nrequests;
+		pthread_mutex_unlock(&s->mu);
+		discard(s, w);
+		return -EAGAIN;
+	}
 	count_submitted(s, w);
 	enqueue_locked(s, w);
 	pthread_mutex_unlock(&s->mu);
