@@ -104,28 +104,25 @@ struct decision {
 };
 
 struct agent {
-	struct agent_config cfg;	     /* settings (copied) */
-	struct sampler *sampler;	     /* BPF side */
-	struct symbolizer *sym;		     /* symbol tables */
-	struct agg *agg;		     /* open window */
-	struct shipper *shipper;	     /* database side */
-	struct spool *spool;		     /* windows on disk until committed, or NULL */
-	struct spool_previous spool_prev;    /* how the previous run ended (its state record) */
-	uint64_t closed_samples;	     /* samples of the windows closed so far */
-	struct otlp_receiver *otlp;	     /* OTLP exports -> request rows */
-	struct otlp_grpc *otlp_grpc;	     /* OTLP/gRPC server, or NULL */
-	struct otlp_http *otlp_http;	     /* OTLP/HTTP server, or NULL */
-	struct otlp_forward *otlp_fwd;	     /* upstream forwarding, or NULL */
-	struct otlp_forward_stats fwd_stats; /* its counters (copy_server_counts) */
-	struct hold *hold;		     /* raised samples per trace, until decided */
-	uint64_t raised;		     /* samples of the raised events received */
-	uint64_t raised_unheld;		     /* of those, refused by the hold */
-	uint64_t hold_rows;		     /* rows of kept traces (on_hold_rows) */
-	uint64_t hold_rows_lost;	     /* of those, not queued (no memory, bad id) */
-	struct triggers *trig;		     /* trigger engine */
-	pthread_mutex_t raise_lock;	     /* serializes on_raise's sampler switches */
-	uint64_t raise_errors;		     /* raises the sampler refused */
-	pthread_mutex_t decide_lock;	     /* guards the decisions ring */
+	struct agent_config cfg;		  /* settings (copied) */
+	struct sampler *sampler;		  /* BPF side */
+	struct symbolizer *sym;			  /* symbol tables */
+	struct agg *agg;			  /* open window */
+	struct shipper *shipper;		  /* database side */
+	struct otlp_receiver *otlp;		  /* OTLP exports -> request rows */
+	struct otlp_grpc *otlp_grpc;		  /* OTLP/gRPC server, or NULL */
+	struct otlp_http *otlp_http;		  /* OTLP/HTTP server, or NULL */
+	struct otlp_forward *otlp_fwd;		  /* upstream forwarding, or NULL */
+	struct otlp_forward_stats fwd_stats;	  /* its counters (copy_server_counts) */
+	struct hold *hold;			  /* raised samples per trace, until decided */
+	uint64_t raised;			  /* samples of the raised events received */
+	uint64_t raised_unheld;			  /* of those, refused by the hold */
+	uint64_t hold_rows;			  /* rows of kept traces (on_hold_rows) */
+	uint64_t hold_rows_lost;		  /* of those, not queued (no memory, bad id) */
+	struct triggers *trig;			  /* trigger engine */
+	pthread_mutex_t raise_lock;		  /* serializes on_raise's sampler switches */
+	uint64_t raise_errors;			  /* raises the sampler refused */
+	pthread_mutex_t decide_lock;		  /* guards the decisions ring */
 	struct decision decisions[DECISIONS_MAX]; /* from the claim worker to the main loop */
 	size_t decide_head;			  /* oldest queued decision */
 	size_t ndecisions;			  /* queued */
@@ -138,6 +135,9 @@ struct agent {
 	uint32_t cpus_online;			  /* at start: sysconf reads sysfs every call */
 	uint64_t http_timeouts;			  /* OTLP/HTTP connections closed as too slow */
 	uint64_t http_refused;			  /* OTLP/HTTP connections refused when full */
+	struct spool *spool;			  /* windows on disk until committed, or NULL */
+	struct spool_previous spool_prev;	  /* how the previous run ended */
+	uint64_t closed_samples;		  /* samples of the windows closed */
 	struct proc *procs;			  /* open-addressing table by pid */
 	size_t nprocs_cap;			  /* slots (power of two) */
 	size_t nprocs;				  /* used slots */
