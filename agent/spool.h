@@ -49,6 +49,7 @@
 #include "aggregate.h"
 
 #define SPOOL_DEFAULT_BYTES (64u << 20) /* bound on window files when max_bytes is 0 */
+#define SPOOL_FILE_HEADER   24		/* bytes before a window file's body */
 #define SPOOL_MAX_COMMITS   64		/* commit records read back per window */
 
 struct spool_opts {
@@ -145,5 +146,7 @@ void spool_get_stats(struct spool *sp, struct spool_stats *out);
  */
 int spool_encode(const struct agg_window *w, char **out, size_t *len);
 struct agg_window *spool_decode(const char *buf, size_t len);
+/* The 64-bit hash of a file's body and of the database key (FNV-1a over words). */
+uint64_t spool_hash(const char *p, size_t n);
 
 #endif
