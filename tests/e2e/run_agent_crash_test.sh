@@ -67,7 +67,13 @@ sleep 3
 echo "database stopped"
 "$load" --port "$port" --requests 120 --concurrency 2 --seed 3 -q >"$work/load.log" 2>&1 ||
 	fail "load generator"
-sleep 5 # the service's exporter sends its batch
+# the service's exporter sends its spans within a second or so
+for _ in $(seq 30); do
+	sleep 0.5
+	snapshot "$work/stats1"
+	[ "$(stat_of "$work/stats1" requests_submitted)" -ge 120 ] && break
+done
+sleep 2 # a few more windows queued
 snapshot "$work/stats1"
 cp "$work/stats1" "$work/snap"
 kill -KILL "$agent_pid"
