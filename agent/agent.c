@@ -48,6 +48,7 @@
 #include "procmem.h"
 #include "sampler.h"
 #include "shipper.h"
+#include "spool.h"
 #include "symbolize.h"
 #include "tlsloc.h"
 #include "traceprof/hex.h"
@@ -115,7 +116,7 @@ struct agent {
 	struct otlp_grpc *otlp_grpc;		  /* OTLP/gRPC server, or NULL */
 	struct otlp_http *otlp_http;		  /* OTLP/HTTP server, or NULL */
 	struct otlp_forward *otlp_fwd;		  /* upstream forwarding, or NULL */
-	struct otlp_forward_stats fwd_stats;	  /* its final counters, after stop */
+	struct otlp_forward_stats fwd_stats;	  /* its counters (copy_server_counts) */
 	struct hold *hold;			  /* raised samples per trace, until decided */
 	uint64_t raised;			  /* samples of the raised events received */
 	uint64_t raised_unheld;			  /* of those, refused by the hold */
@@ -130,7 +131,7 @@ struct agent {
 	size_t ndecisions;			  /* queued */
 	uint64_t decisions_dropped;		  /* ring full: those traces' holds expire */
 	struct control *control;		  /* AgentControl server, or NULL */
-	struct control_stats control_stats;	  /* its final counters, after stop */
+	struct control_stats control_stats;	  /* its counters (copy_server_counts) */
 	struct kubepods *kube;			  /* the node's pods (Kubernetes API), or NULL */
 	uint64_t kube_gen;			  /* kubepods_generation() last acted on */
 	uint64_t kube_renamed;			  /* sources renamed when their pod arrived */
@@ -139,6 +140,9 @@ struct agent {
 	uint64_t http_refused;			  /* OTLP/HTTP connections refused when full */
 	struct tp_conn_limits conn_limits;	  /* every listening port's caps and timeouts */
 	struct tp_conn_stats conns_stopped[3];	  /* per CONN_PORT_*: counters of a stopped port */
+	struct spool *spool;			  /* windows on disk until committed, or NULL */
+	struct spool_previous spool_prev;	  /* how the previous run ended */
+	uint64_t closed_samples;		  /* samples of the windows closed */
 	struct proc *procs;			  /* open-addressing table by pid */
 	size_t nprocs_cap;			  /* slots (power of two) */
 	size_t nprocs;				  /* used slots */
@@ -628,6 +632,7 @@ static void ship_closed(struct agent *a)
 	while ((w = agg_take(a->agg)) != NULL) {
 		log_debug("window closed start=%" PRId64 " rows=%zu samples=%" PRIu64, w->start_us,
 			  w->nrows, w->nsamples);
+		a->closed_samples += w->nsamples;
 		shipper_submit(a->shipper, w);
 	}
 }
@@ -1186,6 +1191,21 @@ static int start_control(struct agent *a)
 	return 0;
 }
 
+/*
+ * Copies the servers' refusal counters (control, OTLP/HTTP, forwarder) while
+ * they run, so every stats file shows current values; at stop the last copy
+ * stays.
+ */
+static void copy_server_counts(struct agent *a)
+{
+	if (a->control)
+		control_get_stats(a->control, &a->control_stats);
+	if (a->otlp_http)
+		otlp_http_get_counts(a->otlp_http, &a->http_timeouts, &a->http_refused);
+	if (a->otlp_fwd)
+		otlp_forward_get_stats(a->otlp_fwd, &a->fwd_stats);
+}
+
 static void stop_control(struct agent *a)
 {
 	if (a->control) {
@@ -1329,6 +1349,48 @@ static struct symbolizer *new_symbolizer(const struct agent *a)
 	return sym_new(&o);
 }
 
+/*
+ * The spool of this database under spool-dir (docs/agent.md, "What a crash
+ * loses"). One that cannot be used (another agent holds it, no permission)
+ * is logged and the agent runs without it.
+ */
+static void open_spool(struct agent *a)
+{
+	struct spool_opts o = {.dir = a->cfg.spool_dir, .max_bytes = a->cfg.spool_bytes};
+	char key[sizeof(a->cfg.db) + 16], err[512];
+
+	if (!a->cfg.spool_dir[0])
+		return;
+	config_db_masked(&a->cfg, key, sizeof(key));
+	o.db_key = key;
+	a->spool = spool_open(&o, &a->spool_prev, err, sizeof(err));
+	if (!a->spool)
+		log_warn("running without a spool: a crash loses every window not yet in the "
+			 "database (%s)",
+			 err);
+}
+
+static void report_previous_run(struct agent *a)
+{
+	const struct spool_previous *p = &a->spool_prev;
+	struct shipper_stats sh;
+
+	if (!a->spool)
+		return;
+	shipper_get_stats(a->shipper, &sh);
+	if (p->unclean)
+		log_warn(
+		    "previous run ended without a clean stop: %" PRIu64 " samples and %" PRIu64
+		    " spans lost (its open window, and queued windows it could not spool); %" PRIu64
+		    " windows recovered from the spool pid=%d raised_samples_lost=%" PRIu64
+		    " spool=%s",
+		    p->lost.samples_open + p->lost.samples_unspooled, p->lost.requests_unspooled,
+		    sh.windows_recovered, p->pid, p->lost.raised_held, spool_path(a->spool));
+	else if (sh.windows_recovered)
+		log_info("%" PRIu64 " windows recovered from the spool spool=%s",
+			 sh.windows_recovered, spool_path(a->spool));
+}
+
 struct agent *agent_new(const struct agent_config *cfg)
 {
 	struct agent *a = calloc(1, sizeof(*a));
@@ -1407,11 +1469,14 @@ struct agent *agent_new(const struct agent_config *cfg)
 	sho.conninfo = cfg->db[0] ? cfg->db : NULL;
 	sho.max_queue_bytes = cfg->queue_bytes;
 	sho.store.app_name = "traceprof-agent";
+	open_spool(a);
+	sho.spool = a->spool;
 	a->shipper = shipper_start(&sho);
 	if (!a->shipper) {
 		log_error("cannot start the shipper: %s", strerror(errno));
 		goto out_free;
 	}
+	report_previous_run(a);
 
 	if (start_control(a) != 0)
 		goto out_free;
@@ -1437,6 +1502,51 @@ struct agent *agent_new(const struct agent_config *cfg)
 out_free:
 	agent_free(a);
 	return NULL;
+}
+
+/* What a crash would lose now, for the next start to report (one pwrite, when it changed). */
+static void note_spool_state(struct agent *a)
+{
+	struct spool_state st = {0};
+	struct shipper_stats sh;
+	struct hold_stats hs;
+	struct agg_stats ag;
+
+	if (!a->spool)
+		return;
+	agg_get_stats(a->agg, &ag);
+	hold_get_stats(a->hold, &hs);
+	shipper_get_stats(a->shipper, &sh);
+	st.samples_open = ag.samples - a->closed_samples;
+	st.raised_held = hs.samples - hs.samples_refused - hs.samples_kept - hs.samples_lost;
+	st.samples_unspooled = sh.samples_unspooled;
+	st.requests_unspooled = sh.requests_unspooled;
+	spool_note_state(a->spool, &st);
+}
+
+static void write_spool_stats(struct agent *a, FILE *f, const struct shipper_stats *sh)
+{
+	struct spool_stats sp = {0};
+	const struct spool_state *lost = &a->spool_prev.lost;
+
+	if (a->spool)
+		spool_get_stats(a->spool, &sp);
+	fprintf(f,
+		"spool_on=%d\nspool_windows_written=%" PRIu64 "\nspool_windows_removed=%" PRIu64
+		"\nspool_windows_full=%" PRIu64 "\nspool_write_errors=%" PRIu64
+		"\nspool_commit_errors=%" PRIu64 "\nspool_files_bad=%" PRIu64
+		"\nspool_files=%zu\nspool_bytes=%zu\nspool_windows_recovered=%" PRIu64
+		"\nspool_windows_resumed=%" PRIu64 "\nsamples_unspooled=%" PRIu64
+		"\nrequests_unspooled=%" PRIu64 "\n",
+		a->spool != NULL, sp.windows_written, sp.windows_removed, sp.windows_full,
+		sp.write_errors, sp.commit_errors, sp.files_bad, sp.files, sp.bytes,
+		sh->windows_recovered, sh->windows_resumed, sh->samples_unspooled,
+		sh->requests_unspooled);
+	fprintf(f,
+		"prev_run_unclean=%d\nprev_run_samples_lost=%" PRIu64
+		"\nprev_run_spans_lost=%" PRIu64 "\nprev_run_raised_lost=%" PRIu64 "\n",
+		a->spool_prev.unclean, lost->samples_open + lost->samples_unspooled,
+		lost->requests_unspooled, lost->raised_held);
 }
 
 static void write_hold_stats(struct agent *a, FILE *f)
@@ -1488,6 +1598,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 		log_warn("cannot write stats file %s: %s", tmp, strerror(errno));
 		return;
 	}
+	copy_server_counts(a);
 	sampler_get_stats(a->sampler, &ss);
 	agg_get_stats(a->agg, &ag);
 	shipper_get_stats(a->shipper, &sh);
@@ -1533,6 +1644,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 		"\nrequests_undelivered=%" PRIu64 "\nrequests_refused=%" PRIu64 "\n",
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
+	write_spool_stats(a, f, &sh);
 	write_otlp_stats(a, f);
 	write_hold_stats(a, f);
 	write_trigger_stats(a, f);
@@ -1683,6 +1795,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		apply_decisions(a);
 		hold_tick(a->hold, real);
 		ship_closed(a);
+		note_spool_state(a);
 		c2 = thread_cpu_ns();
 		a->cpu_window_ns += c2 - c1;
 		tick_triggers(a);
@@ -1750,6 +1863,7 @@ void agent_free(struct agent *a)
 	sampler_free(a->sampler);
 	hold_free(a->hold);
 	shipper_free(a->shipper);
+	spool_close(a->spool, true); /* what stays in it is delivered by the next start */
 	otlp_receiver_free(a->otlp);
 	agg_free(a->agg);
 	sym_free(a->sym);

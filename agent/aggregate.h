@@ -133,6 +133,8 @@ struct agg_window {
 	uint64_t missing_entries;	/* ids referenced but not registered (left out) */
 	uint64_t samples_overflow;	/* samples this window dropped at max_keys */
 	size_t bytes;			/* memory owned, for queue accounting */
+	uint64_t spool_id;		/* its file in the spool (spool.h); 0: not spooled */
+	bool spool_replayed;		/* read back from the spool at start (a previous run's) */
 	struct agg_window *next;	/* link for the current holder's list */
 };
 

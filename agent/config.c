@@ -122,6 +122,11 @@ static const struct setting settings[] = {
     {"kube-in-cluster", SET_AUTOBOOL, FIELD(kube_in_cluster), 0, 0, 0, "auto",
      "read the node's pods with the pod's service account: auto (when "
      "KUBERNETES_SERVICE_HOST is set), on or off"},
+    {"spool-dir", SET_STRING, STR(spool_dir), 0, 0, "/var/lib/traceprof/spool",
+     "closed windows are kept here until the database has them, so a crash loses at most the "
+     "open window; empty: off"},
+    {"spool-bytes", SET_BYTES, FIELD(spool_bytes), 0, 1 << 16, (double)(1ull << 40), "64M",
+     "disk for spooled windows; beyond it windows are kept in memory only (counted)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -524,6 +529,11 @@ static void mask_password(const char *in, char *out, size_t outlen)
 	out[o < outlen ? o : outlen - 1] = '\0';
 }
 
+void config_db_masked(const struct agent_config *cfg, char *out, size_t outlen)
+{
+	mask_password(cfg->db, out, outlen);
+}
+
 void config_print(const struct agent_config *cfg, FILE *out)
 {
 	static const char *const levels[] = {"debug", "info", "warn", "error"};
@@ -561,4 +571,5 @@ void config_print(const struct agent_config *cfg, FILE *out)
 		cfg->kube_in_cluster == CONFIG_ON    ? "on"
 		: cfg->kube_in_cluster == CONFIG_OFF ? "off"
 						     : "auto");
+	fprintf(out, "spool-dir = %s\nspool-bytes = %zu\n", cfg->spool_dir, cfg->spool_bytes);
 }

@@ -65,6 +65,8 @@ struct agent_config {
 	size_t trigger_hold_bytes; /* bound of raised samples held until their request is decided */
 	char kubeconfig[4096];	   /* kubeconfig for the node's pods, "" = none */
 	enum config_auto kube_in_cluster; /* service account of the pod (auto: in a cluster) */
+	char spool_dir[4096];		  /* windows kept on disk until committed, "" = off */
+	size_t spool_bytes;		  /* bound of the spool's window files */
 };
 
 /* Sets every field to its default. */
@@ -86,6 +88,8 @@ int config_set(struct agent_config *cfg, const char *name, const char *value, ch
 bool config_known(const char *name);
 /* Prints the settings with their defaults and help, for --help. */
 void config_print_help(FILE *out);
+/* Copies cfg->db with any password replaced by "***" (names the database in messages, files). */
+void config_db_masked(const struct agent_config *cfg, char *out, size_t outlen);
 /* Prints the effective settings in config-file form (never the database password). */
 void config_print(const struct agent_config *cfg, FILE *out);
 

@@ -57,6 +57,7 @@ struct shipper {
 	struct shipper_stats stats; /* counters, queue_bytes and queue_windows */
 	struct store *st;	    /* the thread's store; NULL until opened */
 	bool need_reconnect;	    /* the thread must store_reconnect() first */
+	bool spool_failing;	    /* the last spool write failed (logged once) */
 	uint64_t failures;	    /* consecutive failures, for the log */
 	struct progress prog;	    /* the head's delivery */
 };
@@ -107,6 +108,27 @@ static void set_error(struct shipper *s, const char *what, const char *detail)
 	snprintf(s->stats.last_error, sizeof(s->stats.last_error), "%s: %s", what, detail);
 }
 
+/* The queue's figures as w joins or leaves it (s->mu held). */
+static void queue_add(struct shipper *s, const struct agg_window *w)
+{
+	s->stats.queue_bytes += w->bytes;
+	s->stats.queue_windows++;
+	if (!w->spool_id) {
+		s->stats.samples_unspooled += w->nsamples;
+		s->stats.requests_unspooled += w->nrequests;
+	}
+}
+
+static void queue_sub(struct shipper *s, const struct agg_window *w)
+{
+	s->stats.queue_bytes -= w->bytes;
+	s->stats.queue_windows--;
+	if (!w->spool_id) {
+		s->stats.samples_unspooled -= w->nsamples;
+		s->stats.requests_unspooled -= w->nrequests;
+	}
+}
+
 /* Unlinks the head (delivered or abandoned). */
 static struct agg_window *pop_head(struct shipper *s)
 {
@@ -117,8 +139,7 @@ static struct agg_window *pop_head(struct shipper *s)
 		s->tail = NULL;
 	w->next = NULL;
 	s->head_busy = false;
-	s->stats.queue_bytes -= w->bytes;
-	s->stats.queue_windows--;
+	queue_sub(s, w);
 	return w;
 }
 
@@ -149,9 +170,47 @@ static void enqueue_locked(struct shipper *s, struct agg_window *w)
 	else
 		s->head = w;
 	s->tail = w;
-	s->stats.queue_bytes += w->bytes;
-	s->stats.queue_windows++;
+	queue_add(s, w);
 	pthread_cond_broadcast(&s->cv);
+}
+
+/* Frees w, and its spool file. */
+static void discard(struct shipper *s, struct agg_window *w)
+{
+	if (w)
+		spool_remove(s->o.spool, w->spool_id);
+	agg_window_free(w);
+}
+
+/*
+ * Writes w to the spool before it is queued (the caller's thread, no lock
+ * held). A window the spool refuses is queued all the same, unspooled.
+ */
+static void spool_window(struct shipper *s, struct agg_window *w)
+{
+	int rc;
+
+	w->spool_id = 0;
+	if (!s->o.spool)
+		return;
+	rc = spool_write(s->o.spool, w);
+	if (rc && rc != -ENOSPC) {
+		bool first;
+
+		pthread_mutex_lock(&s->mu);
+		first = !s->spool_failing;
+		s->spool_failing = true;
+		pthread_mutex_unlock(&s->mu);
+		if (first)
+			log_warn(
+			    "shipper: cannot write to the spool, windows are kept in memory only "
+			    "path=%s error=\"%s\"",
+			    spool_path(s->o.spool), strerror(-rc));
+	} else if (!rc) {
+		pthread_mutex_lock(&s->mu);
+		s->spool_failing = false;
+		pthread_mutex_unlock(&s->mu);
+	}
 }
 
 int shipper_offer(struct shipper *s, struct agg_window *w)
@@ -173,6 +232,23 @@ int shipper_offer(struct shipper *s, struct agg_window *w)
 		agg_window_free(w);
 		return -EAGAIN;
 	}
+	pthread_mutex_unlock(&s->mu);
+	/* on disk before the sender hears it was accepted */
+	spool_window(s, w);
+	pthread_mutex_lock(&s->mu);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->mu);
+		discard(s, w);
+		return -ESHUTDOWN;
+	}
+	if (s->stats.queue_bytes + w->bytes > s->o.max_queue_bytes) {
+		/* another receiver thread took the room meanwhile */
+		s->stats.windows_refused++;
+		s->stats.requests_refused += w->nrequests;
+		pthread_mutex_unlock(&s->mu);
+		discard(s, w);
+		return -EAGAIN;
+	}
 	count_submitted(s, w);
 	enqueue_locked(s, w);
 	pthread_mutex_unlock(&s->mu);
@@ -190,10 +266,11 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 		return -EINVAL;
 	}
 	max = s->o.max_queue_bytes;
+	spool_window(s, w);
 	pthread_mutex_lock(&s->mu);
 	if (s->stopping) {
 		pthread_mutex_unlock(&s->mu);
-		agg_window_free(w);
+		discard(s, w);
 		return -ESHUTDOWN;
 	}
 	count_submitted(s, w);
@@ -213,8 +290,7 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 			if (!s->head)
 				s->tail = NULL;
 		}
-		s->stats.queue_bytes -= v->bytes;
-		s->stats.queue_windows--;
+		queue_sub(s, v);
 		count_dropped(s, v);
 		v->next = victims;
 		victims = v;
@@ -241,7 +317,7 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 	while (victims) {
 		v = victims;
 		victims = v->next;
-		agg_window_free(v);
+		discard(s, v);
 	}
 	return fits ? 0 : -ENOBUFS;
 }
@@ -287,6 +363,8 @@ static void note_success(struct shipper *s)
 			 (unsigned long long)failures);
 }
 
+static int note_commit(void *ctx, const char *xid);
+
 /* Opens the store or reconnects it as needed. */
 static int ensure_store(struct shipper *s)
 {
@@ -298,6 +376,10 @@ static int ensure_store(struct shipper *s)
 
 		/* one log line per outage (note_failure), not one per retry */
 		so.quiet_open = true;
+		if (s->o.spool) {
+			so.before_commit = note_commit;
+			so.commit_ctx = s;
+		}
 		so.open_error = why;
 		so.open_error_len = sizeof(why);
 		s->st = store_open(s->o.conninfo, &so);
@@ -425,6 +507,77 @@ static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 	return store_flush(s->st);
 }
 
+/*
+ * The store's before_commit (shipper thread): records the transaction and
+ * how far into the head window it reaches. When that cannot be written the
+ * window leaves the spool first: a crash then loses it rather than storing
+ * it twice.
+ */
+static int note_commit(void *ctx, const char *xid)
+{
+	struct shipper *s = ctx;
+	struct progress *p = &s->prog;
+	struct agg_window *w = (struct agg_window *)p->w;
+	struct spool_commit c = {
+	    .dict_pos = p->dict_pos, .row_pos = p->row_pos, .req_pos = p->req_pos};
+
+	if (!w || !w->spool_id)
+		return 0;
+	snprintf(c.xid, sizeof(c.xid), "%s", xid);
+	if (spool_note_commit(s->o.spool, w->spool_id, &c) == 0)
+		return 0;
+	spool_remove(s->o.spool, w->spool_id);
+	pthread_mutex_lock(&s->mu);
+	queue_sub(s, w);
+	w->spool_id = 0;
+	queue_add(s, w);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+/*
+ * A window a previous run left in the spool: which of the transactions it
+ * recorded committed? Resumes after the last one that did (what it stored
+ * counts as delivered). Returns 0, or -errno to retry later.
+ */
+static int resume_replayed(struct shipper *s, struct agg_window *w)
+{
+	struct spool_commit c[SPOOL_MAX_COMMITS];
+	struct progress *p = &s->prog;
+	int n = spool_commits(s->o.spool, w->spool_id, c, SPOOL_MAX_COMMITS);
+
+	for (int i = n - 1; i >= 0; i--) {
+		int st = store_xact_status(s->st, c[i].xid);
+		uint64_t samples = 0;
+
+		if (st == -EAGAIN || st == -ECONNRESET || st == -EIO)
+			return st == -EIO ? -EAGAIN : st;
+		if (st != 1)
+			continue; /* aborted, or unknown: the rows are not there */
+		p->dict_pos = c[i].dict_pos <= dict_total(w) ? c[i].dict_pos : dict_total(w);
+		p->row_pos = c[i].row_pos <= w->nrows ? c[i].row_pos : w->nrows;
+		p->req_pos = c[i].req_pos <= w->nrequests ? c[i].req_pos : w->nrequests;
+		for (size_t r = 0; r < p->row_pos; r++)
+			samples += row_samples(&w->rows[r]);
+		p->rows_done = p->row_pos;
+		p->samples_done = samples;
+		p->reqs_done = p->req_pos;
+		pthread_mutex_lock(&s->mu);
+		s->stats.windows_resumed++;
+		s->stats.rows_delivered += p->row_pos;
+		s->stats.samples_delivered += samples;
+		s->stats.requests_delivered += p->req_pos;
+		pthread_mutex_unlock(&s->mu);
+		log_info("shipper: spooled window %016llx was stored up to transaction %s before "
+			 "the restart; resuming after it rows=%zu/%zu requests=%zu/%zu",
+			 (unsigned long long)w->spool_id, c[i].xid, p->row_pos, w->nrows,
+			 p->req_pos, w->nrequests);
+		break;
+	}
+	w->spool_replayed = false;
+	return 0;
+}
+
 /* Delivers the head window w until it is committed or a call fails. */
 static int deliver(struct shipper *s, struct agg_window *w)
 {
@@ -434,6 +587,11 @@ static int deliver(struct shipper *s, struct agg_window *w)
 
 	if (p->w != w)
 		*p = (struct progress){.w = w};
+	if (w->spool_replayed) {
+		rc = resume_replayed(s, w);
+		if (rc)
+			return rc;
+	}
 	for (;;) {
 		rc = deliver_chunk(s, w);
 		if (rc)
@@ -457,7 +615,9 @@ static int deliver(struct shipper *s, struct agg_window *w)
 		}
 		pthread_mutex_unlock(&s->mu);
 		if (done) {
-			agg_window_free(done);
+			if (done->spool_id && s->o.after_commit)
+				s->o.after_commit(s->o.hook_ctx, done);
+			discard(s, done);
 			return 0;
 		}
 	}
@@ -542,6 +702,19 @@ static void *run(void *arg)
 
 /* ---- life cycle ---- */
 
+/* Queues what a previous run left in the spool, before anything new. */
+static void load_spool(struct shipper *s)
+{
+	struct agg_window *w = spool_load(s->o.spool), *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		count_submitted(s, w);
+		s->stats.windows_recovered++;
+		enqueue_locked(s, w);
+	}
+}
+
 static void free_opts(struct shipper *s)
 {
 	free((char *)s->o.conninfo);
@@ -585,6 +758,7 @@ struct shipper *shipper_start(const struct shipper_opts *opts)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	load_spool(s);
 	rc = pthread_create(&s->thread, NULL, run, s);
 	if (rc) {
 		pthread_cond_destroy(&s->cv);

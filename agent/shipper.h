@@ -28,6 +28,18 @@
  * aggregate.h): their routes are added with the other dictionary entries
  * and the requests after the sample rows, with the same guarantees.
  *
+ * Spool (opts.spool, spool.h): every window is written to the spool before
+ * it is queued (in the submitting thread), its spool file is removed after
+ * the COMMIT that completes it or when the queue drops it, and the windows
+ * a previous run left there are queued first at start (counted as
+ * submitted and in windows_recovered). Before each COMMIT the transaction
+ * id goes into the window's commit record; a recovered window with such
+ * records resumes after the last transaction that committed
+ * (windows_resumed; rows already stored are counted as delivered), so no
+ * row is stored twice. A window the spool refuses (full, write error) is
+ * queued all the same and counted in the unspooled figures: only a crash
+ * loses it. Windows left at shipper_stop() stay in the spool.
+ *
  * Accounting: once stopped, for rows, samples and requests, submitted =
  * delivered + dropped + invalid + undelivered; for windows, submitted = delivered +
  * dropped + undelivered (a window leaves the queue delivered when its last
@@ -47,6 +59,7 @@
 #include <stdint.h>
 
 #include "aggregate.h"
+#include "spool.h"
 #include "traceprof/store.h"
 
 #define SHIPPER_DEFAULT_QUEUE_BYTES (64u << 20) /* queue bound when max_queue_bytes is 0 */
@@ -59,6 +72,10 @@ struct shipper_opts {
 	int backoff_min_ms;	 /* first retry delay; 0 = 100 ms */
 	int backoff_max_ms;	 /* retry delay cap; 0 = 5 s */
 	struct store_opts store; /* options for store_open() (app_name is copied) */
+	struct spool *spool;	 /* windows on disk until committed; NULL: none (borrowed) */
+	/* tests: called after the COMMIT that completes a spooled window, before its file goes */
+	void (*after_commit)(void *ctx, const struct agg_window *w);
+	void *hook_ctx; /* passed to after_commit */
 };
 
 struct shipper_stats {
@@ -89,6 +106,10 @@ struct shipper_stats {
 	uint64_t flush_errors;	       /* flushes, opens and reconnects that failed */
 	size_t queue_bytes;	       /* bytes of queued windows now (in flight included) */
 	size_t queue_windows;	       /* queued windows now */
+	uint64_t windows_recovered;    /* queued at start from a previous run's spool */
+	uint64_t windows_resumed;      /* of those, partly or wholly committed before: resumed */
+	uint64_t samples_unspooled;    /* samples of queued windows not in the spool, now */
+	uint64_t requests_unspooled;   /* request rows of queued windows not in the spool, now */
 	bool connected;		       /* the last database operation succeeded */
 	char last_error[256];	       /* the last failure, or "" */
 };

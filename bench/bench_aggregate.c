@@ -10,16 +10,22 @@
  *   stacks, max_keys 2^20 (every key fits).
  * Each run reports ns per agg_add() (steady state: the table is warm, no
  * add closes a window) and ms per window close (agg_close + agg_take +
- * agg_window_free: sort, dictionary closure, build). --runs runs (default
- * 7); prints the median with the fastest and slowest run. Reports only.
+ * agg_window_free: sort, dictionary closure, build), and what spooling that
+ * window costs (agent/spool.h: encode, write to a new file, rename, then
+ * remove it as after its COMMIT; in a directory under $SPOOL_BENCH_DIR,
+ * default /var/tmp, so a disk, not tmpfs). --runs runs (default 7); prints
+ * the median with the fastest and slowest run. Reports only.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "bench_stats.h"
 #include "aggregate.h"
+#include "spool.h"
 
 #define SEC 1000000LL
 
@@ -100,16 +106,35 @@ static void report(const char *what, double *v, int runs, const char *unit)
 	printf("| %s | %.1f | %.1f–%.1f | %s |\n", what, v[runs / 2], v[0], v[runs - 1], unit);
 }
 
+static struct spool *spool;
+static size_t spool_file_bytes;
+
+/* Writes w to the spool and removes it, as a window delivered at once; returns ns. */
+static double spool_once(struct agg_window *w)
+{
+	struct spool_stats st;
+	double t = now_ns();
+
+	if (spool_write(spool, w) != 0)
+		exit(1);
+	t = now_ns() - t;
+	spool_get_stats(spool, &st);
+	spool_file_bytes = st.bytes;
+	spool_remove(spool, w->spool_id);
+	return t;
+}
+
 static void bench(const struct workload *wl, int runs)
 {
 	size_t total = wl->per_window * (size_t)(wl->windows + wl->warmup);
 	struct agg_sample *samples = malloc(total * sizeof(*samples));
 	double *add_ns = calloc((size_t)runs, sizeof(double));
 	double *close_ms = calloc((size_t)runs, sizeof(double));
+	double *spool_ms = calloc((size_t)runs, sizeof(double));
 	int64_t t0 = 1767225600LL * SEC;
 	size_t rows = 0, keys = 0, bytes = 0;
 
-	if (!samples || !add_ns || !close_ms)
+	if (!samples || !add_ns || !close_ms || !spool_ms)
 		exit(1);
 	for (int w = 0; w < wl->windows + wl->warmup; w++)
 		gen(wl, samples + (size_t)w * wl->per_window, wl->per_window,
@@ -117,7 +142,7 @@ static void bench(const struct workload *wl, int runs)
 	for (int r = 0; r < runs; r++) {
 		struct agg_opts o = {.window_us = wl->window_us, .max_keys = wl->max_keys};
 		struct agg *a = agg_new(&o);
-		double adds = 0, closes = 0;
+		double adds = 0, closes = 0, spools = 0;
 
 		if (!a)
 			exit(1);
@@ -140,12 +165,15 @@ static void bench(const struct workload *wl, int runs)
 				for (size_t i = 0; i < win->nrows; i++)
 					keys += win->rows[i].n;
 			}
-			agg_window_free(win);
 			if (w >= wl->warmup)
 				closes += now_ns() - t;
+			if (win && w >= wl->warmup)
+				spools += spool_once(win);
+			agg_window_free(win);
 		}
 		add_ns[r] = adds / (double)(wl->per_window * (size_t)wl->windows);
 		close_ms[r] = closes / 1e6 / wl->windows;
+		spool_ms[r] = spools / 1e6 / wl->windows;
 		agg_free(a);
 	}
 	printf("\n%s: %zu samples/window, %zu keys, %zu rows, %zu bytes per window, %d runs\n\n",
@@ -153,6 +181,9 @@ static void bench(const struct workload *wl, int runs)
 	printf("| measure | median | min–max | unit |\n|---|---:|---:|---|\n");
 	report("agg_add", add_ns, runs, "ns/sample");
 	report("close", close_ms, runs, "ms/window");
+	report("spool write (remove apart)", spool_ms, runs, "ms/window");
+	printf("\nspool file: %zu bytes per window\n", spool_file_bytes);
+	free(spool_ms);
 	free(samples);
 	free(add_ns);
 	free(close_ms);
@@ -182,7 +213,20 @@ int main(int argc, char **argv)
 	}
 	if (runs < 1)
 		runs = 1;
-	bench(&node, runs);
-	bench(&stress, runs);
+	{
+		const char *base = getenv("SPOOL_BENCH_DIR");
+		char dir[4096], err[256];
+		struct spool_opts so = {.dir = dir, .db_key = "bench", .max_bytes = 1u << 30};
+
+		snprintf(dir, sizeof(dir), "%s/tp-bench-spool-XXXXXX", base ? base : "/var/tmp");
+		if (!mkdtemp(dir) || !(spool = spool_open(&so, NULL, err, sizeof(err)))) {
+			fprintf(stderr, "cannot open a spool in %s\n", dir);
+			return 1;
+		}
+		bench(&node, runs);
+		bench(&stress, runs);
+		spool_close(spool, true);
+		rmdir(dir);
+	}
 	return 0;
 }

@@ -289,6 +289,11 @@ static int flush_once(struct store *st)
 	if (!err && m.trigger_rows)
 		err = copy_in(st, "traceprof.trigger_samples", COPY_TRIGGER_SAMPLES_COLUMNS,
 			      &st->trigger_samples, m.trigger_bytes);
+	if (!err && st->opts.before_commit && st->opts.before_commit(st->opts.commit_ctx, xid)) {
+		store_set_error(st, "flush to %s: the batch was held back before COMMIT",
+				st->describe);
+		err = -EIO;
+	}
 	if (err) {
 		if (PQstatus(st->conn) == CONNECTION_OK)
 			PQclear(PQexec(st->conn, "ROLLBACK"));
@@ -349,6 +354,39 @@ static int resolve_commit(struct store *st)
 				 st->inflight_xid, st->describe, PQresultErrorMessage(res));
 		st->commit_unknown = false;
 	}
+	PQclear(res);
+	return err;
+}
+
+int store_xact_status(struct store *st, const char *xid)
+{
+	const char *params[1] = {xid};
+	const char *status;
+	PGresult *res;
+	int err;
+
+	if (!st || !xid || !*xid || strspn(xid, "0123456789") != strlen(xid))
+		return -EINVAL;
+	if (!st->conn || PQstatus(st->conn) != CONNECTION_OK) {
+		store_set_error(st, "checking transaction %s on %s: not connected", xid,
+				st->describe);
+		return -ECONNRESET;
+	}
+	res = PQexecParams(st->conn, "SELECT pg_xact_status($1::xid8)", 1, NULL, params, NULL, NULL,
+			   0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		/* "transaction ID ... is in the future": not of this cluster */
+		err = PQstatus(st->conn) == CONNECTION_BAD
+			  ? store_step_failed(st, "checking a transaction's status", res)
+			  : -ENOENT;
+		PQclear(res);
+		return err;
+	}
+	status = PQgetisnull(res, 0, 0) ? "" : PQgetvalue(res, 0, 0);
+	err = strcmp(status, "committed") == 0	   ? 1
+	      : strcmp(status, "aborted") == 0	   ? 0
+	      : strcmp(status, "in progress") == 0 ? -EAGAIN
+						   : -ENOENT;
 	PQclear(res);
 	return err;
 }

@@ -60,6 +60,15 @@ struct store_opts {
 	bool quiet_open;       /* store_open does not log why it failed (the caller does) */
 	char *open_error;      /* if set: store_open writes why it failed here (password removed) */
 	size_t open_error_len; /* bytes at open_error */
+	/*
+	 * If set: called by store_flush() after every row of the batch was sent
+	 * and before COMMIT, with the transaction's id (pg_current_xact_id()),
+	 * so a caller can record it and later ask store_xact_status() whether
+	 * that COMMIT happened (the agent's spool). A non-zero return rolls the
+	 * batch back (kept, the flush returns it).
+	 */
+	int (*before_commit)(void *ctx, const char *xid);
+	void *commit_ctx; /* passed to before_commit */
 };
 
 #define STORE_LABELS_MAX 65536 /* bytes of a source's labels_json */
@@ -180,6 +189,13 @@ bool store_valid_text(const char *s);
 
 /* Rows buffered now (sample + request + trigger sample rows). */
 size_t store_pending_rows(const struct store *st);
+/*
+ * Whether the transaction xid (a pg_current_xact_id() text, e.g. recorded
+ * by before_commit) committed: 1 committed, 0 aborted, -EAGAIN still in
+ * progress, -ENOENT unknown to the server (too old, or not of this
+ * cluster), -EINVAL a malformed xid, -ECONNRESET / -EIO.
+ */
+int store_xact_status(struct store *st, const char *xid);
 /* Writes everything buffered in one transaction; a flush of nothing returns 0. */
 int store_flush(struct store *st);
 void store_get_stats(const struct store *st, struct store_stats *out);
