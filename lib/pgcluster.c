@@ -5,6 +5,14 @@
  * PostgreSQL, in a child process that drops root privileges when needed.
  * Their output goes to DIR/postgres.log, whose tail is quoted when a step
  * fails, so the user sees PostgreSQL's own reason.
+ *
+ * The cluster is private: DIR and its socket directory are 0700 (only the
+ * server user, and root, can reach the socket), pg_hba.conf asks every
+ * connection, socket or TCP, for a SCRAM password (no trust, no peer), and
+ * each role has its own generated password in DIR/auth/ROLE.pgpass (0600,
+ * libpq passfile format), which the conninfo names with passfile=. The roles
+ * are those of sql/010_roles.sql, made LOGIN here; the bootstrap superuser
+ * (admin) only creates them and the database and runs the migrations.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +37,25 @@
 #define MARKER_FILE	".traceprof-db"
 #define SOCKET_PORT_DEF 5432
 #define SOCKET_PATH_MAX 107 /* sizeof(sun_path) - 1 on Linux */
+#define AUTH_DIR	"auth"
+#define ADMIN_USER	"postgres"  /* bootstrap superuser of a new cluster */
+#define LEGACY_ADMIN	"traceprof" /* ... of one made before roles (trust auth) */
+#define PASSWORD_BYTES	16	    /* random bytes of a password, printed as hex */
+
+/* The login roles of the cluster; the first is the bootstrap superuser. */
+static const struct pgrole {
+	const char *key;   /* --role name, and the passfile DIR/auth/KEY.pgpass */
+	const char *name;  /* PostgreSQL role; NULL: the bootstrap superuser's */
+	const char *attrs; /* role attributes besides LOGIN NOSUPERUSER */
+} pgroles[] = {
+    {"admin", NULL, ""},
+    /* CREATEDB: tests and scripts make throwaway databases with it. */
+    {"owner", "traceprof_owner", "CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
+    {"writer", "traceprof_writer", "NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
+    {"reader", "traceprof_reader", "NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
+    {"controller", "traceprof_controller", "NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
+};
+#define NROLES (sizeof(pgroles) / sizeof(pgroles[0]))
 
 struct runas {
 	bool drop;     /* true when root must switch to uid/gid */
@@ -280,7 +307,8 @@ static int write_settings(const char *dir, const struct pgcluster_opts *opts,
 	APPEND("listen_addresses = '%s'\n", opts->port ? "127.0.0.1" : "");
 	APPEND("port = %d\n", socket_port);
 	APPEND("unix_socket_directories = '%s/run'\n", dir);
-	APPEND("unix_socket_permissions = 0777\n");
+	APPEND("unix_socket_permissions = 0700\n");
+	APPEND("password_encryption = 'scram-sha-256'\n");
 	APPEND("max_connections = 60\n");
 	APPEND("shared_buffers = 256MB\n");
 	APPEND("work_mem = 32MB\n");
@@ -314,52 +342,122 @@ static int write_settings(const char *dir, const struct pgcluster_opts *opts,
 	return write_text(path, conf, 0640, ra);
 }
 
+/* 2 * PASSWORD_BYTES hex digits into out (2 * PASSWORD_BYTES + 1 bytes). */
+static int random_password(char *out)
+{
+	unsigned char rnd[PASSWORD_BYTES];
+	FILE *f = fopen("/dev/urandom", "r");
+
+	if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
+		if (f)
+			fclose(f);
+		log_error("cannot read /dev/urandom for a password");
+		return -EIO;
+	}
+	fclose(f);
+	for (int i = 0; i < PASSWORD_BYTES; i++)
+		snprintf(out + 2 * i, 3, "%02x", rnd[i]);
+	return 0;
+}
+
+static int passfile_path(const char *dir, const char *key, char *out, size_t len)
+{
+	int n = snprintf(out, len, "%s/" AUTH_DIR "/%s.pgpass", dir, key);
+
+	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * Reads the user and password of DIR/auth/KEY.pgpass (one line
+ * "*:*:*:USER:PASSWORD"). Returns 0, -ENOENT when there is no such file,
+ * -EINVAL when it is not of that form.
+ */
+static int passfile_read(const char *dir, const char *key, char *user, size_t ulen, char *pw,
+			 size_t pwlen)
+{
+	char path[PATH_MAX];
+	char line[256];
+	char *u, *p;
+	FILE *f;
+	int rc;
+
+	rc = passfile_path(dir, key, path, sizeof(path));
+	if (rc)
+		return rc;
+	f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT ? -ENOENT : -errno;
+	rc = fgets(line, sizeof(line), f) ? 0 : -EINVAL;
+	fclose(f);
+	if (rc)
+		return rc;
+	line[strcspn(line, "\n")] = '\0';
+	if (strncmp(line, "*:*:*:", 6))
+		return -EINVAL;
+	u = line + 6;
+	p = strchr(u, ':');
+	if (!p || p == u || !p[1] || strlen(p + 1) >= pwlen || (size_t)(p - u) >= ulen)
+		return -EINVAL;
+	snprintf(user, ulen, "%.*s", (int)(p - u), u);
+	snprintf(pw, pwlen, "%s", p + 1);
+	return 0;
+}
+
+/* Writes DIR/auth/KEY.pgpass for user with a new password unless it exists. */
+static int passfile_ensure(const char *dir, const char *key, const char *user,
+			   const struct runas *ra)
+{
+	char path[PATH_MAX];
+	char u[64], pw[2 * PASSWORD_BYTES + 1];
+	char line[128];
+	int rc = passfile_read(dir, key, u, sizeof(u), pw, sizeof(pw));
+
+	if (rc != -ENOENT) {
+		if (rc == -EINVAL)
+			log_error("%s/" AUTH_DIR "/%s.pgpass is not a line *:*:*:USER:PASSWORD; "
+				  "remove it to have a new password made",
+				  dir, key);
+		return rc;
+	}
+	rc = passfile_path(dir, key, path, sizeof(path));
+	if (!rc)
+		rc = random_password(pw);
+	if (rc)
+		return rc;
+	snprintf(line, sizeof(line), "*:*:*:%s:%s\n", user, pw);
+	return write_text(path, line, 0600, ra);
+}
+
 static int run_initdb(const char *dir, const struct runas *ra)
 {
 	char pwpath[PATH_MAX];
 	char pwopt[PATH_MAX + 16];
 	char datadir[PATH_MAX];
 	char confpath[PATH_MAX];
-	char password[33];
-	unsigned char rnd[16];
+	char user[64], password[2 * PASSWORD_BYTES + 1];
 	FILE *f;
 	int rc;
 
-	if (path_join(pwpath, sizeof(pwpath), dir, "password") ||
+	if (path_join(pwpath, sizeof(pwpath), dir, AUTH_DIR "/initdb.pw") ||
 	    path_join(datadir, sizeof(datadir), dir, "data") ||
 	    path_join(confpath, sizeof(confpath), dir, "data/postgresql.conf"))
 		return -ENAMETOOLONG;
-	f = fopen("/dev/urandom", "r");
-	if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
-		if (f)
-			fclose(f);
-		log_error("cannot read /dev/urandom for the cluster password");
-		return -EIO;
-	}
-	fclose(f);
-	for (int i = 0; i < 16; i++)
-		snprintf(password + 2 * i, 3, "%02x", rnd[i]);
-	rc = write_text(pwpath, password, 0600, ra);
+	rc = passfile_ensure(dir, "admin", ADMIN_USER, ra);
+	if (!rc)
+		rc = passfile_read(dir, "admin", user, sizeof(user), password, sizeof(password));
+	if (!rc)
+		rc = write_text(pwpath, password, 0600, ra);
 	if (rc)
 		return rc;
 	snprintf(pwopt, sizeof(pwopt), "--pwfile=%s", pwpath);
 	{
-		char *argv[] = {"initdb",
-				"-D",
-				datadir,
-				"-U",
-				PGCLUSTER_USER,
-				"--auth-local=trust",
-				"--auth-host=scram-sha-256",
-				pwopt,
-				"-E",
-				"UTF8",
-				"--no-locale",
-				"--no-sync",
-				NULL};
+		char *argv[] = {
+		    "initdb", "-D", datadir, "-U",	    user,	 "--auth=scram-sha-256",
+		    pwopt,    "-E", "UTF8",  "--no-locale", "--no-sync", NULL};
 
 		rc = run_tool(dir, ra, argv);
 	}
+	unlink(pwpath);
 	if (rc != 0) {
 		log_error("initdb failed (exit %d) in %s", rc, datadir);
 		quote_log_tail(dir);
@@ -375,9 +473,25 @@ static int run_initdb(const char *dir, const struct runas *ra)
 	return 0;
 }
 
+/* Every connection, on the socket or on loopback TCP, needs its password. */
+static int write_hba(const char *dir, const struct runas *ra)
+{
+	char path[PATH_MAX];
+
+	if (path_join(path, sizeof(path), dir, "data/pg_hba.conf"))
+		return -ENAMETOOLONG;
+	return write_text(path,
+			  "# Written by traceprof-db at every create: a SCRAM password for every\n"
+			  "# connection (DIR/auth/ROLE.pgpass); no trust, no peer.\n"
+			  "local all all scram-sha-256\n"
+			  "host all all 127.0.0.1/32 scram-sha-256\n"
+			  "host all all ::1/128 scram-sha-256\n",
+			  0600, ra);
+}
+
 static int absolute_dir(const char *dir, char *out, bool create)
 {
-	if (create && mkdir(dir, 0755) && errno != EEXIST) {
+	if (create && mkdir(dir, 0700) && errno != EEXIST) {
 		log_error("cannot create %s: %s", dir, strerror(errno));
 		return -errno;
 	}
@@ -491,69 +605,214 @@ int pgcluster_stop(const char *dir)
 	}
 }
 
-int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len)
+static const struct pgrole *role_find(const char *key)
+{
+	for (size_t i = 0; i < NROLES; i++)
+		if (strcmp(pgroles[i].key, key) == 0)
+			return &pgroles[i];
+	return NULL;
+}
+
+int pgcluster_conninfo_role(const char *dir, const char *dbname, const char *role, char *buf,
+			    size_t len)
 {
 	char abs[PATH_MAX];
+	char passfile[PATH_MAX];
+	char user[64], pw[2 * PASSWORD_BYTES + 1];
 	int port;
 	int rc;
 	int n;
 
+	if (!role)
+		role = "owner";
+	if (!role_find(role)) {
+		log_error("unknown role '%s'; one of " PGCLUSTER_ROLES, role);
+		return -EINVAL;
+	}
 	rc = absolute_dir(dir, abs, false);
 	if (rc)
 		return rc;
 	port = read_port(abs);
 	if (port < 0)
 		return port;
-	n = snprintf(buf, len, "host=%s/run port=%d dbname=%s user=%s", abs, port,
-		     dbname ? dbname : PGCLUSTER_DBNAME, PGCLUSTER_USER);
+	rc = passfile_read(abs, role, user, sizeof(user), pw, sizeof(pw));
+	if (rc == -ENOENT)
+		log_error("%s has no " AUTH_DIR "/%s.pgpass: made by an older traceprof-db; run "
+			  "'traceprof-db create %s' once to give it roles and passwords",
+			  abs, role, abs);
+	else if (rc)
+		log_error("cannot read %s/" AUTH_DIR "/%s.pgpass (%s)", abs, role,
+			  rc == -EINVAL ? "not a line *:*:*:USER:PASSWORD" : strerror(-rc));
+	if (rc)
+		return rc == -ENOENT ? -ENOKEY : rc;
+	rc = passfile_path(abs, role, passfile, sizeof(passfile));
+	if (rc)
+		return rc;
+	n = snprintf(buf, len, "host=%s/run port=%d dbname=%s user=%s passfile=%s", abs, port,
+		     dbname ? dbname : PGCLUSTER_DBNAME, user, passfile);
 	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
-/* Creates the traceprof database if missing and applies the migrations. */
-static int prepare_database(const char *dir)
+int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len)
 {
-	char conninfo[PATH_MAX + 128];
+	return pgcluster_conninfo_role(dir, dbname, NULL, buf, len);
+}
+
+static PGconn *connect_admin(const char *dir, const char *dbname)
+{
+	char conninfo[PATH_MAX * 2 + 256];
 	PGconn *conn;
+
+	if (pgcluster_conninfo_role(dir, dbname, "admin", conninfo, sizeof(conninfo)))
+		return NULL;
+	conn = PQconnectdb(conninfo);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		log_error("cannot connect to the cluster in %s as its superuser: %s", dir,
+			  PQerrorMessage(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+static int exec_admin(PGconn *conn, const char *sql, const char *what)
+{
+	PGresult *res = PQexec(conn, sql);
+	int rc = (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
+		     ? 0
+		     : -EIO;
+
+	if (rc)
+		log_error("cannot %s: %s", what, PQresultErrorMessage(res));
+	PQclear(res);
+	return rc;
+}
+
+/*
+ * Sets the password of one role from its passfile (a SCRAM verifier made
+ * here: the password itself never reaches the server or its log), creating
+ * the role when missing; every role but the bootstrap superuser is made
+ * NOSUPERUSER, whatever it was.
+ */
+static int setup_role(PGconn *conn, const char *dir, const struct pgrole *r)
+{
+	char user[64], pw[2 * PASSWORD_BYTES + 1];
+	char sql[1024];
+	char *verifier = NULL, *lit = NULL, *ident = NULL;
 	PGresult *res;
 	int rc;
 
-	rc = pgcluster_conninfo(dir, "postgres", conninfo, sizeof(conninfo));
+	rc = passfile_read(dir, r->key, user, sizeof(user), pw, sizeof(pw));
 	if (rc)
 		return rc;
-	conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		log_error("cannot connect to the new cluster: %s", PQerrorMessage(conn));
-		PQfinish(conn);
-		return -ECONNREFUSED;
+	verifier = PQencryptPasswordConn(conn, pw, user, "scram-sha-256");
+	ident = PQescapeIdentifier(conn, user, strlen(user));
+	if (!verifier || !ident) {
+		log_error("cannot hash the password of %s: %s", user, PQerrorMessage(conn));
+		rc = -EIO;
+		goto out;
 	}
-	res = PQexec(conn, "SELECT 1 FROM pg_database WHERE datname = '" PGCLUSTER_DBNAME "'");
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0) {
-		PQclear(res);
-		res = PQexec(conn, "CREATE DATABASE " PGCLUSTER_DBNAME);
+	lit = PQescapeLiteral(conn, verifier, strlen(verifier));
+	if (!lit) {
+		rc = -EIO;
+		goto out;
 	}
-	rc = (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
-		 ? 0
-		 : -EIO;
-	if (rc)
-		log_error("cannot create database %s: %s", PGCLUSTER_DBNAME,
-			  PQresultErrorMessage(res));
-	PQclear(res);
-	PQfinish(conn);
-	if (rc)
-		return rc;
+	if (r->name) {
+		const char *params[1] = {user};
 
-	rc = pgcluster_conninfo(dir, NULL, conninfo, sizeof(conninfo));
-	if (rc)
-		return rc;
-	conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		log_error("cannot connect to database %s: %s", PGCLUSTER_DBNAME,
-			  PQerrorMessage(conn));
-		PQfinish(conn);
-		return -ECONNREFUSED;
+		res = PQexecParams(conn, "SELECT 1 FROM pg_roles WHERE rolname = $1", 1, NULL,
+				   params, NULL, NULL, 0);
+		rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -EIO;
+		if (!rc && PQntuples(res) == 0) {
+			snprintf(sql, sizeof(sql), "CREATE ROLE %s", ident);
+			rc = exec_admin(conn, sql, "create a role");
+		}
+		PQclear(res);
+		if (rc)
+			goto out;
+		snprintf(sql, sizeof(sql), "ALTER ROLE %s LOGIN NOSUPERUSER %s PASSWORD %s", ident,
+			 r->attrs, lit);
+	} else {
+		snprintf(sql, sizeof(sql), "ALTER ROLE %s PASSWORD %s", ident, lit);
 	}
+	rc = exec_admin(conn, sql, "set a role's password");
+out:
+	PQfreemem(lit);
+	PQfreemem(ident);
+	PQfreemem(verifier);
+	return rc;
+}
+
+/*
+ * As the bootstrap superuser: the roles and their passwords, the traceprof
+ * database owned by traceprof_owner, then pg_hba.conf without trust (a
+ * cluster made before roles had "local all all trust") and a reload.
+ */
+static int setup_roles(const char *dir, const struct runas *ra)
+{
+	PGconn *conn = connect_admin(dir, "postgres");
+	PGresult *res;
+	int rc = 0;
+
+	if (!conn)
+		return -ECONNREFUSED;
+	for (size_t i = 0; !rc && i < NROLES; i++)
+		rc = setup_role(conn, dir, &pgroles[i]);
+	if (!rc) {
+		res = PQexec(conn,
+			     "SELECT 1 FROM pg_database WHERE datname = '" PGCLUSTER_DBNAME "'");
+		rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -EIO;
+		if (!rc)
+			rc = exec_admin(conn,
+					PQntuples(res) == 0 ? "CREATE DATABASE " PGCLUSTER_DBNAME
+							      " OWNER traceprof_owner"
+							    : "ALTER DATABASE " PGCLUSTER_DBNAME
+							      " OWNER TO traceprof_owner",
+					"create the database " PGCLUSTER_DBNAME);
+		PQclear(res);
+	}
+	if (!rc)
+		rc = write_hba(dir, ra);
+	if (!rc)
+		rc = exec_admin(conn, "SELECT pg_reload_conf()", "reload pg_hba.conf");
+	PQfinish(conn);
+	return rc;
+}
+
+/*
+ * Applies the migrations as the bootstrap superuser: 010 hands every object
+ * to traceprof_owner (also those of a database made before roles, owned by
+ * the old superuser), later ones run as traceprof_owner.
+ */
+static int prepare_database(const char *dir)
+{
+	PGconn *conn = connect_admin(dir, PGCLUSTER_DBNAME);
+	int rc;
+
+	if (!conn)
+		return -ECONNREFUSED;
 	rc = migrate_apply(conn, NULL);
 	PQfinish(conn);
+	return rc;
+}
+
+/* The passfiles of every role; a cluster made before roles keeps its superuser. */
+static int ensure_passfiles(const char *dir, bool legacy, const struct runas *ra)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	if (path_join(path, sizeof(path), dir, AUTH_DIR))
+		return -ENAMETOOLONG;
+	rc = mkdir_owned(path, 0700, ra);
+	if (!rc && chmod(path, 0700))
+		rc = -errno;
+	for (size_t i = 0; !rc && i < NROLES; i++)
+		rc = passfile_ensure(dir, pgroles[i].key,
+				     pgroles[i].name ? pgroles[i].name
+				     : legacy	     ? LEGACY_ADMIN
+						     : ADMIN_USER,
+				     ra);
 	return rc;
 }
 
@@ -564,6 +823,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 	char path[PATH_MAX];
 	char marker[64];
 	struct runas ra;
+	bool legacy = false;
 	int socket_port;
 	int rc;
 
@@ -596,7 +856,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 		while (d && (e = readdir(d)))
 			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
 			    strcmp(e->d_name, MARKER_FILE) && strcmp(e->d_name, "postgres.log") &&
-			    strcmp(e->d_name, "run") && strcmp(e->d_name, "password"))
+			    strcmp(e->d_name, "run") && strcmp(e->d_name, AUTH_DIR))
 				entries++;
 		if (d)
 			closedir(d);
@@ -607,6 +867,8 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			return -EEXIST;
 		}
 		rc = chown_to(abs, &ra);
+		if (!rc)
+			rc = ensure_passfiles(abs, false, &ra);
 		if (rc)
 			return rc;
 		snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
@@ -618,7 +880,18 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 		rc = run_initdb(abs, &ra);
 		if (rc)
 			return rc;
-	} else if (read_port(abs) != socket_port) {
+	} else {
+		/* Made before roles: no passfiles; its superuser keeps its old name. */
+		if (path_join(path, sizeof(path), abs, AUTH_DIR "/admin.pgpass"))
+			return -ENAMETOOLONG;
+		legacy = !file_exists(path);
+		rc = ensure_passfiles(abs, legacy, &ra);
+		if (rc)
+			return rc;
+		if (legacy && path_join(path, sizeof(path), abs, "password") == 0)
+			unlink(path); /* the old superuser's TCP password, replaced now */
+	}
+	if (read_port(abs) != socket_port) {
 		/* An existing cluster keeps its socket name unless a port is asked for. */
 		if (opts->port) {
 			snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
@@ -632,9 +905,16 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			socket_port = read_port(abs);
 		}
 	}
+	/* Only the server user (and root) may enter DIR and reach the socket. */
+	if (chmod(abs, 0700)) {
+		log_error("cannot make %s private (chmod 0700): %s", abs, strerror(errno));
+		return -errno;
+	}
 	if (path_join(path, sizeof(path), abs, "run"))
 		return -ENAMETOOLONG;
-	rc = mkdir_owned(path, 0755, &ra);
+	rc = mkdir_owned(path, 0700, &ra);
+	if (!rc && chmod(path, 0700))
+		rc = -errno;
 	if (rc)
 		return rc;
 	rc = write_settings(abs, opts, &ra, socket_port);
@@ -647,8 +927,12 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			return rc;
 	}
 	rc = pgcluster_start(abs);
+	if (!rc)
+		rc = setup_roles(abs, &ra);
 	if (rc)
 		return rc;
+	if (legacy)
+		log_info("%s: passwords and roles set, trust authentication removed", abs);
 	return prepare_database(abs);
 }
 
