@@ -74,19 +74,30 @@ int main(void)
 	/* Loopback TCP with the generated password. */
 	opts.port = 20000 + getpid() % 20000;
 	CHECK(pgcluster_create(dir, &opts) == 0, "re-create with a TCP port");
-	snprintf(tcp, sizeof(tcp), "%s/password", dir);
+	snprintf(tcp, sizeof(tcp), "%s/auth/reader.pgpass", dir);
 	f = fopen(tcp, "r");
-	CHECK(f && fgets(pw, sizeof(pw), f), "password file");
+	CHECK(f && fgets(pw, sizeof(pw), f), "the reader's passfile");
 	if (f)
 		fclose(f);
+	pw[strcspn(pw, "\n")] = '\0';
+	CHECK(strncmp(pw, "*:*:*:traceprof_reader:", 23) == 0 && strlen(pw) == 23 + 32,
+	      "passfile line with a 32-digit password: %s", pw);
 	snprintf(tcp, sizeof(tcp),
-		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=%s", opts.port,
-		 pw);
-	CHECK(query_ok(tcp, "SELECT 1"), "TCP with password");
+		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof_reader "
+		 "passfile=%s/auth/reader.pgpass",
+		 opts.port, dir);
+	CHECK(query_ok(tcp, "SELECT count(*) FROM traceprof.samples"), "TCP with the passfile");
 	snprintf(tcp, sizeof(tcp),
-		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=wrong",
+		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof_reader password=wrong",
 		 opts.port);
 	CHECK(!query_ok(tcp, "SELECT 1"), "TCP refuses a wrong password");
+	snprintf(
+	    tcp, sizeof(tcp),
+	    "host=127.0.0.1 port=%d dbname=traceprof user=traceprof_owner password=", opts.port);
+	CHECK(!query_ok(tcp, "SELECT 1"), "TCP refuses no password");
+	CHECK(pgcluster_conninfo(dir, NULL, ci, sizeof(ci)) == 0 &&
+		  strstr(ci, " password=") == NULL,
+	      "the conninfo names the passfile, never the password: %s", ci);
 
 	/* Refusals. */
 	snprintf(other, sizeof(other), "%s/notours", tmpl);
