@@ -735,6 +735,7 @@ def builtin_resources():
         R("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "clusterrolebinding",
           "ClusterRoleBinding", False),
         R("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
+        R("batch", "v1", "jobs", "job", "Job", True, [], ["all"], status=True),
         R("events.k8s.io", "v1", "events", "event", "Event", True, ["ev"]),
         R("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
           "CustomResourceDefinition", False, ["crd", "crds"], ["api-extensions"], status=True),
