@@ -30,6 +30,23 @@ static int query_ok(const char *conninfo, const char *sql)
 	return ok;
 }
 
+/* 1 when the one-value query sql answers true. */
+static int query_true(const char *conninfo, const char *sql)
+{
+	PGconn *conn = PQconnectdb(conninfo);
+	int ok = 0;
+
+	if (PQstatus(conn) == CONNECTION_OK) {
+		PGresult *res = PQexec(conn, sql);
+
+		ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+		     strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		PQclear(res);
+	}
+	PQfinish(conn);
+	return ok;
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/tp-pgcluster-XXXXXX";
@@ -63,7 +80,31 @@ int main(void)
 	CHECK(query_ok(ci, "SELECT count(*) FROM traceprof.samples"), "schema applied");
 	CHECK(query_ok(ci, "SELECT 1 WHERE current_setting('work_mem') = '8MB'"),
 	      "extra setting applied");
+	/* One login per role; only the bootstrap superuser is superuser. */
+	{
+		static const char *const roles[] = {"owner", "writer", "reader", "controller"};
+		char sql[128];
+
+		for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++) {
+			CHECK(pgcluster_conninfo_role(dir, NULL, roles[i], ci, sizeof(ci)) == 0 &&
+				  strstr(ci, "passfile=") != NULL,
+			      "conninfo --role %s: %s", roles[i], ci);
+			snprintf(sql, sizeof(sql),
+				 "SELECT current_user = 'traceprof_%s' AND NOT "
+				 "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)",
+				 roles[i]);
+			CHECK(query_true(ci, sql), "%s logs in as traceprof_%s, not superuser",
+			      roles[i], roles[i]);
+		}
+		CHECK(pgcluster_conninfo_role(dir, "postgres", "admin", ci, sizeof(ci)) == 0 &&
+			  query_true(ci, "SELECT current_setting('is_superuser') = 'on'"),
+		      "admin is the bootstrap superuser");
+		CHECK(pgcluster_conninfo_role(dir, NULL, "root", ci, sizeof(ci)) == -EINVAL,
+		      "unknown role refused");
+		CHECK(pgcluster_conninfo(dir, NULL, ci, sizeof(ci)) == 0, "conninfo");
+	}
 	CHECK(pgcluster_create(dir, &opts) == 0, "create again is idempotent");
+	CHECK(query_ok(ci, "SELECT 1"), "the passwords survive create again");
 	CHECK(pgcluster_stop(dir) == 0, "stop");
 	CHECK(pgcluster_status(dir) == 0, "stopped");
 	CHECK(pgcluster_stop(dir) == 0, "stop again is a no-op");
