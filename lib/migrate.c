@@ -32,6 +32,17 @@ static const char set_owner_role[] =
     "SET LOCAL ROLE traceprof_owner; "
     "END IF; END $$";
 
+/* After a failed statement: says which role migrates when privileges lacked. */
+static void hint_privileges(const PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	if (state && strcmp(state, "42501") == 0)
+		log_error("migrate: migrations need the owner role (traceprof_owner, or a role "
+			  "that may act as it); 'traceprof-db conninfo DIR --role owner' prints it "
+			  "for an embedded cluster");
+}
+
 static int exec_ok(PGconn *conn, const char *sql, const char *what)
 {
 	PGresult *res = PQexec(conn, sql);
@@ -40,6 +51,7 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what)
 
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 		log_error("migrate: %s failed: %s", what, PQresultErrorMessage(res));
+		hint_privileges(res);
 		err = -EIO;
 	}
 	PQclear(res);
@@ -122,13 +134,8 @@ static int apply_one(PGconn *conn, const struct migration *m)
 	}
 	res = PQexec(conn, m->sql);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
-		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
 		log_error("migrate: migration %s failed: %s", m->name, PQresultErrorMessage(res));
-		if (state && strcmp(state, "42501") == 0)
-			log_error("migrate: migrations need the owner role (traceprof_owner, or a "
-				  "role that may act as it); 'traceprof-db conninfo DIR --role "
-				  "owner' prints it for an embedded cluster");
+		hint_privileges(res);
 		PQclear(res);
 		exec_ok(conn, "ROLLBACK", "rollback");
 		return -EIO;

@@ -190,7 +190,22 @@ done
 refused "$reader" "CREATE TABLE traceprof.x (a int)" "reader creates a table"
 pass "reader reads and calls the API; all $n writes on $tables tables refused"
 
-# 4d. Controller: the trigger table only.
+# 4d. Migrations: nothing pending is fine for every role (the programs check
+# at connect); with something pending only the owner may, and says so.
+for c in "$writer" "$reader" "$controller"; do
+	"$tpdb" migrate --db "$c" >/dev/null 2>"$work/err" || fail "migrate with nothing pending: $(cat "$work/err")"
+done
+ok "$base" "DROP DATABASE IF EXISTS ${db}_empty" "drop"
+ok "$base" "CREATE DATABASE ${db}_empty" "an empty database"
+if "$tpdb" migrate --db "$("$tpdb" conninfo "$cluster" --dbname ${db}_empty --role writer)" \
+	>/dev/null 2>"$work/err"; then
+	fail "the writer migrated an empty database"
+fi
+grep -q "need the owner role" "$work/err" || fail "no hint to migrate as the owner: $(cat "$work/err")"
+ok "$base" "DROP DATABASE ${db}_empty" "drop"
+pass "migrate: a no-op for every role when nothing is pending; else the owner's, with a hint"
+
+# 4e. Controller: the trigger table only.
 ok "$controller" "UPDATE traceprof.trace_profile_triggers SET reason = 'x' WHERE trigger_id = 't1'" "controller updates"
 ok "$controller" "SELECT traceprof.expire_triggers()" "controller expires triggers"
 refused "$controller" "SELECT * FROM traceprof.samples LIMIT 1" "controller reads samples"
