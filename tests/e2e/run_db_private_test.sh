@@ -23,7 +23,8 @@ work=$(mktemp -d)
 db=tp_db_private mdb=tp_db_managed madmin=tp_db_managed_admin
 admin=$("$tpdb" conninfo "$cluster" --role admin --dbname postgres)
 cleanup() {
-	psql "$admin" -qX -c "DROP DATABASE IF EXISTS $db" -c "DROP DATABASE IF EXISTS $mdb" \
+	psql "$admin" -qX -c "DROP DATABASE IF EXISTS $db" -c "DROP DATABASE IF EXISTS ${db}_empty" \
+		-c "DROP DATABASE IF EXISTS $mdb" \
 		-c "DROP ROLE IF EXISTS $madmin" >/dev/null 2>&1 || true
 	rm -rf "$work" /tmp/tp-db-private-$$
 }
