@@ -13,6 +13,7 @@
  * libpq passfile format), which the conninfo names with passfile=. The roles
  * are those of sql/010_roles.sql, made LOGIN here; the bootstrap superuser
  * (admin) only creates them and the database and runs the migrations.
+ * Passwords, roles and pg_hba.conf are in pgcluster_auth.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +31,7 @@
 
 #include <libpq-fe.h>
 
+#include "pgcluster_internal.h"
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
 #include "traceprof/pgcluster.h"
@@ -37,34 +39,8 @@
 #define MARKER_FILE	".traceprof-db"
 #define SOCKET_PORT_DEF 5432
 #define SOCKET_PATH_MAX 107 /* sizeof(sun_path) - 1 on Linux */
-#define AUTH_DIR	"auth"
-#define ADMIN_USER	"postgres"  /* bootstrap superuser of a new cluster */
-#define LEGACY_ADMIN	"traceprof" /* ... of one made before roles (trust auth) */
-#define PASSWORD_BYTES	16	    /* random bytes of a password, printed as hex */
 
-/* The login roles of the cluster; the first is the bootstrap superuser. */
-static const struct pgrole {
-	const char *key;   /* --role name, and the passfile DIR/auth/KEY.pgpass */
-	const char *name;  /* PostgreSQL role; NULL: the bootstrap superuser's */
-	const char *attrs; /* role attributes besides LOGIN NOSUPERUSER */
-} pgroles[] = {
-    {"admin", NULL, ""},
-    /* CREATEDB: tests and scripts make throwaway databases with it. */
-    {"owner", "traceprof_owner", "CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
-    {"writer", "traceprof_writer", "NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
-    {"reader", "traceprof_reader", "NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
-    {"controller", "traceprof_controller", "NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"},
-};
-#define NROLES (sizeof(pgroles) / sizeof(pgroles[0]))
-
-struct runas {
-	bool drop;     /* true when root must switch to uid/gid */
-	uid_t uid;     /* server user */
-	gid_t gid;     /* its primary group */
-	char name[64]; /* its name, for messages */
-};
-
-static int path_join(char *out, size_t len, const char *a, const char *b)
+int pgc_path_join(char *out, size_t len, const char *a, const char *b)
 {
 	int n = snprintf(out, len, "%s/%s", a, b);
 
@@ -82,7 +58,7 @@ static bool is_executable(const char *dir, const char *prog)
 {
 	char p[PATH_MAX];
 
-	return path_join(p, sizeof(p), dir, prog) == 0 && access(p, X_OK) == 0;
+	return pgc_path_join(p, sizeof(p), dir, prog) == 0 && access(p, X_OK) == 0;
 }
 
 /* Finds the directory holding initdb and pg_ctl; out has PATH_MAX bytes. */
@@ -168,7 +144,7 @@ static void quote_log_tail(const char *dir)
 	long size;
 	size_t n;
 
-	if (path_join(path, sizeof(path), dir, "postgres.log"))
+	if (pgc_path_join(path, sizeof(path), dir, "postgres.log"))
 		return;
 	f = fopen(path, "r");
 	if (!f)
@@ -198,8 +174,8 @@ static int run_tool(const char *dir, const struct runas *ra, char *const argv[])
 	err = find_bindir(bindir);
 	if (err)
 		return err;
-	if (path_join(prog, sizeof(prog), bindir, argv[0]) ||
-	    path_join(logpath, sizeof(logpath), dir, "postgres.log"))
+	if (pgc_path_join(prog, sizeof(prog), bindir, argv[0]) ||
+	    pgc_path_join(logpath, sizeof(logpath), dir, "postgres.log"))
 		return -ENAMETOOLONG;
 	pid = fork();
 	if (pid < 0)
@@ -250,7 +226,7 @@ static int chown_to(const char *path, const struct runas *ra)
 	return 0;
 }
 
-static int mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
+int pgc_mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
 {
 	if (mkdir(path, mode) && errno != EEXIST) {
 		log_error("cannot create %s: %s", path, strerror(errno));
@@ -259,13 +235,13 @@ static int mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
 	return chown_to(path, ra);
 }
 
-static int read_port(const char *dir)
+int pgc_read_port(const char *dir)
 {
 	char path[PATH_MAX];
 	FILE *f;
 	int port = SOCKET_PORT_DEF;
 
-	if (path_join(path, sizeof(path), dir, MARKER_FILE))
+	if (pgc_path_join(path, sizeof(path), dir, MARKER_FILE))
 		return -ENAMETOOLONG;
 	f = fopen(path, "r");
 	if (!f)
@@ -276,7 +252,7 @@ static int read_port(const char *dir)
 	return port;
 }
 
-static int write_text(const char *path, const char *text, mode_t mode, const struct runas *ra)
+int pgc_write_text(const char *path, const char *text, mode_t mode, const struct runas *ra)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	size_t len = strlen(text);
@@ -337,95 +313,9 @@ static int write_settings(const char *dir, const struct pgcluster_opts *opts,
 		log_error("too many settings");
 		return -E2BIG;
 	}
-	if (path_join(path, sizeof(path), dir, "data/traceprof.conf"))
+	if (pgc_path_join(path, sizeof(path), dir, "data/traceprof.conf"))
 		return -ENAMETOOLONG;
-	return write_text(path, conf, 0640, ra);
-}
-
-/* 2 * PASSWORD_BYTES hex digits into out (2 * PASSWORD_BYTES + 1 bytes). */
-static int random_password(char *out)
-{
-	unsigned char rnd[PASSWORD_BYTES];
-	FILE *f = fopen("/dev/urandom", "r");
-
-	if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
-		if (f)
-			fclose(f);
-		log_error("cannot read /dev/urandom for a password");
-		return -EIO;
-	}
-	fclose(f);
-	for (int i = 0; i < PASSWORD_BYTES; i++)
-		snprintf(out + 2 * i, 3, "%02x", rnd[i]);
-	return 0;
-}
-
-static int passfile_path(const char *dir, const char *key, char *out, size_t len)
-{
-	int n = snprintf(out, len, "%s/" AUTH_DIR "/%s.pgpass", dir, key);
-
-	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
-}
-
-/*
- * Reads the user and password of DIR/auth/KEY.pgpass (one line
- * "*:*:*:USER:PASSWORD"). Returns 0, -ENOENT when there is no such file,
- * -EINVAL when it is not of that form.
- */
-static int passfile_read(const char *dir, const char *key, char *user, size_t ulen, char *pw,
-			 size_t pwlen)
-{
-	char path[PATH_MAX];
-	char line[256];
-	char *u, *p;
-	FILE *f;
-	int rc;
-
-	rc = passfile_path(dir, key, path, sizeof(path));
-	if (rc)
-		return rc;
-	f = fopen(path, "r");
-	if (!f)
-		return errno == ENOENT ? -ENOENT : -errno;
-	rc = fgets(line, sizeof(line), f) ? 0 : -EINVAL;
-	fclose(f);
-	if (rc)
-		return rc;
-	line[strcspn(line, "\n")] = '\0';
-	if (strncmp(line, "*:*:*:", 6))
-		return -EINVAL;
-	u = line + 6;
-	p = strchr(u, ':');
-	if (!p || p == u || !p[1] || strlen(p + 1) >= pwlen || (size_t)(p - u) >= ulen)
-		return -EINVAL;
-	snprintf(user, ulen, "%.*s", (int)(p - u), u);
-	snprintf(pw, pwlen, "%s", p + 1);
-	return 0;
-}
-
-/* Writes DIR/auth/KEY.pgpass for user with a new password unless it exists. */
-static int passfile_ensure(const char *dir, const char *key, const char *user,
-			   const struct runas *ra)
-{
-	char path[PATH_MAX];
-	char u[64], pw[2 * PASSWORD_BYTES + 1];
-	char line[128];
-	int rc = passfile_read(dir, key, u, sizeof(u), pw, sizeof(pw));
-
-	if (rc != -ENOENT) {
-		if (rc == -EINVAL)
-			log_error("%s/" AUTH_DIR "/%s.pgpass is not a line *:*:*:USER:PASSWORD; "
-				  "remove it to have a new password made",
-				  dir, key);
-		return rc;
-	}
-	rc = passfile_path(dir, key, path, sizeof(path));
-	if (!rc)
-		rc = random_password(pw);
-	if (rc)
-		return rc;
-	snprintf(line, sizeof(line), "*:*:*:%s:%s\n", user, pw);
-	return write_text(path, line, 0600, ra);
+	return pgc_write_text(path, conf, 0640, ra);
 }
 
 static int run_initdb(const char *dir, const struct runas *ra)
@@ -438,15 +328,16 @@ static int run_initdb(const char *dir, const struct runas *ra)
 	FILE *f;
 	int rc;
 
-	if (path_join(pwpath, sizeof(pwpath), dir, AUTH_DIR "/initdb.pw") ||
-	    path_join(datadir, sizeof(datadir), dir, "data") ||
-	    path_join(confpath, sizeof(confpath), dir, "data/postgresql.conf"))
+	if (pgc_path_join(pwpath, sizeof(pwpath), dir, AUTH_DIR "/initdb.pw") ||
+	    pgc_path_join(datadir, sizeof(datadir), dir, "data") ||
+	    pgc_path_join(confpath, sizeof(confpath), dir, "data/postgresql.conf"))
 		return -ENAMETOOLONG;
-	rc = passfile_ensure(dir, "admin", ADMIN_USER, ra);
+	rc = pgc_passfile_ensure(dir, "admin", ADMIN_USER, ra);
 	if (!rc)
-		rc = passfile_read(dir, "admin", user, sizeof(user), password, sizeof(password));
+		rc =
+		    pgc_passfile_read(dir, "admin", user, sizeof(user), password, sizeof(password));
 	if (!rc)
-		rc = write_text(pwpath, password, 0600, ra);
+		rc = pgc_write_text(pwpath, password, 0600, ra);
 	if (rc)
 		return rc;
 	snprintf(pwopt, sizeof(pwopt), "--pwfile=%s", pwpath);
@@ -473,23 +364,7 @@ static int run_initdb(const char *dir, const struct runas *ra)
 	return 0;
 }
 
-/* Every connection, on the socket or on loopback TCP, needs its password. */
-static int write_hba(const char *dir, const struct runas *ra)
-{
-	char path[PATH_MAX];
-
-	if (path_join(path, sizeof(path), dir, "data/pg_hba.conf"))
-		return -ENAMETOOLONG;
-	return write_text(path,
-			  "# Written by traceprof-db at every create: a SCRAM password for every\n"
-			  "# connection (DIR/auth/ROLE.pgpass); no trust, no peer.\n"
-			  "local all all scram-sha-256\n"
-			  "host all all 127.0.0.1/32 scram-sha-256\n"
-			  "host all all ::1/128 scram-sha-256\n",
-			  0600, ra);
-}
-
-static int absolute_dir(const char *dir, char *out, bool create)
+int pgc_absolute_dir(const char *dir, char *out, bool create)
 {
 	if (create && mkdir(dir, 0700) && errno != EEXIST) {
 		log_error("cannot create %s: %s", dir, strerror(errno));
@@ -513,11 +388,11 @@ struct cluster {
 
 static int cluster_resolve(const char *dir, struct cluster *c)
 {
-	int rc = absolute_dir(dir, c->abs, false);
+	int rc = pgc_absolute_dir(dir, c->abs, false);
 
 	if (rc)
 		return rc;
-	if (path_join(c->datadir, sizeof(c->datadir), c->abs, "data"))
+	if (pgc_path_join(c->datadir, sizeof(c->datadir), c->abs, "data"))
 		return -ENAMETOOLONG;
 	return resolve_runas(&c->ra);
 }
@@ -544,7 +419,7 @@ int pgcluster_status(const char *dir)
 	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	if (path_join(version, sizeof(version), c.datadir, "PG_VERSION"))
+	if (pgc_path_join(version, sizeof(version), c.datadir, "PG_VERSION"))
 		return -ENAMETOOLONG;
 	if (!file_exists(version))
 		return -ENOENT;
@@ -576,7 +451,7 @@ int pgcluster_start(const char *dir)
 	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	if (path_join(logpath, sizeof(logpath), c.abs, "postgres.log"))
+	if (pgc_path_join(logpath, sizeof(logpath), c.abs, "postgres.log"))
 		return -ENAMETOOLONG;
 	{
 		char *argv[] = {"pg_ctl", "start",   "-w", "-t",    "120",
@@ -605,180 +480,6 @@ int pgcluster_stop(const char *dir)
 	}
 }
 
-static const struct pgrole *role_find(const char *key)
-{
-	for (size_t i = 0; i < NROLES; i++)
-		if (strcmp(pgroles[i].key, key) == 0)
-			return &pgroles[i];
-	return NULL;
-}
-
-int pgcluster_conninfo_role(const char *dir, const char *dbname, const char *role, char *buf,
-			    size_t len)
-{
-	char abs[PATH_MAX];
-	char passfile[PATH_MAX];
-	char user[64], pw[2 * PASSWORD_BYTES + 1];
-	int port;
-	int rc;
-	int n;
-
-	if (!role)
-		role = "owner";
-	if (!role_find(role)) {
-		log_error("unknown role '%s'; one of " PGCLUSTER_ROLES, role);
-		return -EINVAL;
-	}
-	rc = absolute_dir(dir, abs, false);
-	if (rc)
-		return rc;
-	port = read_port(abs);
-	if (port < 0)
-		return port;
-	rc = passfile_read(abs, role, user, sizeof(user), pw, sizeof(pw));
-	if (rc == -ENOENT)
-		log_error("%s has no " AUTH_DIR "/%s.pgpass: made by an older traceprof-db; run "
-			  "'traceprof-db create %s' once to give it roles and passwords",
-			  abs, role, abs);
-	else if (rc)
-		log_error("cannot read %s/" AUTH_DIR "/%s.pgpass (%s)", abs, role,
-			  rc == -EINVAL ? "not a line *:*:*:USER:PASSWORD" : strerror(-rc));
-	if (rc)
-		return rc == -ENOENT ? -ENOKEY : rc;
-	rc = passfile_path(abs, role, passfile, sizeof(passfile));
-	if (rc)
-		return rc;
-	n = snprintf(buf, len, "host=%s/run port=%d dbname=%s user=%s passfile=%s", abs, port,
-		     dbname ? dbname : PGCLUSTER_DBNAME, user, passfile);
-	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
-}
-
-int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len)
-{
-	return pgcluster_conninfo_role(dir, dbname, NULL, buf, len);
-}
-
-static PGconn *connect_admin(const char *dir, const char *dbname)
-{
-	char conninfo[PATH_MAX * 2 + 256];
-	PGconn *conn;
-
-	if (pgcluster_conninfo_role(dir, dbname, "admin", conninfo, sizeof(conninfo)))
-		return NULL;
-	conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		log_error("cannot connect to the cluster in %s as its superuser: %s", dir,
-			  PQerrorMessage(conn));
-		PQfinish(conn);
-		return NULL;
-	}
-	return conn;
-}
-
-static int exec_admin(PGconn *conn, const char *sql, const char *what)
-{
-	PGresult *res = PQexec(conn, sql);
-	int rc = (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
-		     ? 0
-		     : -EIO;
-
-	if (rc)
-		log_error("cannot %s: %s", what, PQresultErrorMessage(res));
-	PQclear(res);
-	return rc;
-}
-
-/*
- * Sets the password of one role from its passfile (a SCRAM verifier made
- * here: the password itself never reaches the server or its log), creating
- * the role when missing; every role but the bootstrap superuser is made
- * NOSUPERUSER, whatever it was.
- */
-static int setup_role(PGconn *conn, const char *dir, const struct pgrole *r)
-{
-	char user[64], pw[2 * PASSWORD_BYTES + 1];
-	char sql[1024];
-	char *verifier = NULL, *lit = NULL, *ident = NULL;
-	PGresult *res;
-	int rc;
-
-	rc = passfile_read(dir, r->key, user, sizeof(user), pw, sizeof(pw));
-	if (rc)
-		return rc;
-	verifier = PQencryptPasswordConn(conn, pw, user, "scram-sha-256");
-	ident = PQescapeIdentifier(conn, user, strlen(user));
-	if (!verifier || !ident) {
-		log_error("cannot hash the password of %s: %s", user, PQerrorMessage(conn));
-		rc = -EIO;
-		goto out;
-	}
-	lit = PQescapeLiteral(conn, verifier, strlen(verifier));
-	if (!lit) {
-		rc = -EIO;
-		goto out;
-	}
-	if (r->name) {
-		const char *params[1] = {user};
-
-		res = PQexecParams(conn, "SELECT 1 FROM pg_roles WHERE rolname = $1", 1, NULL,
-				   params, NULL, NULL, 0);
-		rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -EIO;
-		if (!rc && PQntuples(res) == 0) {
-			snprintf(sql, sizeof(sql), "CREATE ROLE %s", ident);
-			rc = exec_admin(conn, sql, "create a role");
-		}
-		PQclear(res);
-		if (rc)
-			goto out;
-		snprintf(sql, sizeof(sql), "ALTER ROLE %s LOGIN NOSUPERUSER %s PASSWORD %s", ident,
-			 r->attrs, lit);
-	} else {
-		snprintf(sql, sizeof(sql), "ALTER ROLE %s PASSWORD %s", ident, lit);
-	}
-	rc = exec_admin(conn, sql, "set a role's password");
-out:
-	PQfreemem(lit);
-	PQfreemem(ident);
-	PQfreemem(verifier);
-	return rc;
-}
-
-/*
- * As the bootstrap superuser: the roles and their passwords, the traceprof
- * database owned by traceprof_owner, then pg_hba.conf without trust (a
- * cluster made before roles had "local all all trust") and a reload.
- */
-static int setup_roles(const char *dir, const struct runas *ra)
-{
-	PGconn *conn = connect_admin(dir, "postgres");
-	PGresult *res;
-	int rc = 0;
-
-	if (!conn)
-		return -ECONNREFUSED;
-	for (size_t i = 0; !rc && i < NROLES; i++)
-		rc = setup_role(conn, dir, &pgroles[i]);
-	if (!rc) {
-		res = PQexec(conn,
-			     "SELECT 1 FROM pg_database WHERE datname = '" PGCLUSTER_DBNAME "'");
-		rc = PQresultStatus(res) == PGRES_TUPLES_OK ? 0 : -EIO;
-		if (!rc)
-			rc = exec_admin(conn,
-					PQntuples(res) == 0 ? "CREATE DATABASE " PGCLUSTER_DBNAME
-							      " OWNER traceprof_owner"
-							    : "ALTER DATABASE " PGCLUSTER_DBNAME
-							      " OWNER TO traceprof_owner",
-					"create the database " PGCLUSTER_DBNAME);
-		PQclear(res);
-	}
-	if (!rc)
-		rc = write_hba(dir, ra);
-	if (!rc)
-		rc = exec_admin(conn, "SELECT pg_reload_conf()", "reload pg_hba.conf");
-	PQfinish(conn);
-	return rc;
-}
-
 /*
  * Applies the migrations as the bootstrap superuser: 010 hands every object
  * to traceprof_owner (also those of a database made before roles, owned by
@@ -786,33 +487,13 @@ static int setup_roles(const char *dir, const struct runas *ra)
  */
 static int prepare_database(const char *dir)
 {
-	PGconn *conn = connect_admin(dir, PGCLUSTER_DBNAME);
+	PGconn *conn = pgc_connect_admin(dir, PGCLUSTER_DBNAME);
 	int rc;
 
 	if (!conn)
 		return -ECONNREFUSED;
 	rc = migrate_apply(conn, NULL);
 	PQfinish(conn);
-	return rc;
-}
-
-/* The passfiles of every role; a cluster made before roles keeps its superuser. */
-static int ensure_passfiles(const char *dir, bool legacy, const struct runas *ra)
-{
-	char path[PATH_MAX];
-	int rc;
-
-	if (path_join(path, sizeof(path), dir, AUTH_DIR))
-		return -ENAMETOOLONG;
-	rc = mkdir_owned(path, 0700, ra);
-	if (!rc && chmod(path, 0700))
-		rc = -errno;
-	for (size_t i = 0; !rc && i < NROLES; i++)
-		rc = passfile_ensure(dir, pgroles[i].key,
-				     pgroles[i].name ? pgroles[i].name
-				     : legacy	     ? LEGACY_ADMIN
-						     : ADMIN_USER,
-				     ra);
 	return rc;
 }
 
@@ -836,7 +517,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 	rc = resolve_runas(&ra);
 	if (rc)
 		return rc;
-	rc = absolute_dir(dir, abs, true);
+	rc = pgc_absolute_dir(dir, abs, true);
 	if (rc)
 		return rc;
 	socket_port = opts->port ? opts->port : SOCKET_PORT_DEF;
@@ -846,7 +527,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			  abs, SOCKET_PATH_MAX - (int)strlen("/run/.s.PGSQL.65535"));
 		return -ENAMETOOLONG;
 	}
-	if (path_join(path, sizeof(path), abs, "data/PG_VERSION"))
+	if (pgc_path_join(path, sizeof(path), abs, "data/PG_VERSION"))
 		return -ENAMETOOLONG;
 	if (!file_exists(path)) {
 		DIR *d = opendir(abs);
@@ -868,13 +549,13 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 		}
 		rc = chown_to(abs, &ra);
 		if (!rc)
-			rc = ensure_passfiles(abs, false, &ra);
+			rc = pgc_ensure_passfiles(abs, false, &ra);
 		if (rc)
 			return rc;
 		snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
-		if (path_join(path, sizeof(path), abs, MARKER_FILE))
+		if (pgc_path_join(path, sizeof(path), abs, MARKER_FILE))
 			return -ENAMETOOLONG;
-		rc = write_text(path, marker, 0644, &ra);
+		rc = pgc_write_text(path, marker, 0644, &ra);
 		if (rc)
 			return rc;
 		rc = run_initdb(abs, &ra);
@@ -882,27 +563,27 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			return rc;
 	} else {
 		/* Made before roles: no passfiles; its superuser keeps its old name. */
-		if (path_join(path, sizeof(path), abs, AUTH_DIR "/admin.pgpass"))
+		if (pgc_path_join(path, sizeof(path), abs, AUTH_DIR "/admin.pgpass"))
 			return -ENAMETOOLONG;
 		legacy = !file_exists(path);
-		rc = ensure_passfiles(abs, legacy, &ra);
+		rc = pgc_ensure_passfiles(abs, legacy, &ra);
 		if (rc)
 			return rc;
-		if (legacy && path_join(path, sizeof(path), abs, "password") == 0)
+		if (legacy && pgc_path_join(path, sizeof(path), abs, "password") == 0)
 			unlink(path); /* the old superuser's TCP password, replaced now */
 	}
-	if (read_port(abs) != socket_port) {
+	if (pgc_read_port(abs) != socket_port) {
 		/* An existing cluster keeps its socket name unless a port is asked for. */
 		if (opts->port) {
 			snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
-			if (path_join(path, sizeof(path), abs, MARKER_FILE))
+			if (pgc_path_join(path, sizeof(path), abs, MARKER_FILE))
 				return -ENAMETOOLONG;
-			rc = write_text(path, marker, 0644, &ra);
+			rc = pgc_write_text(path, marker, 0644, &ra);
 			if (rc)
 				return rc;
 			pgcluster_stop(abs);
 		} else {
-			socket_port = read_port(abs);
+			socket_port = pgc_read_port(abs);
 		}
 	}
 	/* Only the server user (and root) may enter DIR and reach the socket. */
@@ -910,9 +591,9 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 		log_error("cannot make %s private (chmod 0700): %s", abs, strerror(errno));
 		return -errno;
 	}
-	if (path_join(path, sizeof(path), abs, "run"))
+	if (pgc_path_join(path, sizeof(path), abs, "run"))
 		return -ENAMETOOLONG;
-	rc = mkdir_owned(path, 0700, &ra);
+	rc = pgc_mkdir_owned(path, 0700, &ra);
 	if (!rc && chmod(path, 0700))
 		rc = -errno;
 	if (rc)
@@ -928,7 +609,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 	}
 	rc = pgcluster_start(abs);
 	if (!rc)
-		rc = setup_roles(abs, &ra);
+		rc = pgc_setup_roles(abs, &ra);
 	if (rc)
 		return rc;
 	if (legacy)
@@ -953,12 +634,12 @@ int pgcluster_remove(const char *dir)
 	char marker[PATH_MAX];
 	int rc;
 
-	rc = absolute_dir(dir, abs, false);
+	rc = pgc_absolute_dir(dir, abs, false);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc)
 		return rc;
-	if (path_join(marker, sizeof(marker), abs, MARKER_FILE))
+	if (pgc_path_join(marker, sizeof(marker), abs, MARKER_FILE))
 		return -ENAMETOOLONG;
 	if (!file_exists(marker)) {
 		log_error("%s was not created by traceprof (no %s file); not removing it", abs,
