@@ -35,16 +35,19 @@ static void usage(FILE *out)
 	    "  stop DIR        stop it (fast shutdown)\n"
 	    "  status DIR      print running, stopped or absent (exit 0, 3, 4)\n"
 	    "  remove DIR      stop the cluster and delete DIR (only a DIR made by create)\n"
-	    "  conninfo DIR    print the libpq connection string for the cluster's socket\n"
+	    "  conninfo DIR    print the libpq connection string for the cluster's socket,\n"
+	    "                  as the role of --role (password from DIR/auth/ROLE.pgpass)\n"
 	    "  migrate         apply pending migrations to the database given by --db\n"
 	    "  version         print the schema version of --db and of this binary\n"
 	    "\n"
 	    "options:\n"
-	    "  --port N        (create) also listen on 127.0.0.1:N, password in DIR/password\n"
+	    "  --port N        (create) also listen on 127.0.0.1:N (same roles and passwords)\n"
 	    "  --fast          (create) fsync off: for tests and throwaway data\n"
 	    "  -c NAME=VALUE   (create) extra PostgreSQL setting; repeatable\n"
 	    "  --db CONNINFO   (migrate, version) libpq conninfo or URI; default: PG* environment\n"
-	    "  --dbname NAME   (conninfo) database name, default traceprof\n"
+	    "  --dbname NAME   (create, conninfo) database name, default traceprof\n"
+	    "  --role ROLE     (create, conninfo) owner (default: migrations), writer (agent),\n"
+	    "                  reader (traceprof, psql), controller, or admin (superuser)\n"
 	    "  -v, --verbose   debug output\n"
 	    "  -h, --help      this help\n");
 }
@@ -92,18 +95,16 @@ static int do_version(PGconn *conn)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"port", required_argument, NULL, 'p'},
-	    {"fast", no_argument, NULL, 'f'},
-	    {"db", required_argument, NULL, 'd'},
-	    {"dbname", required_argument, NULL, 'n'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	    {"port", required_argument, NULL, 'p'}, {"fast", no_argument, NULL, 'f'},
+	    {"db", required_argument, NULL, 'd'},   {"dbname", required_argument, NULL, 'n'},
+	    {"role", required_argument, NULL, 'r'}, {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},	    {NULL, 0, NULL, 0},
 	};
 	const char *settings[MAX_SETTINGS + 1] = {0};
 	struct pgcluster_opts opts = {0};
 	const char *conninfo = NULL;
 	const char *dbname = NULL;
+	const char *role = NULL;
 	const char *cmd;
 	const char *dir = NULL;
 	int nsettings = 0;
@@ -140,6 +141,9 @@ int main(int argc, char **argv)
 		case 'n':
 			dbname = optarg;
 			break;
+		case 'r':
+			role = optarg;
+			break;
 		case 'v':
 			log_set_level(LOG_DEBUG);
 			break;
@@ -152,6 +156,11 @@ int main(int argc, char **argv)
 		}
 	}
 	opts.settings = settings;
+	if (role && strcmp(role, "owner") && strcmp(role, "writer") && strcmp(role, "reader") &&
+	    strcmp(role, "controller") && strcmp(role, "admin")) {
+		log_error("--role: '%s' is not one of " PGCLUSTER_ROLES, role);
+		return 2;
+	}
 	if (optind >= argc) {
 		usage(stderr);
 		return 2;
@@ -182,7 +191,7 @@ int main(int argc, char **argv)
 		rc = pgcluster_create(dir, &opts);
 		if (rc)
 			return 1;
-		if (pgcluster_conninfo(dir, dbname, ci, sizeof(ci)) == 0)
+		if (pgcluster_conninfo_role(dir, dbname, role, ci, sizeof(ci)) == 0)
 			printf("%s\n", ci);
 		return 0;
 	}
@@ -204,11 +213,11 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "conninfo") == 0) {
 		char ci[4200];
 
-		rc = pgcluster_conninfo(dir, dbname, ci, sizeof(ci));
-		if (rc) {
+		rc = pgcluster_conninfo_role(dir, dbname, role, ci, sizeof(ci));
+		if (rc == -ENOENT)
 			log_error("no cluster in %s", dir);
-			return 4;
-		}
+		if (rc)
+			return rc == -EINVAL ? 2 : 4;
 		printf("%s\n", ci);
 		return 0;
 	}

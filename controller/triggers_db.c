@@ -307,12 +307,14 @@ static int check_term(PGconn *conn, struct triggers_db_fence *fence)
 
 	if (!fence || !fence->term)
 		return 0;
-	res = PQexec(conn, "SELECT term FROM traceprof.controller_leader FOR SHARE");
+	res = PQexec(conn, "SELECT traceprof.controller_term()");
 	if (!ok(conn, res, "reading the controller term")) {
 		PQclear(res);
 		return -EIO;
 	}
-	cur = PQntuples(res) == 1 ? strtoull(PQgetvalue(res, 0, 0), NULL, 10) : 0;
+	cur = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)
+		  ? strtoull(PQgetvalue(res, 0, 0), NULL, 10)
+		  : 0;
 	PQclear(res);
 	if (cur == fence->term)
 		return 0;

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,31 @@
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
 
-#define MIGRATE_LOCK_KEY "7353042127001" /* pg_advisory_lock key: "traceprof migrate" */
+#define MIGRATE_LOCK_KEY      "7353042127001" /* pg_advisory_lock key: "traceprof migrate" */
+#define MIGRATE_ROLES_VERSION 10	      /* 010_roles.sql: traceprof_owner owns the schema */
+
+/*
+ * Migrations after 010 run as traceprof_owner, so what they create belongs to
+ * it and gets its default privileges, whoever migrates (a superuser, or a
+ * managed PostgreSQL's administrator that is a member of it).
+ */
+static const char set_owner_role[] =
+    "DO $$ BEGIN "
+    "IF current_user <> 'traceprof_owner' "
+    "AND pg_has_role(current_user, 'traceprof_owner', 'USAGE') THEN "
+    "SET LOCAL ROLE traceprof_owner; "
+    "END IF; END $$";
+
+/* After a failed statement: says which role migrates when privileges lacked. */
+static void hint_privileges(const PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	if (state && strcmp(state, "42501") == 0)
+		log_error("migrate: migrations need the owner role (traceprof_owner, or a role "
+			  "that may act as it); 'traceprof-db conninfo DIR --role owner' prints it "
+			  "for an embedded cluster");
+}
 
 static int exec_ok(PGconn *conn, const char *sql, const char *what)
 {
@@ -26,6 +51,7 @@ static int exec_ok(PGconn *conn, const char *sql, const char *what)
 
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
 		log_error("migrate: %s failed: %s", what, PQresultErrorMessage(res));
+		hint_privileges(res);
 		err = -EIO;
 	}
 	PQclear(res);
@@ -99,9 +125,17 @@ static int apply_one(PGconn *conn, const struct migration *m)
 	err = exec_ok(conn, "BEGIN", "begin");
 	if (err)
 		return err;
+	if (m->version > MIGRATE_ROLES_VERSION) {
+		err = exec_ok(conn, set_owner_role, "set role traceprof_owner");
+		if (err) {
+			exec_ok(conn, "ROLLBACK", "rollback");
+			return err;
+		}
+	}
 	res = PQexec(conn, m->sql);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
 		log_error("migrate: migration %s failed: %s", m->name, PQresultErrorMessage(res));
+		hint_privileges(res);
 		PQclear(res);
 		exec_ok(conn, "ROLLBACK", "rollback");
 		return -EIO;
@@ -133,6 +167,8 @@ int migrate_apply(PGconn *conn, int *applied)
 
 int migrate_apply_upto(PGconn *conn, int max_version, int *applied)
 {
+	PGresult *res;
+	bool fresh;
 	int count = 0;
 	int err;
 
@@ -141,15 +177,25 @@ int migrate_apply_upto(PGconn *conn, int max_version, int *applied)
 	err = exec_ok(conn, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", "lock");
 	if (err)
 		return err;
-	err = exec_ok(conn,
-		      "SET client_min_messages = warning;"
-		      "CREATE SCHEMA IF NOT EXISTS traceprof;"
-		      "CREATE TABLE IF NOT EXISTS traceprof.schema_migrations ("
-		      " version int PRIMARY KEY,"
-		      " name text NOT NULL,"
-		      " checksum text NOT NULL,"
-		      " applied_at timestamptz NOT NULL DEFAULT now())",
-		      "create schema_migrations");
+	/*
+	 * Only when missing: CREATE ... IF NOT EXISTS still needs the privilege
+	 * to create, which the writer, reader and controller roles lack; they
+	 * call this at every connect to see that nothing is pending.
+	 */
+	res = PQexec(conn, "SELECT to_regclass('traceprof.schema_migrations') IS NULL");
+	fresh = PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+		strcmp(PQgetvalue(res, 0, 0), "f") != 0;
+	PQclear(res);
+	if (fresh)
+		err = exec_ok(conn,
+			      "SET client_min_messages = warning;"
+			      "CREATE SCHEMA IF NOT EXISTS traceprof;"
+			      "CREATE TABLE IF NOT EXISTS traceprof.schema_migrations ("
+			      " version int PRIMARY KEY,"
+			      " name text NOT NULL,"
+			      " checksum text NOT NULL,"
+			      " applied_at timestamptz NOT NULL DEFAULT now())",
+			      "create schema_migrations");
 	for (int i = 0; !err && i < migrations_count && migrations[i].version <= max_version; i++) {
 		int r = apply_one(conn, &migrations[i]);
 

@@ -5,6 +5,15 @@
  * PostgreSQL, in a child process that drops root privileges when needed.
  * Their output goes to DIR/postgres.log, whose tail is quoted when a step
  * fails, so the user sees PostgreSQL's own reason.
+ *
+ * The cluster is private: DIR and its socket directory are 0700 (only the
+ * server user, and root, can reach the socket), pg_hba.conf asks every
+ * connection, socket or TCP, for a SCRAM password (no trust, no peer), and
+ * each role has its own generated password in DIR/auth/ROLE.pgpass (0600,
+ * libpq passfile format), which the conninfo names with passfile=. The roles
+ * are those of sql/010_roles.sql, made LOGIN here; the bootstrap superuser
+ * (admin) only creates them and the database and runs the migrations.
+ * Passwords, roles and pg_hba.conf are in pgcluster_auth.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,6 +31,7 @@
 
 #include <libpq-fe.h>
 
+#include "pgcluster_internal.h"
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
 #include "traceprof/pgcluster.h"
@@ -30,14 +40,7 @@
 #define SOCKET_PORT_DEF 5432
 #define SOCKET_PATH_MAX 107 /* sizeof(sun_path) - 1 on Linux */
 
-struct runas {
-	bool drop;     /* true when root must switch to uid/gid */
-	uid_t uid;     /* server user */
-	gid_t gid;     /* its primary group */
-	char name[64]; /* its name, for messages */
-};
-
-static int path_join(char *out, size_t len, const char *a, const char *b)
+int pgc_path_join(char *out, size_t len, const char *a, const char *b)
 {
 	int n = snprintf(out, len, "%s/%s", a, b);
 
@@ -55,7 +58,7 @@ static bool is_executable(const char *dir, const char *prog)
 {
 	char p[PATH_MAX];
 
-	return path_join(p, sizeof(p), dir, prog) == 0 && access(p, X_OK) == 0;
+	return pgc_path_join(p, sizeof(p), dir, prog) == 0 && access(p, X_OK) == 0;
 }
 
 /* Finds the directory holding initdb and pg_ctl; out has PATH_MAX bytes. */
@@ -141,7 +144,7 @@ static void quote_log_tail(const char *dir)
 	long size;
 	size_t n;
 
-	if (path_join(path, sizeof(path), dir, "postgres.log"))
+	if (pgc_path_join(path, sizeof(path), dir, "postgres.log"))
 		return;
 	f = fopen(path, "r");
 	if (!f)
@@ -171,8 +174,8 @@ static int run_tool(const char *dir, const struct runas *ra, char *const argv[])
 	err = find_bindir(bindir);
 	if (err)
 		return err;
-	if (path_join(prog, sizeof(prog), bindir, argv[0]) ||
-	    path_join(logpath, sizeof(logpath), dir, "postgres.log"))
+	if (pgc_path_join(prog, sizeof(prog), bindir, argv[0]) ||
+	    pgc_path_join(logpath, sizeof(logpath), dir, "postgres.log"))
 		return -ENAMETOOLONG;
 	pid = fork();
 	if (pid < 0)
@@ -223,7 +226,7 @@ static int chown_to(const char *path, const struct runas *ra)
 	return 0;
 }
 
-static int mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
+int pgc_mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
 {
 	if (mkdir(path, mode) && errno != EEXIST) {
 		log_error("cannot create %s: %s", path, strerror(errno));
@@ -232,13 +235,13 @@ static int mkdir_owned(const char *path, mode_t mode, const struct runas *ra)
 	return chown_to(path, ra);
 }
 
-static int read_port(const char *dir)
+int pgc_read_port(const char *dir)
 {
 	char path[PATH_MAX];
 	FILE *f;
 	int port = SOCKET_PORT_DEF;
 
-	if (path_join(path, sizeof(path), dir, MARKER_FILE))
+	if (pgc_path_join(path, sizeof(path), dir, MARKER_FILE))
 		return -ENAMETOOLONG;
 	f = fopen(path, "r");
 	if (!f)
@@ -249,7 +252,7 @@ static int read_port(const char *dir)
 	return port;
 }
 
-static int write_text(const char *path, const char *text, mode_t mode, const struct runas *ra)
+int pgc_write_text(const char *path, const char *text, mode_t mode, const struct runas *ra)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	size_t len = strlen(text);
@@ -280,7 +283,8 @@ static int write_settings(const char *dir, const struct pgcluster_opts *opts,
 	APPEND("listen_addresses = '%s'\n", opts->port ? "127.0.0.1" : "");
 	APPEND("port = %d\n", socket_port);
 	APPEND("unix_socket_directories = '%s/run'\n", dir);
-	APPEND("unix_socket_permissions = 0777\n");
+	APPEND("unix_socket_permissions = 0700\n");
+	APPEND("password_encryption = 'scram-sha-256'\n");
 	APPEND("max_connections = 60\n");
 	APPEND("shared_buffers = 256MB\n");
 	APPEND("work_mem = 32MB\n");
@@ -309,9 +313,9 @@ static int write_settings(const char *dir, const struct pgcluster_opts *opts,
 		log_error("too many settings");
 		return -E2BIG;
 	}
-	if (path_join(path, sizeof(path), dir, "data/traceprof.conf"))
+	if (pgc_path_join(path, sizeof(path), dir, "data/traceprof.conf"))
 		return -ENAMETOOLONG;
-	return write_text(path, conf, 0640, ra);
+	return pgc_write_text(path, conf, 0640, ra);
 }
 
 static int run_initdb(const char *dir, const struct runas *ra)
@@ -320,46 +324,31 @@ static int run_initdb(const char *dir, const struct runas *ra)
 	char pwopt[PATH_MAX + 16];
 	char datadir[PATH_MAX];
 	char confpath[PATH_MAX];
-	char password[33];
-	unsigned char rnd[16];
+	char user[64], password[2 * PASSWORD_BYTES + 1];
 	FILE *f;
 	int rc;
 
-	if (path_join(pwpath, sizeof(pwpath), dir, "password") ||
-	    path_join(datadir, sizeof(datadir), dir, "data") ||
-	    path_join(confpath, sizeof(confpath), dir, "data/postgresql.conf"))
+	if (pgc_path_join(pwpath, sizeof(pwpath), dir, AUTH_DIR "/initdb.pw") ||
+	    pgc_path_join(datadir, sizeof(datadir), dir, "data") ||
+	    pgc_path_join(confpath, sizeof(confpath), dir, "data/postgresql.conf"))
 		return -ENAMETOOLONG;
-	f = fopen("/dev/urandom", "r");
-	if (!f || fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd)) {
-		if (f)
-			fclose(f);
-		log_error("cannot read /dev/urandom for the cluster password");
-		return -EIO;
-	}
-	fclose(f);
-	for (int i = 0; i < 16; i++)
-		snprintf(password + 2 * i, 3, "%02x", rnd[i]);
-	rc = write_text(pwpath, password, 0600, ra);
+	rc = pgc_passfile_ensure(dir, "admin", ADMIN_USER, ra);
+	if (!rc)
+		rc =
+		    pgc_passfile_read(dir, "admin", user, sizeof(user), password, sizeof(password));
+	if (!rc)
+		rc = pgc_write_text(pwpath, password, 0600, ra);
 	if (rc)
 		return rc;
 	snprintf(pwopt, sizeof(pwopt), "--pwfile=%s", pwpath);
 	{
-		char *argv[] = {"initdb",
-				"-D",
-				datadir,
-				"-U",
-				PGCLUSTER_USER,
-				"--auth-local=trust",
-				"--auth-host=scram-sha-256",
-				pwopt,
-				"-E",
-				"UTF8",
-				"--no-locale",
-				"--no-sync",
-				NULL};
+		char *argv[] = {
+		    "initdb", "-D", datadir, "-U",	    user,	 "--auth=scram-sha-256",
+		    pwopt,    "-E", "UTF8",  "--no-locale", "--no-sync", NULL};
 
 		rc = run_tool(dir, ra, argv);
 	}
+	unlink(pwpath);
 	if (rc != 0) {
 		log_error("initdb failed (exit %d) in %s", rc, datadir);
 		quote_log_tail(dir);
@@ -375,9 +364,9 @@ static int run_initdb(const char *dir, const struct runas *ra)
 	return 0;
 }
 
-static int absolute_dir(const char *dir, char *out, bool create)
+int pgc_absolute_dir(const char *dir, char *out, bool create)
 {
-	if (create && mkdir(dir, 0755) && errno != EEXIST) {
+	if (create && mkdir(dir, 0700) && errno != EEXIST) {
 		log_error("cannot create %s: %s", dir, strerror(errno));
 		return -errno;
 	}
@@ -399,11 +388,11 @@ struct cluster {
 
 static int cluster_resolve(const char *dir, struct cluster *c)
 {
-	int rc = absolute_dir(dir, c->abs, false);
+	int rc = pgc_absolute_dir(dir, c->abs, false);
 
 	if (rc)
 		return rc;
-	if (path_join(c->datadir, sizeof(c->datadir), c->abs, "data"))
+	if (pgc_path_join(c->datadir, sizeof(c->datadir), c->abs, "data"))
 		return -ENAMETOOLONG;
 	return resolve_runas(&c->ra);
 }
@@ -430,7 +419,7 @@ int pgcluster_status(const char *dir)
 	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	if (path_join(version, sizeof(version), c.datadir, "PG_VERSION"))
+	if (pgc_path_join(version, sizeof(version), c.datadir, "PG_VERSION"))
 		return -ENAMETOOLONG;
 	if (!file_exists(version))
 		return -ENOENT;
@@ -462,7 +451,7 @@ int pgcluster_start(const char *dir)
 	rc = cluster_resolve(dir, &c);
 	if (rc)
 		return rc;
-	if (path_join(logpath, sizeof(logpath), c.abs, "postgres.log"))
+	if (pgc_path_join(logpath, sizeof(logpath), c.abs, "postgres.log"))
 		return -ENAMETOOLONG;
 	{
 		char *argv[] = {"pg_ctl", "start",   "-w", "-t",    "120",
@@ -491,67 +480,18 @@ int pgcluster_stop(const char *dir)
 	}
 }
 
-int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len)
-{
-	char abs[PATH_MAX];
-	int port;
-	int rc;
-	int n;
-
-	rc = absolute_dir(dir, abs, false);
-	if (rc)
-		return rc;
-	port = read_port(abs);
-	if (port < 0)
-		return port;
-	n = snprintf(buf, len, "host=%s/run port=%d dbname=%s user=%s", abs, port,
-		     dbname ? dbname : PGCLUSTER_DBNAME, PGCLUSTER_USER);
-	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
-}
-
-/* Creates the traceprof database if missing and applies the migrations. */
+/*
+ * Applies the migrations as the bootstrap superuser: 010 hands every object
+ * to traceprof_owner (also those of a database made before roles, owned by
+ * the old superuser), later ones run as traceprof_owner.
+ */
 static int prepare_database(const char *dir)
 {
-	char conninfo[PATH_MAX + 128];
-	PGconn *conn;
-	PGresult *res;
+	PGconn *conn = pgc_connect_admin(dir, PGCLUSTER_DBNAME);
 	int rc;
 
-	rc = pgcluster_conninfo(dir, "postgres", conninfo, sizeof(conninfo));
-	if (rc)
-		return rc;
-	conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		log_error("cannot connect to the new cluster: %s", PQerrorMessage(conn));
-		PQfinish(conn);
+	if (!conn)
 		return -ECONNREFUSED;
-	}
-	res = PQexec(conn, "SELECT 1 FROM pg_database WHERE datname = '" PGCLUSTER_DBNAME "'");
-	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0) {
-		PQclear(res);
-		res = PQexec(conn, "CREATE DATABASE " PGCLUSTER_DBNAME);
-	}
-	rc = (PQresultStatus(res) == PGRES_TUPLES_OK || PQresultStatus(res) == PGRES_COMMAND_OK)
-		 ? 0
-		 : -EIO;
-	if (rc)
-		log_error("cannot create database %s: %s", PGCLUSTER_DBNAME,
-			  PQresultErrorMessage(res));
-	PQclear(res);
-	PQfinish(conn);
-	if (rc)
-		return rc;
-
-	rc = pgcluster_conninfo(dir, NULL, conninfo, sizeof(conninfo));
-	if (rc)
-		return rc;
-	conn = PQconnectdb(conninfo);
-	if (PQstatus(conn) != CONNECTION_OK) {
-		log_error("cannot connect to database %s: %s", PGCLUSTER_DBNAME,
-			  PQerrorMessage(conn));
-		PQfinish(conn);
-		return -ECONNREFUSED;
-	}
 	rc = migrate_apply(conn, NULL);
 	PQfinish(conn);
 	return rc;
@@ -564,6 +504,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 	char path[PATH_MAX];
 	char marker[64];
 	struct runas ra;
+	bool legacy = false;
 	int socket_port;
 	int rc;
 
@@ -576,7 +517,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 	rc = resolve_runas(&ra);
 	if (rc)
 		return rc;
-	rc = absolute_dir(dir, abs, true);
+	rc = pgc_absolute_dir(dir, abs, true);
 	if (rc)
 		return rc;
 	socket_port = opts->port ? opts->port : SOCKET_PORT_DEF;
@@ -586,7 +527,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			  abs, SOCKET_PATH_MAX - (int)strlen("/run/.s.PGSQL.65535"));
 		return -ENAMETOOLONG;
 	}
-	if (path_join(path, sizeof(path), abs, "data/PG_VERSION"))
+	if (pgc_path_join(path, sizeof(path), abs, "data/PG_VERSION"))
 		return -ENAMETOOLONG;
 	if (!file_exists(path)) {
 		DIR *d = opendir(abs);
@@ -596,7 +537,7 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 		while (d && (e = readdir(d)))
 			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
 			    strcmp(e->d_name, MARKER_FILE) && strcmp(e->d_name, "postgres.log") &&
-			    strcmp(e->d_name, "run") && strcmp(e->d_name, "password"))
+			    strcmp(e->d_name, "run") && strcmp(e->d_name, AUTH_DIR))
 				entries++;
 		if (d)
 			closedir(d);
@@ -607,34 +548,54 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			return -EEXIST;
 		}
 		rc = chown_to(abs, &ra);
+		if (!rc)
+			rc = pgc_ensure_passfiles(abs, false, &ra);
 		if (rc)
 			return rc;
 		snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
-		if (path_join(path, sizeof(path), abs, MARKER_FILE))
+		if (pgc_path_join(path, sizeof(path), abs, MARKER_FILE))
 			return -ENAMETOOLONG;
-		rc = write_text(path, marker, 0644, &ra);
+		rc = pgc_write_text(path, marker, 0644, &ra);
 		if (rc)
 			return rc;
 		rc = run_initdb(abs, &ra);
 		if (rc)
 			return rc;
-	} else if (read_port(abs) != socket_port) {
+	} else {
+		/* Made before roles: no passfiles; its superuser keeps its old name. */
+		if (pgc_path_join(path, sizeof(path), abs, AUTH_DIR "/admin.pgpass"))
+			return -ENAMETOOLONG;
+		legacy = !file_exists(path);
+		rc = pgc_ensure_passfiles(abs, legacy, &ra);
+		if (rc)
+			return rc;
+		if (legacy && pgc_path_join(path, sizeof(path), abs, "password") == 0)
+			unlink(path); /* the old superuser's TCP password, replaced now */
+	}
+	if (pgc_read_port(abs) != socket_port) {
 		/* An existing cluster keeps its socket name unless a port is asked for. */
 		if (opts->port) {
 			snprintf(marker, sizeof(marker), "port=%d\n", socket_port);
-			if (path_join(path, sizeof(path), abs, MARKER_FILE))
+			if (pgc_path_join(path, sizeof(path), abs, MARKER_FILE))
 				return -ENAMETOOLONG;
-			rc = write_text(path, marker, 0644, &ra);
+			rc = pgc_write_text(path, marker, 0644, &ra);
 			if (rc)
 				return rc;
 			pgcluster_stop(abs);
 		} else {
-			socket_port = read_port(abs);
+			socket_port = pgc_read_port(abs);
 		}
 	}
-	if (path_join(path, sizeof(path), abs, "run"))
+	/* Only the server user (and root) may enter DIR and reach the socket. */
+	if (chmod(abs, 0700)) {
+		log_error("cannot make %s private (chmod 0700): %s", abs, strerror(errno));
+		return -errno;
+	}
+	if (pgc_path_join(path, sizeof(path), abs, "run"))
 		return -ENAMETOOLONG;
-	rc = mkdir_owned(path, 0755, &ra);
+	rc = pgc_mkdir_owned(path, 0700, &ra);
+	if (!rc && chmod(path, 0700))
+		rc = -errno;
 	if (rc)
 		return rc;
 	rc = write_settings(abs, opts, &ra, socket_port);
@@ -647,8 +608,12 @@ int pgcluster_create(const char *dir, const struct pgcluster_opts *opts)
 			return rc;
 	}
 	rc = pgcluster_start(abs);
+	if (!rc)
+		rc = pgc_setup_roles(abs, &ra);
 	if (rc)
 		return rc;
+	if (legacy)
+		log_info("%s: passwords and roles set, trust authentication removed", abs);
 	return prepare_database(abs);
 }
 
@@ -669,12 +634,12 @@ int pgcluster_remove(const char *dir)
 	char marker[PATH_MAX];
 	int rc;
 
-	rc = absolute_dir(dir, abs, false);
+	rc = pgc_absolute_dir(dir, abs, false);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc)
 		return rc;
-	if (path_join(marker, sizeof(marker), abs, MARKER_FILE))
+	if (pgc_path_join(marker, sizeof(marker), abs, MARKER_FILE))
 		return -ENAMETOOLONG;
 	if (!file_exists(marker)) {
 		log_error("%s was not created by traceprof (no %s file); not removing it", abs,

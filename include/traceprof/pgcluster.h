@@ -5,8 +5,15 @@
  * create one with pgcluster_create(), which runs initdb, starts postgres
  * listening on a Unix socket inside the directory (and optionally on a
  * loopback TCP port), creates the "traceprof" database and applies the schema.
- * Layout of DIR: data/ (PGDATA), run/ (socket), postgres.log, password (the
- * password for TCP connections, mode 0600).
+ * Layout of DIR (0700): data/ (PGDATA), run/ (the socket, 0700), postgres.log,
+ * auth/ROLE.pgpass (0600: each login role's generated password, in libpq's
+ * passfile format; the conninfo points at it with passfile=).
+ *
+ * Private: only the server user and root can reach the socket, and every
+ * connection (socket or TCP) authenticates with a SCRAM password. The login
+ * roles are the roles of sql/010_roles.sql: owner (migrations; the default),
+ * writer (agents), reader (CLI, psql, dashboards), controller; admin is the
+ * bootstrap superuser, for maintenance only.
  *
  * Run as root, the server runs as the "postgres" system user (PostgreSQL
  * refuses to run as root); override with TRACEPROF_PG_USER. The binaries are
@@ -20,7 +27,7 @@
 #include <stddef.h>
 
 #define PGCLUSTER_DBNAME "traceprof"
-#define PGCLUSTER_USER	 "traceprof"
+#define PGCLUSTER_ROLES	 "owner, writer, reader, controller, admin"
 
 struct pgcluster_opts {
 	int port;		     /* also listen on 127.0.0.1:port; 0 = socket only */
@@ -37,7 +44,15 @@ int pgcluster_stop(const char *dir);
 int pgcluster_remove(const char *dir);
 /* 1 running, 0 stopped, -ENOENT no cluster there. */
 int pgcluster_status(const char *dir);
-/* libpq conninfo for the Unix socket; dbname NULL means "traceprof". */
+/*
+ * libpq conninfo for the Unix socket as one role (NULL: "owner"; see
+ * PGCLUSTER_ROLES); dbname NULL means "traceprof". -EINVAL for an unknown
+ * role, -ENOENT when DIR holds no cluster, -ENOKEY when it has no passfile
+ * for the role (a cluster made before roles: run create once).
+ */
+int pgcluster_conninfo_role(const char *dir, const char *dbname, const char *role, char *buf,
+			    size_t len);
+/* pgcluster_conninfo_role() for the owner. */
 int pgcluster_conninfo(const char *dir, const char *dbname, char *buf, size_t len);
 
 #endif

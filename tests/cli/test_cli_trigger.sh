@@ -134,7 +134,7 @@ expect 2 "already exists in" -- "$tp" trigger create slow --service x --triggers
 expect 2 "needs the Kubernetes API" -- "$tp" trigger create s --selector a=b --triggers-dir "$dir"
 expect 0 "no status yet" -- "$tp" trigger get slow --triggers-dir "$dir"
 conn=$(fresh_db "$tpdb" "$pgdir" tp_cli_trigger)
-"$ctl" --triggers-dir "$dir" --db "$conn" --once >"$work/controller.out" 2>"$work/controller.log" ||
+"$ctl" --triggers-dir "$dir" --db "$(as_role controller)" --once >"$work/controller.out" 2>"$work/controller.log" ||
 	fail "the controller refused what traceprof trigger wrote"
 [ "$(q "SELECT string_agg(name || ':' || phase || ':' || max_requests, ',' ORDER BY name) FROM traceprof.trace_profile_triggers")" = \
 	"next-slow-payments:Active:5,slow:Active:10" ] || fail "the controller's table: $(q 'TABLE traceprof.trace_profile_triggers')"

@@ -27,6 +27,8 @@ expect 2 "not a port number" -- "$tpdb" create /tmp/x --port 99999
 expect 2 "unrecognized option" -- "$tpdb" --no-such-flag
 expect 4 "absent" -- "$tpdb" status /tmp/traceprof-no-such-cluster
 expect 2 "cannot connect" -- "$tpdb" migrate --db "host=/tmp/traceprof-no-such-dir"
+expect 2 "--role: 'root' is not one of owner, writer, reader, controller, admin" -- "$tpdb" conninfo /tmp/x --role root
+expect 4 "no cluster in /tmp/traceprof-no-such-cluster" -- "$tpdb" conninfo /tmp/traceprof-no-such-cluster --role reader
 expect 0 "usage: traceprof-gen" -- "$gen" --help
 expect 2 "not a fraction" -- "$gen" --slow-fraction 2
 expect 2 "unexpected argument 'parsecs'" -- "$gen" --duration 5 parsecs

@@ -28,15 +28,17 @@ conn=$("$tpdb" conninfo "$cluster" --dbname tp_cli_formats)
 "$tpdb" migrate --db "$conn" >/dev/null
 psql "$conn" -qX -v ON_ERROR_STOP=1 -f "$here/dataset.sql" >/dev/null
 q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
+# traceprof reads as the reader role, as users are told to
+rconn=$("$tpdb" conninfo "$cluster" --dbname tp_cli_formats --role reader)
 R=(--from "2030-01-02 10:00" --until 2030-01-02T11:00:00Z)
 A=0000000000000000000000000000000a
 
 # ---- SVG ----
-"$tp" trace-profile "$A" --format svg -o "$work/trace.svg" --db "$conn" || fail "trace-profile --format svg"
-"$tp" profile --service payment-svc "${R[@]}" --format svg -o "$work/profile.svg" --db "$conn" ||
+"$tp" trace-profile "$A" --format svg -o "$work/trace.svg" --db "$rconn" || fail "trace-profile --format svg"
+"$tp" profile --service payment-svc "${R[@]}" --format svg -o "$work/profile.svg" --db "$rconn" ||
 	fail "profile --format svg"
 "$tp" compare --service payment-svc "${R[@]}" --cohort-a 'duration > 1s' \
-	--cohort-b 'duration < 100ms' --format svg -o "$work/diff.svg" --db "$conn" || fail "compare --format svg"
+	--cohort-b 'duration < 100ms' --format svg -o "$work/diff.svg" --db "$rconn" || fail "compare --format svg"
 "$py" - "$work" <<'PY' || fail "the SVG files"
 import sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
@@ -96,7 +98,7 @@ near() {
 	ok "$1: $2 us (SQL API $3 us)"
 }
 
-"$tp" trace-profile "$A" --format pprof -o "$work/trace.pb.gz" --db "$conn" || fail "trace-profile --format pprof"
+"$tp" trace-profile "$A" --format pprof -o "$work/trace.pb.gz" --db "$rconn" || fail "trace-profile --format pprof"
 [ "$(head -c 2 "$work/trace.pb.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] || fail "not gzip"
 got=$(($(cpu_ns "$work/trace.pb.gz") / 1000))
 want=$(q "SELECT round(sum(cpu_ms) * 1000) FROM traceprof.trace_folded('$A')")
@@ -118,7 +120,7 @@ samples=$(go tool pprof -top -sample_index=samples "$work/trace.pb.gz" 2>/dev/nu
 	fail "sample count $samples"
 ok "samples $samples"
 
-"$tp" profile --service payment-svc "${R[@]}" --format pprof -o "$work/profile.pb.gz" --db "$conn" ||
+"$tp" profile --service payment-svc "${R[@]}" --format pprof -o "$work/profile.pb.gz" --db "$rconn" ||
 	fail "profile --format pprof"
 got=$(($(cpu_ns "$work/profile.pb.gz") / 1000))
 want=$(q "SELECT round(sum(cpu_ms) * 1000) FROM traceprof.service_folded('payment-svc', '2030-01-02 10:00+00', '2030-01-02 11:00+00')")
@@ -130,7 +132,7 @@ ok "both builds in the profile's mappings"
 
 # binary output is never written to a terminal
 if command -v script >/dev/null; then
-	out=$(script -qec "$tp trace-profile $A --format pprof --db '$conn'" /dev/null </dev/null || true)
+	out=$(script -qec "$tp trace-profile $A --format pprof --db '$rconn'" /dev/null </dev/null || true)
 	grep -q "pprof output is binary" <<<"$out" || fail "pprof to a terminal: $out"
 	ok "pprof refused on a terminal"
 fi

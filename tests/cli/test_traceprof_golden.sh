@@ -27,6 +27,9 @@ fresh() { # fresh NAME: a migrated database, its conninfo on stdout
 conn=$(fresh tp_cli_golden)
 psql "$conn" -qX -v ON_ERROR_STOP=1 -f "$here/dataset.sql" >/dev/null || exit 1
 empty=$(fresh tp_cli_empty)
+# traceprof reads as the reader role, as users are told to
+conn=$("$tpdb" conninfo "$cluster" --dbname tp_cli_golden --role reader)
+empty=$("$tpdb" conninfo "$cluster" --dbname tp_cli_empty --role reader)
 R=(--from "2030-01-02 10:00" --until 2030-01-02T11:00:00Z)
 A=0000000000000000000000000000000a
 B=0000000000000000000000000000000b

@@ -42,6 +42,15 @@ fresh_db() {
 	"$1" migrate --db "$conn" >/dev/null
 	echo "$conn"
 }
+# as_role ROLE: $conn (an embedded cluster's conninfo, owner) as ROLE: the
+# least role of each part (writer: agents, controller: controllers, reader:
+# the traceprof command)
+as_role() {
+	local c
+	c=$(sed "s/ user=traceprof_owner / user=traceprof_$1 /; s|/auth/owner\.pgpass|/auth/$1.pgpass|" <<<"$conn")
+	[ "$c" != "$conn" ] || fail "as_role $1: $conn is not an owner conninfo of traceprof-db"
+	echo "$c"
+}
 # start NAME COMMAND...: runs it in the background, waits for "listening on HOST:PORT", sets $port
 start() {
 	local name=$1

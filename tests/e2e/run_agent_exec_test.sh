@@ -13,7 +13,7 @@ needs_bpf
 needs_cgroup traceprof-exec-test
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_exec)
 
-start_agent agent "$agent" --db "$conn" --target "cgroup:$cg" --frequency 99 --window 1s --stats-file "$work/stats"
+start_agent agent "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 99 --window 1s --stats-file "$work/stats"
 (
 	echo "$BASHPID" >"$cg/cgroup.procs"
 	for _ in 1 2 3 4 5 6 7 8 9 10; do "$burn" --threads 1 --seconds 0.1 >/dev/null; done

@@ -16,7 +16,7 @@ needs_cgroup traceprof-fork-test
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_fork)
 
 trace=4bf92f3577b34da6a3ce929d0e0e4736 span=00f067aa0ba902b7
-start_agent agent "$agent" --db "$conn" --target "cgroup:$cg" --frequency 99 --window 60s --stats-file "$work/stats"
+start_agent agent "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 99 --window 60s --stats-file "$work/stats"
 (
 	echo "$BASHPID" >"$cg/cgroup.procs"
 	exec "$workload" "00-$trace-$span-01" 10 150

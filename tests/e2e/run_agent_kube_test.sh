@@ -47,7 +47,7 @@ in_cgroup "$cg_a" 12
 burn_a=$!
 in_cgroup "$cg_late" 12
 burn_late=$!
-start_agent agent "$agent" --db "$conn" --target "pid:$burn_a,$burn_late" --frequency 99 \
+start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$burn_a,$burn_late" --frequency 99 \
 	--window 1s --kubeconfig "$kube_state/kubeconfig" --node node-a --otlp-grpc '' \
 	--otlp-http '' --control-listen '' --stats-file "$work/stats" --log-level debug
 sleep 3

@@ -26,12 +26,13 @@ stat_of() { sed -n "s/^$1=//p" "$work/stats"; }
 
 "$tpdb" create "$work/db" --fast >/dev/null
 conn=$("$tpdb" conninfo "$work/db")
+agent_conn=$("$tpdb" conninfo "$work/db" --role writer)
 "$burn" --threads 1 --seconds 60 >/dev/null &
 burn_pid=$!
 
 # 1 s windows and a queue bound of 6 KiB (two or three windows): the outage below
 # outlasts it, so the oldest windows are dropped.
-"$agent" --db "$conn connect_timeout=2" --target "pid:$burn_pid" --frequency 99 --window 1s \
+"$agent" --db "$agent_conn connect_timeout=2" --target "pid:$burn_pid" --frequency 99 --window 1s \
 	--queue-bytes 6K --stats-file "$work/stats" -v >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
 sleep 4

@@ -27,6 +27,8 @@ base=$("$tpdb" conninfo "$cluster" --dbname postgres)
 psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
 conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 "$tpdb" migrate --db "$conn" >/dev/null
+# the agent writes as the writer role; checks read as the owner
+agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
 
 # The service, on a free port.
 "$service" --port 0 --threads 2 --work-scale 0.5 >"$work/service.out" 2>"$work/service.log" &
@@ -36,7 +38,7 @@ port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/service.out")
 [ -n "$port" ] || fail "the demo service did not start"
 
 # The agent, on the service only, 99 Hz, short windows.
-"$agent" --db "$conn" --target "pid:$svc_pid" --frequency 99 --window 2s \
+"$agent" --db "$agent_conn" --target "pid:$svc_pid" --frequency 99 --window 2s \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done

@@ -16,6 +16,9 @@ base=$("$tpdb" conninfo "$cluster" --dbname postgres)
 psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
 conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 "$tpdb" migrate --db "$conn" >/dev/null
+# each part with its least role; checks read as the owner
+agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
+ctl_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role controller)
 dir=$(mktemp -d /tmp/tp-ctlag-XXXXXX)
 mkdir "$dir/triggers"
 status="$dir/status.json"
@@ -47,7 +50,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token")
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/wrong")
 start_agent() {
-	"$agent" --db "$conn" --target "pid:$target_pid" --control-listen "127.0.0.1:$port" \
+	"$agent" --db "$agent_conn" --target "pid:$target_pid" --control-listen "127.0.0.1:$port" \
 		--control-token-file "$dir/token" >>"$dir/agent.out" 2>>"$dir/agent.log" &
 	agent_pid=$!
 	for _ in $(seq 100); do grep -qs 'sampling at' "$dir/agent.log" && break; sleep 0.1; done
@@ -68,7 +71,7 @@ spec:
 EOF
 
 # 1. The agent is down at first: the table still gets the trigger; one log line.
-"$ctl" --triggers-dir "$dir/triggers" --db "$conn" --agent "127.0.0.1:$port" \
+"$ctl" --triggers-dir "$dir/triggers" --db "$ctl_conn" --agent "127.0.0.1:$port" \
 	--agent-token-file "$dir/token" --status-file "$status" 2>"$dir/ctl.log" &
 ctl_pid=$!
 if wait_json 5 '.triggers[0].phase == "Active" and (.agents[0].reachable == false) and (.agents[0].error | length > 0)'; then ok; else bad "agent down: trigger not Active or agent not reported down"; fi
@@ -93,7 +96,7 @@ st=$(psql "$conn" -qAtX -c "SELECT phase || ':' || reason FROM traceprof.trace_p
 # 4. A wrong token is refused and reported; the rest keeps working.
 kill "$ctl_pid"; wait "$ctl_pid" || true
 ctl_pid=''
-"$ctl" --triggers-dir "$dir/triggers" --db "$conn" --agent "127.0.0.1:$port" \
+"$ctl" --triggers-dir "$dir/triggers" --db "$ctl_conn" --agent "127.0.0.1:$port" \
 	--agent-token-file "$dir/wrong" --status-file "$status" --once 2>"$dir/once.log" && bad "--once with a refused token exited 0" || ok
 jq -e '.agents[0].reachable == false and (.agents[0].error | test("(?i)unauthenticated|token|refused"))' "$status" >/dev/null &&
 	ok || bad "wrong token not reported: $(jq -c .agents "$status")"

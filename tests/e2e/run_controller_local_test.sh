@@ -14,6 +14,8 @@ base=$("$tpdb" conninfo "$cluster" --dbname postgres)
 psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
 conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 "$tpdb" migrate --db "$conn" >/dev/null
+# the controller works as the controller role; checks read as the owner
+ctl_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role controller)
 dir=$(mktemp -d /tmp/tp-ctl-XXXXXX)
 log="$dir/controller.log"
 mkdir "$dir/triggers"
@@ -84,9 +86,9 @@ usage 2 "unexpected argument 'extra'" --triggers-dir "$dir/triggers" extra
 usage 1 "database unreachable" --triggers-dir "$dir/triggers" --db "host=/nonexistent-socket-dir" --once
 
 # --once on an empty directory: nothing to do, exit 0.
-if "$ctl" --triggers-dir "$dir/triggers" --db "$conn" --once 2>>"$log"; then ok; else bad "--once on an empty directory failed"; fi
+if "$ctl" --triggers-dir "$dir/triggers" --db "$ctl_conn" --once 2>>"$log"; then ok; else bad "--once on an empty directory failed"; fi
 
-"$ctl" --triggers-dir "$dir/triggers" --db "$conn" --interval 1s -v 2>>"$log" &
+"$ctl" --triggers-dir "$dir/triggers" --db "$ctl_conn" --interval 1s -v 2>>"$log" &
 pid=$!
 sleep 1.5 # started and idle
 
@@ -176,7 +178,7 @@ if jq -e '(.database.reachable == true) and ([.triggers[] | select(.service == "
 grep -q 'trigger Rejected id=default/flood-4/' "$log" && ok || bad "transition to Rejected not logged"
 
 # 10. --once with an invalid manifest reports it and exits 1; SIGTERM stops the daemon.
-if "$ctl" --triggers-dir "$dir/triggers" --db "$conn" --once --status-file "$dir/once.json" 2>"$dir/once.log"; then
+if "$ctl" --triggers-dir "$dir/triggers" --db "$ctl_conn" --once --status-file "$dir/once.json" 2>"$dir/once.log"; then
 	bad "--once with an invalid manifest exited 0"
 else ok; fi
 grep -q 'broken.yaml: document 1: spec.sampling.frequencyHz' "$dir/once.log" && ok || bad "--once did not report the invalid manifest"

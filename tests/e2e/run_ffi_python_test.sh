@@ -29,6 +29,8 @@ base=$("$tpdb" conninfo "$cluster" --dbname postgres)
 psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
 conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 "$tpdb" migrate --db "$conn" >/dev/null
+# the agent writes as the writer role; checks read as the owner
+agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
 
 mkfifo "$work/go"
 python3 "$here/ffi_request.py" "$sdk" <"$work/go" >"$work/py.out" 2>&1 &
@@ -37,7 +39,7 @@ exec 3>"$work/go"
 for _ in $(seq 100); do grep -q ready "$work/py.out" && break; sleep 0.1; done
 grep -q ready "$work/py.out" || fail "the Python program did not start"
 
-"$agent" --db "$conn" --target "pid:$py_pid" --frequency 99 --window 1s \
+"$agent" --db "$agent_conn" --target "pid:$py_pid" --frequency 99 --window 1s \
 	--stats-file "$work/stats" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done

@@ -92,11 +92,11 @@ can_cid=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 kube_pod_cgroup "$can_uid" "$can_cid"
 echo "$can_pid" >"$pod_cg/cgroup.procs" || fail "cannot move $can_pid into $pod_cg"
 
-start_agent agent "$agent" --db "$conn" --target "pid:$pay_pid,$can_pid" --frequency 19 --window 2s \
+start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$pay_pid,$can_pid" --frequency 19 --window 2s \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --node node-a \
 	--control-listen "127.0.0.1:$ctl_port" --control-token-file "$work/token"
 "$controller" --kubeconfig "$work/ctl.kubeconfig" --agent "127.0.0.1:$ctl_port@node-a" \
-	--agent-selector "" --agent-token-file "$work/token" --db "$conn" --leader-elect=false \
+	--agent-selector "" --agent-token-file "$work/token" --db "$(as_role controller)" --leader-elect=false \
 	--interval 500ms --health-addr "127.0.0.1:$health_port" 2>"$work/controller.log" &
 ctl_pid=$!
 pids+=("$ctl_pid")

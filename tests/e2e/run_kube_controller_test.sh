@@ -30,11 +30,11 @@ pay_port=$port pay_pid=${pids[-1]}
 pod_for "$pay_pid" payment-1 app=payment node-a
 pod_for none other-1 app=other node-a
 
-start_agent agent "$agent" --db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s \
+start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$pay_pid" --frequency 19 --window 2s \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --node node-a \
 	--control-listen "127.0.0.1:$ctl_port" --control-token-file "$work/token"
 "$controller" --kubeconfig "$kube_state/kubeconfig" --agent "127.0.0.1:$ctl_port@node-a" \
-	--agent-selector "" --agent-token-file "$work/token" --db "$conn" --leader-elect=false \
+	--agent-selector "" --agent-token-file "$work/token" --db "$(as_role controller)" --leader-elect=false \
 	--interval 500ms 2>"$work/controller.log" &
 pids+=($!)
 

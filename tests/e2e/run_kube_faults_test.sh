@@ -26,14 +26,14 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 start payment "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces"
 pay_port=$port pay_pid=${pids[-1]}
 pod_for "$pay_pid" payment-1 app=payment node-a
-agent_args=(--db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s
+agent_args=(--db "$(as_role writer)" --target "pid:$pay_pid" --frequency 19 --window 2s
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --node node-a
 	--control-listen "127.0.0.1:$ctl_port" --control-token-file "$work/token")
 start_agent agent "$agent" "${agent_args[@]}"
 declare -A ctl_pid
 for id in ctl-a ctl-b; do
 	"$controller" --kubeconfig "$kube_state/kubeconfig" --agent "127.0.0.1:$ctl_port@node-a" \
-		--agent-selector "" --agent-token-file "$work/token" --db "$conn" --identity "$id" \
+		--agent-selector "" --agent-token-file "$work/token" --db "$(as_role controller)" --identity "$id" \
 		--interval 500ms 2>"$work/$id.log" &
 	ctl_pid[$id]=$!
 	pids+=($!)

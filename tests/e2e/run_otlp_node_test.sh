@@ -37,9 +37,11 @@ base=$("$tpdb" conninfo "$cluster" --dbname postgres)
 psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
 conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 "$tpdb" migrate --db "$conn" >/dev/null
+# the agent writes as the writer role; checks read as the owner
+agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
 
 # The agent with its OTLP/gRPC receiver on a free port (HTTP off); it samples only this shell.
-"$agent" --db "$conn" --target "pid:$$" --window 2s --otlp-grpc 127.0.0.1:0 --otlp-http '' \
+"$agent" --db "$agent_conn" --target "pid:$$" --window 2s --otlp-grpc 127.0.0.1:0 --otlp-http '' \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 100); do grep -qs 'otlp grpc: listening' "$work/agent.log" && break; sleep 0.1; done

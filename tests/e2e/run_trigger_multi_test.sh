@@ -42,7 +42,7 @@ for x in a b; do
 	ctl_port[$x]=$(free_port)
 	start "pay-$x" "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp/v1/traces"
 	pay_port[$x]=$port pay_pid[$x]=${pids[-1]}
-	start_agent "agent-$x" "$agent" --db "$conn" --target "pid:${pay_pid[$x]}" --frequency 19 \
+	start_agent "agent-$x" "$agent" --db "$(as_role writer)" --target "pid:${pay_pid[$x]}" --frequency 19 \
 		--window 2s --otlp-http "127.0.0.1:$otlp" --otlp-grpc "" \
 		--control-listen "127.0.0.1:${ctl_port[$x]}" --control-token-file "$work/token" \
 		--stats-file "$work/stats-$x"
@@ -50,7 +50,7 @@ for x in a b; do
 done
 start_controller() {
 	"$controller" --triggers-dir "$work/triggers" --agent "127.0.0.1:${ctl_port[a]}" \
-		--agent "127.0.0.1:${ctl_port[b]}" --agent-token-file "$work/token" --db "$conn" \
+		--agent "127.0.0.1:${ctl_port[b]}" --agent-token-file "$work/token" --db "$(as_role controller)" \
 		--status-file "$status" 2>>"$work/controller.log" &
 	ctl_pid=$!
 	pids+=("$ctl_pid")

@@ -29,14 +29,14 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 start payment "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces"
 pay_port=$port pay_pid=${pids[-1]}
 
-start_agent agent "$agent" --db "$conn" --target "pid:$pay_pid" --frequency 19 --window 2s \
+start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$pay_pid" --frequency 19 --window 2s \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \
 	--control-listen "127.0.0.1:$ctl_port" --control-token-file "$work/token" \
 	--stats-file "$work/stats"
 
 mkdir "$work/triggers"
 "$controller" --triggers-dir "$work/triggers" --agent "127.0.0.1:$ctl_port" \
-	--agent-token-file "$work/token" --db "$conn" --status-file "$work/status.json" \
+	--agent-token-file "$work/token" --db "$(as_role controller)" --status-file "$work/status.json" \
 	2>"$work/controller.log" &
 pids+=($!)
 

@@ -25,7 +25,7 @@ start frontend "$frontend" --port 0 --threads 2 --work-scale 0.5 --payment "127.
 	--otlp-endpoint "$otlp"
 front_pid=${pids[-1]} front_port=$port
 
-"$agent" --db "$conn" --target "pid:$pay_pid,$front_pid" --frequency 99 --window 2s \
+"$agent" --db "$(as_role writer)" --target "pid:$pay_pid,$front_pid" --frequency 99 --window 2s \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!

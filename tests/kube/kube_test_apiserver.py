@@ -739,6 +739,7 @@ def builtin_resources():
         R("coordination.k8s.io", "v1", "leases", "lease", "Lease", True),
         R("networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", True,
           ["netpol"]),
+        R("batch", "v1", "jobs", "job", "Job", True, [], ["all"], status=True),
         R("events.k8s.io", "v1", "events", "event", "Event", True, ["ev"]),
         R("apiextensions.k8s.io", "v1", "customresourcedefinitions", "customresourcedefinition",
           "CustomResourceDefinition", False, ["crd", "crds"], ["api-extensions"], status=True),

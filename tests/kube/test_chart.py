@@ -69,7 +69,8 @@ variants = {
                            "postgresql.bundled.persistence.enabled=true"],
     "no network policy": ["postgresql.existingSecret=x", "networkPolicy.enabled=false",
                           "agent.seccompProfile=Unconfined"],
-    "existing secrets": ["postgresql.existingSecret=db", "postgresql.existingSecretKey=uri",
+    "existing secrets": ["postgresql.existingSecret=db", "postgresql.agentSecretKey=agent-uri",
+                         "postgresql.controllerSecretKey=ctl-uri", "postgresql.migrate=false",
                          "controlAuth.existingSecret=tok",
                          "controlAuth.tls.serverSecret=agent-tls",
                          "controlAuth.tls.clientSecret=controller-tls",
@@ -123,8 +124,15 @@ check("--health-addr=:8081" in cc["args"] and cc["ports"] == [{"name": "health",
       and cc["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
       and cc["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"},
       "controller: health endpoint on 8081, liveness /healthz, readiness /readyz")
-check(cc["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "traceprof-db", "key": "conninfo"},
-      "controller: conninfo from the Secret")
+check(cc["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "traceprof-db", "key": "controller"},
+      "controller: the controller role's conninfo from the Secret")
+check(env["TRACEPROF_DB"]["valueFrom"]["secretKeyRef"] == {"name": "traceprof-db", "key": "writer"},
+      "agent: the writer role's conninfo from the Secret")
+job = by_kind(docs, "Job", "traceprof-migrate")
+check(len(job) == 1 and job[0]["spec"]["template"]["spec"]["containers"][0]["command"][:2]
+      == ["traceprof-db", "migrate"] and job[0]["spec"]["template"]["spec"]["containers"][0]
+      ["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "traceprof-db", "key": "owner"},
+      "migration Job: traceprof-db migrate as the owner role")
 check(agent["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
       and c["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"},
       "agent and controller: the runtime's default seccomp profile")
@@ -186,8 +194,18 @@ check(len(by_kind(b, "StatefulSet")) == 1 and
       by_kind(b, "StatefulSet")[0]["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]
       ["requests"]["storage"] == "8Gi", "bundled: StatefulSet with a PVC")
 check(by_kind(b, "DaemonSet")[0]["spec"]["template"]["spec"]["containers"][0]["env"][1]
-      ["valueFrom"]["secretKeyRef"]["name"] == "traceprof-postgresql",
-      "bundled: agents read the bundled conninfo Secret")
+      ["valueFrom"]["secretKeyRef"] == {"name": "traceprof-postgresql", "key": "writer"},
+      "bundled: agents read the writer's conninfo of the bundled Secret")
+bsec = by_kind(b, "Secret", "traceprof-postgresql")[0]["data"]
+bconn = {k: base64.b64decode(bsec[k]).decode() for k in ("owner", "writer", "reader", "controller")}
+check(all(f"user=traceprof_{k} " in v for k, v in bconn.items())
+      and len({v.rsplit("password=", 1)[1] for v in bconn.values()}) == 4,
+      "bundled: one login role and password per part")
+binit = by_kind(b, "ConfigMap", "traceprof-postgresql-init")[0]["data"]["10-traceprof-roles.sh"]
+check("NOSUPERUSER" in binit and "OWNER TO traceprof_owner" in binit,
+      "bundled: the init script makes non-superuser login roles and the owner")
+check(not by_kind(e, "Job") if (e := rendered["existing secrets"][1]) else False,
+      "postgresql.migrate=false: no migration Job")
 
 e = rendered["existing secrets"][1]
 n = rendered["no network policy"][1]

@@ -209,7 +209,7 @@ struct pgproxy *pgproxy_start(const char *server, char *out, size_t len)
 	struct pgproxy *p = calloc(1, sizeof(*p));
 	size_t max = sizeof(p->addr.sun_path);
 	PQconninfoOption *opts = PQconninfoParse(server, NULL);
-	const char *host = NULL, *port = "5432", *db = "", *user = "";
+	const char *host = NULL, *port = "5432", *db = "", *user = "", *passfile = NULL;
 
 	for (PQconninfoOption *o = opts; o && o->keyword; o++) {
 		if (!o->val)
@@ -222,6 +222,8 @@ struct pgproxy *pgproxy_start(const char *server, char *out, size_t len)
 			db = o->val;
 		else if (!strcmp(o->keyword, "user"))
 			user = o->val;
+		else if (!strcmp(o->keyword, "passfile"))
+			passfile = o->val;
 	}
 	if (!p || !host || host[0] != '/') {
 		fprintf(stderr, "pgproxy: needs a Unix socket directory as host\n");
@@ -244,7 +246,8 @@ struct pgproxy *pgproxy_start(const char *server, char *out, size_t len)
 	}
 	if (pthread_create(&p->thread, NULL, relay_loop, p))
 		goto fail;
-	snprintf(out, len, "host=%s port=%s dbname=%s user=%s", p->dir, port, db, user);
+	snprintf(out, len, "host=%s port=%s dbname=%s user=%s%s%s", p->dir, port, db, user,
+		 passfile ? " passfile=" : "", passfile ? passfile : "");
 	PQconninfoFree(opts);
 	return p;
 fail:

@@ -26,7 +26,7 @@ struct pgproxy;
 /*
  * Starts a proxy for the server of libpq conninfo `server` (host = socket
  * directory, port). Writes the conninfo to reach it through the proxy, with
- * dbname and user of `server`, to out. Returns NULL on failure (message on
+ * dbname, user and passfile of `server`, to out. Returns NULL on failure (message on
  * stderr). Stop and free with pgproxy_stop().
  */
 struct pgproxy *pgproxy_start(const char *server, char *out, size_t len);

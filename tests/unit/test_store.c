@@ -738,8 +738,8 @@ static void test_password(void)
 		CHECK(0, "cluster with a TCP port");
 		return;
 	}
-	snprintf(ci, sizeof(ci), "postgresql://traceprof:%s@127.0.0.1:%d/traceprof", TEST_PASSWD,
-		 opts.port);
+	snprintf(ci, sizeof(ci), "postgresql://traceprof_writer:%s@127.0.0.1:%d/traceprof",
+		 TEST_PASSWD, opts.port);
 	st = open_capturing(ci, NULL);
 	CHECK(!st && errno == ECONNREFUSED, "wrong password refused");
 	CHECK(strstr(captured, "password authentication failed"), "says why: %s", captured);
@@ -747,8 +747,8 @@ static void test_password(void)
 	      "says where: %s", captured);
 	CHECK(!strstr(captured, TEST_PASSWD), "never the password: %s", captured);
 	snprintf(ci, sizeof(ci),
-		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof password=%s", opts.port,
-		 TEST_PASSWD);
+		 "host=127.0.0.1 port=%d dbname=traceprof user=traceprof_writer password=%s",
+		 opts.port, TEST_PASSWD);
 	st = open_capturing(ci, NULL);
 	CHECK(!st && !strstr(captured, TEST_PASSWD) && strstr(captured, "failed"),
 	      "keyword form: %s", captured);
@@ -756,12 +756,16 @@ static void test_password(void)
 	CHECK(!st && errno == EINVAL && !strstr(captured, TEST_PASSWD),
 	      "malformed URI, no password: %s", captured);
 
-	snprintf(ci, sizeof(ci), "%s/password", dir);
+	/* The writer's password, from its passfile: "*:*:*:traceprof_writer:PASSWORD". */
+	snprintf(ci, sizeof(ci), "%s/auth/writer.pgpass", dir);
 	f = fopen(ci, "r");
-	CHECK(f && fgets(pw, sizeof(pw), f), "password file");
+	CHECK(f && fgets(ci, sizeof(ci), f) && strncmp(ci, "*:*:*:traceprof_writer:", 23) == 0,
+	      "the writer's passfile");
 	if (f)
 		fclose(f);
-	snprintf(ci, sizeof(ci), "postgresql://traceprof:%s@127.0.0.1:%d/traceprof", pw, opts.port);
+	snprintf(pw, sizeof(pw), "%.*s", (int)strcspn(ci + 23, "\n"), ci + 23);
+	snprintf(ci, sizeof(ci), "postgresql://traceprof_writer:%s@127.0.0.1:%d/traceprof", pw,
+		 opts.port);
 	st = open_capturing(ci, NULL);
 	CHECK(st != NULL, "right password connects: %s", captured);
 	CHECK(st && !strstr(store_describe(st), pw), "describe has no password: %s",

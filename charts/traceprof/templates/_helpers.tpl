@@ -26,15 +26,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (printf "%s-control-token" (include "traceprof.fullname" .)) .Values.controlAuth.existingSecret -}}
 {{- end -}}
 
-{{/* The Secret with the PostgreSQL conninfo. */}}
+{{/* The Secret with the PostgreSQL conninfo of each role (docs/storage.md, "Roles"). */}}
 {{- define "traceprof.dbSecret" -}}
 {{- if .Values.postgresql.bundled.enabled -}}
 {{- printf "%s-postgresql" (include "traceprof.fullname" .) -}}
 {{- else -}}
-{{- required "set postgresql.existingSecret (a Secret holding the libpq conninfo) or postgresql.bundled.enabled=true" .Values.postgresql.existingSecret -}}
+{{- required "set postgresql.existingSecret (a Secret holding a libpq conninfo per role) or postgresql.bundled.enabled=true" .Values.postgresql.existingSecret -}}
 {{- end -}}
 {{- end -}}
 
-{{- define "traceprof.dbSecretKey" -}}
-{{- if .Values.postgresql.bundled.enabled -}}conninfo{{- else -}}{{ .Values.postgresql.existingSecretKey }}{{- end -}}
+{{/* Its keys: the agents log in as a writer, the controller as the controller role, migrations as the owner. */}}
+{{- define "traceprof.dbKeyAgent" -}}
+{{- if .Values.postgresql.bundled.enabled -}}writer{{- else -}}{{ .Values.postgresql.agentSecretKey }}{{- end -}}
+{{- end -}}
+{{- define "traceprof.dbKeyController" -}}
+{{- if .Values.postgresql.bundled.enabled -}}controller{{- else -}}{{ .Values.postgresql.controllerSecretKey }}{{- end -}}
+{{- end -}}
+{{- define "traceprof.dbKeyOwner" -}}
+{{- if .Values.postgresql.bundled.enabled -}}owner{{- else -}}{{ .Values.postgresql.ownerSecretKey }}{{- end -}}
 {{- end -}}
