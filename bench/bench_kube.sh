@@ -35,8 +35,12 @@
 #    1,000 objects in its cache, 1,000 rows in its table pass and 1,000
 #    statuses.
 #
+# FAULTS: the test API server's faults.json for the whole run (e.g.
+# '{"watch_close_after": [5, 5]}': every watch, the controller's and
+# kubectl's, ended by the server after 5 s; tests/kube/README.md).
+#
 # Never fails on timing. usage: bench/bench_kube.sh
-# environment: ITERATIONS (50), STEADY (60), TRIGGERS (1000), TRACEPROF_BUILD_DIR
+# environment: ITERATIONS (50), STEADY (60), TRIGGERS (1000), FAULTS, TRACEPROF_BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
@@ -54,6 +58,10 @@ python3 "$root/tests/kube/kube_test_apiserver.py" --state-dir "$work/kube" --boo
 for _ in $(seq 150); do [ -s "$work/kube/kubeconfig" ] && break; sleep 0.1; done
 kc apply -f "$root/crds/" >/dev/null
 kc wait --for=condition=Established crd/traceprofiletriggers.traceprof.dev --timeout=30s >/dev/null
+if [ -n "${FAULTS:-}" ]; then
+	echo "$FAULTS" >"$work/kube/faults.json"
+	echo "faults: $FAULTS"
+fi
 
 "$build/agent/traceprof-agent" --db "$conn" --frequency 19 --window 2s --node node-a \
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" \
