@@ -17,7 +17,6 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
-#include <zlib.h>
 
 #include "check.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
@@ -115,31 +114,6 @@ static void grpc_export(int port, const void *buf, size_t len, bool gzip, struct
 	grpc_channel_destroy(ch);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
-}
-
-/* gzip of len bytes at in (malloc'ed, the caller frees; NULL for zeros of that length). */
-static uint8_t *gzip_of(const void *in, size_t len, size_t *outlen)
-{
-	z_stream z = {0};
-	uint8_t *zeros = in ? NULL : calloc(1, len), *out;
-	size_t cap;
-
-	if (deflateInit2(&z, 9, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		abort();
-	cap = deflateBound(&z, len) + 32;
-	out = malloc(cap);
-	if (!out || (!in && !zeros))
-		abort();
-	z.next_in = (Bytef *)(in ? in : zeros);
-	z.avail_in = (uInt)len;
-	z.next_out = out;
-	z.avail_out = (uInt)cap;
-	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
-		abort();
-	*outlen = cap - z.avail_out;
-	deflateEnd(&z);
-	free(zeros);
-	return out;
 }
 
 /* ---- HTTP client ---- */
@@ -481,10 +455,10 @@ int main(void)
 		struct otlp_http *h4 = otlp_http_start("127.0.0.1:0", r4, NULL);
 		struct otlp_grpc *g4 = otlp_grpc_start("127.0.0.1:0", r4, NULL);
 		size_t zlen;
-		uint8_t *z;
+		uint8_t *z, *zeros;
 
 		buf = spans_for("gz-svc", 500, 3, t0, &len);
-		z = gzip_of(buf, len, &zlen);
+		z = tb_deflate(buf, len, 31, &zlen);
 		snprintf(head, sizeof(head),
 			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
 			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
@@ -499,7 +473,9 @@ int main(void)
 		free(z);
 		free(buf);
 		/* 1 MiB of zeros, about 1 KB of gzip: refused once it passes MAX_BYTES */
-		z = gzip_of(NULL, 1 << 20, &zlen);
+		zeros = calloc(1, 1 << 20);
+		z = tb_deflate(zeros, 1 << 20, 31, &zlen);
+		free(zeros);
 		snprintf(head, sizeof(head),
 			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
 			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
