@@ -1,8 +1,9 @@
 # Shared by the end-to-end scripts (sourced): skips without root or kernel
-# BTF, a cgroup of the test's own, a work directory and background processes cleaned up on exit, a
-# failure that shows the logs, free ports, a fresh migrated database, an
-# agent with a time-stamped log, the load generator's ground truth as a
-# table, and checks of one query's result.
+# BTF, a cgroup of the test's own, a work directory and background
+# processes cleaned up on exit, a failure that shows the logs, free ports,
+# a fresh migrated database, an agent with a time-stamped log, the load
+# generator's ground truth as a table, checks of one query's result, checks
+# counted for scripts that go on after a failure, and trigger manifests.
 
 # needs_bpf: exit 77 (skipped) unless the agent can load its sampler here
 needs_bpf() {
@@ -81,4 +82,20 @@ check() {
 	got=$(q "$3")
 	[ "$got" = "$2" ] || fail "$1: expected $2, got $got"
 	echo "ok: $1 ($got)"
+}
+# ok / bad MESSAGE: counts a check that passed / failed (and says which) in
+# $pass / $fail, for scripts that go on after a failure and sum up at the end
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+	fail=$((fail + 1))
+	echo "FAIL: $*"
+}
+now_ms() { date +%s%3N; }
+# manifest NAME SERVICE [extra spec lines...]: a TraceProfileTrigger on stdout
+manifest() {
+	local n=$1 svc=$2
+	shift 2
+	printf 'apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\nmetadata:\n  name: %s\nspec:\n  service: %s\n' "$n" "$svc"
+	for l in "$@"; do printf '  %s\n' "$l"; done
 }
