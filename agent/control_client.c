@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
@@ -135,8 +134,7 @@ static int call(struct control_client *c, const char *method, const ProtobufCMes
 	size_t len = protobuf_c_message_get_packed_size(msg);
 	uint8_t *buf = malloc(len ? len : 1);
 	struct grpc_unary_answer ans;
-	grpc_byte_buffer_reader rd;
-	grpc_slice all = grpc_empty_slice();
+	grpc_slice all;
 
 	*out = NULL;
 	if (!buf) {
@@ -156,11 +154,7 @@ static int call(struct control_client *c, const char *method, const ProtobufCMes
 		snprintf(err, errlen, "%s: OK without a response message", method);
 		return -1;
 	}
-	if (grpc_byte_buffer_reader_init(&rd, ans.resp)) {
-		all = grpc_byte_buffer_reader_readall(&rd);
-		grpc_byte_buffer_reader_destroy(&rd);
-	}
-	grpc_byte_buffer_destroy(ans.resp);
+	all = grpc_unary_answer_take(&ans);
 	*out = protobuf_c_message_unpack(out_desc, NULL, GRPC_SLICE_LENGTH(all),
 					 GRPC_SLICE_START_PTR(all));
 	grpc_slice_unref(all);

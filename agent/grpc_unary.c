@@ -7,16 +7,18 @@
 #include <string.h>
 
 #include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/compression.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 
-void grpc_unary_call(grpc_channel *ch, grpc_completion_queue *cq, const char *method,
-		     const char *authorization, const void *buf, size_t len, int timeout_ms,
-		     struct grpc_unary_answer *out)
+/* The call of grpc_unary_call() with the message req, which it destroys. */
+static void call_with(grpc_channel *ch, grpc_completion_queue *cq, const char *method,
+		      const char *authorization, grpc_byte_buffer *req, int timeout_ms,
+		      struct grpc_unary_answer *out)
 {
-	grpc_slice s = grpc_slice_from_copied_buffer(buf, len), details = grpc_empty_slice();
-	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&s, 1);
+	grpc_slice details = grpc_empty_slice();
 	grpc_metadata_array md0, md1;
 	grpc_metadata auth;
 	grpc_call *call;
@@ -64,8 +66,81 @@ void grpc_unary_call(grpc_channel *ch, grpc_completion_queue *cq, const char *me
 	grpc_metadata_array_destroy(&md0);
 	grpc_metadata_array_destroy(&md1);
 	grpc_byte_buffer_destroy(req);
-	grpc_slice_unref(s);
 	grpc_call_unref(call);
+}
+
+void grpc_unary_call(grpc_channel *ch, grpc_completion_queue *cq, const char *method,
+		     const char *authorization, const void *buf, size_t len, int timeout_ms,
+		     struct grpc_unary_answer *out)
+{
+	grpc_slice s = grpc_slice_from_copied_buffer(buf, len);
+	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&s, 1);
+
+	grpc_slice_unref(s);
+	call_with(ch, cq, method, authorization, req, timeout_ms, out);
+}
+
+void grpc_unary_call_gzipped(grpc_channel *ch, grpc_completion_queue *cq, const char *method,
+			     const char *authorization, const void *gz, size_t len, int timeout_ms,
+			     struct grpc_unary_answer *out)
+{
+	grpc_slice s = grpc_slice_from_copied_buffer(gz, len);
+	grpc_byte_buffer *req = grpc_raw_compressed_byte_buffer_create(&s, 1, GRPC_COMPRESS_GZIP);
+
+	grpc_slice_unref(s);
+	call_with(ch, cq, method, authorization, req, timeout_ms, out);
+}
+
+grpc_slice grpc_unary_answer_take(struct grpc_unary_answer *a)
+{
+	grpc_slice all = grpc_empty_slice();
+	grpc_byte_buffer_reader rd;
+
+	if (!a->resp)
+		return all;
+	if (grpc_byte_buffer_reader_init(&rd, a->resp)) {
+		all = grpc_byte_buffer_reader_readall(&rd);
+		grpc_byte_buffer_reader_destroy(&rd);
+	}
+	grpc_byte_buffer_destroy(a->resp);
+	a->resp = NULL;
+	return all;
+}
+
+const char *grpc_unary_code_name(grpc_status_code c)
+{
+	static const char *names[] = {"OK",
+				      "CANCELLED",
+				      "UNKNOWN",
+				      "INVALID_ARGUMENT",
+				      "DEADLINE_EXCEEDED",
+				      "NOT_FOUND",
+				      "ALREADY_EXISTS",
+				      "PERMISSION_DENIED",
+				      "RESOURCE_EXHAUSTED",
+				      "FAILED_PRECONDITION",
+				      "ABORTED",
+				      "OUT_OF_RANGE",
+				      "UNIMPLEMENTED",
+				      "INTERNAL",
+				      "UNAVAILABLE",
+				      "DATA_LOSS",
+				      "UNAUTHENTICATED"};
+
+	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "?";
+}
+
+grpc_channel *grpc_unary_insecure_channel(const char *target, bool gzip)
+{
+	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+			.key = GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+			.value.integer = GRPC_COMPRESS_GZIP};
+	grpc_channel_args args = {1, &arg};
+	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+	grpc_channel *ch = grpc_channel_create(target, creds, gzip ? &args : NULL);
+
+	grpc_channel_credentials_release(creds);
+	return ch;
 }
 
 grpc_channel *grpc_unary_channel(const char *target, grpc_channel_credentials *creds,

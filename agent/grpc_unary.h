@@ -7,9 +7,11 @@
 #ifndef TRACEPROF_AGENT_GRPC_UNARY_H
 #define TRACEPROF_AGENT_GRPC_UNARY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <grpc/grpc.h>
+#include <grpc/slice.h>
 
 /* What one unary call got back. */
 struct grpc_unary_answer {
@@ -27,6 +29,34 @@ struct grpc_unary_answer {
 void grpc_unary_call(grpc_channel *ch, grpc_completion_queue *cq, const char *method,
 		     const char *authorization, const void *buf, size_t len, int timeout_ms,
 		     struct grpc_unary_answer *out);
+
+/*
+ * The same call with gz, gzip data already, as the message: it is sent as
+ * it is with the message's compressed flag set, as a client of the gRPC
+ * core sends a message it compressed (the core does not compress a buffer
+ * made with grpc_raw_compressed_byte_buffer_create() again). The channel
+ * must say "grpc-encoding: gzip" (grpc_unary_insecure_channel(..., true)).
+ */
+void grpc_unary_call_gzipped(grpc_channel *ch, grpc_completion_queue *cq, const char *method,
+			     const char *authorization, const void *gz, size_t len, int timeout_ms,
+			     struct grpc_unary_answer *out);
+
+/*
+ * The bytes of the response message in a (a slice the caller unrefs;
+ * empty when there is none or it cannot be read); destroys a->resp and
+ * sets it to NULL.
+ */
+grpc_slice grpc_unary_answer_take(struct grpc_unary_answer *a);
+
+/* The name of status code c ("OK", "INVALID_ARGUMENT", ...), "?" if unknown. */
+const char *grpc_unary_code_name(grpc_status_code c);
+
+/*
+ * A plain insecure channel to target with gRPC's default backoff, as tests
+ * and end-to-end tools open one; with gzip its calls say "grpc-encoding:
+ * gzip" (and the core compresses a message not compressed yet).
+ */
+grpc_channel *grpc_unary_insecure_channel(const char *target, bool gzip);
 
 /*
  * A client channel to target with creds, as every client in traceprof

@@ -213,6 +213,21 @@ static void spool_window(struct shipper *s, struct agg_window *w)
 	}
 }
 
+/*
+ * Takes s->mu for w, spooled already: true with the lock held; false, the
+ * lock released and w discarded, when the shipper is stopping.
+ */
+static bool lock_unless_stopping(struct shipper *s, struct agg_window *w)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->stopping) {
+		pthread_mutex_unlock(&s->mu);
+		discard(s, w);
+		return false;
+	}
+	return true;
+}
+
 int shipper_offer(struct shipper *s, struct agg_window *w)
 {
 	if (!s || !w) {
@@ -235,12 +250,8 @@ int shipper_offer(struct shipper *s, struct agg_window *w)
 	pthread_mutex_unlock(&s->mu);
 	/* on disk before the sender hears it was accepted */
 	spool_window(s, w);
-	pthread_mutex_lock(&s->mu);
-	if (s->stopping) {
-		pthread_mutex_unlock(&s->mu);
-		discard(s, w);
+	if (!lock_unless_stopping(s, w))
 		return -ESHUTDOWN;
-	}
 	if (s->stats.queue_bytes + w->bytes > s->o.max_queue_bytes) {
 		/* another receiver thread took the room meanwhile */
 		s->stats.windows_refused++;
@@ -267,12 +278,8 @@ int shipper_submit(struct shipper *s, struct agg_window *w)
 	}
 	max = s->o.max_queue_bytes;
 	spool_window(s, w);
-	pthread_mutex_lock(&s->mu);
-	if (s->stopping) {
-		pthread_mutex_unlock(&s->mu);
-		discard(s, w);
+	if (!lock_unless_stopping(s, w))
 		return -ESHUTDOWN;
-	}
 	count_submitted(s, w);
 	/* Drop the oldest windows that are not in flight until w fits. */
 	while (w->bytes <= max && s->stats.queue_bytes + w->bytes > max) {

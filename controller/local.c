@@ -78,22 +78,6 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Orders indexes of m->items by (namespace, name), then by position. */
-static const struct manifest_list *sort_list;
-
-static int cmp_item(const void *a, const void *b)
-{
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	const struct manifest_trigger *p = &sort_list->items[x], *q = &sort_list->items[y];
-	int c = strcmp(p->namespace_, q->namespace_);
-
-	if (!c)
-		c = strcmp(p->name, q->name);
-	if (!c)
-		c = x < y ? -1 : x > y;
-	return c;
-}
-
 /* Logs the errors that are new since the last pass; keeps the list (sorted). */
 static void log_new_errors(struct state *s, const struct manifest_list *m)
 {
@@ -352,12 +336,10 @@ static void file_index_build(struct file_index *fi, const struct manifest_list *
 	fi->errors = calloc(m->n_errors ? m->n_errors : 1, sizeof(*fi->errors));
 	if (!fi->items || !fi->errors)
 		return;
-	for (size_t i = 0; i < m->n; i++)
-		fi->items[i] = i;
+	manifest_list_sort_by_name(m, fi->items);
 	for (size_t i = 0; i < m->n_errors; i++)
 		fi->errors[i] = i;
-	sort_list = index_list = m;
-	qsort(fi->items, m->n, sizeof(*fi->items), cmp_item);
+	index_list = m;
 	qsort(fi->errors, m->n_errors, sizeof(*fi->errors), cmp_error);
 }
 

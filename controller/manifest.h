@@ -119,6 +119,12 @@ int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_tr
 int manifest_list_add_error(struct manifest_list *l, const char *file, int doc, const char *ns,
 			    const char *name, const char *msg);
 /*
+ * Fills idx (l->n entries) with the indexes of l->items ordered by
+ * (namespace, name), then by position. Not thread-safe (qsort() without a
+ * context).
+ */
+void manifest_list_sort_by_name(const struct manifest_list *l, size_t *idx);
+/*
  * A second definition of one (namespace, name) in l is an error: the first
  * (in file and document order) stays, the later ones turn into errors
  * naming where the first is. Out of memory: l->broken_files is raised.

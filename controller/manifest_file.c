@@ -385,13 +385,13 @@ int manifest_trigger_copy(struct manifest_trigger *dst, const struct manifest_tr
 	return 0;
 }
 
-/* Orders indexes of dup_list->items by (namespace, name), then by position. */
-static const struct manifest_list *dup_list;
+/* Orders indexes of sort_list->items by (namespace, name), then by position. */
+static const struct manifest_list *sort_list;
 
 static int cmp_by_name(const void *a, const void *b)
 {
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	const struct manifest_trigger *p = &dup_list->items[x], *q = &dup_list->items[y];
+	const struct manifest_trigger *p = &sort_list->items[x], *q = &sort_list->items[y];
 	int c = strcmp(p->namespace_, q->namespace_);
 
 	if (!c)
@@ -399,6 +399,14 @@ static int cmp_by_name(const void *a, const void *b)
 	if (!c)
 		c = x < y ? -1 : x > y;
 	return c;
+}
+
+void manifest_list_sort_by_name(const struct manifest_list *l, size_t *idx)
+{
+	for (size_t i = 0; i < l->n; i++)
+		idx[i] = i;
+	sort_list = l;
+	qsort(idx, l->n, sizeof(*idx), cmp_by_name);
 }
 
 /* Sorted rather than compared pairwise: 10,000 triggers cost n log n. */
@@ -413,10 +421,7 @@ void manifest_list_drop_duplicates(struct manifest_list *m)
 		m->broken_files++;
 		return;
 	}
-	for (size_t i = 0; i < m->n; i++)
-		idx[i] = i;
-	dup_list = m;
-	qsort(idx, m->n, sizeof(*idx), cmp_by_name);
+	manifest_list_sort_by_name(m, idx);
 	for (size_t k = 1, first = 0; k < m->n; k++) {
 		const struct manifest_trigger *f = &m->items[idx[first]], *t = &m->items[idx[k]];
 		char msg[1024];

@@ -105,24 +105,22 @@ int tp_listen_tcp(const char *addr, unsigned flags, int sock_flags, int backlog,
 struct tp_conn_limits tp_conn_limits_resolve(const struct tp_conn_limits *lim)
 {
 	struct tp_conn_limits l = lim ? *lim : (struct tp_conn_limits){0};
+	struct {
+		int *v;	 /* a field of l */
+		int def; /* its value when not positive */
+	} defaults[] = {{&l.max_conns, TP_CONN_DEF_MAX},
+			{&l.max_per_peer, TP_CONN_DEF_PER_PEER},
+			{&l.idle_timeout_ms, TP_CONN_DEF_IDLE_MS},
+			{&l.header_timeout_ms, TP_CONN_DEF_HEADER_MS},
+			{&l.min_body_rate, TP_CONN_DEF_BODY_RATE},
+			{&l.grpc_max_age_ms, TP_CONN_DEF_AGE_MS},
+			{&l.grpc_keepalive_ms, TP_CONN_DEF_KEEPALIVE_MS},
+			{&l.grpc_handshake_ms, TP_CONN_DEF_HANDSHAKE_MS}};
 	struct rlimit rl;
 
-	if (l.max_conns <= 0)
-		l.max_conns = TP_CONN_DEF_MAX;
-	if (l.max_per_peer <= 0)
-		l.max_per_peer = TP_CONN_DEF_PER_PEER;
-	if (l.idle_timeout_ms <= 0)
-		l.idle_timeout_ms = TP_CONN_DEF_IDLE_MS;
-	if (l.header_timeout_ms <= 0)
-		l.header_timeout_ms = TP_CONN_DEF_HEADER_MS;
-	if (l.min_body_rate <= 0)
-		l.min_body_rate = TP_CONN_DEF_BODY_RATE;
-	if (l.grpc_max_age_ms <= 0)
-		l.grpc_max_age_ms = TP_CONN_DEF_AGE_MS;
-	if (l.grpc_keepalive_ms <= 0)
-		l.grpc_keepalive_ms = TP_CONN_DEF_KEEPALIVE_MS;
-	if (l.grpc_handshake_ms <= 0)
-		l.grpc_handshake_ms = TP_CONN_DEF_HANDSHAKE_MS;
+	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+		if (*defaults[i].v <= 0)
+			*defaults[i].v = defaults[i].def;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
 	    (rlim_t)l.max_conns > rl.rlim_cur / 16)
 		l.max_conns = rl.rlim_cur / 16 > 0 ? (int)(rl.rlim_cur / 16) : 1;

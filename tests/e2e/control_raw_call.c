@@ -19,33 +19,9 @@
 #include <time.h>
 
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
 
 #include "grpc_unary.h"
 #include "traceprof/hex.h"
-
-static const char *code_name(grpc_status_code c)
-{
-	static const char *names[] = {"OK",
-				      "CANCELLED",
-				      "UNKNOWN",
-				      "INVALID_ARGUMENT",
-				      "DEADLINE_EXCEEDED",
-				      "NOT_FOUND",
-				      "ALREADY_EXISTS",
-				      "PERMISSION_DENIED",
-				      "RESOURCE_EXHAUSTED",
-				      "FAILED_PRECONDITION",
-				      "ABORTED",
-				      "OUT_OF_RANGE",
-				      "UNIMPLEMENTED",
-				      "INTERNAL",
-				      "UNAVAILABLE",
-				      "DATA_LOSS",
-				      "UNAUTHENTICATED"};
-
-	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "?";
-}
 
 /* The first line of path, blanks around it removed, as "Bearer <token>"; NULL on error. */
 static char *read_bearer(const char *path)
@@ -71,7 +47,6 @@ static char *read_bearer(const char *path)
 int main(int argc, char **argv)
 {
 	struct grpc_unary_answer ans;
-	grpc_channel_credentials *cr;
 	grpc_completion_queue *cq;
 	grpc_channel *ch;
 	char method[256], *auth = NULL;
@@ -110,9 +85,7 @@ int main(int argc, char **argv)
 		snprintf(method, sizeof(method), "/traceprof.control.v1.AgentControl/%s", argv[2]);
 	grpc_init();
 	cq = grpc_completion_queue_create_for_pluck(NULL);
-	cr = grpc_insecure_credentials_create();
-	ch = grpc_channel_create(argv[1], cr, NULL);
-	grpc_channel_credentials_release(cr);
+	ch = grpc_unary_insecure_channel(argv[1], false);
 	for (long i = 0; i < count; i++) {
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		grpc_unary_call(ch, cq, method, auth, buf, len, 5000, &ans);
@@ -123,8 +96,8 @@ int main(int argc, char **argv)
 		if (ans.resp)
 			grpc_byte_buffer_destroy(ans.resp);
 	}
-	printf("code=%d name=%s details=%s ms=%.1f\n", ans.code, code_name(ans.code), ans.details,
-	       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	printf("code=%d name=%s details=%s ms=%.1f\n", ans.code, grpc_unary_code_name(ans.code),
+	       ans.details, (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
 	if (count > 1)
 		printf("calls=%ld same=%ld\n", count, same);
 	grpc_channel_destroy(ch);

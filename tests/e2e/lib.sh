@@ -1,8 +1,10 @@
 # Shared by the end-to-end scripts (sourced): skips without root or kernel
-# BTF, a cgroup of the test's own, a work directory and background processes cleaned up on exit, a
-# failure that shows the logs, free ports, a fresh migrated database, an
-# agent with a time-stamped log, the load generator's ground truth as a
-# table, and checks of one query's result.
+# BTF, a cgroup of the test's own, a work directory and background
+# processes cleaned up on exit, a failure that shows the logs, free ports,
+# a fresh migrated database, an agent with a time-stamped log and its stats
+# snapshot, the load generator's ground truth as a table, checks of one
+# query's result, checks counted for scripts that go on after a failure,
+# and trigger manifests.
 
 # needs_bpf: exit 77 (skipped) unless the agent can load its sampler here
 needs_bpf() {
@@ -74,6 +76,14 @@ start_agent() {
 	for _ in $(seq 100); do grep -qs 'sampling at' "$work/$name.log" && break; sleep 0.1; done
 	grep -q 'sampling at' "$work/$name.log" || fail "the agent $name did not start"
 }
+# snapshot FILE: SIGUSR1 to $agent_pid (it writes its stats to FILE and
+# keeps running), waits up to 10 s for the file
+snapshot() {
+	rm -f "$1"
+	kill -USR1 "$agent_pid"
+	for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
+	fail "no stats file within 10 s of SIGUSR1"
+}
 # q SQL: one query on $conn, unaligned, no header
 q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
 # load_truth TABLE CSV: the load generator's ground truth (--out) as table TABLE of $conn
@@ -90,4 +100,20 @@ check() {
 	got=$(q "$3")
 	[ "$got" = "$2" ] || fail "$1: expected $2, got $got"
 	echo "ok: $1 ($got)"
+}
+# ok / bad MESSAGE: counts a check that passed / failed (and says which) in
+# $pass / $fail, for scripts that go on after a failure and sum up at the end
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+	fail=$((fail + 1))
+	echo "FAIL: $*"
+}
+now_ms() { date +%s%3N; }
+# manifest NAME SERVICE [extra spec lines...]: a TraceProfileTrigger on stdout
+manifest() {
+	local n=$1 svc=$2
+	shift 2
+	printf 'apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\nmetadata:\n  name: %s\nspec:\n  service: %s\n' "$n" "$svc"
+	for l in "$@"; do printf '  %s\n' "$l"; done
 }

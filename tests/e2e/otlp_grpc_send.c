@@ -18,34 +18,11 @@
 #include <time.h>
 
 #include <grpc/byte_buffer.h>
-#include <grpc/compression.h>
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/slice.h>
-#include <grpc/support/time.h>
 
-static const char *code_name(grpc_status_code c)
-{
-	static const char *names[] = {"OK",
-				      "CANCELLED",
-				      "UNKNOWN",
-				      "INVALID_ARGUMENT",
-				      "DEADLINE_EXCEEDED",
-				      "NOT_FOUND",
-				      "ALREADY_EXISTS",
-				      "PERMISSION_DENIED",
-				      "RESOURCE_EXHAUSTED",
-				      "FAILED_PRECONDITION",
-				      "ABORTED",
-				      "OUT_OF_RANGE",
-				      "UNIMPLEMENTED",
-				      "INTERNAL",
-				      "UNAVAILABLE",
-				      "DATA_LOSS",
-				      "UNAUTHENTICATED"};
+#include "grpc_unary.h"
 
-	return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "?";
-}
+#define METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 /* The whole file, malloc'ed (the caller frees); NULL on error. */
 static char *read_file(const char *path, size_t *len)
@@ -71,17 +48,9 @@ static char *read_file(const char *path, size_t *len)
 int main(int argc, char **argv)
 {
 	bool gzip = argc == 4 && strcmp(argv[3], "gzip") == 0;
-	grpc_status_code code = GRPC_STATUS_INTERNAL;
-	grpc_slice details = grpc_empty_slice(), s;
-	grpc_metadata_array md0, md1;
-	grpc_byte_buffer *req, *resp = NULL;
-	grpc_channel_credentials *cr;
+	struct grpc_unary_answer ans;
 	grpc_completion_queue *cq;
 	grpc_channel *ch;
-	grpc_call *call;
-	grpc_op ops[6];
-	grpc_arg arg;
-	grpc_channel_args args = {1, &arg};
 	struct timespec t0, t1;
 	size_t len;
 	char *buf;
@@ -97,55 +66,19 @@ int main(int argc, char **argv)
 	}
 	grpc_init();
 	cq = grpc_completion_queue_create_for_pluck(NULL);
-	cr = grpc_insecure_credentials_create();
-	memset(&arg, 0, sizeof(arg));
-	arg.type = GRPC_ARG_INTEGER; /* makes the call send "grpc-encoding: gzip" */
-	arg.key = GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM;
-	arg.value.integer = gzip ? GRPC_COMPRESS_GZIP : GRPC_COMPRESS_NONE;
-	ch = grpc_channel_create(argv[1], cr, &args);
-	grpc_channel_credentials_release(cr);
-	s = grpc_slice_from_copied_buffer(buf, len);
-	req = gzip ? grpc_raw_compressed_byte_buffer_create(&s, 1, GRPC_COMPRESS_GZIP)
-		   : grpc_raw_byte_buffer_create(&s, 1);
-	grpc_slice_unref(s);
-	free(buf);
+	ch = grpc_unary_insecure_channel(argv[1], gzip);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	call = grpc_channel_create_call(
-	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-	    grpc_slice_from_static_string(
-		"/opentelemetry.proto.collector.trace.v1.TraceService/Export"),
-	    NULL,
-	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(30, GPR_TIMESPAN)),
-	    NULL);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[5].data.recv_status_on_client.status = &code;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK)
-		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
-					    NULL);
+	if (gzip)
+		grpc_unary_call_gzipped(ch, cq, METHOD, NULL, buf, len, 30000, &ans);
+	else
+		grpc_unary_call(ch, cq, METHOD, NULL, buf, len, 30000, &ans);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("code=%d name=%s ms=%ld details=%.*s\n", code, code_name(code),
+	free(buf);
+	printf("code=%d name=%s ms=%ld details=%s\n", ans.code, grpc_unary_code_name(ans.code),
 	       (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000),
-	       (int)GRPC_SLICE_LENGTH(details), (const char *)GRPC_SLICE_START_PTR(details));
-	if (resp)
-		grpc_byte_buffer_destroy(resp);
-	grpc_byte_buffer_destroy(req);
-	grpc_slice_unref(details);
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_call_unref(call);
+	       ans.details);
+	if (ans.resp)
+		grpc_byte_buffer_destroy(ans.resp);
 	grpc_channel_destroy(ch);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);

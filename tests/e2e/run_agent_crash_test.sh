@@ -11,10 +11,9 @@
 # usage: run_agent_crash_test.sh TRACEPROF_DB AGENT CPU_BURN DEMO_SERVICE DEMO_LOAD
 set -euo pipefail
 tpdb=$1 agent=$2 burn=$3 service=$4 load=$5
-if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
-if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
+. "$(dirname "$0")/lib.sh"
+needs_bpf
 
-work=$(mktemp -d /tmp/traceprof-crash-XXXXXX)
 chmod 755 "$work"
 agent_pid='' burn_pid='' idle_pid='' svc_pid=''
 cleanup() {
@@ -26,13 +25,6 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; tail -20 "$work"/agent*.log >&2; exit 1; }
 stat_of() { sed -n "s/^$2=//p" "$1"; }
-# snapshot STATS_FILE: SIGUSR1 to the agent, wait for its stats file
-snapshot() {
-	rm -f "$1"
-	kill -USR1 "$agent_pid"
-	for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
-	fail "no stats file within 10 s of SIGUSR1"
-}
 stored_samples() {
 	psql "$conn" -XAt -c "SELECT coalesce(sum(coalesce((SELECT sum(c) FROM unnest(counts) c),
 	                      cardinality(stacks))), 0) FROM traceprof.samples"

@@ -12,13 +12,6 @@ needs_bpf
 
 fail() { echo "FAIL: $*" >&2; tail -30 "$work/agent.log" >&2; exit 1; }
 stat_of() { sed -n "s/^$1=//p" "$work/stats"; }
-# snapshot: SIGUSR1, then wait for a stats file newer than the marker
-snapshot() {
-	rm -f "$work/stats"
-	kill -USR1 "$agent_pid"
-	for _ in $(seq 100); do [ -s "$work/stats" ] && return 0; sleep 0.1; done
-	fail "no stats file within 10 s of SIGUSR1"
-}
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 chmod 600 "$work/token"
@@ -39,7 +32,7 @@ for _ in $(seq 100); do
 done
 echo "$res" | grep -q '^code=0 ' || fail "the control port did not answer: $res"
 
-snapshot
+snapshot "$work/stats"
 [ "$(stat_of control_unauthenticated)" = 0 ] || fail "refusals counted before any: $(stat_of control_unauthenticated)"
 [ -n "$(stat_of otlp_http_refused)" ] || fail "no otlp_http_refused in the snapshot"
 ok_before=$(stat_of control_ok)
@@ -50,7 +43,7 @@ echo "$res" | grep -q '^code=16 name=UNAUTHENTICATED' || fail "no token: $res"
 res=$("$raw" "127.0.0.1:$ctl" GetStatus "")
 echo "$res" | grep -q '^code=16 name=UNAUTHENTICATED' || fail "no token: $res"
 
-snapshot
+snapshot "$work/stats"
 kill -0 "$agent_pid" || fail "the agent stopped"
 unauth=$(stat_of control_unauthenticated)
 calls=$(stat_of control_calls)

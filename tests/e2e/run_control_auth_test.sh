@@ -58,16 +58,8 @@ echo "ok: with the generated token: $res"
 
 # 3. the controller without any token flag reads the agent's file
 mkdir "$work/triggers"
-cat >"$work/triggers/busy.yaml" <<EOF
-apiVersion: traceprof.dev/v1alpha1
-kind: TraceProfileTrigger
-metadata: {name: busy}
-spec:
-  service: busy-svc
-  targets: {pids: [$target]}
-  match: {minDuration: 100ms}
-  maxRequests: 5
-EOF
+manifest busy busy-svc "targets: {pids: [$target]}" "match: {minDuration: 100ms}" \
+	"maxRequests: 5" >"$work/triggers/busy.yaml"
 "$controller" --triggers-dir "$work/triggers" --db "$conn" --agent "127.0.0.1:$ctl" \
 	--status-file "$work/status.json" --once 2>"$work/controller.log" ||
 	fail "the controller with the default token file: exit $?"

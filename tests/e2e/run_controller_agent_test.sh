@@ -8,18 +8,14 @@
 # usage: run_controller_agent_test.sh TRACEPROF_DB TRACEPROF_CONTROLLER AGENT CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 ctl=$2 agent=$3 cluster=$4
-if [ "$(id -u)" -ne 0 ]; then echo "skip: the agent needs root (BPF, perf events)"; exit 77; fi
-if [ ! -r /sys/kernel/btf/vmlinux ]; then echo "skip: the kernel has no BTF"; exit 77; fi
+. "$(dirname "$0")/lib.sh"
+needs_bpf
 
-name=tp_e2e_controller_agent
-base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
-conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
-"$tpdb" migrate --db "$conn" >/dev/null
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_controller_agent)
 # each part with its least role; checks read as the owner
-agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
-ctl_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role controller)
-dir=$(mktemp -d /tmp/tp-ctlag-XXXXXX)
+agent_conn=$(as_role writer)
+ctl_conn=$(as_role controller)
+dir=$work
 mkdir "$dir/triggers"
 status="$dir/status.json"
 ctl_pid='' agent_pid='' target_pid=''
@@ -29,13 +25,6 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL: $*"
-}
-now_ms() { date +%s%3N; }
 wait_json() { # wait_json SECONDS FILTER: polls until FILTER holds on the status file
 	local until=$(($(now_ms) + $1 * 1000))
 	while ! jq -e "$2" "$status" >/dev/null 2>&1; do
@@ -46,7 +35,7 @@ wait_json() { # wait_json SECONDS FILTER: polls until FILTER holds on the status
 		sleep 0.1
 	done
 }
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/token")
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/wrong")
 start_agent() {
@@ -59,16 +48,8 @@ start_agent() {
 # A process for the trigger to target.
 sleep 300 &
 target_pid=$!
-cat >"$dir/triggers/busy.yaml" <<EOF
-apiVersion: traceprof.dev/v1alpha1
-kind: TraceProfileTrigger
-metadata: {name: busy}
-spec:
-  service: busy-svc
-  targets: {pids: [$target_pid]}
-  match: {minDuration: 100ms}
-  maxRequests: 5
-EOF
+manifest busy busy-svc "targets: {pids: [$target_pid]}" "match: {minDuration: 100ms}" \
+	"maxRequests: 5" >"$dir/triggers/busy.yaml"
 
 # 1. The agent is down at first: the table still gets the trigger; one log line.
 "$ctl" --triggers-dir "$dir/triggers" --db "$ctl_conn" --agent "127.0.0.1:$port" \

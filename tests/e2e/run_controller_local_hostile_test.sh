@@ -20,8 +20,9 @@
 # usage: run_controller_local_hostile_test.sh TRACEPROF_DB TRACEPROF_CONTROLLER CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 ctl=$2 cluster=$3
+. "$(dirname "$0")/lib.sh"
 base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-dir=$(mktemp -d /tmp/tp-ctl-hostile-XXXXXX)
+dir=$work
 pid=
 export PGOPTIONS="-c client_min_messages=warning"
 cleanup() {
@@ -32,24 +33,6 @@ cleanup() {
 	done
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL: $*"
-}
-newdb() { # newdb NAME: a fresh migrated database; prints its conninfo
-	psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
-	"$tpdb" conninfo "$cluster" --dbname "$1"
-	"$tpdb" migrate --db "$("$tpdb" conninfo "$cluster" --dbname "$1")" >/dev/null
-}
-now_ms() { date +%s%3N; }
-manifest() { # manifest NAME SERVICE [extra spec lines...]
-	local n=$1 svc=$2
-	shift 2
-	printf 'apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\nmetadata:\n  name: %s\nspec:\n  service: %s\n' "$n" "$svc"
-	for l in "$@"; do printf '  %s\n' "$l"; done
-}
 # wait_for SECONDS SQL EXPECTED: polls until the query gives EXPECTED.
 wait_for() {
 	local until=$(($(now_ms) + $1 * 1000)) got
@@ -73,7 +56,7 @@ wait_json() {
 }
 
 # ---- Part 1: hostile entries -------------------------------------------
-conn=$(newdb tp_e2e_hostile)
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_hostile)
 trig="$dir/triggers"
 status="$trig/.traceprof-status.json"
 log="$dir/controller.log"
@@ -178,7 +161,7 @@ pid=
 export PGOPTIONS="-c client_min_messages=warning"
 
 # ---- Part 2: 10,000 manifests ------------------------------------------
-conn=$(newdb tp_e2e_scale)
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_scale)
 trig="$dir/many"
 status="$trig/.traceprof-status.json"
 mkdir "$trig"

@@ -9,14 +9,11 @@
 # usage: run_controller_local_test.sh TRACEPROF_DB TRACEPROF_CONTROLLER CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 ctl=$2 cluster=$3
-name=tp_e2e_controller
-base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS $name" -c "CREATE DATABASE $name" >/dev/null
-conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
-"$tpdb" migrate --db "$conn" >/dev/null
+. "$(dirname "$0")/lib.sh"
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_controller)
 # the controller works as the controller role; checks read as the owner
-ctl_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role controller)
-dir=$(mktemp -d /tmp/tp-ctl-XXXXXX)
+ctl_conn=$(as_role controller)
+dir=$work
 log="$dir/controller.log"
 mkdir "$dir/triggers"
 status="$dir/triggers/.traceprof-status.json"
@@ -26,14 +23,6 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL: $*"
-}
-q() { psql "$conn" -qAtX -v ON_ERROR_STOP=1 -c "$1"; }
-now_ms() { date +%s%3N; }
 ms() { awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }'; } # seconds (may be fractional) -> ms
 # wait_for SECONDS SQL EXPECTED: polls until the query gives EXPECTED.
 wait_for() {
@@ -56,12 +45,6 @@ wait_json() {
 		[ "$(now_ms)" -gt "$until" ] && return 1
 		sleep 0.1
 	done
-}
-manifest() { # manifest NAME SERVICE [extra spec lines...]
-	local n=$1 svc=$2
-	shift 2
-	printf 'apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\nmetadata:\n  name: %s\nspec:\n  service: %s\n' "$n" "$svc"
-	for l in "$@"; do printf '  %s\n' "$l"; done
 }
 put() { # put FILE < content: written elsewhere and renamed in, as editors and git do
 	cat >"$dir/tmp.yaml"

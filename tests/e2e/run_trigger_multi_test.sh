@@ -66,12 +66,6 @@ done
 sleep 3 # some requests at the base rate first
 
 now() { echo "$EPOCHREALTIME"; }
-manifest() { # manifest NAME SERVICE [extra spec lines...]
-	local n=$1 svc=$2
-	shift 2
-	printf 'apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\nmetadata:\n  name: %s\nspec:\n  service: %s\n' "$n" "$svc"
-	for l in "$@"; do printf '  %s\n' "$l"; done
-}
 put() { # put FILE < content: written aside and renamed in
 	cat >"$work/tmp.yaml"
 	mv "$work/tmp.yaml" "$work/triggers/$1"

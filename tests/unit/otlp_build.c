@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
@@ -140,4 +141,27 @@ struct tb_span tb_server_span(uint32_t n, uint64_t start_ns)
 	s.start_ns = start_ns;
 	s.end_ns = start_ns + 1000000;
 	return s;
+}
+
+uint8_t *tb_deflate(const void *in, size_t len, int window_bits, size_t *outlen)
+{
+	z_stream z = {0};
+	size_t cap;
+	uint8_t *out;
+
+	if (deflateInit2(&z, 9, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		abort();
+	cap = deflateBound(&z, len) + 64;
+	out = malloc(cap);
+	if (!out)
+		abort();
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)len;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+		abort();
+	*outlen = cap - z.avail_out;
+	deflateEnd(&z);
+	return out;
 }

@@ -39,5 +39,10 @@ struct tb_resource {
 uint8_t *tb_pack(const struct tb_resource *res, size_t nres, size_t *len);
 /* A span with ids derived from n (trace id n..., span id n), server kind, 1 ms at start_ns. */
 struct tb_span tb_server_span(uint32_t n, uint64_t start_ns);
+/*
+ * The len bytes at in deflated as gzip (window_bits 31) or zlib (15), at
+ * level 9; the caller frees the result. Exits on error.
+ */
+uint8_t *tb_deflate(const void *in, size_t len, int window_bits, size_t *outlen);
 
 #endif

@@ -94,6 +94,21 @@ static int64_t closed_within(int fd, int ms, char *buf, size_t buflen)
 	}
 }
 
+/*
+ * Sends the len bytes at buf on fd every step_ms until the peer closes it,
+ * for at most limit_ms. Returns the milliseconds it took, or -1 when fd
+ * is still open (or a send failed).
+ */
+static int64_t trickle_until_closed(int fd, const void *buf, size_t len, int step_ms,
+				    int64_t limit_ms)
+{
+	for (int64_t t0 = now_ms(); now_ms() - t0 < limit_ms;)
+		if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len ||
+		    closed_within(fd, step_ms, NULL, 0) >= 0)
+			return now_ms() - t0;
+	return -1;
+}
+
 /* POSTs an empty export on fd and returns the response's status (-1: none). */
 static int post_empty(int fd)
 {
@@ -142,13 +157,7 @@ static void test_http_deadlines(struct otlp_receiver *r)
 
 	/* headers trickled a byte every 200 ms: closed at the header deadline, not the idle one */
 	fd = conn_from(1, port);
-	t = -1;
-	for (int64_t t0 = now_ms(); now_ms() - t0 < 5000;) {
-		if (send(fd, "P", 1, MSG_NOSIGNAL) != 1 || closed_within(fd, 200, NULL, 0) >= 0) {
-			t = now_ms() - t0;
-			break;
-		}
-	}
+	t = trickle_until_closed(fd, "P", 1, 200, 5000);
 	CHECK(t >= 400 && t < 1400, "a slow header sender closed after %lld ms (headers 600)",
 	      (long long)t);
 	close(fd);
@@ -158,19 +167,11 @@ static void test_http_deadlines(struct otlp_receiver *r)
 	{
 		static const char head[] = "POST /v1/traces HTTP/1.1\r\nHost: a\r\nContent-Type: "
 					   "application/x-protobuf\r\nContent-Length: 2000\r\n\r\n";
-		char body[10];
-		int64_t t0 = now_ms();
+		static const char body[10];
 
-		memset(body, 0, sizeof(body));
 		t = -1;
 		if (send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(head) - 1)
-			while (now_ms() - t0 < 6000) {
-				if (send(fd, body, sizeof(body), MSG_NOSIGNAL) != sizeof(body) ||
-				    closed_within(fd, 100, NULL, 0) >= 0) {
-					t = now_ms() - t0;
-					break;
-				}
-			}
+			t = trickle_until_closed(fd, body, sizeof(body), 100, 6000);
 		CHECK(t >= 2200 && t < 4000, "a slow body closed after %lld ms (2600 allowed)",
 		      (long long)t);
 	}

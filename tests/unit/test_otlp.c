@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "check.h"
 #include "otlp.h"
@@ -479,26 +478,6 @@ static void test_depth(void)
 
 /* ---- compressed exports ---- */
 
-/* in deflated as gzip (windowBits 31) or zlib (15); the caller frees. */
-static uint8_t *deflate_to(const void *in, size_t len, int window_bits, size_t *outlen)
-{
-	z_stream z = {0};
-	size_t cap = deflateBound(&z, len) + 64;
-	uint8_t *out = malloc(cap);
-
-	if (!out || deflateInit2(&z, 9, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		abort();
-	z.next_in = (Bytef *)in;
-	z.avail_in = (uInt)len;
-	z.next_out = out;
-	z.avail_out = (uInt)cap;
-	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
-		abort();
-	*outlen = cap - z.avail_out;
-	deflateEnd(&z);
-	return out;
-}
-
 static void test_inflate(void)
 {
 	struct tb_span sp[2] = {tb_server_span(1, T0), tb_server_span(2, T0)};
@@ -509,7 +488,7 @@ static void test_inflate(void)
 
 	/* gzip and zlib give back the same bytes */
 	for (int wb = 15; wb <= 31; wb += 16) {
-		z = deflate_to(buf, len, wb, &zlen);
+		z = tb_deflate(buf, len, wb, &zlen);
 		rc = otlp_inflate(z, zlen, len, &out, &olen);
 		CHECK(rc == 0 && olen == len && !memcmp(out, buf, len), "%s round trip: %d",
 		      wb == 31 ? "gzip" : "zlib", rc);
@@ -526,8 +505,8 @@ static void test_inflate(void)
 	/* two gzip members read one after the other */
 	{
 		size_t l1, l2;
-		uint8_t *a = deflate_to(buf, 10, 31, &l1),
-			*b = deflate_to(buf + 10, len - 10, 31, &l2);
+		uint8_t *a = tb_deflate(buf, 10, 31, &l1),
+			*b = tb_deflate(buf + 10, len - 10, 31, &l2);
 
 		a = realloc(a, l1 + l2);
 		memcpy(a + l1, b, l2);
@@ -541,7 +520,7 @@ static void test_inflate(void)
 	CHECK(rc == -EBADMSG && !out, "not gzip: %d", rc);
 	/* a bomb: 16 MiB of zeros (about 16 KB of gzip) refused at 1 MiB, quickly */
 	zeros = calloc(1, zeros_len);
-	z = deflate_to(zeros, zeros_len, 31, &zlen);
+	z = tb_deflate(zeros, zeros_len, 31, &zlen);
 	free(zeros);
 	{
 		struct timespec t0, t1;

@@ -16,12 +16,7 @@
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/compression.h>
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/time.h>
-#include <zlib.h>
 
 #include "check.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
@@ -79,10 +74,13 @@ struct grpc_reply {
 	char error[256];       /* partial_success.error_message */
 };
 
-static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply *out)
+/*
+ * One Export call of len bytes at buf; gzip: buf holds gzip data already,
+ * sent as it is with the message's compressed flag and "grpc-encoding: gzip".
+ */
+static void grpc_export(int port, const void *buf, size_t len, bool gzip, struct grpc_reply *out)
 {
 	char target[64];
-	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	grpc_channel *ch;
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	struct grpc_unary_answer ans;
@@ -90,19 +88,17 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 	memset(out, 0, sizeof(*out));
 	out->rejected = -1;
 	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-	ch = grpc_channel_create(target, creds, NULL);
-	grpc_channel_credentials_release(creds);
-	otlp_grpc_call(ch, cq, buf, len, 10, &ans);
+	ch = grpc_unary_insecure_channel(target, gzip);
+	if (gzip)
+		grpc_unary_call_gzipped(ch, cq, OTLP_GRPC_METHOD, NULL, buf, len, 10000, &ans);
+	else
+		otlp_grpc_call(ch, cq, buf, len, 10, &ans);
 	out->code = ans.code;
 	snprintf(out->details, sizeof(out->details), "%s", ans.details);
 	if (ans.resp) {
-		grpc_byte_buffer_reader rd;
-		grpc_slice all;
+		grpc_slice all = grpc_unary_answer_take(&ans);
 		Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r;
 
-		grpc_byte_buffer_reader_init(&rd, ans.resp);
-		all = grpc_byte_buffer_reader_readall(&rd);
-		grpc_byte_buffer_reader_destroy(&rd);
 		r = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
 		    NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
 		if (r) {
@@ -114,102 +110,10 @@ static void grpc_export(int port, const void *buf, size_t len, struct grpc_reply
 			    r, NULL);
 		}
 		grpc_slice_unref(all);
-		grpc_byte_buffer_destroy(ans.resp);
 	}
 	grpc_channel_destroy(ch);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
-}
-
-/* gzip of len bytes at in (malloc'ed, the caller frees; NULL for zeros of that length). */
-static uint8_t *gzip_of(const void *in, size_t len, size_t *outlen)
-{
-	z_stream z = {0};
-	uint8_t *zeros = in ? NULL : calloc(1, len), *out;
-	size_t cap;
-
-	if (deflateInit2(&z, 9, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		abort();
-	cap = deflateBound(&z, len) + 32;
-	out = malloc(cap);
-	if (!out || (!in && !zeros))
-		abort();
-	z.next_in = (Bytef *)(in ? in : zeros);
-	z.avail_in = (uInt)len;
-	z.next_out = out;
-	z.avail_out = (uInt)cap;
-	if (deflate(&z, Z_FINISH) != Z_STREAM_END)
-		abort();
-	*outlen = cap - z.avail_out;
-	deflateEnd(&z);
-	free(zeros);
-	return out;
-}
-
-/*
- * One Export call of bytes already gzip-compressed, sent as they are with
- * the message's compressed flag and "grpc-encoding: gzip" (a buffer made by
- * grpc_raw_compressed_byte_buffer_create() is not compressed again).
- */
-static grpc_status_code grpc_export_gzip(int port, const void *gz, size_t len, char *details,
-					 size_t dlen)
-{
-	char target[64];
-	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
-			.key = GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
-			.value.integer = GRPC_COMPRESS_GZIP};
-	grpc_channel_args args = {1, &arg};
-	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_slice sl = grpc_slice_from_copied_buffer(gz, len), det = grpc_empty_slice();
-	grpc_byte_buffer *req = grpc_raw_compressed_byte_buffer_create(&sl, 1, GRPC_COMPRESS_GZIP);
-	grpc_byte_buffer *resp = NULL;
-	grpc_status_code code = GRPC_STATUS_INTERNAL;
-	grpc_metadata_array md0, md1;
-	grpc_channel *ch;
-	grpc_call *call;
-	grpc_op ops[6];
-
-	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-	ch = grpc_channel_create(target, creds, &args);
-	grpc_channel_credentials_release(creds);
-	call = grpc_channel_create_call(
-	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(OTLP_GRPC_METHOD),
-	    NULL,
-	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_seconds(10, GPR_TIMESPAN)),
-	    NULL);
-	grpc_metadata_array_init(&md0);
-	grpc_metadata_array_init(&md1);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md0;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md1;
-	ops[5].data.recv_status_on_client.status = &code;
-	ops[5].data.recv_status_on_client.status_details = &det;
-	if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) == GRPC_CALL_OK)
-		grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME),
-					    NULL);
-	snprintf(details, dlen, "%.*s", (int)GRPC_SLICE_LENGTH(det),
-		 (const char *)GRPC_SLICE_START_PTR(det));
-	if (resp)
-		grpc_byte_buffer_destroy(resp);
-	grpc_byte_buffer_destroy(req);
-	grpc_slice_unref(sl);
-	grpc_slice_unref(det);
-	grpc_metadata_array_destroy(&md0);
-	grpc_metadata_array_destroy(&md1);
-	grpc_call_unref(call);
-	grpc_channel_destroy(ch);
-	grpc_completion_queue_shutdown(cq);
-	grpc_completion_queue_destroy(cq);
-	return code;
 }
 
 /* ---- HTTP client ---- */
@@ -383,7 +287,7 @@ int main(void)
 		memset(sp[3].trace, 0, 16);
 		sp[4].kind = 3;
 		buf = tb_pack(&res, 1, &len);
-		grpc_export(otlp_grpc_port(g), buf, len, &gr);
+		grpc_export(otlp_grpc_port(g), buf, len, false, &gr);
 		CHECK(gr.code == GRPC_STATUS_OK, "grpc ok: %d %s", gr.code, gr.details);
 		CHECK(gr.rejected == 1 && strstr(gr.error, "trace_id=1"),
 		      "partial success rejected=%lld \"%s\"", (long long)gr.rejected, gr.error);
@@ -391,18 +295,18 @@ int main(void)
 	}
 	/* all good: no partial_success */
 	buf = spans_for("grpc-svc", 110, 2, t0, &len);
-	grpc_export(otlp_grpc_port(g), buf, len, &gr);
+	grpc_export(otlp_grpc_port(g), buf, len, false, &gr);
 	CHECK(gr.code == GRPC_STATUS_OK && gr.rejected == 0, "grpc ok, nothing rejected: %d %lld",
 	      gr.code, (long long)gr.rejected);
 	free(buf);
 	/* malformed */
-	grpc_export(otlp_grpc_port(g), "\x0a\x05\x01", 3, &gr);
+	grpc_export(otlp_grpc_port(g), "\x0a\x05\x01", 3, false, &gr);
 	CHECK(gr.code == GRPC_STATUS_INVALID_ARGUMENT && strstr(gr.details, "malformed"),
 	      "grpc malformed: %d \"%s\"", gr.code, gr.details);
 	/* over the limit */
 	buf = spans_for("grpc-svc", 200, 64, t0, &len);
 	CHECK(len > MAX_BYTES, "big message is %zu bytes", len);
-	grpc_export(otlp_grpc_port(g), buf, len, &gr);
+	grpc_export(otlp_grpc_port(g), buf, len, false, &gr);
 	CHECK(gr.code == GRPC_STATUS_RESOURCE_EXHAUSTED, "grpc too large: %d \"%s\"", gr.code,
 	      gr.details);
 	free(buf);
@@ -524,7 +428,7 @@ int main(void)
 		struct otlp_http *h3 = otlp_http_start("127.0.0.1:0", r3, NULL);
 
 		buf = spans_for("svc", 400, 1, t0, &len);
-		grpc_export(otlp_grpc_port(g3), buf, len, &gr);
+		grpc_export(otlp_grpc_port(g3), buf, len, false, &gr);
 		CHECK(gr.code == GRPC_STATUS_UNAVAILABLE && strstr(gr.details, "cannot queue"),
 		      "grpc unavailable: %d \"%s\"", gr.code, gr.details);
 		snprintf(head, sizeof(head),
@@ -550,12 +454,11 @@ int main(void)
 		    .max_bytes = MAX_BYTES, .submit = submit_count, .submit_ctx = &rows4});
 		struct otlp_http *h4 = otlp_http_start("127.0.0.1:0", r4, NULL);
 		struct otlp_grpc *g4 = otlp_grpc_start("127.0.0.1:0", r4, NULL);
-		char det[256];
 		size_t zlen;
-		uint8_t *z;
+		uint8_t *z, *zeros;
 
 		buf = spans_for("gz-svc", 500, 3, t0, &len);
-		z = gzip_of(buf, len, &zlen);
+		z = tb_deflate(buf, len, 31, &zlen);
 		snprintf(head, sizeof(head),
 			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
 			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
@@ -563,14 +466,16 @@ int main(void)
 		CHECK(http_once(otlp_http_port(h4), head, z, zlen, &hr) == 200 && rows4 == 3,
 		      "http gzip body: %d, %llu rows", hr.status, (unsigned long long)rows4);
 		/* the same over gRPC: the core hands the compressed bytes over, we inflate */
-		CHECK(grpc_export_gzip(otlp_grpc_port(g4), z, zlen, det, sizeof(det)) ==
-			      GRPC_STATUS_OK &&
-			  rows4 == 6,
-		      "grpc gzip message: \"%s\", %llu rows", det, (unsigned long long)rows4);
+		grpc_export(otlp_grpc_port(g4), z, zlen, true, &gr);
+		CHECK(gr.code == GRPC_STATUS_OK && rows4 == 6,
+		      "grpc gzip message: \"%s\", %llu rows", gr.details,
+		      (unsigned long long)rows4);
 		free(z);
 		free(buf);
 		/* 1 MiB of zeros, about 1 KB of gzip: refused once it passes MAX_BYTES */
-		z = gzip_of(NULL, 1 << 20, &zlen);
+		zeros = calloc(1, 1 << 20);
+		z = tb_deflate(zeros, 1 << 20, 31, &zlen);
+		free(zeros);
 		snprintf(head, sizeof(head),
 			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"
 			 "Content-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
@@ -578,10 +483,10 @@ int main(void)
 		CHECK(http_once(otlp_http_port(h4), head, z, zlen, &hr) == 413 &&
 			  memmem(hr.body, hr.body_len, "inflates past the limit", 23),
 		      "http gzip bomb of %zu bytes: %d", zlen, hr.status);
-		CHECK(grpc_export_gzip(otlp_grpc_port(g4), z, zlen, det, sizeof(det)) ==
-			      GRPC_STATUS_RESOURCE_EXHAUSTED &&
-			  strstr(det, "inflates past the limit"),
-		      "grpc gzip bomb: \"%s\"", det);
+		grpc_export(otlp_grpc_port(g4), z, zlen, true, &gr);
+		CHECK(gr.code == GRPC_STATUS_RESOURCE_EXHAUSTED &&
+			  strstr(gr.details, "inflates past the limit"),
+		      "grpc gzip bomb: \"%s\"", gr.details);
 		/* not gzip: 400; another encoding: 415 */
 		snprintf(head, sizeof(head),
 			 "POST /v1/traces HTTP/1.1\r\nContent-Type: application/x-protobuf\r\n"

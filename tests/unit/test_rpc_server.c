@@ -24,8 +24,6 @@
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
@@ -138,12 +136,8 @@ static double now_s(void)
 static grpc_status_code call_bytes(const char *target, const char *method, const void *msg,
 				   size_t len, bool gzip, char *out, size_t outlen)
 {
-	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
-			.key = GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
-			.value.integer = GRPC_COMPRESS_GZIP};
-	grpc_channel_args args = {1, &arg};
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-	grpc_channel *ch = gzip ? grpc_channel_create(target, creds, &args)
+	grpc_channel *ch = gzip ? grpc_unary_insecure_channel(target, true)
 				: grpc_unary_channel(target, creds, NULL);
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	struct grpc_unary_answer ans;
@@ -152,19 +146,13 @@ static grpc_status_code call_bytes(const char *target, const char *method, const
 	grpc_unary_call(ch, cq, method, NULL, msg, len, 5000, &ans);
 	out[0] = '\0';
 	if (ans.resp) {
-		grpc_byte_buffer_reader rd;
+		grpc_slice all = grpc_unary_answer_take(&ans);
+		size_t n =
+		    GRPC_SLICE_LENGTH(all) < outlen - 1 ? GRPC_SLICE_LENGTH(all) : outlen - 1;
 
-		if (grpc_byte_buffer_reader_init(&rd, ans.resp)) {
-			grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
-			size_t n = GRPC_SLICE_LENGTH(all) < outlen - 1 ? GRPC_SLICE_LENGTH(all)
-								       : outlen - 1;
-
-			memcpy(out, GRPC_SLICE_START_PTR(all), n);
-			out[n] = '\0';
-			grpc_slice_unref(all);
-			grpc_byte_buffer_reader_destroy(&rd);
-		}
-		grpc_byte_buffer_destroy(ans.resp);
+		memcpy(out, GRPC_SLICE_START_PTR(all), n);
+		out[n] = '\0';
+		grpc_slice_unref(all);
 	} else if (ans.code != GRPC_STATUS_OK) {
 		snprintf(out, outlen, "%s", ans.details);
 	}

@@ -53,10 +53,29 @@ static uint64_t stacks0[3] = {101, 102, 103}, stacks1[1] = {104};
 static uint32_t counts0[3] = {5, 1, 7};
 static uint64_t frames_a[2] = {201, 202}, frames_b[1] = {203};
 
-static void hand_window(struct agg_window *w, struct store_sample_row *rows, struct agg_source *src,
-			struct agg_function *fn, struct agg_frame *fr, struct agg_stack *st,
-			struct agg_route *rt, struct store_request *rq)
+/* A hand-built window, w, with the arrays it points into. */
+struct hand {
+	struct agg_window w;
+	struct store_sample_row rows[2];
+	struct agg_source src[2];
+	struct agg_function fn[2];
+	struct agg_frame fr[2];
+	struct agg_stack st[2];
+	struct agg_route rt[1];
+	struct store_request rq[1];
+};
+
+static struct agg_window *hand_window(struct hand *h)
 {
+	struct agg_window *w = &h->w;
+	struct store_sample_row *rows = h->rows;
+	struct agg_source *src = h->src;
+	struct agg_function *fn = h->fn;
+	struct agg_frame *fr = h->fr;
+	struct agg_stack *st = h->st;
+	struct agg_route *rt = h->rt;
+	struct store_request *rq = h->rq;
+
 	memset(w, 0, sizeof(*w));
 	rows[0] = (struct store_sample_row){.bucket_us = 1700000000000000LL,
 					    .source_id = 11,
@@ -106,6 +125,7 @@ static void hand_window(struct agg_window *w, struct store_sample_row *rows, str
 	w->trigger_id = "default/slow-checkout";
 	w->missing_entries = 3;
 	w->samples_overflow = 2;
+	return w;
 }
 
 static bool same_str(const char *a, const char *b)
@@ -177,24 +197,17 @@ static void check_same(const struct agg_window *a, const struct agg_window *b)
 
 static void test_roundtrip(void)
 {
-	struct store_sample_row rows[2];
-	struct agg_source src[2];
-	struct agg_function fn[2];
-	struct agg_frame fr[2];
-	struct agg_stack st[2];
-	struct agg_route rt[1];
-	struct store_request rq[1];
-	struct agg_window w, *back;
+	struct hand h;
+	struct agg_window *w = hand_window(&h), *back;
 	char *buf;
 	size_t len;
 	int refused = 0, cases = 0;
 
-	hand_window(&w, rows, src, fn, fr, st, rt, rq);
-	CHECK(spool_encode(&w, &buf, &len) == 0, "encode");
+	CHECK(spool_encode(w, &buf, &len) == 0, "encode");
 	back = spool_decode(buf, len);
 	CHECK(back != NULL, "decode");
 	if (back) {
-		check_same(&w, back);
+		check_same(w, back);
 		CHECK(back->bytes >= sizeof(*back) && back->spool_id == 0, "window bytes %zu",
 		      back->bytes);
 	}
@@ -244,19 +257,12 @@ static void test_roundtrip(void)
 
 static struct agg_window *copy_of_hand(void)
 {
-	struct store_sample_row rows[2];
-	struct agg_source src[2];
-	struct agg_function fn[2];
-	struct agg_frame fr[2];
-	struct agg_stack st[2];
-	struct agg_route rt[1];
-	struct store_request rq[1];
-	struct agg_window w, *c;
+	struct hand h;
+	struct agg_window *c;
 	char *buf;
 	size_t len;
 
-	hand_window(&w, rows, src, fn, fr, st, rt, rq);
-	if (spool_encode(&w, &buf, &len))
+	if (spool_encode(hand_window(&h), &buf, &len))
 		exit(2);
 	c = spool_decode(buf, len);
 	free(buf);
@@ -327,17 +333,9 @@ static void test_directory(void)
 		  back->next->spool_id == ids[2] && !back->next->next,
 	      "the two windows left, oldest first");
 	if (back && back->next) {
-		struct agg_window h;
-		struct store_sample_row rows[2];
-		struct agg_source src[2];
-		struct agg_function fn[2];
-		struct agg_frame fr[2];
-		struct agg_stack st[2];
-		struct agg_route rt[1];
-		struct store_request rq[1];
+		struct hand h;
 
-		hand_window(&h, rows, src, fn, fr, st, rt, rq);
-		check_same(&h, back->next);
+		check_same(hand_window(&h), back->next);
 	}
 	/* a damaged file is removed and counted */
 	{
