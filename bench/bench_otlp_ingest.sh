@@ -16,6 +16,7 @@
 # RUNS (5) RUN_SECONDS (10) CONNECTIONS (4) SPANS (1000 per export)
 # TRANSPORTS ("http grpc") RATES ("0 50000 100000": spans/s offered by all
 # connections together; 0: each sends as fast as it is answered) QUEUE_BYTES (agent's queue-bytes, default 64M)
+# AGENT_ARGS (more agent options, e.g. "--spool-dir=" to compare without the spool)
 set -euo pipefail
 build=${TRACEPROF_BUILD_DIR:-build}
 RUNS=${RUNS:-5} RUN_SECONDS=${RUN_SECONDS:-10} CONNECTIONS=${CONNECTIONS:-4} SPANS=${SPANS:-1000}
@@ -48,7 +49,7 @@ for run in $(seq "$RUNS"); do
 		rm -f "$work/stats"
 		"$agent" --db "$conn" --target "pid:$$" --window 5s --queue-bytes "$QUEUE_BYTES" \
 			--otlp-http 127.0.0.1:0 --otlp-grpc 127.0.0.1:0 --stats-file "$work/stats" \
-			>"$work/agent.out" 2>"$work/agent.log" &
+			${AGENT_ARGS:-} >"$work/agent.out" 2>"$work/agent.log" &
 		agent_pid=$!
 		for _ in $(seq 200); do grep -qs "otlp $tr: listening" "$work/agent.log" && break; sleep 0.1; done
 		port=$(sed -n "s/.*otlp $tr: listening on .* port=\([0-9]*\).*/\1/p" "$work/agent.log")
