@@ -60,10 +60,15 @@ grep -Eq '^ next-slow-payments \| payment-svc \| Completed \| 5/5 +\| 99 \|' "$o
 	fail "no Completed 5/5 trigger row at 99 Hz in the output"
 echo "ok: the trigger completed with 5/5 at 99 Hz"
 # the collected requests: n | trace | method | route | status | ms | raised | hz
+# Each is a POST /api/pay of 200 ms or more at 99 Hz. A 200 is the CPU-bound
+# slow path (400 ms of CPU: 20 raised samples at least); on a busy machine an
+# error answer can also take 200 ms, is rightly collected, and computed little.
 rows=$(awk -F'|' '$1 ~ /^ [1-9] $/ && $2 ~ /^ [0-9a-f]+ $/ && length($2) == 34 && $3 ~ /POST/ && $4 ~ /\/api\/pay/ &&
-	$5 + 0 == 200 && $6 + 0 >= 200 && $7 + 0 >= 20 && $8 + 0 == 99' "$out" | wc -l)
+	$6 + 0 >= 200 && $8 + 0 == 99 && ($5 + 0 != 200 || $7 + 0 >= 20)' "$out" | wc -l)
 [ "$rows" -eq 5 ] || fail "expected 5 collected slow payments at 99 Hz in the output, found $rows"
-echo "ok: 5 collected requests, each a slow POST /api/pay with raised samples at 99 Hz"
+cpu_rows=$(awk -F'|' '$1 ~ /^ [1-9] $/ && length($2) == 34 && $5 + 0 == 200 && $7 + 0 >= 20' "$out" | wc -l)
+[ "$cpu_rows" -ge 1 ] || fail "no collected payment on the CPU-bound slow path"
+echo "ok: 5 collected requests, each a slow POST /api/pay at 99 Hz ($cpu_rows on the slow path with raised samples)"
 
 line=$(grep -E "^   payment-svc's part: [0-9]+ samples at 99 Hz" "$out") ||
 	fail "no 99 Hz line for the chosen trace"

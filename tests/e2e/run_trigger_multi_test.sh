@@ -5,7 +5,7 @@
 # (own OTLP and control ports, one token, one database); one
 # traceprof-controller programs both. Under slow load on both services:
 #  1. a shared trigger (maxRequests 5, minDuration 200ms) collects exactly
-#     5 distinct slow requests of the ground truth, each claimed by the
+#     5 distinct requests of 200 ms or more by the load generator's clock, each claimed by the
 #     agent whose service served it; the agents' claims add up to 5; with
 #     the controller stopped, both agents end the trigger themselves, the
 #     claim refused by the database counted; every queued claim is
@@ -224,10 +224,12 @@ for x in a b; do
 done
 stat() { sed -n "s/^$2=//p" "$work/stats-$1"; }
 check "5 requests collected" 5 "SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'shared'"
-check "5 distinct trace ids, all slow requests of the ground truth" 5 \
+# by the load generator's own clock: on a busy machine a request designed
+# fast can take 200 ms, and is then rightly claimed
+check "5 distinct trace ids, each 200 ms or more by the load generator's clock" 5 \
 	"SELECT count(DISTINCT t.trace_id) FROM traceprof.trace_profile_triggers g,
 	 unnest(g.trace_ids) c JOIN (SELECT * FROM truth_a UNION ALL SELECT * FROM truth_b) t
-	 ON t.trace_id = traceprof.trace_id_text(c) WHERE g.name = 'shared' AND t.path = 'slow'"
+	 ON t.trace_id = traceprof.trace_id_text(c) WHERE g.name = 'shared' AND t.duration_us >= 200000"
 ok_sum=0
 for x in a b; do
 	n=$(q "SELECT count(*) FROM traceprof.trace_profile_triggers g, unnest(g.trace_ids) c

@@ -7,10 +7,13 @@
 # directory. A TraceProfileTrigger (minDuration 200ms, maxRequests 5) is
 # dropped into the directory. Checked against the load generator's ground
 # truth:
-#  - exactly 5 requests are claimed, all slow ones, and the trigger completes;
+#  - exactly 5 requests are claimed, each of 200 ms or more by the load
+#    generator's own clock (on a busy machine a request designed fast can
+#    take that long, and is then rightly claimed), and the trigger completes;
 #  - each claimed trace has raised samples at 99 Hz in trigger_samples, at
-#    about 99 per CPU-second of the request (measured from stored rows,
-#    within 25 % or 3 standard deviations each, within 20 % together);
+#    about 99 per CPU-second the request received (its measured CPU time;
+#    within 25 % or 3 standard deviations each, within 20 % together), so a
+#    request that waited rather than computed may have none;
 #  - the continuous profile keeps the base rate (no 99 Hz rows in samples);
 #  - the agent lowers sampling back to the base rate within a second of the
 #    last claim.
@@ -84,14 +87,20 @@ awk -v d="$done_at" -v l="$lowered_at" 'BEGIN { x = l - d; printf "back at the b
 load_truth truth "$work/truth.csv"
 check "5 requests collected" 5 \
 	"SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'slow-pay'"
-check "5 distinct trace ids, all slow requests of the ground truth" 5 \
+check "5 distinct trace ids, each 200 ms or more by the load generator's clock" 5 \
 	"SELECT count(DISTINCT t.trace_id) FROM traceprof.trace_profile_triggers g,
 	 unnest(g.trace_ids) c JOIN truth t ON t.trace_id = traceprof.trace_id_text(c)
-	 WHERE g.name = 'slow-pay' AND t.path = 'slow'"
-check "each claimed trace has raised samples at 99 Hz" 5 \
+	 WHERE g.name = 'slow-pay' AND t.duration_us >= 200000"
+busy=$(q "SELECT count(*) FROM traceprof.trace_profile_triggers g, unnest(g.trace_ids) c
+	 JOIN truth t ON t.trace_id = traceprof.trace_id_text(c)
+	 WHERE g.name = 'slow-pay' AND t.server_cpu_us >= 50000")
+[ "$busy" -ge 1 ] || fail "no claimed request received 50 ms of CPU"
+check "each claimed trace with 50 ms of CPU or more has raised samples at 99 Hz" "$busy" \
 	"SELECT count(DISTINCT s.trace_id) FROM traceprof.trace_profile_triggers g,
 	 unnest(g.trace_ids) c JOIN traceprof.trigger_samples s ON s.trace_id = c
-	 WHERE g.name = 'slow-pay' AND s.hz = 99 AND s.trigger_id = g.trigger_id"
+	 JOIN truth t ON t.trace_id = traceprof.trace_id_text(c)
+	 WHERE g.name = 'slow-pay' AND s.hz = 99 AND s.trigger_id = g.trigger_id
+	   AND t.server_cpu_us >= 50000"
 check "no trigger samples of unclaimed traces" 0 \
 	"SELECT count(*) FROM traceprof.trigger_samples s JOIN traceprof.trace_profile_triggers g
 	 USING (trigger_id) WHERE NOT s.trace_id = ANY (g.trace_ids)"
@@ -102,9 +111,12 @@ check "the continuous profile stays at the base rate" 0 \
 # a request of ~40 expected samples is checked as test_raise does: within 25 %
 # or 3 standard deviations of 99 per CPU-second (that still tells 99 Hz from
 # 19 Hz and from twice 99); all claimed requests together within 20 %.
-counts=$(q "SELECT string_agg(r.n || ':' || t.server_cpu_us, ' ')
-	 FROM (SELECT s.trace_id, sum(coalesce(u.c, 1)) AS n FROM traceprof.trigger_samples s,
-	       unnest(s.stacks, s.counts) u(k, c) GROUP BY 1) r JOIN truth t ON t.trace_id = traceprof.trace_id_text(r.trace_id)")
+counts=$(q "SELECT string_agg(coalesce(r.n, 0) || ':' || t.server_cpu_us, ' ')
+	 FROM traceprof.trace_profile_triggers g, unnest(g.trace_ids) c
+	 JOIN truth t ON t.trace_id = traceprof.trace_id_text(c)
+	 LEFT JOIN (SELECT s.trace_id, sum(coalesce(u.c, 1)) AS n FROM traceprof.trigger_samples s,
+	       unnest(s.stacks, s.counts) u(k, c) GROUP BY 1) r ON r.trace_id = c
+	 WHERE g.name = 'slow-pay'")
 echo "raised samples:CPU-us of the claimed requests: $counts"
 awk -v c="$counts" 'BEGIN {
 	k = split(c, rq, " "); bad = 0; n_all = 0; cpu_all = 0
@@ -113,14 +125,16 @@ awk -v c="$counts" 'BEGIN {
 		tol = want * 0.25 > 3 * sqrt(want) ? want * 0.25 : 3 * sqrt(want)
 		printf "  %d samples in %.0f ms of CPU: %.0f per CPU-second (%.0f to %.0f samples expected)\n",
 		       n, f[2] / 1e3, n / (f[2] / 1e6), want - tol, want + tol
-		if (want <= 0 || n < want - tol || n > want + tol) bad++
+		if (n < want - tol || n > want + tol) bad++
 		n_all += n; cpu_all += f[2]
 	}
 	all = cpu_all > 0 ? n_all / (cpu_all / 1e6) : 0
 	printf "  all claimed requests: %.1f per CPU-second\n", all
 	exit !(k == 5 && bad == 0 && all >= 79 && all <= 119)
 }' || fail "claimed requests were not sampled at about 99 per CPU-second"
-check "the trace profile of a claimed trace reads its 99 Hz samples" 5 \
+raised=$(q "SELECT count(DISTINCT s.trace_id) FROM traceprof.trace_profile_triggers g,
+	 unnest(g.trace_ids) c JOIN traceprof.trigger_samples s ON s.trace_id = c WHERE g.name = 'slow-pay'")
+check "the trace profile of each claimed trace with raised samples reads them" "$raised" \
 	"SELECT count(*) FROM traceprof.trace_profile_triggers g, unnest(g.trace_ids) tid
 	 WHERE g.name = 'slow-pay' AND (SELECT sum(self_samples) FROM
 	   traceprof.trace_profile(traceprof.trace_id_text(tid))) =
