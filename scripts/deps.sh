@@ -8,6 +8,7 @@ packages=(
 	build-essential cmake pkg-config
 	libpq-dev postgresql-15 postgresql-client-15
 	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 python3-yaml openssl
+	clang-format # the format_check test (one .clang-format for all C)
 	libclang-rt-dev # clang's libFuzzer and sanitizer runtimes (tests/fuzz)
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev
