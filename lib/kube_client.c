@@ -539,49 +539,54 @@ static int perform(struct kube_client *c, const char *method, const char *ctype,
 }
 
 /* Reals that hold an integer within +-2^53 become integers again, in place. */
-static json_t *integers_back(json_t *v)
+/* A real holding an integer within +-2^53 as a new integer; NULL for any other value. */
+static json_t *integer_of(const json_t *x)
 {
-	const char *k;
-	json_t *x;
-	size_t i;
+	double d = json_real_value(x);
 
-	if (json_is_object(v)) {
-		json_object_foreach(v, k, x) if (json_is_real(x))
-		    json_object_set_new(v, k, integers_back(x));
-		else integers_back(x);
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, x) if (json_is_real(x))
-		    json_array_set_new(v, i, integers_back(x));
-		else integers_back(x);
-	} else if (json_is_real(v)) {
-		double d = json_real_value(v);
-
-		if (d == (double)(json_int_t)d && d >= -9007199254740992.0 &&
-		    d <= 9007199254740992.0)
-			return json_integer((json_int_t)d);
-		return json_incref(v);
-	}
-	return v;
+	if (!json_is_real(x) || d < -9007199254740992.0 || d > 9007199254740992.0 ||
+	    d != (double)(json_int_t)d)
+		return NULL;
+	return json_integer((json_int_t)d);
 }
 
-json_t *kube_json_loadb(const char *buf, size_t len, json_error_t *je, bool *wide)
+/* Turns the integral reals inside the containers of v back into integers, in place. */
+static void integers_back(json_t *v)
 {
-	json_t *v = json_loadb(buf, len, 0, je);
+	const char *k;
+	json_t *x, *n;
+	size_t i;
 
-	*wide = false;
+	json_object_foreach(v, k, x)
+	{
+		if ((n = integer_of(x)))
+			json_object_set_new(v, k,
+					    n); /* replaces an existing key: iteration holds */
+		else
+			integers_back(x);
+	}
+	json_array_foreach(v, i, x)
+	{
+		if ((n = integer_of(x)))
+			json_array_set_new(v, i, n);
+		else
+			integers_back(x);
+	}
+}
+
+json_t *kube_json_loadb(const char *buf, size_t len, json_error_t *je)
+{
+	json_t *v = json_loadb(buf, len, 0, je), *n;
+
 	if (v || !strstr(je->text, "too big"))
 		return v;
 	v = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL, je);
-	if (!v)
-		return NULL;
-	*wide = true;
-	if (json_is_real(v)) {
-		json_t *n = integers_back(v);
-
+	if ((n = integer_of(v))) {
 		json_decref(v);
 		return n;
 	}
-	return integers_back(v);
+	integers_back(v);
+	return v;
 }
 
 /* Decodes c->buf into r after a completed exchange. */
@@ -591,9 +596,7 @@ static int decode_body(struct kube_client *c, struct kube_response *r)
 	bool ok = r->http_status >= 200 && r->http_status < 300;
 
 	if (c->len > 0) {
-		bool wide;
-
-		r->body = kube_json_loadb(c->buf, c->len, &je, &wide);
+		r->body = kube_json_loadb(c->buf, c->len, &je);
 		if (!r->body && ok) {
 			snprintf(r->error, sizeof(r->error), "response is not JSON: %s", je.text);
 			return -EPROTO;

@@ -459,11 +459,14 @@ int kube_events_flush(struct kube_events *ev, long timeout_ms)
 
 void kube_events_free(struct kube_events *ev)
 {
+	bool late;
+
 	if (!ev)
 		return;
-	if (kube_events_flush(ev, 2000) != 0)
-		log_warn("kube: %zu events not sent at exit", ev->qlen);
+	late = kube_events_flush(ev, 2000) != 0;
 	pthread_mutex_lock(&ev->lock);
+	if (late)
+		log_warn("kube: %zu events not sent at exit", ev->qlen);
 	ev->stop = true;
 	ev->abort = 1;
 	pthread_cond_broadcast(&ev->cond);

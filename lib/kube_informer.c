@@ -284,8 +284,7 @@ static int on_event(void *arg, char *line, size_t len)
 {
 	struct kube_informer *inf = arg;
 	json_error_t je;
-	bool wide;
-	json_t *ev = kube_json_loadb(line, len, &je, &wide);
+	json_t *ev = kube_json_loadb(line, len, &je);
 	json_t *obj = json_object_get(ev, "object");
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	json_t *prev = NULL;

@@ -5,7 +5,6 @@
 #ifndef TRACEPROF_KUBE_INTERNAL_H
 #define TRACEPROF_KUBE_INTERNAL_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,10 +31,10 @@ int kube_stream(struct kube_client *c, const char *path, long timeout_ms, size_t
  * 1e20 of a schema-less or older CRD version as 100000000000000000000) is
  * decoded with such numbers as reals: integral values within +-2^53 are
  * integers again, the others stay reals, which a consumer expecting an
- * integer then refuses for that object alone. *wide is set when that
- * happened. A new reference, or NULL with je filled.
+ * integer then refuses for that object alone. A new reference, or NULL
+ * with je filled.
  */
-json_t *kube_json_loadb(const char *buf, size_t len, json_error_t *je, bool *wide);
+json_t *kube_json_loadb(const char *buf, size_t len, json_error_t *je);
 
 /* Fills resp->status from resp->body (a metav1.Status) or the HTTP code. */
 void kube_decode_status(struct kube_response *resp);
