@@ -17,8 +17,6 @@
 #include "manifest.h"
 #include "traceprof/log.h"
 
-#define TOKEN_DEFAULT_HELP CONTROL_AUTH_TOKEN_DEFAULT
-
 static void usage(FILE *out)
 {
 	fprintf(
@@ -60,7 +58,7 @@ static void usage(FILE *out)
 	    "both modes:\n"
 	    "  --agent-token-file F   send the bearer token in F to the agents (default\n"
 	    "                         without a client certificate: the file the agent\n"
-	    "                         makes, " TOKEN_DEFAULT_HELP ")\n"
+	    "                         makes, " CONTROL_AUTH_TOKEN_DEFAULT ")\n"
 	    "  --agent-tls-ca F       verify the agents' certificates with this CA (PEM)\n"
 	    "  --agent-tls-cert F     client certificate for mutual TLS (PEM)\n"
 	    "  --agent-tls-key F      its private key (PEM)\n"
