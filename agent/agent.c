@@ -55,6 +55,7 @@
 #include "traceprof/ids.h"
 #include "traceprof/log.h"
 #include "triggers.h"
+#include "triggers_control.h"
 
 #define STACK_CACHE_SIZE 65536	   /* raw stack -> stack id entries (power of two) */
 #define MAX_STACK_FRAMES 512	   /* the store's limit on frames per stack */
@@ -1170,6 +1171,7 @@ static int start_control(struct agent *a)
 	    .version = TRACEPROF_VERSION,
 	    .limits = &a->conn_limits,
 	};
+	struct control_engine ce;
 	char err[512];
 
 	a->cpus_online = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
@@ -1180,7 +1182,8 @@ static int start_control(struct agent *a)
 	}
 	if (!a->cfg.control_listen[0])
 		return 0;
-	a->control = control_start(&co, a->trig, err, sizeof(err));
+	triggers_control_engine(a->trig, &ce);
+	a->control = control_start(&co, &ce, err, sizeof(err));
 	if (!a->control) {
 		if (errno != EADDRINUSE)
 			return -EINVAL; /* control_start logged why */

@@ -11,19 +11,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 #include "control_auth.h"
-#endif
 #include "kube_mode.h"
 #include "local.h"
 #include "manifest.h"
 #include "traceprof/log.h"
-
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
-#define TOKEN_DEFAULT_HELP CONTROL_AUTH_TOKEN_DEFAULT
-#else
-#define TOKEN_DEFAULT_HELP "the agent's control-token-generate"
-#endif
 
 static void usage(FILE *out)
 {
@@ -66,7 +58,7 @@ static void usage(FILE *out)
 	    "both modes:\n"
 	    "  --agent-token-file F   send the bearer token in F to the agents (default\n"
 	    "                         without a client certificate: the file the agent\n"
-	    "                         makes, " TOKEN_DEFAULT_HELP ")\n"
+	    "                         makes, " CONTROL_AUTH_TOKEN_DEFAULT ")\n"
 	    "  --agent-tls-ca F       verify the agents' certificates with this CA (PEM)\n"
 	    "  --agent-tls-cert F     client certificate for mutual TLS (PEM)\n"
 	    "  --agent-tls-key F      its private key (PEM)\n"
@@ -86,7 +78,6 @@ static void usage(FILE *out)
  */
 static int check_agent_auth(struct control_auth *auth)
 {
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 	char err[512];
 	char *tok;
 
@@ -107,10 +98,6 @@ static int check_agent_auth(struct control_auth *auth)
 	}
 	fprintf(stderr, "traceprof-controller: %s\n", err);
 	return 2;
-#else
-	(void)auth;
-	return 0;
-#endif
 }
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -299,11 +286,6 @@ int main(int argc, char **argv)
 		return bad_usage("unexpected argument '%s'", argv[optind]);
 	if (!cfg.auth.tls_cert != !cfg.auth.tls_key)
 		return bad_usage("%s", "--agent-tls-cert and --agent-tls-key go together");
-#ifndef TRACEPROF_HAVE_CONTROL_CLIENT
-	if (n_agents || kcfg.kubeconfig || kcfg.in_cluster)
-		return bad_usage("%s", "this build has no AgentControl client (the gRPC "
-				       "client library was not found at build time)");
-#endif
 	if (kcfg.kubeconfig || kcfg.in_cluster) {
 		if (cfg.triggers_dir)
 			return bad_usage("%s", "--triggers-dir (local mode) and --kubeconfig / "

@@ -1,7 +1,9 @@
 /*
  * control.h - the AgentControl gRPC service (controller -> agent): a gRPC
  * C core server on its own thread serving ApplyTriggers and GetStatus over
- * a trigger engine (triggers.h).
+ * a trigger engine, reached through struct control_engine (the agent's is
+ * agent/triggers.h, triggers_control_engine), so this folder does not
+ * depend on the agent.
  *
  * Authentication (docs/triggers.md) is always on, loopback included: with
  * tls_cert, tls_key and tls_ca the port requires mutual TLS (a client
@@ -24,21 +26,20 @@
  * RESOURCE_EXHAUSTED over CONTROL_MAX_BYTES (gRPC's own receive limit).
  * Calls are answered one at a time, in arrival order.
  */
-#ifndef TRACEPROF_AGENT_CONTROL_H
-#define TRACEPROF_AGENT_CONTROL_H
+#ifndef TRACEPROF_CONTROL_H
+#define TRACEPROF_CONTROL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "control_names.h"
+#include "traceprof/control/v1/agent_control.pb-c.h"
 #include "traceprof/listen.h"
-#include "triggers.h"
 
 #define CONTROL_MAX_BYTES      (1u << 20) /* largest request message */
-#define CONTROL_METHOD_APPLY   "/traceprof.control.v1.AgentControl/ApplyTriggers"
-#define CONTROL_METHOD_STATUS  "/traceprof.control.v1.AgentControl/GetStatus"
-#define CONTROL_LOG_BURST      5  /* refused calls logged per interval */
-#define CONTROL_LOG_INTERVAL_S 10 /* seconds of that interval */
+#define CONTROL_LOG_BURST      5	  /* refused calls logged per interval */
+#define CONTROL_LOG_INTERVAL_S 10	  /* seconds of that interval */
 
 struct control_opts {
 	const char *listen;	    /* "host:port" (port 0 picks one); required */
@@ -62,17 +63,39 @@ struct control_stats {
 	uint64_t log_suppressed;  /* refused calls not logged (rate limit) */
 };
 
+/*
+ * The trigger engine the service drives, called from the server's thread
+ * only, one call at a time; ctx is passed to every function.
+ */
+struct control_engine {
+	void *ctx;
+	/*
+	 * Replaces the set with req's triggers; *changed false when the same
+	 * set was in force. 0; -ESTALE for a fencing token below the highest
+	 * applied, that one in *fence; -ENOMEM (the old set stays).
+	 */
+	int (*apply)(void *ctx, const Traceprof__Control__V1__ApplyTriggersRequest *req,
+		     bool *changed, uint64_t *fence);
+	/* The generation in force. */
+	uint64_t (*generation)(void *ctx);
+	/* Status of every trigger: a new array of *n messages, freed with status_free. */
+	Traceprof__Control__V1__TriggerStatus **(*status)(void *ctx, size_t *n);
+	void (*status_free)(Traceprof__Control__V1__TriggerStatus **st, size_t n);
+	/* The sampler's health for GetStatus. */
+	void (*sampler_health)(void *ctx, Traceprof__Control__V1__SamplerHealth *out);
+};
+
 struct control;
 
 /*
- * Listens and serves from a new thread. t is borrowed and must outlive the
- * server. Returns NULL with the reason in err (and logged): bad or
+ * Listens and serves from a new thread. e is copied; e->ctx is borrowed
+ * and must outlive the server. Returns NULL with the reason in err (and logged): bad or
  * incomplete TLS settings, unreadable files, a token file that fails the
  * checks of control_auth.h, no authentication at all (errno EINVAL), an
  * address that cannot be bound (errno EADDRINUSE).
  */
-struct control *control_start(const struct control_opts *o, struct triggers *t, char *err,
-			      size_t errlen);
+struct control *control_start(const struct control_opts *o, const struct control_engine *e,
+			      char *err, size_t errlen);
 /* The port bound. */
 int control_port(const struct control *c);
 void control_get_stats(struct control *c, struct control_stats *out);

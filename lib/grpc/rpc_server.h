@@ -45,8 +45,8 @@
  * grpc_handshake_ms. A server where gRPC listens itself has no caps on
  * the number of connections: only these arguments bound them.
  */
-#ifndef TRACEPROF_AGENT_RPC_SERVER_H
-#define TRACEPROF_AGENT_RPC_SERVER_H
+#ifndef TRACEPROF_GRPC_RPC_SERVER_H
+#define TRACEPROF_GRPC_RPC_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>

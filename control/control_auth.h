@@ -15,8 +15,8 @@
  * (control_auth_make_token) in CONTROL_AUTH_TOKEN_DEFAULT, the file every
  * client in the tree reads when it is given no credentials.
  */
-#ifndef TRACEPROF_AGENT_CONTROL_AUTH_H
-#define TRACEPROF_AGENT_CONTROL_AUTH_H
+#ifndef TRACEPROF_CONTROL_AUTH_H
+#define TRACEPROF_CONTROL_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>

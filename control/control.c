@@ -3,7 +3,8 @@
  *
  * An rpc_server (one completion queue, one thread; see rpc_server.h) with
  * two methods; the handler checks the token before anything is decoded,
- * then applies the set or reports status through the trigger engine.
+ * then applies the set or reports status through the trigger engine
+ * (struct control_engine).
  * Refusals go through a small log limiter (log_refusal): a fixed window
  * of CONTROL_LOG_INTERVAL_S seconds with CONTROL_LOG_BURST lines, the
  * count of the rest said by the first line of the next window.
@@ -29,7 +30,7 @@ enum method { M_APPLY, M_STATUS, M__COUNT };
 
 struct control {
 	struct rpc_server *srv;	    /* the server */
-	struct triggers *t;	    /* the engine (borrowed) */
+	struct control_engine e;    /* the engine (its ctx borrowed) */
 	char *token;		    /* bearer token, or NULL */
 	char *node;		    /* this node */
 	char *version;		    /* reported version */
@@ -101,7 +102,7 @@ static grpc_status_code do_apply(struct control *s, const struct rpc_request *in
 		traceprof__control__v1__apply_triggers_request__free_unpacked(req, NULL);
 		return GRPC_STATUS_INVALID_ARGUMENT;
 	}
-	rc = triggers_apply(s->t, req, &changed, &fence);
+	rc = s->e.apply(s->e.ctx, req, &changed, &fence);
 	if (rc == -ESTALE) {
 		snprintf(msg, len,
 			 "fencing token %llu is older than %llu, applied before: a newer "
@@ -115,11 +116,11 @@ static grpc_status_code do_apply(struct control *s, const struct rpc_request *in
 		snprintf(msg, len, "out of memory applying the set");
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
 	}
-	resp.generation = triggers_generation(s->t);
+	resp.generation = s->e.generation(s->e.ctx);
 	resp.changed = changed;
-	resp.triggers = triggers_status(s->t, &resp.n_triggers);
+	resp.triggers = s->e.status(s->e.ctx, &resp.n_triggers);
 	rc = set_reply(rep, &resp.base);
-	triggers_status_free(resp.triggers, resp.n_triggers);
+	s->e.status_free(resp.triggers, resp.n_triggers);
 	if (rc) {
 		snprintf(msg, len, "out of memory");
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
@@ -144,14 +145,14 @@ static grpc_status_code do_status(struct control *s, const struct rpc_request *i
 		}
 		traceprof__control__v1__get_status_request__free_unpacked(req, NULL);
 	}
-	triggers_sampler_health(s->t, &health);
+	s->e.sampler_health(s->e.ctx, &health);
 	st.node = s->node;
 	st.version = s->version;
-	st.generation = triggers_generation(s->t);
+	st.generation = s->e.generation(s->e.ctx);
 	st.sampler = &health;
-	st.triggers = triggers_status(s->t, &st.n_triggers);
+	st.triggers = s->e.status(s->e.ctx, &st.n_triggers);
 	rc = set_reply(rep, &st.base);
-	triggers_status_free(st.triggers, st.n_triggers);
+	s->e.status_free(st.triggers, st.n_triggers);
 	if (rc) {
 		snprintf(rep->message, sizeof(rep->message), "out of memory");
 		return GRPC_STATUS_RESOURCE_EXHAUSTED;
@@ -274,8 +275,8 @@ static grpc_server_credentials *make_creds(const struct control_opts *o, char *e
 	return creds;
 }
 
-struct control *control_start(const struct control_opts *o, struct triggers *t, char *err,
-			      size_t errlen)
+struct control *control_start(const struct control_opts *o, const struct control_engine *e,
+			      char *err, size_t errlen)
 {
 	static const char *const methods[M__COUNT] = {CONTROL_METHOD_APPLY, CONTROL_METHOD_STATUS};
 	struct control *s;
@@ -303,7 +304,7 @@ struct control *control_start(const struct control_opts *o, struct triggers *t, 
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	s->t = t;
+	s->e = *e;
 	s->node = strdup(o->node ? o->node : "");
 	s->version = strdup(o->version ? o->version : "");
 	pthread_mutex_init(&s->mu, NULL);

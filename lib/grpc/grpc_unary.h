@@ -4,8 +4,8 @@
  * and benchmarks. The message is bytes already encoded; the answer is the
  * call's status, its details and the raw response message.
  */
-#ifndef TRACEPROF_AGENT_GRPC_UNARY_H
-#define TRACEPROF_AGENT_GRPC_UNARY_H
+#ifndef TRACEPROF_GRPC_UNARY_H
+#define TRACEPROF_GRPC_UNARY_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -19,8 +19,8 @@
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 
-#include "control.h"
 #include "control_auth.h"
+#include "control_names.h"
 #include "grpc_unary.h"
 
 struct control_client {

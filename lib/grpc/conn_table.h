@@ -20,8 +20,8 @@
  * most 2 x max_conns descriptors.
  * One thread (the acceptor) uses a table; the counters are read from any.
  */
-#ifndef TRACEPROF_AGENT_CONN_TABLE_H
-#define TRACEPROF_AGENT_CONN_TABLE_H
+#ifndef TRACEPROF_GRPC_CONN_TABLE_H
+#define TRACEPROF_GRPC_CONN_TABLE_H
 
 #include <sys/socket.h>
 
