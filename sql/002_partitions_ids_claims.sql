@@ -6,7 +6,7 @@
 -- sql/api/ (partitions, ids, trigger_claims, requests_v, triggers_v).
 
 -- Yesterday to now() + config 'partitions_ahead', as create_partitions()
--- with its defaults.
+-- with its defaults. The tables are new (001): none of these exists yet.
 -- Functions are not defined in migrations (sql/README.md): this block is
 -- the partition rule of traceprof.create_partitions (sql/api/partitions.sql)
 -- inlined, one UTC day per partition, <table>_pYYYYMMDD.
@@ -20,7 +20,7 @@ BEGIN
     FOR day IN SELECT generate_series((lo AT TIME ZONE 'UTC')::date, (hi AT TIME ZONE 'UTC')::date,
                                       interval '1 day')::date LOOP
         FOREACH t IN ARRAY ARRAY['samples', 'requests'] LOOP
-            EXECUTE format('CREATE TABLE IF NOT EXISTS traceprof.%I PARTITION OF traceprof.%I '
+            EXECUTE format('CREATE TABLE traceprof.%I PARTITION OF traceprof.%I '
                            'FOR VALUES FROM (%L) TO (%L)', t || '_p' || to_char(day, 'YYYYMMDD'), t,
                            (day::timestamp AT TIME ZONE 'UTC'), ((day + 1)::timestamp AT TIME ZONE 'UTC'));
         END LOOP;
