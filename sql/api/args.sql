@@ -1,4 +1,4 @@
--- args.sql: _arg_required, _arg_service, _arg_trace, _arg_range (first defined in 004).
+-- args.sql: _arg_required, _arg_service, _arg_trace, _arg_range (taken from migration 004).
 
 -- Returns value, or raises an error naming fn and param when it is NULL or
 -- empty.

@@ -1,4 +1,4 @@
--- cohort_buckets.sql: duration_thresholds_us, duration_bucket, duration_bucket_range, time_floor, time_ceil, rollup_block_minutes (first defined in 005).
+-- cohort_buckets.sql: duration_thresholds_us, duration_bucket, duration_bucket_range, time_floor, time_ceil, rollup_block_minutes (taken from migration 005).
 
 -- ---------------------------------------------------------------------
 -- Duration buckets: a 1-2-5 series of milliseconds. Bucket 0 is [0, 1 ms),

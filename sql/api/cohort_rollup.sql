@@ -1,4 +1,4 @@
--- cohort_rollup.sql: _stack_functions_indexed, _cohort_moments, refresh_rollups_range, refresh_rollups, _rollup_blocks (first defined in 005).
+-- cohort_rollup.sql: _stack_functions_indexed, _cohort_moments, refresh_rollups_range, refresh_rollups, _rollup_blocks (taken from migration 005).
 
 -- traceprof.stack_functions planned on its own, with nested loops allowed:
 -- _cohort_moments runs with them off (its joins are bulk), but a few

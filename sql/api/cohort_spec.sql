@@ -1,4 +1,4 @@
--- cohort_spec.sql: _cohort_duration_us, _cohort_statuses, glob_to_like, _cohort_strings, parse_cohort (first defined in 005, 011).
+-- cohort_spec.sql: _cohort_duration_us, _cohort_statuses, glob_to_like, _cohort_strings, parse_cohort (taken from migrations 005, 011).
 
 -- A duration value: a JSON number of milliseconds or a string such as
 -- "250us", "100ms", "1.5s", "2m". Returns microseconds, rounded up (a
@@ -67,6 +67,29 @@ BEGIN
     END LOOP;
     RETURN result;
 END $$;
+
+-- A route glob: * matches any run of characters, ? one character, a
+-- backslash makes the next character literal (a trailing backslash is a
+-- literal backslash); everything else, % and _ included, is literal.
+-- Returns the equivalent LIKE pattern. The pattern is tokenized once and
+-- the pieces joined with string_agg, linear in its length (appending one
+-- character at a time copied the whole value each time: a 1 MiB pattern
+-- took more than 15 s of a backend).
+CREATE OR REPLACE FUNCTION traceprof.glob_to_like(glob text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+SELECT coalesce(string_agg(
+           CASE
+               WHEN m.t = '\' THEN '\\'
+               WHEN length(m.t) = 2 THEN
+                   CASE WHEN right(m.t, 1) IN ('\', '%', '_') THEN m.t ELSE right(m.t, 1) END
+               WHEN m.t = '*' THEN '%'
+               WHEN m.t = '?' THEN '_'
+               WHEN m.t IN ('%', '_') THEN '\' || m.t
+               ELSE m.t
+           END, '' ORDER BY m.n), '')
+  FROM regexp_matches(glob, '\\.|\\$|.', 'g') WITH ORDINALITY AS r(a, n),
+       LATERAL (SELECT r.a[1] AS t, r.n) m
+$$;
 
 -- A string or an array of strings; anything else is an error naming key.
 CREATE OR REPLACE FUNCTION traceprof._cohort_strings(v jsonb, key text, what text, cohort text) RETURNS text[]
@@ -145,28 +168,3 @@ BEGIN
     END IF;
     RETURN f;
 END $$;
-
--- 011: functions that took hostile input badly.
---
--- glob_to_like built its result by appending one character at a time to a
--- text value, which copies the whole value each time: a 1 MiB route
--- pattern took more than 15 s of a backend. It now tokenizes the pattern
--- once and joins the pieces with string_agg, linear in the pattern's
--- length. Same rules: * matches any run of characters, ? one character, a
--- backslash makes the next character literal (a trailing backslash is a
--- literal backslash); everything else, % and _ included, is literal.
-CREATE OR REPLACE FUNCTION traceprof.glob_to_like(glob text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-SELECT coalesce(string_agg(
-           CASE
-               WHEN m.t = '\' THEN '\\'
-               WHEN length(m.t) = 2 THEN
-                   CASE WHEN right(m.t, 1) IN ('\', '%', '_') THEN m.t ELSE right(m.t, 1) END
-               WHEN m.t = '*' THEN '%'
-               WHEN m.t = '?' THEN '_'
-               WHEN m.t IN ('%', '_') THEN '\' || m.t
-               ELSE m.t
-           END, '' ORDER BY m.n), '')
-  FROM regexp_matches(glob, '\\.|\\$|.', 'g') WITH ORDINALITY AS r(a, n),
-       LATERAL (SELECT r.a[1] AS t, r.n) m
-$$;

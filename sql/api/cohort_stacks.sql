@@ -1,4 +1,4 @@
--- cohort_stacks.sql: cohort_stacks (first defined in 009).
+-- cohort_stacks.sql: cohort_stacks (taken from migration 009).
 
 -- The samples of one cohort of a service's requests that started in
 -- [from_time, until_time), per stack: the rule of compare_cohorts (005):

@@ -1,4 +1,4 @@
--- cohort_statistics.sql: erfc, normal_p_two_sided, ratio_variance, two_sample_z (first defined in 005).
+-- cohort_statistics.sql: erfc, normal_p_two_sided, ratio_variance, two_sample_z (taken from migration 005).
 
 -- ---------------------------------------------------------------------
 -- The normal tail.

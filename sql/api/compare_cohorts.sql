@@ -1,4 +1,4 @@
--- compare_cohorts.sql: _cohort_sums, cohort_sizes, compare_cohorts (first defined in 005).
+-- compare_cohorts.sql: _cohort_sums, cohort_sizes, compare_cohorts (taken from migration 005).
 
 -- The summed moments of both cohorts: per function_id (NULL: the totals)
 -- the request counts and the moments of cohort a and of cohort b, from the

@@ -1,4 +1,4 @@
--- controller_term.sql: controller_take_term, controller_term (first defined in 012).
+-- controller_term.sql: controller_take_term, controller_term (taken from migration 012).
 
 -- Takes a new term for identity and makes it the current one; returns it.
 -- The controller role calls both functions; they run with the owner's

@@ -1,4 +1,4 @@
--- flamegraph.sql: _flamegraph_arrays, _flamegraph (first defined in 004).
+-- flamegraph.sql: _flamegraph_arrays, _flamegraph (taken from migration 004).
 
 -- Flame graph rows from folded stacks and their weights (aligned arrays):
 -- the nested set that Grafana's flame graph panel reads. One root "total"

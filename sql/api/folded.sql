@@ -1,4 +1,4 @@
--- folded.sql: _frame_label, _stack_folded, _folded, _cpu_us (first defined in 004).
+-- folded.sql: _frame_label, _stack_folded, _folded, _cpu_us (taken from migration 004).
 
 -- A function name made safe for folded stacks: ';' separates frames, a
 -- line is one stack, byte 0x01 is the flame graph builder's sort separator;

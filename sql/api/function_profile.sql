@@ -1,4 +1,4 @@
--- function_profile.sql: _function_profile (first defined in 004).
+-- function_profile.sql: _function_profile (taken from migration 004).
 
 -- Per function of the given stacks: self and total samples and CPU ms, and
 -- the percentages of all the CPU of the given stacks. Inputs are aligned

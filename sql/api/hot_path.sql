@@ -1,4 +1,4 @@
--- hot_path.sql: hot_path (first defined in 004).
+-- hot_path.sql: hot_path (taken from migration 004).
 
 -- The heaviest path of a flame graph: from the root, the child with the most
 -- weight at each level (ties: the smaller function id). Given the stacks

@@ -1,4 +1,4 @@
--- ids.sql: parse_trace_id, trace_id_text, parse_span_id, span_id_text (first defined in 002).
+-- ids.sql: parse_trace_id, trace_id_text, parse_span_id, span_id_text (taken from migration 002).
 
 -- Trace ids: 32 hex digits, not all zero (W3C trace context). Anything else
 -- is an error that quotes the input.

@@ -1,4 +1,4 @@
--- partitions.sql: _partitioned_tables, create_partitions, drop_partitions (first defined in 002).
+-- partitions.sql: _partitioned_tables, create_partitions, drop_partitions (taken from migration 002).
 
 -- Partitions are one UTC day each, named <table>_pYYYYMMDD. Creating one
 -- that exists is a no-op, so every writer may call this before a COPY.

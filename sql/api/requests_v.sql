@@ -1,4 +1,4 @@
--- requests_v.sql: requests_v (first defined in 002).
+-- requests_v.sql: requests_v (taken from migration 002).
 
 -- Readable forms for people and dashboards.
 CREATE OR REPLACE VIEW traceprof.requests_v AS

@@ -1,4 +1,4 @@
--- service_builds.sql: service_builds (first defined in 009).
+-- service_builds.sql: service_builds (taken from migration 009).
 
 -- The builds (sources.build_id) of a service's samples in [from_time,
 -- until_time): first and last sample bucket and raw samples of each,

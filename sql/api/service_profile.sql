@@ -1,4 +1,4 @@
--- service_profile.sql: service_top_functions, service_folded, service_folded_text, service_flamegraph (first defined in 004).
+-- service_profile.sql: service_top_functions, service_folded, service_folded_text, service_flamegraph (taken from migration 004).
 
 -- The lim functions of a service with the most self CPU in [from_time,
 -- until_time): every sample, or only_requests those taken while serving a

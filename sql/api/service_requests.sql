@@ -1,4 +1,4 @@
--- service_requests.sql: service_requests (first defined in 009).
+-- service_requests.sql: service_requests (taken from migration 009).
 
 -- The requests (spans) of a service that started in [from_time,
 -- until_time) and match a cohort spec (005's keys: min_duration,

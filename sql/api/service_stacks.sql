@@ -1,4 +1,4 @@
--- service_stacks.sql: service_stacks (first defined in 009).
+-- service_stacks.sql: service_stacks (taken from migration 009).
 
 -- The stacks of one service in [from_time, until_time): raw samples and
 -- CPU ms per stack id (samples only, as service_folded). Ordered by stack.

@@ -1,4 +1,4 @@
--- service_stacks_internal.sql: _service_stacks (first defined in 004).
+-- service_stacks_internal.sql: _service_stacks (taken from migration 004).
 
 -- The samples of one service in [from_time, until_time) per stack id, all
 -- of them or (only_requests) those tagged with a trace.

@@ -1,4 +1,4 @@
--- stack_frames.sql: stack_frame_ids, frame_details (first defined in 009).
+-- stack_frames.sql: stack_frame_ids, frame_details (taken from migration 009).
 
 -- The frames of the given stacks in two small answers: per stack its frame
 -- and function ids, root first (a stack missing from the dictionary is the

@@ -1,4 +1,4 @@
--- stack_function_ids.sql: _stacks_fill_function_ids, repair_stack_functions (first defined in 003).
+-- stack_function_ids.sql: _stacks_fill_function_ids, repair_stack_functions (taken from migration 003).
 
 -- Fills stacks.function_ids from frames when a writer leaves it NULL.
 -- Writers flush frames before the stacks that use them (in one transaction);

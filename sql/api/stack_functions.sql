@@ -1,4 +1,4 @@
--- stack_functions.sql: stack_functions, stack_function_weights, service_sources (first defined in 003).
+-- stack_functions.sql: stack_functions, stack_function_weights, service_sources (taken from migration 003).
 --
 -- The primitives every analysis function builds on.
 --

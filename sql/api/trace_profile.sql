@@ -1,4 +1,4 @@
--- trace_profile.sql: _trace_profile, _trace_folded, trace_profile, trace_folded, trace_folded_text, trace_flamegraph (first defined in 004).
+-- trace_profile.sql: _trace_profile, _trace_folded, trace_profile, trace_folded, trace_folded_text, trace_flamegraph (taken from migration 004).
 --
 -- The functions users call to read profiles: one trace (per
 -- service or all services), one service over a time range, as function
@@ -14,7 +14,7 @@
 --      raw sample count and the CPU time (count * 1000 / hz per row, so rows
 --      at 19 Hz and at 99 Hz add up correctly);
 --   2. expand only the distinct stacks: into functions with
---      traceprof.stack_function_weights (003), or into frame labels for
+--      traceprof.stack_function_weights (stack_functions.sql), or into frame labels for
 --      folded stacks and flame graphs.
 --
 -- Units and names (docs/sql.md has the reference):

@@ -1,8 +1,8 @@
--- trace_rows.sql: _trace_window, _trace_rows, _trace_stacks, _trace_span_stacks (first defined in 007).
+-- trace_rows.sql: _trace_window, _trace_rows, _trace_stacks, _trace_span_stacks (taken from migration 007).
 
 -- Where a trace's samples are looked for: from its first request start minus
 -- config trace_window_margin to its last request end plus the margin;
--- (-infinity, infinity) when it has no request rows (as in 004).
+-- (-infinity, infinity) when it has no request rows (every partition).
 CREATE OR REPLACE FUNCTION traceprof._trace_window(p_trace uuid, OUT lo timestamptz, OUT hi timestamptz)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
@@ -58,8 +58,11 @@ BEGIN
        AND NOT EXISTS (SELECT FROM pick p WHERE p.source_id = s.source_id);
 END $$;
 
--- _trace_span_stacks (006) over _trace_rows, keeping the span: what
--- trace_services and trace_summary read.
+-- The samples of one trace per (span, service, stack id), read through
+-- _trace_rows (raised rows per source when it has any): raw count and CPU
+-- ms, each row weighted by its hz. span_id NULL: samples tagged with the
+-- trace but no span. What trace_services, trace_summary and trace_stacks
+-- read.
 CREATE OR REPLACE FUNCTION traceprof._trace_span_stacks(p_trace uuid)
 RETURNS TABLE (span_id bigint, service text, stack_id bigint, samples bigint, cpu_ms double precision)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
@@ -75,8 +78,9 @@ BEGIN
      GROUP BY x.span_id, 2, x.stack_id;
 END $$;
 
--- _trace_stacks (004), the same rows without the span: per (service, stack
--- id) of one trace, the raw count and CPU ms, each row weighted by its hz.
+-- The same rows without the span: per (service, stack id) of one trace,
+-- the raw count and CPU ms, each row weighted by its hz. service NULL:
+-- every service. What trace_profile and trace_folded read.
 CREATE OR REPLACE FUNCTION traceprof._trace_stacks(p_trace uuid, p_service text)
 RETURNS TABLE (service text, stack_id bigint, samples bigint, cpu_ms double precision)
 LANGUAGE sql STABLE AS $$

@@ -1,4 +1,4 @@
--- trace_services.sql: _span_verdict, _service_profiled_hz, _trace_spans, trace_services (first defined in 006).
+-- trace_services.sql: _span_verdict, _service_profiled_hz, _trace_spans, trace_services (taken from migration 006).
 --
 -- One trace across services, span by span.
 --
@@ -9,7 +9,7 @@
 -- spans and samples meet here, at query time, by (trace_id, span_id), so
 -- they may arrive in any order and either side may be missing.
 --
--- Workload: the same as trace_summary (004): one trace, a handful of rows
+-- Workload: the same as trace_summary: one trace, a handful of rows
 -- found through the trace_id hash indexes. The samples are read once,
 -- per (span, stack); per span only the leaf function of each distinct stack
 -- is needed (self CPU), which is one dictionary lookup per stack, not an

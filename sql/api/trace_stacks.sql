@@ -1,4 +1,4 @@
--- trace_stacks.sql: trace_stacks (first defined in 009).
+-- trace_stacks.sql: trace_stacks (taken from migration 009).
 --
 -- What the traceprof command reads to build its weighted
 -- stack sets (include/traceprof/stackset.h): the stacks of one trace per
@@ -6,7 +6,7 @@
 -- of those stacks with their details, the builds of a service in a range,
 -- and the requests of a service with their sample counts.
 --
--- Every function reuses the rules of 004-007 rather than restating them:
+-- Every function reuses the rules of the API rather than restating them:
 -- trace_stacks reads _trace_span_stacks (raised rows per source, 007),
 -- service_stacks reads _service_stacks (samples only), cohort_stacks
 -- selects requests with parse_cohort (005) and their samples with the

@@ -1,4 +1,4 @@
--- trace_summary.sql: _service_verdict, trace_summary (first defined in 004, 006).
+-- trace_summary.sql: _service_verdict, trace_summary (taken from migrations 004, 006).
 
 -- One line about one service of a trace. span_ms NULL: no span row;
 -- cpu_ms 0: no samples.
@@ -19,10 +19,19 @@ LANGUAGE sql IMMUTABLE AS $$
                      || coalesce(' → ' || $9, '') END
 $$;
 
--- trace_summary, as in 004, plus the key "service_spans": one object per
--- row of trace_services with the span's top 3 hotspots. The trace's samples
--- are read once (per span) and summed per service for the keys of 004. A
--- span stored twice now counts once in the keys of 004 too.
+-- A JSON object describing one trace: its time span, and per service its
+-- spans, CPU, samples, top 5 self-CPU hotspots, the heaviest path below the
+-- point where its CPU narrows (hot_path: functions with at least 10 % of the
+-- service's CPU), whether it mostly waited (CPU under 20 % of its spans'
+-- duration) and a one-line verdict. The verdict names the first function of
+-- the hot path holding at least half of the service's CPU (the subtree that
+-- took the time) and, when it goes deeper, the last one that still does:
+-- "validateSignature 94 % (4105 ms CPU) → bn_mod_exp 83 %". Without such a
+-- path it names the top self hotspot. The key "service_spans" holds one
+-- object per row of trace_services with the span's top 3 hotspots. The
+-- trace's samples are read once, per span (_trace_span_stacks: raised rows
+-- per source when it has any), and summed per service; a span stored twice
+-- counts once. NULL when the trace has neither spans nor samples.
 CREATE OR REPLACE FUNCTION traceprof.trace_summary(trace_id text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE

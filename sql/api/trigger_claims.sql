@@ -1,4 +1,4 @@
--- trigger_claims.sql: claim_request, expire_triggers (first defined in 002).
+-- trigger_claims.sql: claim_request, expire_triggers (taken from migration 002).
 
 -- Claims one finished request for a trigger. One UPDATE: under concurrency
 -- PostgreSQL re-evaluates the WHERE clause against the newest row version

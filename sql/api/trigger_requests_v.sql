@@ -1,4 +1,4 @@
--- trigger_requests_v.sql: trigger_requests_v (first defined in 007).
+-- trigger_requests_v.sql: trigger_requests_v (taken from migration 007).
 
 -- Per trigger and claimed trace (in claim order): the claimed request and
 -- the raised samples written for it. The request shown is the trace's span

@@ -1,4 +1,4 @@
--- triggers_v.sql: triggers_v (first defined in 002).
+-- triggers_v.sql: triggers_v (taken from migration 002).
 
 CREATE OR REPLACE VIEW traceprof.triggers_v AS
 SELECT trigger_id, namespace, name, service, phase, reason,
