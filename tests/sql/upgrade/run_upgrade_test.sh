@@ -49,6 +49,12 @@ psql "$oconn" -qXAt -v ON_ERROR_STOP=1 -f "$here/schema_snapshot.sql" >"$work/ol
 psql "$fconn" -qXAt -v ON_ERROR_STOP=1 -f "$here/schema_snapshot.sql" >"$work/fresh.snap"
 [ "$(wc -l <"$work/fresh.snap")" -gt 100 ] || fail "snapshot too small"
 diff -u "$work/fresh.snap" "$work/old.snap" >&2 || fail "upgraded database differs from a fresh install"
+# Migrating again applies the API again and changes nothing.
+"$tpdb" migrate --db "$oconn" >"$work/out" 2>"$work/err" || fail "second migrate: $(cat "$work/err")"
+grep -q "(0 migrations applied, [1-9][0-9]* sql/api files applied)" "$work/out" ||
+	fail "second migrate output: $(cat "$work/out")"
+psql "$oconn" -qXAt -v ON_ERROR_STOP=1 -f "$here/schema_snapshot.sql" >"$work/again.snap"
+diff -u "$work/old.snap" "$work/again.snap" >&2 || fail "migrating again changed the schema"
 [ "$(psql "$oconn" -qXAt -c "SELECT count(*) FROM traceprof.samples JOIN traceprof.sources USING (source_id)
 	WHERE service = 'old-svc'")" = 1 ] || fail "data lost in the upgrade"
 [ "$(psql "$oconn" -qXAt -c "SELECT count(*) FROM traceprof.trace_profile('00000000000000000000000000000001')")" = 0 ] ||
