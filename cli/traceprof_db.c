@@ -37,7 +37,8 @@ static void usage(FILE *out)
 	    "  remove DIR      stop the cluster and delete DIR (only a DIR made by create)\n"
 	    "  conninfo DIR    print the libpq connection string for the cluster's socket,\n"
 	    "                  as the role of --role (password from DIR/auth/ROLE.pgpass)\n"
-	    "  migrate         apply pending migrations to the database given by --db\n"
+	    "  migrate         apply pending migrations, then the SQL functions and views,\n"
+	    "                  to the database given by --db\n"
 	    "  version         print the schema version of --db and of this binary\n"
 	    "\n"
 	    "options:\n"
@@ -72,12 +73,16 @@ static int with_conn(const char *conninfo, int (*fn)(PGconn *))
 
 static int do_migrate(PGconn *conn)
 {
-	int applied = 0;
+	int applied = 0, api_files = 0;
 
-	if (migrate_apply(conn, &applied))
+	if (migrate_apply_all(conn, &applied, &api_files))
 		return 1;
-	printf("schema version %d (%d migration%s applied)\n", migrate_current_version(conn),
-	       applied, applied == 1 ? "" : "s");
+	printf("schema version %d (%d migration%s applied, %d sql/api file%s applied)\n",
+	       migrate_current_version(conn), applied, applied == 1 ? "" : "s", api_files,
+	       api_files == 1 ? "" : "s");
+	if (!api_files)
+		printf(
+		    "the database is newer than this traceprof: its functions were left alone\n");
 	return 0;
 }
 
