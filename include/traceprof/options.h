@@ -80,6 +80,9 @@ struct tp_option {
 };
 
 #define TP_OPTS_COUNT(table) (sizeof(table) / sizeof((table)[0]))
+/* A macro's value as a string literal, for defaults in help texts. */
+#define TP_OPTS_STR(x)	TP_OPTS_STR_(x)
+#define TP_OPTS_STR_(x) #x
 /* The field of row o in obj, as a pointer to type. */
 #define TP_OPT_PTR(obj, o, type) ((type *)(void *)((char *)(obj) + (o)->offset))
 /* offset and size of a char array member, for TP_OPT_STRBUF rows. */
