@@ -350,10 +350,11 @@ static void build_getopt(const struct tp_option *opts, size_t n, unsigned flags,
 		const struct tp_option *o = &opts[i];
 		int arg = has_arg(o);
 
-		if (o->type == TP_OPT_TEXT || !o->name)
+		if (o->type == TP_OPT_TEXT)
 			continue;
-		longopts[l++] = (struct option){o->name, arg, NULL,
-						o->short_name ? o->short_name : 256 + (int)i};
+		if (o->name) /* a row without one is a short option only */
+			longopts[l++] = (struct option){
+			    o->name, arg, NULL, o->short_name ? o->short_name : 256 + (int)i};
 		if (o->short_name) {
 			shortopts[s++] = (char)o->short_name;
 			if (arg != no_argument)
@@ -406,6 +407,13 @@ static void left_column(const struct tp_option *o, char *out, size_t len)
 {
 	int n = 0;
 
+	if (o->short_name && !o->name) {
+		if (o->arg)
+			snprintf(out, len, "-%c %s", o->short_name, o->arg);
+		else
+			snprintf(out, len, "-%c", o->short_name);
+		return;
+	}
 	if (o->short_name)
 		n = snprintf(out, len, "-%c, ", o->short_name);
 	if (n < 0 || (size_t)n >= len)

@@ -61,7 +61,8 @@ typedef int (*tp_opt_parse_fn)(void *obj, const struct tp_option *o, const char 
 typedef void (*tp_opt_print_fn)(FILE *out, const void *obj, const struct tp_option *o);
 
 struct tp_option {
-	const char *name;      /* long flag (--name) and config file key; NULL: TP_OPT_TEXT */
+	const char *name;      /* long flag (--name) and config file key; NULL: TP_OPT_TEXT,
+				  or a short option only (short_name) */
 	enum tp_opt_type type; /* how the value is parsed */
 	size_t offset;	       /* the field in the caller's struct */
 	size_t size;	       /* TP_OPT_STRBUF: size of the char array */
