@@ -538,3 +538,12 @@ int render_parse_min_pct(const char *text, const char *cmd, struct render_opts *
 	opts->min_pct = v;
 	return 0;
 }
+
+int render_opt_min_pct(void *obj, const struct tp_option *o, const char *v, char *err,
+		       size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return render_parse_min_pct(v, o->data, TP_OPT_PTR(obj, o, struct render_opts)) ? -EINVAL
+											: 0;
+}
