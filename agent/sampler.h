@@ -12,7 +12,7 @@
  *
  * Errors: int functions return 0 or a negative errno value; sampler_open
  * returns NULL and sets errno. Failures a user can cause (not root,
- * perf_event_paranoid, no kernel BTF) are logged through lib/log.c with
+ * perf_event_paranoid, no kernel BTF) are logged through lib/base/log.c with
  * what to do. One thread uses a struct sampler at a time.
  */
 #ifndef TRACEPROF_AGENT_SAMPLER_H
