@@ -125,17 +125,6 @@ static size_t *rows_by_service(const struct tp_stackset *s)
 	return idx;
 }
 
-size_t render_count_services(const struct tp_stackset *s)
-{
-	size_t *idx = rows_by_service(s), n = 0;
-
-	for (size_t i = 0; idx && i < s->nrows; i++)
-		if (i == 0 || strcmp(s->rows[idx[i]].service, s->rows[idx[i - 1]].service) != 0)
-			n++;
-	free(idx);
-	return n;
-}
-
 /* Builds the view of rows idx[0..n) (one service). */
 static int build_view(const struct tp_stackset *s, const size_t *idx, size_t n,
 		      struct service_view *v)

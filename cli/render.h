@@ -62,7 +62,4 @@ int render_pprof(FILE *f, const struct tp_stackset *set);
  * to a terminal); else the error is said here. */
 int render_close(FILE *out, const char *path, int rc, bool reported);
 
-/* Number of distinct services of the set's rows. */
-size_t render_count_services(const struct tp_stackset *set);
-
 #endif

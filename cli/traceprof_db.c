@@ -2,7 +2,7 @@
  * traceprof-db - manage a private PostgreSQL cluster for traceprof and apply
  * the schema to any database.
  *
- * A thin command over lib/pgcluster.c and lib/migrate.c; the demo, the tests
+ * A thin command over lib/store/pgcluster.c and lib/store/migrate.c; the demo, the tests
  * and the benchmarks all start their database with "traceprof-db create".
  * The flags are one table (traceprof/options.h): parse_args() fills
  * struct args, run() does the command.

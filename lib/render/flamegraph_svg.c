@@ -15,7 +15,7 @@
  *              max_frames frames are drawn
  *   drawn ──── preorder: <rect>/<text> per frame, then a data table (parent,
  *              name, module, kind, weights) and a string table for the
- *              inline script (flamegraph_svg_script.c) that does hover,
+ *              inline script (flamegraph.js) that does hover,
  *              zoom and search.
  *
  * Names are untrusted bytes: they are made valid UTF-8 (U+FFFD for bad

@@ -171,7 +171,7 @@ class Parser:
                 return ("lit", None)
             if val not in FUNCS:
                 raise RenderError(f"{self.where}: function {val!r} is not supported by this "
-                                  "renderer (see tests/kube/helm_render.py)")
+                                  "renderer (see scripts/helm_render.py)")
             return ("func", val)
         raise RenderError(f"{self.where}: unexpected {val!r}")
 

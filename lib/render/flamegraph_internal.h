@@ -1,7 +1,8 @@
 /*
  * flamegraph_internal.h - what the flame graph's tree (flamegraph_svg.c)
- * shares with its SVG writer (flamegraph_svg_write.c) and its inline
- * style and script (flamegraph_svg_script.c). Not installed.
+ * shares with its SVG writer (flamegraph_svg_write.c), and the inline
+ * style and script (flamegraph.css and flamegraph.js, embedded by the
+ * build) the writer puts in the document. Not installed.
  */
 #ifndef TRACEPROF_FLAMEGRAPH_INTERNAL_H
 #define TRACEPROF_FLAMEGRAPH_INTERNAL_H
@@ -78,7 +79,7 @@ int64_t fg_node_w100(const struct fg *g, const struct node *n);
 /* Writes the document; 0 or -errno with err set. */
 int fg_write_svg(struct fg_layout *lay, FILE *out, char *err, size_t errlen);
 
-extern const char fg_svg_style[];  /* the inline <style> body */
-extern const char fg_svg_script[]; /* the inline script, after its data */
+extern const char fg_svg_style[];  /* the inline <style> body: flamegraph.css */
+extern const char fg_svg_script[]; /* the inline script, after its data: flamegraph.js */
 
 #endif
