@@ -71,6 +71,7 @@ struct trigger_spec_field {
 	const char *flag_arg;	     /* the flag's argument in the help ("D", "N") */
 	const char *help;	     /* one line of help (the CRD's description says more) */
 	const char *proto;	     /* AgentControl Trigger field it fills ("criteria.route") */
+	const char *sql;	     /* its column of traceprof.trace_profile_triggers, or NULL */
 	size_t offset;		     /* its member in struct manifest_trigger (lib/spec) */
 };
 
