@@ -20,7 +20,7 @@
 #define XSTR(x) #x
 #define AT(m)	offsetof(struct manifest_trigger, m)
 
-const struct trigger_spec_field trigger_spec_fields[] = {
+const struct trigger_spec_field trigger_spec_fields[TRIGGER_SPEC_N_FIELDS] = {
     {.path = "spec.service",
      .type = TRIGGER_SPEC_STRING,
      .max_len = TRIGGER_SPEC_SERVICE_MAX,
