@@ -1,7 +1,8 @@
 /*
  * manifest_out.c - what a validated manifest turns into: the canonical spec
- * JSON of the trigger table, the AgentControl Trigger message, and the
- * duration and status-pattern forms shared by both directions.
+ * JSON of the trigger table, the AgentControl Trigger message (its scalar
+ * fields where the spec table says), and the duration and status-pattern
+ * forms shared by both directions.
  */
 #include "manifest.h"
 
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "jsonbuf.h"
+#include "traceprof/trigger_spec.h"
 
 static const struct {
 	const char *name; /* unit as written */
@@ -217,6 +219,60 @@ static char *dup_or_empty(const char *s, bool *oom)
 	return p;
 }
 
+/* The field at path ("criteria.route") of message m, its descriptor in *fd; NULL if none. */
+static void *proto_at(ProtobufCMessage *m, const char *path, const ProtobufCFieldDescriptor **fd)
+{
+	for (;;) {
+		size_t n = strcspn(path, ".");
+		char seg[64];
+		void *at;
+
+		snprintf(seg, sizeof(seg), "%.*s", (int)n, path);
+		*fd = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, seg);
+		if (!*fd)
+			return NULL;
+		at = (char *)m + (*fd)->offset;
+		if (!path[n])
+			return at;
+		if ((*fd)->type != PROTOBUF_C_TYPE_MESSAGE || !(m = *(ProtobufCMessage **)at))
+			return NULL;
+		path += n + 1;
+	}
+}
+
+/*
+ * The scalar fields of the spec table into p, each where the table says
+ * (strings, numbers, durations in µs). Lists, the selector (resolved to
+ * pods by the controller) and the timeout (the caller's deadline) are not
+ * scalars and are filled by the caller.
+ */
+static void proto_scalars(Traceprof__Control__V1__Trigger *p, const struct manifest_trigger *t,
+			  bool *oom)
+{
+	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
+		const struct trigger_spec_field *f = &trigger_spec_fields[i];
+		const char *src = (const char *)t + f->offset;
+		const ProtobufCFieldDescriptor *fd;
+		void *at;
+
+		if (f->type == TRIGGER_SPEC_SELECTOR || f->type == TRIGGER_SPEC_PIDS ||
+		    f->type == TRIGGER_SPEC_PATHS || (f->type == TRIGGER_SPEC_DURATION && f->max))
+			continue;
+		if (!(at = proto_at(&p->base, f->proto, &fd))) {
+			*oom = true; /* a table naming no field: test_trigger_spec catches it */
+			continue;
+		}
+		if (fd->type == PROTOBUF_C_TYPE_STRING)
+			*(char **)at = dup_or_empty(*(char *const *)src, oom);
+		else if (fd->type == PROTOBUF_C_TYPE_UINT32)
+			*(uint32_t *)at = *(const uint32_t *)src;
+		else if (fd->type == PROTOBUF_C_TYPE_UINT64)
+			*(uint64_t *)at = *(const uint64_t *)src;
+		else
+			*oom = true;
+	}
+}
+
 Traceprof__Control__V1__Trigger *manifest_to_proto(const struct manifest_trigger *t, const char *id,
 						   int64_t deadline_unix_ms)
 {
@@ -239,15 +295,8 @@ Traceprof__Control__V1__Trigger *manifest_to_proto(const struct manifest_trigger
 	p->id = dup_or_empty(id, &oom);
 	p->namespace_ = dup_or_empty(t->namespace_, &oom);
 	p->name = dup_or_empty(t->name, &oom);
-	p->service = dup_or_empty(t->service, &oom);
-	p->frequency_hz = t->frequency_hz;
-	p->max_requests = t->max_requests;
 	p->deadline_unix_ms = deadline_unix_ms;
-	c->min_duration_us = t->min_duration_us;
-	c->max_duration_us = t->max_duration_us;
-	c->status = dup_or_empty(t->status, &oom);
-	c->route = dup_or_empty(t->route, &oom);
-	c->method = dup_or_empty(t->method, &oom);
+	proto_scalars(p, t, &oom);
 	if (t->service) {
 		tg->services = calloc(1, sizeof(*tg->services));
 		if (tg->services) {

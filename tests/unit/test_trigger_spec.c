@@ -5,7 +5,8 @@
  * list size, default, required, enum, and the set of fields of spec and its
  * objects), the CHECK constraints and defaults of sql/, the agent's limits
  * (agent/triggers.h), the AgentControl Trigger message (each field names a
- * field of the right type), the defaults the validator fills in, and the
+ * field of the right type; the comments of the .proto state the same
+ * bounds and defaults), the defaults the validator fills in, and the
  * chart's copy of the CRD (byte for byte).
  */
 #include <dirent.h>
@@ -358,6 +359,36 @@ static void test_proto(void)
 	}
 }
 
+/* The comments of agent_control.proto state the bounds and defaults of the numbers. */
+static void test_proto_comments(void)
+{
+	size_t len = 0, n = 0;
+	char *proto = slurp(PROTO_FILE, &len);
+
+	CHECK(proto, "cannot read %s", PROTO_FILE);
+	for (size_t i = 0; proto && i < trigger_spec_n_fields; i++) {
+		const struct trigger_spec_field *f = &trigger_spec_fields[i];
+		long long lo = -1, hi = -1, dflt = -1;
+		char decl[96];
+		const char *at;
+
+		if (f->type != TRIGGER_SPEC_UINT)
+			continue;
+		snprintf(decl, sizeof(decl), "uint32 %s = ", f->proto);
+		at = strstr(proto, decl);
+		at = at ? strstr(at, "//") : NULL;
+		CHECK(at &&
+			  sscanf(at, "// %lld..%lld; 0 means the default, %lld", &lo, &hi, &dflt) ==
+			      3 &&
+			  lo == f->min && hi == f->max && dflt == atoll(f->default_text),
+		      "%s: the comment of %s says %lld..%lld, default %lld", f->path, f->proto, lo,
+		      hi, dflt);
+		n++;
+	}
+	CHECK(n == 2, "%zu numbers in the Trigger message", n);
+	free(proto);
+}
+
 /* What the validator fills in for an unset field is the table's default. */
 static void test_defaults(void)
 {
@@ -399,10 +430,17 @@ static void test_chart_copy(void)
 
 int main(void)
 {
+	for (size_t i = 0; i < trigger_spec_n_fields; i++)
+		CHECK(trigger_spec_fields[i].path && trigger_spec_fields[i].proto &&
+			  trigger_spec_fields[i].help,
+		      "entry %zu of the table is not filled in (TRIGGER_SPEC_N_FIELDS)", i);
+	if (check_failed)
+		return check_done();
 	test_crd();
 	test_sql();
 	test_agent();
 	test_proto();
+	test_proto_comments();
 	test_defaults();
 	test_chart_copy();
 	yaml_document_delete(&crd);
