@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,67 +147,98 @@ int manifest_parse_status(const char *s, char *out, size_t len)
 	}
 }
 
+/* Whether field f of t is written: set, or always (service, and the fields with a default). */
+static bool spec_json_has(const struct trigger_spec_field *f, const struct manifest_trigger *t)
+{
+	const char *src = (const char *)t + f->offset;
+
+	if (f->default_text || f->offset == offsetof(struct manifest_trigger, service))
+		return true;
+	switch (f->type) {
+	case TRIGGER_SPEC_PIDS:
+		return t->n_pids > 0;
+	case TRIGGER_SPEC_PATHS:
+		return t->n_cgroup_paths > 0;
+	case TRIGGER_SPEC_DURATION:
+		return *(const uint64_t *)src != 0;
+	default:
+		return *(char *const *)src != NULL;
+	}
+}
+
+/* The value of field f of t, as JSON. */
+static void spec_json_value(struct jsonbuf *b, const struct trigger_spec_field *f,
+			    const struct manifest_trigger *t)
+{
+	const char *src = (const char *)t + f->offset;
+	char d[32];
+
+	switch (f->type) {
+	case TRIGGER_SPEC_SELECTOR: /* canonical JSON already */
+		jsonbuf_printf(b, "%s", *(char *const *)src);
+		break;
+	case TRIGGER_SPEC_PIDS:
+		jsonbuf_printf(b, "[");
+		for (size_t i = 0; i < t->n_pids; i++)
+			jsonbuf_printf(b, "%s%u", i ? ", " : "", t->pids[i]);
+		jsonbuf_printf(b, "]");
+		break;
+	case TRIGGER_SPEC_PATHS:
+		jsonbuf_printf(b, "[");
+		for (size_t i = 0; i < t->n_cgroup_paths; i++) {
+			jsonbuf_printf(b, "%s", i ? ", " : "");
+			jsonbuf_str(b, t->cgroup_paths[i]);
+		}
+		jsonbuf_printf(b, "]");
+		break;
+	case TRIGGER_SPEC_UINT:
+		jsonbuf_printf(b, "%u", *(const uint32_t *)src);
+		break;
+	case TRIGGER_SPEC_DURATION: /* µs, or ms when bounded (spec.timeout) */
+		manifest_format_duration(*(const uint64_t *)src * (f->max ? 1000 : 1), d,
+					 sizeof(d));
+		jsonbuf_printf(b, "\"%s\"", d);
+		break;
+	default:
+		jsonbuf_str(b, *(char *const *)src);
+	}
+}
+
+/*
+ * The fields of the table that t has, in table order; the fields of an
+ * object of spec (match, targets...) inside it, the object left out when
+ * none is set.
+ */
 char *manifest_spec_json(const struct manifest_trigger *t)
 {
 	struct jsonbuf b = {0};
-	char d[32];
+	char group[64] = "";
+	bool first = true, first_in_group = true;
 
-	jsonbuf_printf(&b, "{\"service\": ");
-	jsonbuf_str(&b, t->service);
-	if (t->selector_json)
-		jsonbuf_printf(&b, ", \"selector\": %s", t->selector_json);
-	if (t->n_pids || t->n_cgroup_paths) {
-		jsonbuf_printf(&b, ", \"targets\": {");
-		if (t->n_pids) {
-			jsonbuf_printf(&b, "\"pids\": [");
-			for (size_t i = 0; i < t->n_pids; i++)
-				jsonbuf_printf(&b, "%s%u", i ? ", " : "", t->pids[i]);
-			jsonbuf_printf(&b, "]");
-		}
-		if (t->n_cgroup_paths) {
-			jsonbuf_printf(&b, "%s\"cgroupPaths\": [", t->n_pids ? ", " : "");
-			for (size_t i = 0; i < t->n_cgroup_paths; i++) {
-				jsonbuf_printf(&b, "%s", i ? ", " : "");
-				jsonbuf_str(&b, t->cgroup_paths[i]);
-			}
-			jsonbuf_printf(&b, "]");
-		}
-		jsonbuf_printf(&b, "}");
-	}
-	if (t->min_duration_us || t->max_duration_us || t->status || t->route || t->method) {
-		const char *sep = "";
+	jsonbuf_printf(&b, "{");
+	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
+		const struct trigger_spec_field *f = &trigger_spec_fields[i];
+		const char *key = trigger_spec_key(f), *rel = f->path + strlen("spec.");
+		int glen = (int)(key - rel) - 1; /* length of the object's name; -1: spec itself */
 
-		jsonbuf_printf(&b, ", \"match\": {");
-		if (t->min_duration_us) {
-			manifest_format_duration(t->min_duration_us, d, sizeof(d));
-			jsonbuf_printf(&b, "\"minDuration\": \"%s\"", d);
-			sep = ", ";
+		if (!spec_json_has(f, t))
+			continue;
+		if (glen < 0 || strncmp(group, rel, (size_t)glen) || group[glen]) {
+			if (*group)
+				jsonbuf_printf(&b, "}");
+			snprintf(group, sizeof(group), "%.*s", glen < 0 ? 0 : glen, rel);
+			if (*group)
+				jsonbuf_printf(&b, "%s\"%s\": {", first ? "" : ", ", group);
+			first_in_group = true;
 		}
-		if (t->max_duration_us) {
-			manifest_format_duration(t->max_duration_us, d, sizeof(d));
-			jsonbuf_printf(&b, "%s\"maxDuration\": \"%s\"", sep, d);
-			sep = ", ";
-		}
-		if (t->status) {
-			jsonbuf_printf(&b, "%s\"status\": ", sep);
-			jsonbuf_str(&b, t->status);
-			sep = ", ";
-		}
-		if (t->route) {
-			jsonbuf_printf(&b, "%s\"route\": ", sep);
-			jsonbuf_str(&b, t->route);
-			sep = ", ";
-		}
-		if (t->method) {
-			jsonbuf_printf(&b, "%s\"method\": ", sep);
-			jsonbuf_str(&b, t->method);
-		}
-		jsonbuf_printf(&b, "}");
+		jsonbuf_printf(&b, "%s\"%s\": ", (*group ? first_in_group : first) ? "" : ", ",
+			       key);
+		spec_json_value(&b, f, t);
+		first = first_in_group = false;
 	}
-	manifest_format_duration(t->timeout_ms * 1000, d, sizeof(d));
-	jsonbuf_printf(
-	    &b, ", \"sampling\": {\"frequencyHz\": %u}, \"maxRequests\": %u, \"timeout\": \"%s\"}",
-	    t->frequency_hz, t->max_requests, d);
+	if (*group)
+		jsonbuf_printf(&b, "}");
+	jsonbuf_printf(&b, "}");
 	return jsonbuf_take(&b);
 }
 
