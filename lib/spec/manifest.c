@@ -2,8 +2,10 @@
  * manifest.c - strict validation of one TraceProfileTrigger document
  * (see manifest.h and crds/README.md for the schema): the loaded YAML tree
  * is walked field by field; the first error rejects the document and names
- * the field path and why. Reading files and splitting documents:
- * manifest_file.c.
+ * the field path and why. The fields of spec, their keys, types and bounds
+ * are the table of trigger_spec.h (parse_fields); metadata and the
+ * selector's inner shape are checked here. Reading files and splitting
+ * documents: manifest_file.c.
  */
 #include "manifest.h"
 #include "manifest_internal.h"

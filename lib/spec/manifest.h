@@ -11,8 +11,8 @@
  * (the jsonb column of traceprof.trace_profile_triggers) and parsed back
  * from it, so the database row alone can reproduce what agents get.
  */
-#ifndef TRACEPROF_CONTROLLER_MANIFEST_H
-#define TRACEPROF_CONTROLLER_MANIFEST_H
+#ifndef TRACEPROF_SPEC_MANIFEST_H
+#define TRACEPROF_SPEC_MANIFEST_H
 
 #include <stdbool.h>
 #include <stddef.h>

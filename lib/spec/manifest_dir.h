@@ -19,8 +19,8 @@
  * new or changed files parsed per pass, the most recently changed first;
  * the rest wait for the next pass (counted as deferred; removals wait too).
  */
-#ifndef TRACEPROF_CONTROLLER_MANIFEST_DIR_H
-#define TRACEPROF_CONTROLLER_MANIFEST_DIR_H
+#ifndef TRACEPROF_SPEC_MANIFEST_DIR_H
+#define TRACEPROF_SPEC_MANIFEST_DIR_H
 
 #include <stdbool.h>
 #include <stddef.h>
