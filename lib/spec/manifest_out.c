@@ -1,17 +1,20 @@
 /*
  * manifest_out.c - what a validated manifest turns into: the canonical spec
- * JSON of the trigger table, the AgentControl Trigger message, and the
- * duration and status-pattern forms shared by both directions.
+ * JSON of the trigger table, the AgentControl Trigger message (its scalar
+ * fields where the spec table says), and the duration and status-pattern
+ * forms shared by both directions.
  */
 #include "manifest.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonbuf.h"
+#include "traceprof/trigger_spec.h"
 
 static const struct {
 	const char *name; /* unit as written */
@@ -144,67 +147,98 @@ int manifest_parse_status(const char *s, char *out, size_t len)
 	}
 }
 
+/* Whether field f of t is written: set, or always (service, and the fields with a default). */
+static bool spec_json_has(const struct trigger_spec_field *f, const struct manifest_trigger *t)
+{
+	const char *src = (const char *)t + f->offset;
+
+	if (f->default_text || f->offset == offsetof(struct manifest_trigger, service))
+		return true;
+	switch (f->type) {
+	case TRIGGER_SPEC_PIDS:
+		return t->n_pids > 0;
+	case TRIGGER_SPEC_PATHS:
+		return t->n_cgroup_paths > 0;
+	case TRIGGER_SPEC_DURATION:
+		return *(const uint64_t *)src != 0;
+	default:
+		return *(char *const *)src != NULL;
+	}
+}
+
+/* The value of field f of t, as JSON. */
+static void spec_json_value(struct jsonbuf *b, const struct trigger_spec_field *f,
+			    const struct manifest_trigger *t)
+{
+	const char *src = (const char *)t + f->offset;
+	char d[32];
+
+	switch (f->type) {
+	case TRIGGER_SPEC_SELECTOR: /* canonical JSON already */
+		jsonbuf_printf(b, "%s", *(char *const *)src);
+		break;
+	case TRIGGER_SPEC_PIDS:
+		jsonbuf_printf(b, "[");
+		for (size_t i = 0; i < t->n_pids; i++)
+			jsonbuf_printf(b, "%s%u", i ? ", " : "", t->pids[i]);
+		jsonbuf_printf(b, "]");
+		break;
+	case TRIGGER_SPEC_PATHS:
+		jsonbuf_printf(b, "[");
+		for (size_t i = 0; i < t->n_cgroup_paths; i++) {
+			jsonbuf_printf(b, "%s", i ? ", " : "");
+			jsonbuf_str(b, t->cgroup_paths[i]);
+		}
+		jsonbuf_printf(b, "]");
+		break;
+	case TRIGGER_SPEC_UINT:
+		jsonbuf_printf(b, "%u", *(const uint32_t *)src);
+		break;
+	case TRIGGER_SPEC_DURATION: /* µs, or ms when bounded (spec.timeout) */
+		manifest_format_duration(*(const uint64_t *)src * (f->max ? 1000 : 1), d,
+					 sizeof(d));
+		jsonbuf_printf(b, "\"%s\"", d);
+		break;
+	default:
+		jsonbuf_str(b, *(char *const *)src);
+	}
+}
+
+/*
+ * The fields of the table that t has, in table order; the fields of an
+ * object of spec (match, targets...) inside it, the object left out when
+ * none is set.
+ */
 char *manifest_spec_json(const struct manifest_trigger *t)
 {
 	struct jsonbuf b = {0};
-	char d[32];
+	char group[64] = "";
+	bool first = true, first_in_group = true;
 
-	jsonbuf_printf(&b, "{\"service\": ");
-	jsonbuf_str(&b, t->service);
-	if (t->selector_json)
-		jsonbuf_printf(&b, ", \"selector\": %s", t->selector_json);
-	if (t->n_pids || t->n_cgroup_paths) {
-		jsonbuf_printf(&b, ", \"targets\": {");
-		if (t->n_pids) {
-			jsonbuf_printf(&b, "\"pids\": [");
-			for (size_t i = 0; i < t->n_pids; i++)
-				jsonbuf_printf(&b, "%s%u", i ? ", " : "", t->pids[i]);
-			jsonbuf_printf(&b, "]");
-		}
-		if (t->n_cgroup_paths) {
-			jsonbuf_printf(&b, "%s\"cgroupPaths\": [", t->n_pids ? ", " : "");
-			for (size_t i = 0; i < t->n_cgroup_paths; i++) {
-				jsonbuf_printf(&b, "%s", i ? ", " : "");
-				jsonbuf_str(&b, t->cgroup_paths[i]);
-			}
-			jsonbuf_printf(&b, "]");
-		}
-		jsonbuf_printf(&b, "}");
-	}
-	if (t->min_duration_us || t->max_duration_us || t->status || t->route || t->method) {
-		const char *sep = "";
+	jsonbuf_printf(&b, "{");
+	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
+		const struct trigger_spec_field *f = &trigger_spec_fields[i];
+		const char *key = trigger_spec_key(f), *rel = f->path + strlen("spec.");
+		int glen = (int)(key - rel) - 1; /* length of the object's name; -1: spec itself */
 
-		jsonbuf_printf(&b, ", \"match\": {");
-		if (t->min_duration_us) {
-			manifest_format_duration(t->min_duration_us, d, sizeof(d));
-			jsonbuf_printf(&b, "\"minDuration\": \"%s\"", d);
-			sep = ", ";
+		if (!spec_json_has(f, t))
+			continue;
+		if (glen < 0 || strncmp(group, rel, (size_t)glen) || group[glen]) {
+			if (*group)
+				jsonbuf_printf(&b, "}");
+			snprintf(group, sizeof(group), "%.*s", glen < 0 ? 0 : glen, rel);
+			if (*group)
+				jsonbuf_printf(&b, "%s\"%s\": {", first ? "" : ", ", group);
+			first_in_group = true;
 		}
-		if (t->max_duration_us) {
-			manifest_format_duration(t->max_duration_us, d, sizeof(d));
-			jsonbuf_printf(&b, "%s\"maxDuration\": \"%s\"", sep, d);
-			sep = ", ";
-		}
-		if (t->status) {
-			jsonbuf_printf(&b, "%s\"status\": ", sep);
-			jsonbuf_str(&b, t->status);
-			sep = ", ";
-		}
-		if (t->route) {
-			jsonbuf_printf(&b, "%s\"route\": ", sep);
-			jsonbuf_str(&b, t->route);
-			sep = ", ";
-		}
-		if (t->method) {
-			jsonbuf_printf(&b, "%s\"method\": ", sep);
-			jsonbuf_str(&b, t->method);
-		}
-		jsonbuf_printf(&b, "}");
+		jsonbuf_printf(&b, "%s\"%s\": ", (*group ? first_in_group : first) ? "" : ", ",
+			       key);
+		spec_json_value(&b, f, t);
+		first = first_in_group = false;
 	}
-	manifest_format_duration(t->timeout_ms * 1000, d, sizeof(d));
-	jsonbuf_printf(
-	    &b, ", \"sampling\": {\"frequencyHz\": %u}, \"maxRequests\": %u, \"timeout\": \"%s\"}",
-	    t->frequency_hz, t->max_requests, d);
+	if (*group)
+		jsonbuf_printf(&b, "}");
+	jsonbuf_printf(&b, "}");
 	return jsonbuf_take(&b);
 }
 
@@ -215,6 +249,60 @@ static char *dup_or_empty(const char *s, bool *oom)
 	if (!p)
 		*oom = true;
 	return p;
+}
+
+/* The field at path ("criteria.route") of message m, its descriptor in *fd; NULL if none. */
+static void *proto_at(ProtobufCMessage *m, const char *path, const ProtobufCFieldDescriptor **fd)
+{
+	for (;;) {
+		size_t n = strcspn(path, ".");
+		char seg[64];
+		void *at;
+
+		snprintf(seg, sizeof(seg), "%.*s", (int)n, path);
+		*fd = protobuf_c_message_descriptor_get_field_by_name(m->descriptor, seg);
+		if (!*fd)
+			return NULL;
+		at = (char *)m + (*fd)->offset;
+		if (!path[n])
+			return at;
+		if ((*fd)->type != PROTOBUF_C_TYPE_MESSAGE || !(m = *(ProtobufCMessage **)at))
+			return NULL;
+		path += n + 1;
+	}
+}
+
+/*
+ * The scalar fields of the spec table into p, each where the table says
+ * (strings, numbers, durations in µs). Lists, the selector (resolved to
+ * pods by the controller) and the timeout (the caller's deadline) are not
+ * scalars and are filled by the caller.
+ */
+static void proto_scalars(Traceprof__Control__V1__Trigger *p, const struct manifest_trigger *t,
+			  bool *oom)
+{
+	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
+		const struct trigger_spec_field *f = &trigger_spec_fields[i];
+		const char *src = (const char *)t + f->offset;
+		const ProtobufCFieldDescriptor *fd;
+		void *at;
+
+		if (f->type == TRIGGER_SPEC_SELECTOR || f->type == TRIGGER_SPEC_PIDS ||
+		    f->type == TRIGGER_SPEC_PATHS || (f->type == TRIGGER_SPEC_DURATION && f->max))
+			continue;
+		if (!(at = proto_at(&p->base, f->proto, &fd))) {
+			*oom = true; /* a table naming no field: test_trigger_spec catches it */
+			continue;
+		}
+		if (fd->type == PROTOBUF_C_TYPE_STRING)
+			*(char **)at = dup_or_empty(*(char *const *)src, oom);
+		else if (fd->type == PROTOBUF_C_TYPE_UINT32)
+			*(uint32_t *)at = *(const uint32_t *)src;
+		else if (fd->type == PROTOBUF_C_TYPE_UINT64)
+			*(uint64_t *)at = *(const uint64_t *)src;
+		else
+			*oom = true;
+	}
 }
 
 Traceprof__Control__V1__Trigger *manifest_to_proto(const struct manifest_trigger *t, const char *id,
@@ -239,15 +327,8 @@ Traceprof__Control__V1__Trigger *manifest_to_proto(const struct manifest_trigger
 	p->id = dup_or_empty(id, &oom);
 	p->namespace_ = dup_or_empty(t->namespace_, &oom);
 	p->name = dup_or_empty(t->name, &oom);
-	p->service = dup_or_empty(t->service, &oom);
-	p->frequency_hz = t->frequency_hz;
-	p->max_requests = t->max_requests;
 	p->deadline_unix_ms = deadline_unix_ms;
-	c->min_duration_us = t->min_duration_us;
-	c->max_duration_us = t->max_duration_us;
-	c->status = dup_or_empty(t->status, &oom);
-	c->route = dup_or_empty(t->route, &oom);
-	c->method = dup_or_empty(t->method, &oom);
+	proto_scalars(p, t, &oom);
 	if (t->service) {
 		tg->services = calloc(1, sizeof(*tg->services));
 		if (tg->services) {

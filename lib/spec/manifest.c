@@ -2,8 +2,10 @@
  * manifest.c - strict validation of one TraceProfileTrigger document
  * (see manifest.h and crds/README.md for the schema): the loaded YAML tree
  * is walked field by field; the first error rejects the document and names
- * the field path and why. Reading files and splitting documents:
- * manifest_file.c.
+ * the field path and why. The fields of spec, their keys, types and bounds
+ * are the table of trigger_spec.h (parse_fields); metadata and the
+ * selector's inner shape are checked here. Reading files and splitting
+ * documents: manifest_file.c.
  */
 #include "manifest.h"
 #include "manifest_internal.h"
@@ -11,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include <yaml.h>
 
 #include "jsonbuf.h"
+#include "traceprof/trigger_spec.h"
 
 #define EXCERPT_SIZE MANIFEST_ESCAPED_SIZE(MANIFEST_EXCERPT_MAX)
 
@@ -457,7 +461,7 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 				walk_fail(w, sub, "required");
 				return false;
 			}
-			if (!get_string(w, field_of(w, e, "key"), sub, 317))
+			if (!get_string(w, field_of(w, e, "key"), sub, TRIGGER_SPEC_LABEL_KEY_MAX))
 				return false;
 			snprintf(sub, sizeof(sub), "%s.operator", path);
 			op = field_of(w, e, "operator");
@@ -492,86 +496,79 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 	return selector_json(w, n, t);
 }
 
-static bool parse_targets(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
+/* The length of a list node, after checking it is one of at most f->max_len entries. */
+static bool list_of(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+		    size_t limit, size_t *cnt)
 {
-	static const char *const known[] = {"pids", "cgroupPaths", NULL};
-	yaml_node_t *v;
-
-	if (!check_mapping(w, n, "spec.targets", known))
+	if (v->type != YAML_SEQUENCE_NODE) {
+		walk_fail(w, f->path, "must be a list, got %s", kind_of(v));
 		return false;
-	if ((v = field_of(w, n, "pids"))) {
-		size_t cnt =
-		    (size_t)(v->type == YAML_SEQUENCE_NODE
-				 ? v->data.sequence.items.top - v->data.sequence.items.start
-				 : 0);
-
-		if (v->type != YAML_SEQUENCE_NODE) {
-			walk_fail(w, "spec.targets.pids", "must be a list, got %s", kind_of(v));
-			return false;
-		}
-		if (cnt > MANIFEST_MAX_LIST) {
-			walk_fail(w, "spec.targets.pids", "more than %d entries",
-				  MANIFEST_MAX_LIST);
-			return false;
-		}
-		t->pids = calloc(cnt ? cnt : 1, sizeof(*t->pids));
-		if (!t->pids) {
-			walk_fail(w, "spec.targets.pids", "out of memory");
-			return false;
-		}
-		for (size_t i = 0; i < cnt; i++) {
-			char path[64];
-			uint64_t pid;
-
-			snprintf(path, sizeof(path), "spec.targets.pids[%zu]", i);
-			if (!get_uint(w, node_at(w, v->data.sequence.items.start[i]), path, 1,
-				      4194304, &pid))
-				return false;
-			t->pids[t->n_pids++] = (uint32_t)pid;
-		}
 	}
-	if ((v = field_of(w, n, "cgroupPaths"))) {
-		size_t cnt =
-		    (size_t)(v->type == YAML_SEQUENCE_NODE
-				 ? v->data.sequence.items.top - v->data.sequence.items.start
-				 : 0);
+	*cnt = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (*cnt > limit) {
+		walk_fail(w, f->path, "more than %zu entries", limit);
+		return false;
+	}
+	return true;
+}
 
-		if (v->type != YAML_SEQUENCE_NODE) {
-			walk_fail(w, "spec.targets.cgroupPaths", "must be a list, got %s",
-				  kind_of(v));
-			return false;
-		}
-		if (cnt > MANIFEST_MAX_LIST) {
-			walk_fail(w, "spec.targets.cgroupPaths", "more than %d entries",
-				  MANIFEST_MAX_LIST);
-			return false;
-		}
-		t->cgroup_paths = calloc(cnt ? cnt : 1, sizeof(*t->cgroup_paths));
-		if (!t->cgroup_paths) {
-			walk_fail(w, "spec.targets.cgroupPaths", "out of memory");
-			return false;
-		}
-		for (size_t i = 0; i < cnt; i++) {
-			char path[64];
-			const char *s;
+static bool parse_pids(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+		       struct manifest_trigger *t)
+{
+	size_t cnt;
 
-			snprintf(path, sizeof(path), "spec.targets.cgroupPaths[%zu]", i);
-			s = get_string(w, node_at(w, v->data.sequence.items.start[i]), path, 4096);
-			if (!s)
-				return false;
-			if (s[0] != '/') {
-				walk_fail(w, path,
-					  "must be an absolute cgroup v2 path starting with '/', "
-					  "got %s",
-					  excerpt(w, s, true));
-				return false;
-			}
-			if (!(t->cgroup_paths[t->n_cgroup_paths] = strdup(s))) {
-				walk_fail(w, path, "out of memory");
-				return false;
-			}
-			t->n_cgroup_paths++;
+	if (!list_of(w, f, v, f->max_len, &cnt))
+		return false;
+	t->pids = calloc(cnt ? cnt : 1, sizeof(*t->pids));
+	if (!t->pids) {
+		walk_fail(w, f->path, "out of memory");
+		return false;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		char path[64];
+		uint64_t pid;
+
+		snprintf(path, sizeof(path), "%s[%zu]", f->path, i);
+		if (!get_uint(w, node_at(w, v->data.sequence.items.start[i]), path,
+			      (uint64_t)f->min, (uint64_t)f->max, &pid))
+			return false;
+		t->pids[t->n_pids++] = (uint32_t)pid;
+	}
+	return true;
+}
+
+static bool parse_paths(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+			struct manifest_trigger *t)
+{
+	size_t cnt;
+
+	if (!list_of(w, f, v, TRIGGER_SPEC_MAX_LIST, &cnt))
+		return false;
+	t->cgroup_paths = calloc(cnt ? cnt : 1, sizeof(*t->cgroup_paths));
+	if (!t->cgroup_paths) {
+		walk_fail(w, f->path, "out of memory");
+		return false;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		char path[64];
+		const char *s;
+
+		snprintf(path, sizeof(path), "%s[%zu]", f->path, i);
+		s = get_string(w, node_at(w, v->data.sequence.items.start[i]), path, f->max_len);
+		if (!s)
+			return false;
+		if (s[0] != '/') {
+			walk_fail(w, path,
+				  "must be an absolute cgroup v2 path starting with '/', "
+				  "got %s",
+				  excerpt(w, s, true));
+			return false;
 		}
+		if (!(t->cgroup_paths[t->n_cgroup_paths] = strdup(s))) {
+			walk_fail(w, path, "out of memory");
+			return false;
+		}
+		t->n_cgroup_paths++;
 	}
 	return true;
 }
@@ -605,22 +602,30 @@ static bool dup_into(struct walk *w, const char *field, const char *s, char **ou
 	return true;
 }
 
-static bool parse_match(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
+/* A duration field: kept in µs, or checked against its bounds and kept in ms. */
+static bool parse_duration(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+			   struct manifest_trigger *t)
 {
-	static const char *const known[] = {"minDuration", "maxDuration", "status",
-					    "route",	   "method",	  NULL};
-	yaml_node_t *v;
-	const char *s;
+	char *at = (char *)t + f->offset;
+	uint64_t u;
 
-	if (!check_mapping(w, n, "spec.match", known))
+	if (!get_duration(w, v, f->path, &u))
 		return false;
-	if ((v = field_of(w, n, "minDuration")) &&
-	    !get_duration(w, v, "spec.match.minDuration", &t->min_duration_us))
+	if (f->max == 0) {
+		*(uint64_t *)at = u;
+	} else if (u < (uint64_t)f->min * 1000 || u > (uint64_t)f->max * 1000) {
+		char lo[32], hi[32];
+
+		manifest_format_duration((uint64_t)f->min * 1000, lo, sizeof(lo));
+		manifest_format_duration((uint64_t)f->max * 1000, hi, sizeof(hi));
+		walk_fail(w, f->path, "must be at least %s and at most %s, got %s", lo, hi,
+			  excerpt(w, scalar(v), false));
 		return false;
-	if ((v = field_of(w, n, "maxDuration")) &&
-	    !get_duration(w, v, "spec.match.maxDuration", &t->max_duration_us))
-		return false;
-	if (t->max_duration_us && t->min_duration_us > t->max_duration_us) {
+	} else {
+		*(uint64_t *)at = u / 1000;
+	}
+	if (f->offset == offsetof(struct manifest_trigger, max_duration_us) && t->max_duration_us &&
+	    t->min_duration_us > t->max_duration_us) {
 		char a[32], b[32];
 
 		manifest_format_duration(t->min_duration_us, a, sizeof(a));
@@ -628,93 +633,152 @@ static bool parse_match(struct walk *w, yaml_node_t *n, struct manifest_trigger 
 		walk_fail(w, "spec.match.minDuration", "%s is greater than maxDuration %s", a, b);
 		return false;
 	}
-	if ((v = field_of(w, n, "status"))) {
-		char norm[128];
+	return true;
+}
 
-		if (!(s = get_string(w, v, "spec.match.status", 100)))
-			return false;
-		if (manifest_parse_status(s, norm, sizeof(norm))) {
-			walk_fail(w, "spec.match.status",
-				  "%s is not a status pattern (a comma list of codes such as 404 "
-				  "or classes 1xx to 5xx, e.g. \"4xx,503\")",
+static bool parse_status(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+			 char **out)
+{
+	char norm[128];
+	const char *s = get_string(w, v, f->path, f->max_len);
+
+	if (!s)
+		return false;
+	if (manifest_parse_status(s, norm, sizeof(norm))) {
+		walk_fail(w, f->path,
+			  "%s is not a status pattern (a comma list of codes such as 404 "
+			  "or classes 1xx to 5xx, e.g. \"4xx,503\")",
+			  excerpt(w, s, true));
+		return false;
+	}
+	return dup_into(w, f->path, norm, out);
+}
+
+static bool parse_method(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+			 char **out)
+{
+	const char *s = get_string(w, v, f->path, f->max_len);
+
+	if (!s)
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!isalpha((unsigned char)*p)) {
+			walk_fail(w, f->path, "%s is not an HTTP method (letters only, e.g. POST)",
 				  excerpt(w, s, true));
 			return false;
 		}
-		if (!dup_into(w, "spec.match.status", norm, &t->status))
+	if (!dup_into(w, f->path, s, out))
+		return false;
+	for (char *p = *out; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	return true;
+}
+
+/* One field of the table (trigger_spec.h) from its node v into t. */
+static bool parse_field(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+			struct manifest_trigger *t)
+{
+	char *at = (char *)t + f->offset;
+	const char *s;
+	uint64_t u;
+
+	switch (f->type) {
+	case TRIGGER_SPEC_STRING:
+		s = get_string(w, v, f->path, f->max_len);
+		return s && dup_into(w, f->path, s, (char **)at);
+	case TRIGGER_SPEC_UINT:
+		if (!get_uint(w, v, f->path, (uint64_t)f->min, (uint64_t)f->max, &u))
 			return false;
+		*(uint32_t *)at = (uint32_t)u;
+		return true;
+	case TRIGGER_SPEC_DURATION:
+		return parse_duration(w, f, v, t);
+	case TRIGGER_SPEC_STATUS:
+		return parse_status(w, f, v, (char **)at);
+	case TRIGGER_SPEC_METHOD:
+		return parse_method(w, f, v, (char **)at);
+	case TRIGGER_SPEC_SELECTOR:
+		return parse_selector(w, v, t);
+	case TRIGGER_SPEC_PIDS:
+		return parse_pids(w, f, v, t);
+	case TRIGGER_SPEC_PATHS:
+		return parse_paths(w, f, v, t);
 	}
-	if ((v = field_of(w, n, "route"))) {
-		if (!(s = get_string(w, v, "spec.match.route", 1024)) ||
-		    !dup_into(w, "spec.match.route", s, &t->route))
-			return false;
+	return false;
+}
+
+#define MAX_KEYS 16
+
+/*
+ * The keys the table has directly under parent ("spec", "spec.match"), in
+ * table order, into keys (NULL-terminated); names holds their text.
+ */
+static void known_keys(const char *parent, const char *keys[MAX_KEYS + 1], char names[MAX_KEYS][32])
+{
+	size_t plen = strlen(parent), n = 0;
+
+	for (size_t i = 0; i < trigger_spec_n_fields && n < MAX_KEYS; i++) {
+		const char *path = trigger_spec_fields[i].path, *rest = path + plen + 1;
+		size_t len = strcspn(rest, ".");
+		bool seen = false;
+
+		if (strncmp(path, parent, plen) != 0 || path[plen] != '.' || len >= 32)
+			continue;
+		snprintf(names[n], 32, "%.*s", (int)len, rest);
+		for (size_t k = 0; k < n; k++)
+			seen |= strcmp(keys[k], names[n]) == 0;
+		if (!seen) {
+			keys[n] = names[n];
+			n++;
+		}
 	}
-	if ((v = field_of(w, n, "method"))) {
-		if (!(s = get_string(w, v, "spec.match.method", 20)))
-			return false;
-		for (const char *p = s; *p; p++)
-			if (!isalpha((unsigned char)*p)) {
-				walk_fail(w, "spec.match.method",
-					  "%s is not an HTTP method (letters only, e.g. POST)",
-					  excerpt(w, s, true));
+	keys[n] = NULL;
+}
+
+/* check_mapping() with the keys of the table under field. */
+static bool check_known(struct walk *w, yaml_node_t *n, const char *field)
+{
+	const char *keys[MAX_KEYS + 1];
+	char names[MAX_KEYS][32];
+
+	known_keys(field, keys, names);
+	return check_mapping(w, n, field, keys);
+}
+
+/* Every field of the table, in its order; objects (spec.match...) checked when first met. */
+static bool parse_fields(struct walk *w, yaml_node_t *spec, struct manifest_trigger *t)
+{
+	char group[64] = "";
+	yaml_node_t *holder = NULL;
+
+	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
+		const struct trigger_spec_field *f = &trigger_spec_fields[i];
+		const char *key = trigger_spec_key(f);
+		char parent[64];
+		yaml_node_t *v;
+
+		snprintf(parent, sizeof(parent), "%.*s", (int)(key - 1 - f->path), f->path);
+		if (strcmp(parent, group) != 0) {
+			snprintf(group, sizeof(group), "%s", parent);
+			holder = strcmp(parent, "spec") == 0
+				     ? spec
+				     : field_of(w, spec, parent + strlen("spec."));
+			if (holder && holder != spec && !check_known(w, holder, parent))
 				return false;
-			}
-		if (!dup_into(w, "spec.match.method", s, &t->method))
+		}
+		if (holder && (v = field_of(w, holder, key)) && !parse_field(w, f, v, t))
 			return false;
-		for (char *p = t->method; *p; p++)
-			*p = (char)toupper((unsigned char)*p);
 	}
 	return true;
 }
 
 static bool parse_spec(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
 {
-	static const char *const known[] = {"service",	"selector",    "targets", "match",
-					    "sampling", "maxRequests", "timeout", NULL};
-	static const char *const sampling_known[] = {"frequencyHz", NULL};
-	yaml_node_t *v;
-	uint64_t u;
-
-	t->frequency_hz = 99;
-	t->max_requests = 10;
-	t->timeout_ms = 5 * 60 * 1000;
-	if (!check_mapping(w, n, "spec", known))
+	t->frequency_hz = TRIGGER_SPEC_HZ_DEFAULT;
+	t->max_requests = TRIGGER_SPEC_REQUESTS_DEFAULT;
+	t->timeout_ms = TRIGGER_SPEC_TIMEOUT_DEFAULT_MS;
+	if (!check_known(w, n, "spec") || !parse_fields(w, n, t))
 		return false;
-	if ((v = field_of(w, n, "service"))) {
-		const char *s = get_string(w, v, "spec.service", 255);
-
-		if (!s || !dup_into(w, "spec.service", s, &t->service))
-			return false;
-	}
-	if ((v = field_of(w, n, "selector")) && !parse_selector(w, v, t))
-		return false;
-	if ((v = field_of(w, n, "targets")) && !parse_targets(w, v, t))
-		return false;
-	if ((v = field_of(w, n, "match")) && !parse_match(w, v, t))
-		return false;
-	if ((v = field_of(w, n, "sampling"))) {
-		if (!check_mapping(w, v, "spec.sampling", sampling_known))
-			return false;
-		if ((v = field_of(w, v, "frequencyHz"))) {
-			if (!get_uint(w, v, "spec.sampling.frequencyHz", 1, 100, &u))
-				return false;
-			t->frequency_hz = (uint32_t)u;
-		}
-	}
-	if ((v = field_of(w, n, "maxRequests"))) {
-		if (!get_uint(w, v, "spec.maxRequests", 1, 1000, &u))
-			return false;
-		t->max_requests = (uint32_t)u;
-	}
-	if ((v = field_of(w, n, "timeout"))) {
-		if (!get_duration(w, v, "spec.timeout", &u))
-			return false;
-		if (u < 1000 || u > (uint64_t)MANIFEST_MAX_TIMEOUT_MS * 1000) {
-			walk_fail(w, "spec.timeout", "must be at least 1ms and at most 10m, got %s",
-				  excerpt(w, scalar(v), false));
-			return false;
-		}
-		t->timeout_ms = u / 1000;
-	}
 	if (w->opts && w->opts->local) {
 		if (!t->service) {
 			walk_fail(w, "spec.service",

@@ -2,8 +2,8 @@
  * manifest_internal.h - between the document walker (manifest.c) and the
  * file reader (manifest_file.c).
  */
-#ifndef TRACEPROF_CONTROLLER_MANIFEST_INTERNAL_H
-#define TRACEPROF_CONTROLLER_MANIFEST_INTERNAL_H
+#ifndef TRACEPROF_SPEC_MANIFEST_INTERNAL_H
+#define TRACEPROF_SPEC_MANIFEST_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

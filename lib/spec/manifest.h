@@ -11,8 +11,8 @@
  * (the jsonb column of traceprof.trace_profile_triggers) and parsed back
  * from it, so the database row alone can reproduce what agents get.
  */
-#ifndef TRACEPROF_CONTROLLER_MANIFEST_H
-#define TRACEPROF_CONTROLLER_MANIFEST_H
+#ifndef TRACEPROF_SPEC_MANIFEST_H
+#define TRACEPROF_SPEC_MANIFEST_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,14 +20,15 @@
 #include <sys/stat.h>
 
 #include "traceprof/control/v1/agent_control.pb-c.h"
+#include "traceprof/trigger_spec.h"
 
-#define MANIFEST_API_VERSION	"traceprof.dev/v1alpha1"
-#define MANIFEST_KIND		"TraceProfileTrigger"
-#define MANIFEST_MAX_BYTES	(1024 * 1024) /* larger files are refused */
-#define MANIFEST_MAX_DEPTH	32	      /* deeper nesting is refused */
-#define MANIFEST_MAX_LIST	64	      /* entries of pids, cgroupPaths, labels */
-#define MANIFEST_NAME_MAX	63	      /* DNS-1123 label */
-#define MANIFEST_MAX_TIMEOUT_MS (10 * 60 * 1000)
+#define MANIFEST_API_VERSION	TRIGGER_SPEC_API_VERSION
+#define MANIFEST_KIND		TRIGGER_SPEC_KIND
+#define MANIFEST_MAX_BYTES	(1024 * 1024)	      /* larger files are refused */
+#define MANIFEST_MAX_DEPTH	32		      /* deeper nesting is refused */
+#define MANIFEST_MAX_LIST	TRIGGER_SPEC_MAX_LIST /* entries of pids, cgroupPaths, labels */
+#define MANIFEST_NAME_MAX	TRIGGER_SPEC_NAME_MAX /* DNS-1123 label */
+#define MANIFEST_MAX_TIMEOUT_MS TRIGGER_SPEC_TIMEOUT_MAX_MS
 #define MANIFEST_EXCERPT_MAX	60 /* bytes of a manifest's own text quoted in a message */
 /* room for an escaped text of n bytes: every byte may become \xNN, plus "..." */
 #define MANIFEST_ESCAPED_SIZE(n) (4 * (n) + 4)

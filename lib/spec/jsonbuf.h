@@ -3,8 +3,8 @@
  * the status file). Errors are sticky: after a failed allocation every call
  * is a no-op and jsonbuf_take() returns NULL.
  */
-#ifndef TRACEPROF_CONTROLLER_JSONBUF_H
-#define TRACEPROF_CONTROLLER_JSONBUF_H
+#ifndef TRACEPROF_SPEC_JSONBUF_H
+#define TRACEPROF_SPEC_JSONBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -361,3 +361,48 @@ void manifest_dir_free(struct manifest_dir *d)
 	free(d->v);
 	memset(d, 0, sizeof(*d));
 }
+
+const char *manifest_dir_file_name(const struct manifest_dir *d, const char *display)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (strcmp(d->v[i].display, display) == 0)
+			return d->v[i].name;
+	return NULL;
+}
+
+int manifest_dir_create(const char *dir, const char *base, const char *text, size_t len, char *err,
+			size_t errlen)
+{
+	char path[4096], tmp[4096];
+	FILE *f;
+	int ok, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, base);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.%ld.tmp", dir, base, (long)getpid());
+	if (access(path, F_OK) == 0) {
+		snprintf(err, errlen, "%s already exists; delete the trigger first", path);
+		return -EEXIST;
+	}
+	f = fopen(tmp, "wx");
+	if (!f) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+		return rc;
+	}
+	ok = fwrite(text, 1, len, f) == len;
+	ok = (fflush(f) == 0) & ok & (fsync(fileno(f)) == 0);
+	ok = (fclose(f) == 0) & ok;
+	/* link() fails when path appeared meanwhile: never replaces a file */
+	if (ok && link(tmp, path) != 0) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return rc;
+	}
+	unlink(tmp);
+	if (!ok) {
+		snprintf(err, errlen, "cannot write %s", path);
+		return -EIO;
+	}
+	return 0;
+}

@@ -19,8 +19,8 @@
  * new or changed files parsed per pass, the most recently changed first;
  * the rest wait for the next pass (counted as deferred; removals wait too).
  */
-#ifndef TRACEPROF_CONTROLLER_MANIFEST_DIR_H
-#define TRACEPROF_CONTROLLER_MANIFEST_DIR_H
+#ifndef TRACEPROF_SPEC_MANIFEST_DIR_H
+#define TRACEPROF_SPEC_MANIFEST_DIR_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,6 +61,16 @@ struct manifest_dir {
 int manifest_dir_scan(struct manifest_dir *d, const char *dir, struct manifest_list *m);
 /* A manifest's name: *.yaml or *.yml, not starting with a dot. */
 bool manifest_dir_is_manifest_name(const char *name);
+/* The file name, as the directory has it, of the file messages call display; NULL if none. */
+const char *manifest_dir_file_name(const struct manifest_dir *d, const char *display);
+/*
+ * Writes len bytes of text as DIR/base without ever replacing a file: a
+ * hidden temporary file first (which a pass ignores), synced, then link().
+ * Returns 0, -EEXIST when DIR/base exists, or another -errno; err says
+ * what went wrong.
+ */
+int manifest_dir_create(const char *dir, const char *base, const char *text, size_t len, char *err,
+			size_t errlen);
 /* Frees what d holds; d itself is the caller's. */
 void manifest_dir_free(struct manifest_dir *d);
 
