@@ -198,6 +198,9 @@ void help_trigger(FILE *f);
 	 .offset = CLI_OFF(T, c.output),                                                           \
 	 .arg = "FILE",                                                                            \
 	 .help = "write to FILE instead of standard output"},                                      \
+	    CLI_OPT_HELP(T)
+/* -h/--help alone (a command whose -o is not an output file). */
+#define CLI_OPT_HELP(T)                                                                            \
 	{                                                                                          \
 		.name = "help", .short_name = 'h', .type = TP_OPT_FLAG,                            \
 		.offset = CLI_OFF(T, help), .flags = TP_OPT_STOP, .help = "this help"              \

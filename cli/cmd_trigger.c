@@ -1,8 +1,9 @@
 /*
  * cmd_trigger.c - `traceprof trigger create|list|get|delete`: the command
- * line. Its flags for the spec (--service, --min-duration, ...) and their
- * help come from the spec table (trigger_spec.h); the rest says where
- * triggers live and how to print them.
+ * line, one traceprof/options.h table parsed before anything runs: the
+ * rows of where triggers live, the flags of the spec (--service,
+ * --min-duration, ...: trigger_flags.c makes their rows from the spec
+ * table of trigger_spec.h), then the rest of create and the output.
  *
  * TraceProfileTriggers live in one of two places, and this command reads
  * and writes them where the controller looks:
@@ -17,7 +18,7 @@
  * printed: trigger_view.c.
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,25 +38,9 @@ static const char usage_head[] =
     "by traceprof-controller --triggers-dir. A new trigger is checked by the\n"
     "controller's validator before it is sent or written.\n"
     "\n"
-    "where (default: the cluster of $KUBECONFIG or ~/.kube/config):\n"
-    "  --kubeconfig FILE      the cluster of this kubeconfig\n"
-    "  --context NAME         its context (default: current-context)\n"
-    "  --in-cluster           the pod's service account\n"
-    "  --insecure-skip-tls-verify  accept the kubeconfig's insecure flag\n"
-    "  --triggers-dir DIR     a local triggers directory instead of a cluster\n"
-    "  --status-file F        its status file (default DIR/.traceprof-status.json)\n"
-    "  -n, --namespace NS     namespace (default: the context's, else default)\n"
-    "  -A, --all-namespaces   list: every namespace\n"
-    "\n"
-    "create (from flags; defaults as in the CRD):\n";
+    "where (default: the cluster of $KUBECONFIG or ~/.kube/config):\n";
 
 static const char usage_tail[] =
-    "  -f, --file FILE        create the triggers of a manifest file instead\n"
-    "  --dry-run              print the manifest, send or write nothing\n"
-    "\n"
-    "output:\n"
-    "  -o, --output FMT       text (default), json, name (list only)\n"
-    "  -h, --help             this help\n"
     "\n"
     "exit status: 0 done, 1 no such trigger, 2 invalid trigger or usage,\n"
     "3 cluster or directory unreachable, 4 output not written.\n"
@@ -66,33 +51,123 @@ static const char usage_tail[] =
     "  traceprof trigger get slow-pay -o json\n"
     "  traceprof trigger list --triggers-dir ./triggers\n";
 
-/* The help of the spec's flags, from the table. */
-static void usage_spec_flags(FILE *f)
-{
-	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
-		const struct trigger_spec_field *sf = &trigger_spec_fields[i];
-		char flag[64], d[32];
+/* Width of the flag column of --help. */
+#define TRIG_HELP_WIDTH 22
 
-		if (!sf->flag)
-			continue;
-		snprintf(flag, sizeof(flag), "--%s %s", sf->flag, sf->flag_arg);
-		fprintf(f, "  %-22s %s", flag, sf->help);
-		if (sf->type == TRIGGER_SPEC_UINT)
-			fprintf(f, ", %lld-%lld", (long long)sf->min, (long long)sf->max);
-		if (sf->type == TRIGGER_SPEC_DURATION && sf->max) {
-			manifest_format_duration((uint64_t)sf->max * 1000, d, sizeof(d));
-			fprintf(f, ", at most %s", d);
-		}
-		if (sf->default_text)
-			fprintf(f, " (default %s)", sf->default_text);
-		fputc('\n', f);
+/* -o FMT: text, json, or name for list (which the subcommand allows). */
+static int parse_output(void *obj, const struct tp_option *o, const char *v, char *err,
+			size_t errlen)
+{
+	const struct trig_opts *t = obj;
+	int list = !strcmp(t->sub, "list");
+
+	if (!strcmp(v, "text"))
+		*TP_OPT_PTR(obj, o, enum trig_out) = OUT_TEXT;
+	else if (!strcmp(v, "json"))
+		*TP_OPT_PTR(obj, o, enum trig_out) = OUT_JSON;
+	else if (!strcmp(v, "name") && list)
+		*TP_OPT_PTR(obj, o, enum trig_out) = OUT_NAME;
+	else {
+		snprintf(err, errlen, "trigger %s: unknown output \"%s\" (text, json%s)", t->sub, v,
+			 list ? ", name" : "");
+		return -EINVAL;
 	}
+	return 0;
+}
+
+#define T struct trig_opts
+/* Where triggers live; then the heading of the spec's flags. */
+static const struct tp_option where_rows[] = {
+    {.name = "kubeconfig",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, kubeconfig),
+     .arg = "FILE",
+     .help = "the cluster of this kubeconfig"},
+    {.name = "context",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, context),
+     .arg = "NAME",
+     .help = "its context (default: current-context)"},
+    {.name = "in-cluster",
+     .type = TP_OPT_FLAG,
+     .offset = offsetof(T, in_cluster),
+     .help = "the pod's service account"},
+    /* wider than the flag column: the leading space keeps two before the help */
+    {.name = "insecure-skip-tls-verify",
+     .type = TP_OPT_FLAG,
+     .offset = offsetof(T, insecure),
+     .help = " accept the kubeconfig's insecure flag"},
+    {.name = "triggers-dir",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, dir),
+     .arg = "DIR",
+     .help = "a local triggers directory instead of a cluster"},
+    {.name = "status-file",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, status_file),
+     .arg = "F",
+     .help = "its status file (default DIR/" TRIG_STATUS_FILE ")"},
+    {.name = "namespace",
+     .short_name = 'n',
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, namespace_),
+     .arg = "NS",
+     .help = "namespace (default: the context's, else default)"},
+    {.name = "all-namespaces",
+     .short_name = 'A',
+     .type = TP_OPT_FLAG,
+     .offset = offsetof(T, all_namespaces),
+     .help = "list: every namespace"},
+    {.type = TP_OPT_TEXT, .help = "\ncreate (from flags; defaults as in the CRD):\n"},
+};
+
+/* After the spec's flags (trig_spec_options): the rest of create, output. */
+static const struct tp_option what_rows[] = {
+    {.name = "file",
+     .short_name = 'f',
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, file),
+     .arg = "FILE",
+     .help = "create the triggers of a manifest file instead"},
+    {.name = "dry-run",
+     .type = TP_OPT_FLAG,
+     .offset = offsetof(T, dry_run),
+     .help = "print the manifest, send or write nothing"},
+    {.type = TP_OPT_TEXT, .help = "\noutput:\n"},
+    {.name = "output",
+     .short_name = 'o',
+     .type = TP_OPT_CUSTOM,
+     .offset = offsetof(T, out),
+     .arg = "FMT",
+     .help = "text (default), json, name (list only)",
+     .parse = parse_output},
+    CLI_OPT_HELP(T),
+};
+#undef T
+
+#define N_WHERE	  TP_OPTS_COUNT(where_rows)
+#define N_WHAT	  TP_OPTS_COUNT(what_rows)
+#define TRIG_ROWS (N_WHERE + TRIGGER_SPEC_N_FIELDS + N_WHAT)
+_Static_assert(TRIG_ROWS <= TP_OPTS_MAX, "too many rows for tp_opts_getopt");
+
+/* The command line's table: where, the spec's flags, the rest; its length. */
+static size_t trig_options(struct tp_option rows[TRIG_ROWS])
+{
+	size_t n = 0;
+
+	memcpy(rows, where_rows, sizeof(where_rows));
+	n = N_WHERE;
+	n += trig_spec_options(rows + n, TRIGGER_SPEC_N_FIELDS);
+	memcpy(rows + n, what_rows, sizeof(what_rows));
+	return n + N_WHAT;
 }
 
 static void usage(FILE *f)
 {
+	struct tp_option rows[TRIG_ROWS];
+
 	fputs(usage_head, f);
-	usage_spec_flags(f);
+	tp_opts_help(rows, trig_options(rows), f, TRIG_HELP_WIDTH, 0);
 	fputs(usage_tail, f);
 }
 
@@ -106,136 +181,37 @@ static void usage_hint(void)
 	fprintf(stderr, "try 'traceprof trigger --help'\n");
 }
 
-enum {
-	OPT_KUBECONFIG = 256,
-	OPT_CONTEXT,
-	OPT_IN_CLUSTER,
-	OPT_INSECURE,
-	OPT_DIR,
-	OPT_STATUS_FILE,
-	OPT_DRY_RUN,
-	OPT_SPEC, /* OPT_SPEC + i: the flag of trigger_spec_fields[i] */
-};
-
-static const struct option fixed_opts[] = {
-    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
-    {"context", required_argument, NULL, OPT_CONTEXT},
-    {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
-    {"insecure-skip-tls-verify", no_argument, NULL, OPT_INSECURE},
-    {"triggers-dir", required_argument, NULL, OPT_DIR},
-    {"status-file", required_argument, NULL, OPT_STATUS_FILE},
-    {"namespace", required_argument, NULL, 'n'},
-    {"all-namespaces", no_argument, NULL, 'A'},
-    {"file", required_argument, NULL, 'f'},
-    {"output", required_argument, NULL, 'o'},
-    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-    {"help", no_argument, NULL, 'h'},
-};
-
-#define N_FIXED (sizeof(fixed_opts) / sizeof(fixed_opts[0]))
-
-/* getopt_long's table: the fixed flags, then one per flag of the spec table. */
-static void build_longopts(struct option *opts)
+/* The flags and the NAME of subcommand o->sub (argv[0]) into o; CLI_OK, an
+ * exit code, or -1 after --help. */
+static int parse_args(int argc, char **argv, struct trig_opts *o, const char **name)
 {
-	size_t n = 0;
+	struct tp_option rows[TRIG_ROWS];
+	struct tp_opts_result res;
+	int next;
 
-	memcpy(opts, fixed_opts, sizeof(fixed_opts));
-	n = N_FIXED;
-	for (size_t i = 0; i < trigger_spec_n_fields; i++)
-		if (trigger_spec_fields[i].flag)
-			opts[n++] = (struct option){trigger_spec_fields[i].flag, required_argument,
-						    NULL, OPT_SPEC + (int)i};
-	opts[n] = (struct option){NULL, 0, NULL, 0};
-}
-
-static int set_output(struct trig_opts *o, const char *sub, const char *v)
-{
-	if (!strcmp(v, "text"))
-		o->out = OUT_TEXT;
-	else if (!strcmp(v, "json"))
-		o->out = OUT_JSON;
-	else if (!strcmp(v, "name") && !strcmp(sub, "list"))
-		o->out = OUT_NAME;
-	else {
-		cli_error("trigger %s: unknown output \"%s\" (text, json%s)", sub, v,
-			  strcmp(sub, "list") ? "" : ", name");
-		return CLI_USAGE;
-	}
-	return CLI_OK;
-}
-
-/* One flag c with value v into o; CLI_OK, or an exit code (-1: --help shown). */
-static int set_flag(struct trig_opts *o, const char *sub, int c, const char *v, char **argv)
-{
-	if (c >= OPT_SPEC && c < OPT_SPEC + (int)trigger_spec_n_fields) {
-		o->spec[c - OPT_SPEC] = v;
-		return CLI_OK;
-	}
-	switch (c) {
-	case OPT_KUBECONFIG:
-		o->kubeconfig = v;
+	switch (tp_opts_getopt(rows, trig_options(rows), o, argc, argv, TP_OPTS_QUIET, &res)) {
+	case TP_OPTS_DONE:
 		break;
-	case OPT_CONTEXT:
-		o->context = v;
-		break;
-	case OPT_IN_CLUSTER:
-		o->in_cluster = 1;
-		break;
-	case OPT_INSECURE:
-		o->insecure = 1;
-		break;
-	case OPT_DIR:
-		o->dir = v;
-		break;
-	case OPT_STATUS_FILE:
-		o->status_file = v;
-		break;
-	case 'n':
-		o->namespace_ = v;
-		break;
-	case 'A':
-		o->all_namespaces = 1;
-		break;
-	case 'f':
-		o->file = v;
-		break;
-	case 'o':
-		return set_output(o, sub, v);
-	case OPT_DRY_RUN:
-		o->dry_run = 1;
-		break;
-	case 'h':
+	case TP_OPTS_STOPPED: /* --help */
 		usage(stdout);
 		return -1;
-	case ':':
-		cli_error("trigger %s: %s needs a value", sub, argv[optind - 1]);
+	case TP_OPTS_BAD_VALUE: /* -o FMT */
+		cli_error("%s", res.err);
+		return CLI_USAGE;
+	case TP_OPTS_MISSING:
+		cli_error("trigger %s: %s needs a value", o->sub, argv[res.next - 1]);
 		usage_hint();
 		return CLI_USAGE;
 	default:
-		cli_error("trigger %s: unknown flag %s", sub, argv[optind - 1]);
+		cli_error("trigger %s: unknown flag %s", o->sub, argv[res.next - 1]);
 		usage_hint();
 		return CLI_USAGE;
 	}
-	return CLI_OK;
-}
-
-/* The flags and the NAME of subcommand sub (argv[0]); CLI_OK, an exit code, or -1 after --help. */
-static int parse_args(int argc, char **argv, const char *sub, struct trig_opts *o,
-		      const char **name)
-{
-	struct option longopts[N_FIXED + TRIGGER_SPEC_N_FIELDS + 1];
-	int c, rc;
-
-	build_longopts(longopts);
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":n:Af:o:h", longopts, NULL)) != -1)
-		if ((rc = set_flag(o, sub, c, optarg, argv)) != CLI_OK)
-			return rc;
-	if (optind < argc)
-		*name = argv[optind++];
-	if (optind < argc) {
-		cli_error("trigger %s: unexpected argument \"%s\"", sub, argv[optind]);
+	next = res.next;
+	if (next < argc)
+		*name = argv[next++];
+	if (next < argc) {
+		cli_error("trigger %s: unexpected argument \"%s\"", o->sub, argv[next]);
 		return CLI_USAGE;
 	}
 	return CLI_OK;
@@ -316,7 +292,8 @@ int cmd_trigger(int argc, char **argv)
 		usage_hint();
 		return CLI_USAGE;
 	}
-	rc = parse_args(argc - 1, argv + 1, sub, &o, &name);
+	o.sub = sub;
+	rc = parse_args(argc - 1, argv + 1, &o, &name);
 	if (rc != CLI_OK)
 		return rc < 0 ? CLI_OK : rc;
 	if ((rc = check_args(&o, sub, name)))

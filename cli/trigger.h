@@ -7,6 +7,7 @@
 #ifndef TRACEPROF_CLI_TRIGGER_H
 #define TRACEPROF_CLI_TRIGGER_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -14,6 +15,7 @@
 #include "manifest.h"
 #include "manifest_dir.h"
 #include "traceprof/kube.h"
+#include "traceprof/options.h"
 #include "traceprof/trigger_spec.h"
 
 #define TRIG_GROUP_PREFIX "/apis/traceprof.dev/v1alpha1"
@@ -22,24 +24,32 @@
 
 enum trig_out { OUT_TEXT, OUT_JSON, OUT_NAME };
 
-/* The command line, parsed. */
+/* The command line, parsed (the rows of cmd_trigger.c fill it). */
 struct trig_opts {
+	const char *sub; /* the subcommand: create, list, get or delete */
 	/* where */
 	const char *kubeconfig;
 	const char *context;
-	int in_cluster;
-	int insecure;
+	bool in_cluster;
+	bool insecure;
 	const char *dir;
 	const char *status_file;
 	const char *namespace_; /* NULL: the context's, or "default" */
-	int all_namespaces;
+	bool all_namespaces;
 	/* what */
 	const char *file;
-	int dry_run;
+	bool dry_run;
 	enum trig_out out;
+	bool help;
 	/* the spec's flags: spec[i] for trigger_spec_fields[i], NULL when not given */
 	const char *spec[TRIGGER_SPEC_N_FIELDS];
 };
+
+/* trigger_flags.c: the flags of the spec table (trigger_spec.h) as rows of
+ * the command line, each filling its spec[i] with the text given (the
+ * validator reads it); their help, bounds and defaults come from the
+ * table. Fills at most max rows; returns how many. */
+size_t trig_spec_options(struct tp_option *rows, size_t max);
 
 /* A cluster connection, or nothing (directory mode). */
 struct trig_kube {
