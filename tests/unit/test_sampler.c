@@ -1,5 +1,5 @@
 /*
- * test_sampler: the BPF sampler, loaded by agent/sampler.c on the real
+ * test_sampler: the BPF sampler, loaded by agent/sampling/sampler.c on the real
  * kernel, samples what runs and tags each sample with the thread context.
  *
  * Each case forks a child that burns CPU in spin_leaf() and, for the thread
