@@ -448,8 +448,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	    .ep = &a->ep,
 	};
 
-	if (a->cfg.stats_file[0])
-		stats_write(&s);
+	stats_write(&s);
 }
 
 /*
