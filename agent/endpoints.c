@@ -21,6 +21,7 @@
 #include "shipper.h"
 #include "traceprof/log.h"
 #include "triggers.h"
+#include "triggers_control.h"
 
 #define KUBE_SYNC_WAIT_MS 3000 /* at start, wait this long for the node's pods */
 
@@ -204,6 +205,7 @@ static int start_control(struct endpoints *e, struct raise *r)
 	    .version = TRACEPROF_VERSION,
 	    .limits = &e->conn_limits,
 	};
+	struct control_engine ce;
 	char err[512];
 
 	raise_trigger_opts(r, &to);
@@ -214,7 +216,8 @@ static int start_control(struct endpoints *e, struct raise *r)
 	}
 	if (!e->cfg->control_listen[0])
 		return 0;
-	e->control = control_start(&co, e->trig, err, sizeof(err));
+	triggers_control_engine(e->trig, &ce);
+	e->control = control_start(&co, &ce, err, sizeof(err));
 	if (!e->control) {
 		if (errno != EADDRINUSE)
 			return -EINVAL; /* control_start logged why */

@@ -1,5 +1,5 @@
 -- analysis_data.sql - synthetic profile data for timing the analysis
--- functions of sql/004_analysis.sql. Run it with psql against a scratch
+-- functions of sql/api/ (trace_profile.sql, service_profile.sql). Run it with psql against a scratch
 -- database that has the traceprof schema (it writes February 2030):
 --
 --   psql -v rows=5000000 -f bench/analysis_data.sql DBNAME

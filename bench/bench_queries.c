@@ -6,7 +6,9 @@
  * trace through a prepared statement, and reports client-side latency
  * percentiles (over a Unix socket, so the figure includes a round trip).
  * A warm-up pass runs first; results are printed as Markdown table rows.
- * usage: bench_queries CONNINFO [N] [any|slow]
+ * usage: bench_queries CONNINFO [N] [any|slow] [SEED]
+ * With SEED (an integer) the traces are picked repeatably: two databases
+ * holding the same data are timed on the same traces.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +51,8 @@ int main(int argc, char **argv)
 	const char *conninfo = argc > 1 ? argv[1] : "";
 	int n = argc > 2 ? atoi(argv[2]) : 2000;
 	const char *pick = argc > 3 ? argv[3] : "any";
+	const char *seed = argc > 4 ? argv[4] : NULL;
+	char repeat[64] = "";
 	PGconn *conn = PQconnectdb(conninfo);
 	PGresult *res;
 	char **traces;
@@ -62,19 +66,27 @@ int main(int argc, char **argv)
 	}
 	if (n < 10)
 		n = 10;
+	if (seed) {
+		long v = atol(seed);
+		char set[64];
+
+		snprintf(repeat, sizeof(repeat), " REPEATABLE (%ld)", v);
+		snprintf(set, sizeof(set), "SELECT setseed(%f)", (double)(v % 1000) / 1000.0);
+		PQclear(PQexec(conn, set));
+	}
 	/* Random traces that have samples (a profile to compute). */
 	if (strcmp(pick, "slow") == 0)
 		snprintf(
 		    sql, sizeof(sql),
 		    "SELECT DISTINCT traceprof.trace_id_text(trace_id) FROM traceprof.requests "
-		    "TABLESAMPLE SYSTEM (5) WHERE duration_us > 1000000 LIMIT %d",
-		    n);
+		    "TABLESAMPLE SYSTEM (5)%s WHERE duration_us > 1000000 ORDER BY 1 LIMIT %d",
+		    repeat, n);
 	else
 		snprintf(sql, sizeof(sql),
 			 "SELECT traceprof.trace_id_text(trace_id) FROM traceprof.samples "
-			 "TABLESAMPLE SYSTEM (1) WHERE trace_id IS NOT NULL ORDER BY random() "
+			 "TABLESAMPLE SYSTEM (1)%s WHERE trace_id IS NOT NULL ORDER BY random() "
 			 "LIMIT %d",
-			 n);
+			 repeat, n);
 	res = PQexec(conn, sql);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) < 10) {
 		fprintf(stderr, "bench_queries: need a filled store: %s",

@@ -7,9 +7,9 @@
  *         (finding the context); stack, ringbuf, ring-reserve, perfbuf
  *         ringbuf-array, ring-reserve-32 (handing a sample over); count-percpu, count-array
  *         (counting)
- *         (enum lookup_mode in bpf/lookup_cost.h)
+ *         (enum lookup_mode in lookup_cost.h)
  *
- * For each pair and round, two copies of bpf/lookup_cost.bpf.c are loaded,
+ * For each pair and round, two copies of lookup_cost.bpf.c are loaded,
  * one per mode, each on its own CPU-clock event per online CPU at HZ (99).
  * The second set is opened half a period after the first, so neither runs
  * right after the other (which would find the caches warm). Their run
@@ -43,7 +43,7 @@
 #include <bpf/libbpf.h>
 
 #include "bench_stats.h"
-#include "bpf/lookup_cost.h"
+#include "lookup_cost.h"
 #include "lookup_cost.skel.h"
 
 #define MAX_PAIRS 16

@@ -7,7 +7,7 @@
  * A perf record and a BPF profiler both sample through a CPU-clock event:
  * an hrtimer whose callback (perf_swevent_hrtimer) does the profiler's
  * per-sample work in the interrupted task's time, where no per-process
- * CPU figure sees it. This loads bpf/swevent_cost.bpf.c, which times that
+ * CPU figure sees it. This loads swevent_cost.bpf.c, which times that
  * callback through the hrtimer_expire_entry/exit tracepoints, and prints,
  * after N seconds or when COMMAND exits (COMMAND's exit status is
  * swevent_cost's):
@@ -47,7 +47,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "bpf/swevent_cost.h"
+#include "swevent_cost.h"
 #include "swevent_cost.skel.h"
 
 /* Address of a kernel text symbol from /proc/kallsyms; 0 when not found. */

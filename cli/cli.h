@@ -4,7 +4,8 @@
  * files and JSON strings.
  *
  * Data flow of one run: traceprof.c picks the command from its table; the
- * command parses its flags (getopt_long), connects (cli_connect), reads
+ * command parses its flags from its options table into its arguments
+ * struct (cli_parse_args), connects (cli_connect), reads
  * through the SQL API (stackset_read.c or its own query), renders with a
  * switch on the format, and returns one of the exit codes below.
  */
@@ -12,10 +13,13 @@
 #define TRACEPROF_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include <libpq-fe.h>
+
+#include "traceprof/options.h"
 
 /* Exit codes (docs/cli.md): scripts rely on them. */
 enum cli_exit {
@@ -78,9 +82,6 @@ PGresult *cli_query(struct cli_db *db, const char *sql, int nparams, const char 
  * returns -1 otherwise. */
 int cli_parse_format(const char *name, unsigned accepted, const char *cmd);
 const char *cli_format_name(enum cli_format f);
-/* --format NAME into c->format when the command accepts it: 0, or -1 after
- * cli_parse_format's error. */
-int cli_set_format(struct cli_common *c, const char *name, unsigned accepted, const char *cmd);
 
 /* --since, --from and --until as given, for cli_range_parse. */
 struct cli_range_flags {
@@ -88,14 +89,6 @@ struct cli_range_flags {
 	const char *from;
 	const char *until;
 };
-
-/*
- * The flags the data commands share: --db ('d') and -o/--output ('o'),
- * and when r is not NULL --since ('n'), --from ('F') and --until ('U').
- * Stores arg and returns true when ch is one of them; false otherwise
- * (the command's own flags).
- */
-bool cli_common_flag(struct cli_common *c, struct cli_range_flags *r, int ch, const char *arg);
 
 /* --since (1h, 30m, 2d, 90s, 1w) and --from/--until (RFC 3339, or
  * "YYYY-MM-DD HH:MM[:SS]" in UTC): the range, now - 1h .. now by default.
@@ -151,15 +144,86 @@ void help_profile(FILE *f);
 void help_compare(FILE *f);
 void help_trigger(FILE *f);
 
-/* Help text shared by the data commands. */
-#define CLI_HELP_DB                                                                                \
-	"  --db CONNINFO        libpq connection string or URI (default: the PG* environment)\n"
-#define CLI_HELP_RANGE                                                                             \
-	"  --since SPAN         the last SPAN: 90s, 30m, 1h, 2d, 1w (default 1h)\n"                \
-	"  --from TIME          start, RFC 3339 or 'YYYY-MM-DD HH:MM[:SS]' (UTC)\n"                \
-	"  --until TIME         end (exclusive; default now)\n"
-#define CLI_HELP_COMMON                                                                            \
-	"  -o, --output FILE    write to FILE instead of standard output\n"                        \
-	"  -h, --help           this help\n"
+/*
+ * Command lines: each command lists its flags as a traceprof/options.h
+ * table filling its own arguments struct, and cli_parse_args() runs it.
+ * The rows below are the ones several commands share; T is the arguments
+ * struct, with members c (struct cli_common), rf (struct cli_range_flags),
+ * help (bool) and, for the rows that fill them, service and limit (long).
+ */
+#define CLI_OFF(T, m) offsetof(T, m)
+#define CLI_OPT_SERVICE(T, h)                                                                      \
+	{                                                                                          \
+		.name = "service", .type = TP_OPT_STR, .offset = CLI_OFF(T, service), .arg = "S",  \
+		.help = h                                                                          \
+	}
+#define CLI_OPT_RANGE(T)                                                                           \
+	{.name = "since",                                                                          \
+	 .type = TP_OPT_STR,                                                                       \
+	 .offset = CLI_OFF(T, rf.since),                                                           \
+	 .arg = "SPAN",                                                                            \
+	 .help = "the last SPAN: 90s, 30m, 1h, 2d, 1w (default 1h)"},                              \
+	    {.name = "from",                                                                       \
+	     .type = TP_OPT_STR,                                                                   \
+	     .offset = CLI_OFF(T, rf.from),                                                        \
+	     .arg = "TIME",                                                                        \
+	     .help = "start, RFC 3339 or 'YYYY-MM-DD HH:MM[:SS]' (UTC)"},                          \
+	{                                                                                          \
+		.name = "until", .type = TP_OPT_STR, .offset = CLI_OFF(T, rf.until),               \
+		.arg = "TIME", .help = "end (exclusive; default now)"                              \
+	}
+/* --format F of the formats in *fmts (a struct cli_formats). */
+#define CLI_OPT_FORMAT(T, fmts, h)                                                                 \
+	{                                                                                          \
+		.name = "format", .type = TP_OPT_CUSTOM, .offset = CLI_OFF(T, c.format),           \
+		.arg = "F", .help = h, .parse = cli_opt_format, .data = fmts                       \
+	}
+/* --limit N: a count of 1 to 1000000 into a long. */
+#define CLI_OPT_LIMIT(T, h)                                                                        \
+	{                                                                                          \
+		.name = "limit", .type = TP_OPT_CUSTOM, .offset = CLI_OFF(T, limit), .arg = "N",   \
+		.help = h, .parse = cli_opt_count                                                  \
+	}
+#define CLI_OPT_DB(T)                                                                              \
+	{                                                                                          \
+		.name = "db", .type = TP_OPT_STR, .offset = CLI_OFF(T, c.conninfo),                \
+		.arg = "CONNINFO",                                                                 \
+		.help = "libpq connection string or URI (default: the PG* environment)"            \
+	}
+/* -o/--output and -h/--help, last in every table. */
+#define CLI_OPT_COMMON(T)                                                                          \
+	{.name = "output",                                                                         \
+	 .short_name = 'o',                                                                        \
+	 .type = TP_OPT_STR,                                                                       \
+	 .offset = CLI_OFF(T, c.output),                                                           \
+	 .arg = "FILE",                                                                            \
+	 .help = "write to FILE instead of standard output"},                                      \
+	{                                                                                          \
+		.name = "help", .short_name = 'h', .type = TP_OPT_FLAG,                            \
+		.offset = CLI_OFF(T, help), .flags = TP_OPT_STOP, .help = "this help"              \
+	}
+/* Width of the flag column of --help. */
+#define CLI_HELP_WIDTH 20
+
+/* The formats a command takes (mask of 1 << enum cli_format), for --format. */
+struct cli_formats {
+	unsigned accepted;
+	const char *cmd;
+};
+
+/* Parsers of the shared rows (TP_OPT_CUSTOM). */
+int cli_opt_format(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen);
+int cli_opt_count(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen);
+/* A text flag that may not be empty ("--NAME must not be empty"). */
+int cli_opt_nonempty(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen);
+
+/*
+ * Parses a command's flags (argv[0] is the command name) with its table
+ * into args. Returns -1 to go on, with *next the first operand; CLI_OK
+ * after printing help(stdout) for --help; CLI_USAGE after printing what
+ * was wrong (unknown option, missing or bad value).
+ */
+int cli_parse_args(const char *cmd, const struct tp_option *opts, size_t n, void *args, int argc,
+		   char **argv, void (*help)(FILE *), int *next);
 
 #endif

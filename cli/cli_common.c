@@ -167,16 +167,6 @@ int cli_parse_format(const char *name, unsigned accepted, const char *cmd)
 	return -1;
 }
 
-int cli_set_format(struct cli_common *c, const char *name, unsigned accepted, const char *cmd)
-{
-	int f = cli_parse_format(name, accepted, cmd);
-
-	if (f < 0)
-		return -1;
-	c->format = (enum cli_format)f;
-	return 0;
-}
-
 int cli_parse_span(const char *text, int64_t *us)
 {
 	char *end;
@@ -523,31 +513,55 @@ bool cli_unknown_service(struct cli_db *db, const char *service)
 	return unknown;
 }
 
-bool cli_common_flag(struct cli_common *c, struct cli_range_flags *r, int ch, const char *arg)
+int cli_opt_format(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen)
 {
-	switch (ch) {
-	case 'd':
-		c->conninfo = arg;
-		return true;
-	case 'o':
-		c->output = arg;
-		return true;
-	case 'n':
-		if (!r)
-			return false;
-		r->since = arg;
-		return true;
-	case 'F':
-		if (!r)
-			return false;
-		r->from = arg;
-		return true;
-	case 'U':
-		if (!r)
-			return false;
-		r->until = arg;
-		return true;
+	const struct cli_formats *f = o->data;
+	int fmt = cli_parse_format(v, f->accepted, f->cmd);
+
+	(void)err;
+	(void)errlen;
+	if (fmt < 0)
+		return -EINVAL; /* cli_parse_format said why */
+	*TP_OPT_PTR(obj, o, enum cli_format) = (enum cli_format)fmt;
+	return 0;
+}
+
+int cli_opt_count(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen)
+{
+	if (cli_parse_count(v, TP_OPT_PTR(obj, o, long))) {
+		snprintf(err, errlen, "--%s '%s' is not a count (1-1000000)", o->name, v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cli_opt_nonempty(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen)
+{
+	if (!*v) {
+		snprintf(err, errlen, "--%s must not be empty", o->name);
+		return -EINVAL;
+	}
+	*TP_OPT_PTR(obj, o, const char *) = v;
+	return 0;
+}
+
+int cli_parse_args(const char *cmd, const struct tp_option *opts, size_t n, void *args, int argc,
+		   char **argv, void (*help)(FILE *), int *next)
+{
+	struct tp_opts_result res;
+
+	switch (tp_opts_getopt(opts, n, args, argc, argv, TP_OPTS_QUIET, &res)) {
+	case TP_OPTS_DONE:
+		*next = res.next;
+		return -1;
+	case TP_OPTS_STOPPED: /* --help */
+		help(stdout);
+		return CLI_OK;
+	case TP_OPTS_BAD_VALUE:
+		if (res.err[0])
+			cli_usage_error(cmd, "%s", res.err);
+		return CLI_USAGE;
 	default:
-		return false;
+		return cli_bad_option(cmd, argv, res.ch, res.optopt);
 	}
 }

@@ -5,7 +5,6 @@
  * with traceprof.cohort_sizes (docs/cohorts.md).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,37 +16,93 @@
 #define CMD	      "compare"
 #define DEFAULT_LIMIT 10
 
+/* What the command line of `traceprof compare` sets. */
+struct compare_args {
+	struct cli_common c;
+	struct cli_range_flags rf;
+	const char *service, *ea, *eb; /* the cohort expressions */
+	long limit;
+	bool exact, help;
+};
+
+static const struct cli_formats formats = {
+    1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG, CMD};
+
+#define T struct compare_args
+static const struct tp_option options[] = {
+    CLI_OPT_SERVICE(T, "the service (required)"),
+    {.name = "cohort-a",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, ea),
+     .arg = "EXPR",
+     .help = "cohort A (required)"},
+    {.name = "cohort-b",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, eb),
+     .arg = "EXPR",
+     .help = "cohort B (required)"},
+    CLI_OPT_RANGE(T),
+    CLI_OPT_LIMIT(
+	T, "at most N functions hotter in each cohort (default " TP_OPTS_STR(DEFAULT_LIMIT) ")"),
+    {.name = "exact",
+     .type = TP_OPT_FLAG,
+     .offset = offsetof(T, exact),
+     .help = "compute from the raw tables, not the rollup"},
+    CLI_OPT_FORMAT(T, &formats,
+		   "text (default), json, or svg (differential flame graph:\nred hotter in A, blue "
+		   "hotter in B)"),
+    CLI_OPT_DB(T),
+    CLI_OPT_COMMON(T),
+};
+#undef T
+
 void help_compare(FILE *f)
 {
-	fprintf(f,
-		"usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
-		"                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
-		"                         [--format text|json|svg] [-o FILE] [--db CONNINFO]\n"
-		"\n"
-		"Which functions take a larger share of the CPU of one cohort of requests than\n"
-		"of the other: per function the share of each cohort (inclusive: the function\n"
-		"and what it called), the difference in points and a request-level p-value.\n"
-		"\n"
-		"cohort expressions (conditions joined with 'and'):\n"
-		"  duration > 1s          also >=, <, <=; units us, ms, s, m, h\n"
-		"  status = 5xx           a code or class; status in (4xx, 500)\n"
-		"  route ~ /api/pay*      glob (* any run, ? one character); route = /exact\n"
-		"  method = POST          method in (GET, HEAD)\n"
-		"  all                    every request of the service\n"
-		"\n"
-		"options:\n"
-		"  --service S          the service (required)\n"
-		"  --cohort-a EXPR      cohort A (required)\n"
-		"  --cohort-b EXPR      cohort B (required)\n" CLI_HELP_RANGE
-		"  --limit N            at most N functions hotter in each cohort (default %d)\n"
-		"  --exact              compute from the raw tables, not the rollup\n"
-		"  --format F           text (default), json, or svg (differential flame graph:\n"
-		"                       red hotter in A, blue hotter in B)\n" CLI_HELP_DB
-		    CLI_HELP_COMMON "\n"
-		"example:\n"
-		"  traceprof compare --service payment-svc --cohort-a 'duration > 1s' \\\n"
-		"      --cohort-b 'duration < 100ms and status = 2xx' --since 2h\n",
-		DEFAULT_LIMIT);
+	fputs("usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
+	      "                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
+	      "                         [--format text|json|svg] [-o FILE] [--db CONNINFO]\n"
+	      "\n"
+	      "Which functions take a larger share of the CPU of one cohort of requests than\n"
+	      "of the other: per function the share of each cohort (inclusive: the function\n"
+	      "and what it called), the difference in points and a request-level p-value.\n"
+	      "\n"
+	      "cohort expressions (conditions joined with 'and'):\n"
+	      "  duration > 1s          also >=, <, <=; units us, ms, s, m, h\n"
+	      "  status = 5xx           a code or class; status in (4xx, 500)\n"
+	      "  route ~ /api/pay*      glob (* any run, ? one character); route = /exact\n"
+	      "  method = POST          method in (GET, HEAD)\n"
+	      "  all                    every request of the service\n"
+	      "\n"
+	      "options:\n",
+	      f);
+	tp_opts_help(options, TP_OPTS_COUNT(options), f, CLI_HELP_WIDTH, 0);
+	fputs("\n"
+	      "example:\n"
+	      "  traceprof compare --service payment-svc --cohort-a 'duration > 1s' \\\n"
+	      "      --cohort-b 'duration < 100ms and status = 2xx' --since 2h\n",
+	      f);
+}
+
+/* The command line into a and range: -1 to go on, or the exit code. */
+static int parse_compare(int argc, char **argv, struct compare_args *a, struct cli_range *range)
+{
+	int next, rc;
+
+	rc = cli_parse_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv, help_compare,
+			    &next);
+	if (rc >= 0)
+		return rc;
+	if (next < argc)
+		return cli_usage_error(CMD, "unexpected argument '%s'", argv[next]);
+	if (!a->service || !*a->service)
+		return cli_usage_error(CMD, "needs --service S");
+	if (!a->ea || !a->eb)
+		return cli_usage_error(CMD,
+				       "needs --cohort-a EXPR and --cohort-b EXPR, e.g. "
+				       "--cohort-a 'duration > 1s' --cohort-b 'duration < 100ms'");
+	if (cli_range_parse(a->rf.since, a->rf.from, a->rf.until, range))
+		return CLI_USAGE;
+	return -1;
 }
 
 static char *compile(const char *flag, const char *expr)
@@ -175,79 +230,53 @@ static int svg_diff(struct cli_db *db, const struct cli_common *c, const char *s
 	return render_close(out, c->output, rc, true);
 }
 
+/* The text report: the cohorts' sizes, then the functions hotter in each. */
+static void text_report(FILE *out, const struct compare_args *args, PGresult *sizes, PGresult *res,
+			const char *a, const char *b)
+{
+	const char *service = args->service, *ea = args->ea, *eb = args->eb;
+	long limit = args->limit;
+
+	fprintf(out, "service %s, requests started %s to %s\n", service, a, b);
+	for (int i = 0; i < 2; i++) {
+		char t[32];
+
+		fprintf(out, "  %s: %-28s %s requests, %s with samples, %s samples, %s CPU\n",
+			i ? "B" : "A", i ? eb : ea, PQgetvalue(sizes, i, 1),
+			PQgetvalue(sizes, i, 2), PQgetvalue(sizes, i, 3),
+			cli_fmt_us((int64_t)(strtod(PQgetvalue(sizes, i, 4), NULL) * 1000 + 0.5), t,
+				   sizeof(t)));
+	}
+	text_side(out, res, 1, limit, "A", ea);
+	text_side(out, res, -1, limit, "B", eb);
+	fprintf(out, "\nA, B: share of the cohort's CPU on stacks through the function; "
+		     "DELTA = A - B;\nP: request-level two-sided p-value (n/a: too few "
+		     "requests to tell)\n");
+}
+
 int cmd_compare(int argc, char **argv)
 {
-	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
-					     {"cohort-a", required_argument, NULL, 'A'},
-					     {"cohort-b", required_argument, NULL, 'B'},
-					     {"since", required_argument, NULL, 'n'},
-					     {"from", required_argument, NULL, 'F'},
-					     {"until", required_argument, NULL, 'U'},
-					     {"limit", required_argument, NULL, 'l'},
-					     {"exact", no_argument, NULL, 'x'},
-					     {"format", required_argument, NULL, 'f'},
-					     {"output", required_argument, NULL, 'o'},
-					     {"db", required_argument, NULL, 'd'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
-	struct cli_common c = {.format = CLI_FMT_TEXT};
-	const char *service = NULL, *ea = NULL, *eb = NULL;
-	struct cli_range_flags rf = {0};
-	long limit = DEFAULT_LIMIT;
-	bool exact = false;
+	struct compare_args args = {.c = {.format = CLI_FMT_TEXT}, .limit = DEFAULT_LIMIT};
+	struct cli_common c;
+	const char *service, *ea, *eb;
+	long limit;
+	bool exact;
 	struct cli_range range;
 	struct cli_db db = {0};
 	char *sa = NULL, *sb = NULL, fa[64], fb[64], a[64], b[64];
 	PGresult *sizes = NULL, *res = NULL;
-	int ch, rc;
+	int rc;
 	FILE *out;
 
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-		if (cli_common_flag(&c, &rf, ch, optarg))
-			continue;
-		switch (ch) {
-		case 's':
-			service = optarg;
-			break;
-		case 'A':
-			ea = optarg;
-			break;
-		case 'B':
-			eb = optarg;
-			break;
-		case 'l':
-			if (cli_parse_count(optarg, &limit))
-				return cli_usage_error(
-				    CMD, "--limit '%s' is not a count (1-1000000)", optarg);
-			break;
-		case 'x':
-			exact = true;
-			break;
-		case 'f':
-			if (cli_set_format(
-				&c, optarg,
-				1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG, CMD))
-				return CLI_USAGE;
-			break;
-		case 'h':
-			help_compare(stdout);
-			return CLI_OK;
-		default:
-			return cli_bad_option(CMD, argv, ch, optopt);
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-	if (!service || !*service)
-		return cli_usage_error(CMD, "needs --service S");
-	if (!ea || !eb)
-		return cli_usage_error(CMD,
-				       "needs --cohort-a EXPR and --cohort-b EXPR, e.g. "
-				       "--cohort-a 'duration > 1s' --cohort-b 'duration < 100ms'");
-	if (cli_range_parse(rf.since, rf.from, rf.until, &range))
-		return CLI_USAGE;
+	rc = parse_compare(argc, argv, &args, &range);
+	if (rc >= 0)
+		return rc;
+	c = args.c;
+	service = args.service;
+	ea = args.ea;
+	eb = args.eb;
+	limit = args.limit;
+	exact = args.exact;
 	sa = compile("--cohort-a", ea);
 	sb = sa ? compile("--cohort-b", eb) : NULL;
 	if (!sa || !sb) {
@@ -308,23 +337,7 @@ int cmd_compare(int argc, char **argv)
 	}
 	switch (c.format) {
 	case CLI_FMT_TEXT:
-		fprintf(out, "service %s, requests started %s to %s\n", service, a, b);
-		for (int i = 0; i < 2; i++) {
-			char t[32];
-
-			fprintf(out,
-				"  %s: %-28s %s requests, %s with samples, %s samples, %s CPU\n",
-				i ? "B" : "A", i ? eb : ea, PQgetvalue(sizes, i, 1),
-				PQgetvalue(sizes, i, 2), PQgetvalue(sizes, i, 3),
-				cli_fmt_us(
-				    (int64_t)(strtod(PQgetvalue(sizes, i, 4), NULL) * 1000 + 0.5),
-				    t, sizeof(t)));
-		}
-		text_side(out, res, 1, limit, "A", ea);
-		text_side(out, res, -1, limit, "B", eb);
-		fprintf(out, "\nA, B: share of the cohort's CPU on stacks through the function; "
-			     "DELTA = A - B;\nP: request-level two-sided p-value (n/a: too few "
-			     "requests to tell)\n");
+		text_report(out, &args, sizes, res, a, b);
 		break;
 	case CLI_FMT_JSON:
 		fputs("{\"service\": ", out);

@@ -4,7 +4,6 @@
  * spans (traceprof.service_builds) when a redeployment falls in the range.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,87 +13,129 @@
 
 #define CMD "profile"
 
+/* What the command line of `traceprof profile` sets. */
+struct profile_args {
+	struct cli_common c;
+	struct cli_range_flags rf;
+	struct render_opts ro;
+	const char *service;
+	bool help;
+};
+
+static const struct cli_formats formats = {1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
+					       1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
+					       1u << CLI_FMT_PPROF,
+					   CMD};
+
+#define T struct profile_args
+static const struct tp_option options[] = {
+    CLI_OPT_SERVICE(T, "the service (required)"),
+    CLI_OPT_RANGE(T),
+    CLI_OPT_FORMAT(T, &formats,
+		   "text (default), folded, json, svg (flame graph) or pprof\n(gzip profile.proto; "
+		   "needs -o or a pipe)"),
+    RENDER_OPT_MIN_PCT(
+	T, CMD,
+	"text: summarize subtrees under P % (default " TP_OPTS_STR(RENDER_DEFAULT_MIN_PCT) ")"),
+    CLI_OPT_DB(T),
+    CLI_OPT_COMMON(T),
+};
+#undef T
+
 void help_profile(FILE *f)
 {
-	fprintf(f,
-		"usage: traceprof profile --service S [--since 1h | --from T --until T]\n"
-		"                         [--format text|folded|json|svg|pprof] [--min-pct P]\n"
-		"                         [-o FILE]\n"
-		"                         [--db CONNINFO]\n"
-		"\n"
-		"The continuous profile of a service: every sample of its pods in the range,\n"
-		"serving a request or not. When the range spans more than one build of the\n"
-		"service, text output starts with the builds and their time spans, json has a\n"
-		"\"builds\" array, and folded output (which has no place for it) prints the\n"
-		"note on standard error.\n"
-		"\n"
-		"options:\n"
-		"  --service S          the service (required)\n" CLI_HELP_RANGE
-		"  --format F           text (default), folded, json, svg (flame graph) or pprof\n"
-		"                       (gzip profile.proto; needs -o or a pipe)\n"
-		"  --min-pct P          text: summarize subtrees under P %% (default "
-		"%.1f)\n" CLI_HELP_DB CLI_HELP_COMMON "\n"
-		"example:\n"
-		"  traceprof profile --service payment-svc --since 30m --format folded | "
-		"flamegraph.pl\n",
-		RENDER_DEFAULT_MIN_PCT);
+	fputs("usage: traceprof profile --service S [--since 1h | --from T --until T]\n"
+	      "                         [--format text|folded|json|svg|pprof] [--min-pct P]\n"
+	      "                         [-o FILE]\n"
+	      "                         [--db CONNINFO]\n"
+	      "\n"
+	      "The continuous profile of a service: every sample of its pods in the range,\n"
+	      "serving a request or not. When the range spans more than one build of the\n"
+	      "service, text output starts with the builds and their time spans, json has a\n"
+	      "\"builds\" array, and folded output (which has no place for it) prints the\n"
+	      "note on standard error.\n"
+	      "\n"
+	      "options:\n",
+	      f);
+	tp_opts_help(options, TP_OPTS_COUNT(options), f, CLI_HELP_WIDTH, 0);
+	fputs("\n"
+	      "example:\n"
+	      "  traceprof profile --service payment-svc --since 30m --format folded | "
+	      "flamegraph.pl\n",
+	      f);
+}
+
+/* The command line into a and range: -1 to go on, or the exit code. */
+static int parse_profile(int argc, char **argv, struct profile_args *a, struct cli_range *range)
+{
+	int next, rc;
+
+	rc = cli_parse_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv, help_profile,
+			    &next);
+	if (rc >= 0)
+		return rc;
+	if (next < argc)
+		return cli_usage_error(CMD, "unexpected argument '%s'", argv[next]);
+	if (!a->service || !*a->service)
+		return cli_usage_error(CMD, "needs --service S");
+	if (cli_range_parse(a->rf.since, a->rf.from, a->rf.until, range))
+		return CLI_USAGE;
+	return -1;
+}
+
+/* Text: the header, and the builds when the range spans more than one. */
+static void text_builds(FILE *out, const char *service, const char *a, const char *b,
+			PGresult *builds)
+{
+	int nb = PQntuples(builds);
+
+	fprintf(out, "service %s, %s to %s\n", service, a, b);
+	if (nb > 1) {
+		fprintf(out, "the range spans %d builds (first to last sample, samples):\n", nb);
+		for (int i = 0; i < nb; i++)
+			fprintf(out, "  %s  %s .. %s  %s\n", PQgetvalue(builds, i, 0),
+				PQgetvalue(builds, i, 1), PQgetvalue(builds, i, 2),
+				PQgetvalue(builds, i, 3));
+	}
+	fputc('\n', out);
+}
+
+/* Folded output has no place for the builds: a note on standard error. */
+static void folded_builds_note(const char *service, PGresult *builds)
+{
+	int nb = PQntuples(builds);
+
+	if (nb > 1) {
+		fprintf(stderr, "traceprof: note: the profile of %s spans %d builds:", service, nb);
+		for (int i = 0; i < nb; i++)
+			fprintf(stderr, "%s %s (%s .. %s)", i ? "," : "", PQgetvalue(builds, i, 0),
+				PQgetvalue(builds, i, 1), PQgetvalue(builds, i, 2));
+		fputc('\n', stderr);
+	}
 }
 
 int cmd_profile(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"service", required_argument, NULL, 's'}, {"since", required_argument, NULL, 'n'},
-	    {"from", required_argument, NULL, 'F'},    {"until", required_argument, NULL, 'U'},
-	    {"format", required_argument, NULL, 'f'},  {"min-pct", required_argument, NULL, 'm'},
-	    {"output", required_argument, NULL, 'o'},  {"db", required_argument, NULL, 'd'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0}};
-	struct cli_common c = {.format = CLI_FMT_TEXT};
-	struct render_opts ro = {.min_pct = RENDER_DEFAULT_MIN_PCT};
-	const char *service = NULL;
-	struct cli_range_flags rf = {0};
+	struct profile_args args = {.c = {.format = CLI_FMT_TEXT},
+				    .ro = {.min_pct = RENDER_DEFAULT_MIN_PCT}};
+	struct cli_common c;
+	struct render_opts ro;
+	const char *service;
 	struct cli_range range;
 	struct cli_db db = {0};
 	struct tp_stackset *set = NULL;
 	PGresult *builds = NULL;
 	char err[1024], a[64], b[64];
 	bool reported = false; /* by the SVG or pprof writer */
-	int ch, rc, nb;
+	int rc, nb;
 	FILE *out;
 
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-		if (cli_common_flag(&c, &rf, ch, optarg))
-			continue;
-		switch (ch) {
-		case 's':
-			service = optarg;
-			break;
-		case 'f':
-			if (cli_set_format(&c, optarg,
-					   1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
-					       1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
-					       1u << CLI_FMT_PPROF,
-					   CMD))
-				return CLI_USAGE;
-			break;
-		case 'm':
-			if (render_parse_min_pct(optarg, CMD, &ro))
-				return CLI_USAGE;
-			break;
-		case 'h':
-			help_profile(stdout);
-			return CLI_OK;
-		default:
-			return cli_bad_option(CMD, argv, ch, optopt);
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-	if (!service || !*service)
-		return cli_usage_error(CMD, "needs --service S");
-	if (cli_range_parse(rf.since, rf.from, rf.until, &range))
-		return CLI_USAGE;
+	rc = parse_profile(argc, argv, &args, &range);
+	if (rc >= 0)
+		return rc;
+	c = args.c;
+	ro = args.ro;
+	service = args.service;
 	rc = cli_connect(c.conninfo, &db);
 	if (rc)
 		return rc;
@@ -137,28 +178,11 @@ int cmd_profile(int argc, char **argv)
 	}
 	switch (c.format) {
 	case CLI_FMT_TEXT:
-		fprintf(out, "service %s, %s to %s\n", service, a, b);
-		if (nb > 1) {
-			fprintf(out, "the range spans %d builds (first to last sample, samples):\n",
-				nb);
-			for (int i = 0; i < nb; i++)
-				fprintf(out, "  %s  %s .. %s  %s\n", PQgetvalue(builds, i, 0),
-					PQgetvalue(builds, i, 1), PQgetvalue(builds, i, 2),
-					PQgetvalue(builds, i, 3));
-		}
-		fputc('\n', out);
+		text_builds(out, service, a, b, builds);
 		rc = render_text(out, set, &ro);
 		break;
 	case CLI_FMT_FOLDED:
-		if (nb > 1) {
-			fprintf(stderr,
-				"traceprof: note: the profile of %s spans %d builds:", service, nb);
-			for (int i = 0; i < nb; i++)
-				fprintf(stderr, "%s %s (%s .. %s)", i ? "," : "",
-					PQgetvalue(builds, i, 0), PQgetvalue(builds, i, 1),
-					PQgetvalue(builds, i, 2));
-			fputc('\n', stderr);
-		}
+		folded_builds_note(service, builds);
 		rc = render_folded(out, set, false);
 		break;
 	case CLI_FMT_JSON:

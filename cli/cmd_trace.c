@@ -5,7 +5,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,30 +14,57 @@
 
 #define CMD "trace-profile"
 
+/* What the command line of `traceprof trace-profile` sets. */
+struct trace_args {
+	struct cli_common c;
+	struct render_opts ro;
+	const char *service;
+	bool help;
+};
+
+static const struct cli_formats formats = {1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
+					       1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
+					       1u << CLI_FMT_PPROF,
+					   CMD};
+
+#define T struct trace_args
+static const struct tp_option options[] = {
+    {.name = "service",
+     .type = TP_OPT_CUSTOM,
+     .offset = offsetof(T, service),
+     .arg = "S",
+     .help = "only this service",
+     .parse = cli_opt_nonempty},
+    CLI_OPT_FORMAT(T, &formats,
+		   "text (default), folded (flamegraph.pl input, N in\nmicroseconds of CPU), json "
+		   "(docs/cli.md), svg (flame\ngraph), pprof (gzip profile.proto; needs -o or a "
+		   "pipe)"),
+    RENDER_OPT_MIN_PCT(T, CMD,
+		       "text: summarize subtrees under P % of the service\n(default " TP_OPTS_STR(
+			   RENDER_DEFAULT_MIN_PCT) "; 0 shows everything)"),
+    CLI_OPT_DB(T),
+    CLI_OPT_COMMON(T),
+};
+#undef T
+
 void help_trace_profile(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: traceprof trace-profile TRACE_ID [--service S]\n"
-	    "                               [--format text|folded|json|svg|pprof]\n"
-	    "                               [--min-pct P] [-o FILE] [--db CONNINFO]\n"
-	    "\n"
-	    "The CPU profile of one request (W3C trace id, 32 hex digits) in every service\n"
-	    "it passed through: per service the hotspots (functions by self time) and the\n"
-	    "call tree with CPU time and percentages. Raised samples of a request claimed\n"
-	    "by a trigger are used where a source has them, as the SQL API does.\n"
-	    "\n"
-	    "options:\n"
-	    "  --service S          only this service\n"
-	    "  --format F           text (default), folded (flamegraph.pl input, N in\n"
-	    "                       microseconds of CPU), json (docs/cli.md), svg (flame\n"
-	    "                       graph), pprof (gzip profile.proto; needs -o or a pipe)\n"
-	    "  --min-pct P          text: summarize subtrees under P %% of the service\n"
-	    "                       (default %.1f; 0 shows everything)\n" CLI_HELP_DB
-		CLI_HELP_COMMON "\n"
-	    "example:\n"
-	    "  traceprof trace-profile 4bf92f3577b34da6a3ce929d0e0e4736 --service payment-svc\n",
-	    RENDER_DEFAULT_MIN_PCT);
+	fputs("usage: traceprof trace-profile TRACE_ID [--service S]\n"
+	      "                               [--format text|folded|json|svg|pprof]\n"
+	      "                               [--min-pct P] [-o FILE] [--db CONNINFO]\n"
+	      "\n"
+	      "The CPU profile of one request (W3C trace id, 32 hex digits) in every service\n"
+	      "it passed through: per service the hotspots (functions by self time) and the\n"
+	      "call tree with CPU time and percentages. Raised samples of a request claimed\n"
+	      "by a trigger are used where a source has them, as the SQL API does.\n"
+	      "\n"
+	      "options:\n",
+	      f);
+	tp_opts_help(options, TP_OPTS_COUNT(options), f, CLI_HELP_WIDTH, 0);
+	fputs("\n"
+	      "example:\n"
+	      "  traceprof trace-profile 4bf92f3577b34da6a3ce929d0e0e4736 --service payment-svc\n",
+	      f);
 }
 
 static bool valid_trace_id(const char *s)
@@ -84,71 +110,49 @@ static int no_samples(struct cli_db *db, const char *trace_id, const char *servi
 	return CLI_NO_DATA;
 }
 
+/* The command line into a and the trace id: -1 to go on, or the exit code. */
+static int parse_trace(int argc, char **argv, struct trace_args *a, const char **trace_id)
+{
+	int next, rc;
+
+	rc = cli_parse_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv, help_trace_profile,
+			    &next);
+	if (rc >= 0)
+		return rc;
+	if (argc - next != 1)
+		return cli_usage_error(
+		    CMD, argc == next ? "needs a TRACE_ID" : "takes one TRACE_ID, not %d arguments",
+		    argc - next);
+	*trace_id = argv[next];
+	if (!valid_trace_id(*trace_id))
+		return cli_usage_error(CMD,
+				       "'%.80s' is not a trace id: expected 32 hexadecimal digits, "
+				       "not all zero",
+				       *trace_id);
+	return -1;
+}
+
 int cmd_trace_profile(int argc, char **argv)
 {
-	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
-					     {"format", required_argument, NULL, 'f'},
-					     {"output", required_argument, NULL, 'o'},
-					     {"db", required_argument, NULL, 'd'},
-					     {"min-pct", required_argument, NULL, 'm'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
-	struct cli_common c = {.format = CLI_FMT_TEXT};
-	struct render_opts ro = {.min_pct = RENDER_DEFAULT_MIN_PCT};
-	const char *service = NULL, *trace_id;
+	struct trace_args args = {.c = {.format = CLI_FMT_TEXT},
+				  .ro = {.min_pct = RENDER_DEFAULT_MIN_PCT}};
+	const char *service, *trace_id = NULL;
 	struct tp_stackset *set = NULL;
 	struct cli_db db = {0};
 	char err[1024], lower[33];
 	bool reported = false; /* by the SVG or pprof writer */
-	int ch, rc;
+	int rc;
 	FILE *out;
 
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-		if (cli_common_flag(&c, NULL, ch, optarg))
-			continue;
-		switch (ch) {
-		case 's':
-			service = optarg;
-			if (!*service)
-				return cli_usage_error(CMD, "--service must not be empty");
-			break;
-		case 'f':
-			if (cli_set_format(&c, optarg,
-					   1u << CLI_FMT_TEXT | 1u << CLI_FMT_FOLDED |
-					       1u << CLI_FMT_JSON | 1u << CLI_FMT_SVG |
-					       1u << CLI_FMT_PPROF,
-					   CMD))
-				return CLI_USAGE;
-			break;
-		case 'm':
-			if (render_parse_min_pct(optarg, CMD, &ro))
-				return CLI_USAGE;
-			break;
-		case 'h':
-			help_trace_profile(stdout);
-			return CLI_OK;
-		default:
-			return cli_bad_option(CMD, argv, ch, optopt);
-		}
-	}
-	if (argc - optind != 1)
-		return cli_usage_error(CMD,
-				       argc == optind ? "needs a TRACE_ID"
-						      : "takes one TRACE_ID, not %d arguments",
-				       argc - optind);
-	trace_id = argv[optind];
-	if (!valid_trace_id(trace_id))
-		return cli_usage_error(CMD,
-				       "'%.80s' is not a trace id: expected 32 hexadecimal digits, "
-				       "not all zero",
-				       trace_id);
+	rc = parse_trace(argc, argv, &args, &trace_id);
+	if (rc >= 0)
+		return rc;
+	service = args.service;
 	for (int i = 0; i < 33; i++)
 		lower[i] = (char)tolower((unsigned char)trace_id[i]);
 	trace_id = lower;
 
-	rc = cli_connect(c.conninfo, &db);
+	rc = cli_connect(args.c.conninfo, &db);
 	if (rc)
 		return rc;
 	rc = stackset_read_trace(db.conn, trace_id, service, &set, err, sizeof(err));
@@ -161,16 +165,16 @@ int cmd_trace_profile(int argc, char **argv)
 		rc = no_samples(&db, trace_id, service);
 		goto out;
 	}
-	out = cli_open_output(c.output);
+	out = cli_open_output(args.c.output);
 	if (!out) {
 		rc = CLI_IO;
 		goto out;
 	}
-	switch (c.format) {
+	switch (args.c.format) {
 	case CLI_FMT_TEXT:
 		fprintf(out, "trace %s%s%s\n\n", trace_id, service ? ", service " : "",
 			service ? service : "");
-		rc = render_text(out, set, &ro);
+		rc = render_text(out, set, &args.ro);
 		break;
 	case CLI_FMT_FOLDED:
 		rc = render_folded(out, set, service == NULL);
@@ -200,7 +204,7 @@ int cmd_trace_profile(int argc, char **argv)
 	default:
 		rc = -EINVAL;
 	}
-	rc = render_close(out, c.output, rc, reported);
+	rc = render_close(out, args.c.output, rc, reported);
 out:
 	stackset_free(set);
 	cli_disconnect(&db);

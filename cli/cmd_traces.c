@@ -5,7 +5,6 @@
  * The filters travel as a cohort spec (JSON values), never as SQL.
  */
 
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,29 +13,73 @@
 #define CMD	      "traces"
 #define DEFAULT_LIMIT 20
 
+/* What the command line of `traceprof traces` sets. */
+struct traces_args {
+	struct cli_common c;
+	struct cli_range_flags rf;
+	const char *service, *min_dur, *status, *route, *method;
+	long limit;
+	bool help;
+};
+
+static const struct cli_formats formats = {1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON, CMD};
+
+#define T struct traces_args
+#define FILTER(n, m, a, h)                                                                         \
+	{                                                                                          \
+		.name = n, .type = TP_OPT_STR, .offset = offsetof(T, m), .arg = a, .help = h       \
+	}
+static const struct tp_option options[] = {
+    CLI_OPT_SERVICE(T, "the service (required)"),
+    FILTER("min-duration", min_dur, "D", "at least D: 250ms, 1s, 1.5s, 2m"),
+    FILTER("status", status, "S", "a status code or class: 500, 5xx, or a list '4xx,503'"),
+    FILTER("route", route, "GLOB", "route glob: * any run of characters, ? one character"),
+    FILTER("method", method, "M", "HTTP method"),
+    CLI_OPT_RANGE(T),
+    CLI_OPT_LIMIT(T, "at most N requests (default " TP_OPTS_STR(DEFAULT_LIMIT) ")"),
+    CLI_OPT_FORMAT(T, &formats, "text (default) or json"),
+    CLI_OPT_DB(T),
+    CLI_OPT_COMMON(T),
+};
+#undef FILTER
+#undef T
+
 void help_traces(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: traceprof traces --service S [--min-duration D] [--status S] [--route GLOB]\n"
-	    "                        [--method M] [--since 1h | --from T --until T] [--limit N]\n"
-	    "                        [--format text|json] [-o FILE] [--db CONNINFO]\n"
+	fputs("usage: traceprof traces --service S [--min-duration D] [--status S] [--route GLOB]\n"
+	      "                        [--method M] [--since 1h | --from T --until T] [--limit N]\n"
+	      "                        [--format text|json] [-o FILE] [--db CONNINFO]\n"
+	      "\n"
+	      "The requests of a service that started in the time range, newest first: start\n"
+	      "time (UTC), trace id, duration, status, method and route, and the samples of\n"
+	      "the request's span (raised samples when a trigger collected it).\n"
+	      "\n"
+	      "options:\n",
+	      f);
+	tp_opts_help(options, TP_OPTS_COUNT(options), f, CLI_HELP_WIDTH, 0);
+	fputs(
 	    "\n"
-	    "The requests of a service that started in the time range, newest first: start\n"
-	    "time (UTC), trace id, duration, status, method and route, and the samples of\n"
-	    "the request's span (raised samples when a trigger collected it).\n"
-	    "\n"
-	    "options:\n"
-	    "  --service S          the service (required)\n"
-	    "  --min-duration D     at least D: 250ms, 1s, 1.5s, 2m\n"
-	    "  --status S           a status code or class: 500, 5xx, or a list '4xx,503'\n"
-	    "  --route GLOB         route glob: * any run of characters, ? one character\n"
-	    "  --method M           HTTP method\n" CLI_HELP_RANGE
-	    "  --limit N            at most N requests (default %d)\n"
-	    "  --format F           text (default) or json\n" CLI_HELP_DB CLI_HELP_COMMON "\n"
 	    "example:\n"
 	    "  traceprof traces --service payment-svc --min-duration 1s --status 5xx --since 30m\n",
-	    DEFAULT_LIMIT);
+	    f);
+}
+
+/* The command line into a and range: -1 to go on, or the exit code. */
+static int parse_traces(int argc, char **argv, struct traces_args *a, struct cli_range *range)
+{
+	int next, rc;
+
+	rc =
+	    cli_parse_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv, help_traces, &next);
+	if (rc >= 0)
+		return rc;
+	if (next < argc)
+		return cli_usage_error(CMD, "unexpected argument '%s'", argv[next]);
+	if (!a->service || !*a->service)
+		return cli_usage_error(CMD, "needs --service S");
+	if (cli_range_parse(a->rf.since, a->rf.from, a->rf.until, range))
+		return CLI_USAGE;
+	return -1;
 }
 
 /* Appends "key": "value" to the spec being written. */
@@ -51,92 +94,38 @@ static void spec_kv(FILE *m, bool *first, const char *key, const char *value)
 
 int cmd_traces(int argc, char **argv)
 {
-	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
-					     {"min-duration", required_argument, NULL, 'D'},
-					     {"status", required_argument, NULL, 'S'},
-					     {"route", required_argument, NULL, 'r'},
-					     {"method", required_argument, NULL, 'M'},
-					     {"since", required_argument, NULL, 'n'},
-					     {"from", required_argument, NULL, 'F'},
-					     {"until", required_argument, NULL, 'U'},
-					     {"limit", required_argument, NULL, 'l'},
-					     {"format", required_argument, NULL, 'f'},
-					     {"output", required_argument, NULL, 'o'},
-					     {"db", required_argument, NULL, 'd'},
-					     {"help", no_argument, NULL, 'h'},
-					     {NULL, 0, NULL, 0}};
-	struct cli_common c = {.format = CLI_FMT_TEXT};
-	const char *service = NULL, *min_dur = NULL, *status = NULL, *route = NULL, *method = NULL;
-	struct cli_range_flags rf = {0};
-	long limit = DEFAULT_LIMIT;
+	struct traces_args args = {.c = {.format = CLI_FMT_TEXT}, .limit = DEFAULT_LIMIT};
+	struct cli_common c;
+	const char *service;
 	struct cli_range range;
 	struct cli_db db = {0};
 	char *spec = NULL, lim[32], a[64], b[64];
 	size_t speclen = 0;
 	bool first = true;
 	PGresult *res = NULL;
-	int ch, rc, n;
+	int rc, n;
 	FILE *m, *out;
 
-	opterr = 0;
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
-		if (cli_common_flag(&c, &rf, ch, optarg))
-			continue;
-		switch (ch) {
-		case 's':
-			service = optarg;
-			break;
-		case 'D':
-			min_dur = optarg;
-			break;
-		case 'S':
-			status = optarg;
-			break;
-		case 'r':
-			route = optarg;
-			break;
-		case 'M':
-			method = optarg;
-			break;
-		case 'l':
-			if (cli_parse_count(optarg, &limit))
-				return cli_usage_error(
-				    CMD, "--limit '%s' is not a count (1-1000000)", optarg);
-			break;
-		case 'f':
-			if (cli_set_format(&c, optarg, 1u << CLI_FMT_TEXT | 1u << CLI_FMT_JSON,
-					   CMD))
-				return CLI_USAGE;
-			break;
-		case 'h':
-			help_traces(stdout);
-			return CLI_OK;
-		default:
-			return cli_bad_option(CMD, argv, ch, optopt);
-		}
-	}
-	if (optind < argc)
-		return cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-	if (!service || !*service)
-		return cli_usage_error(CMD, "needs --service S");
-	if (cli_range_parse(rf.since, rf.from, rf.until, &range))
-		return CLI_USAGE;
+	rc = parse_traces(argc, argv, &args, &range);
+	if (rc >= 0)
+		return rc;
+	c = args.c;
+	service = args.service;
 	m = open_memstream(&spec, &speclen);
 	if (!m)
 		return CLI_IO;
 	fputc('{', m);
-	spec_kv(m, &first, "min_duration", min_dur);
-	spec_kv(m, &first, "status", status);
-	spec_kv(m, &first, "route", route);
-	spec_kv(m, &first, "method", method);
+	spec_kv(m, &first, "min_duration", args.min_dur);
+	spec_kv(m, &first, "status", args.status);
+	spec_kv(m, &first, "route", args.route);
+	spec_kv(m, &first, "method", args.method);
 	fputc('}', m);
 	fclose(m);
 
 	rc = cli_connect(c.conninfo, &db);
 	if (rc)
 		goto out;
-	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(lim, sizeof(lim), "%ld", args.limit);
 	{
 		const char *params[5] = {service, cli_time_sql(range.from_us, a, sizeof(a)),
 					 cli_time_sql(range.until_us, b, sizeof(b)), spec, lim};

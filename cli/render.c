@@ -125,17 +125,6 @@ static size_t *rows_by_service(const struct tp_stackset *s)
 	return idx;
 }
 
-size_t render_count_services(const struct tp_stackset *s)
-{
-	size_t *idx = rows_by_service(s), n = 0;
-
-	for (size_t i = 0; idx && i < s->nrows; i++)
-		if (i == 0 || strcmp(s->rows[idx[i]].service, s->rows[idx[i - 1]].service) != 0)
-			n++;
-	free(idx);
-	return n;
-}
-
 /* Builds the view of rows idx[0..n) (one service). */
 static int build_view(const struct tp_stackset *s, const size_t *idx, size_t n,
 		      struct service_view *v)
@@ -537,4 +526,13 @@ int render_parse_min_pct(const char *text, const char *cmd, struct render_opts *
 		return cli_usage_error(cmd, "--min-pct '%s' is not a percentage (0-100)", text);
 	opts->min_pct = v;
 	return 0;
+}
+
+int render_opt_min_pct(void *obj, const struct tp_option *o, const char *v, char *err,
+		       size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return render_parse_min_pct(v, o->data, TP_OPT_PTR(obj, o, struct render_opts)) ? -EINVAL
+											: 0;
 }

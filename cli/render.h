@@ -9,8 +9,10 @@
 #define TRACEPROF_RENDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
+#include "traceprof/options.h"
 #include "traceprof/stackset.h"
 
 #define RENDER_DEFAULT_MIN_PCT 1.0 /* text tree: subtrees below this % are summarized */
@@ -22,6 +24,16 @@ struct render_opts {
 
 /* --min-pct P into opts: 0, or CLI_USAGE after saying P is not 0-100. */
 int render_parse_min_pct(const char *text, const char *cmd, struct render_opts *opts);
+/* The same as the parser of an options row (o->data: the command's name),
+ * into the struct render_opts at o->offset; it says what was wrong. */
+int render_opt_min_pct(void *obj, const struct tp_option *o, const char *v, char *err,
+		       size_t errlen);
+/* --min-pct P into member ro (struct render_opts) of T. */
+#define RENDER_OPT_MIN_PCT(T, cmd, h)                                                              \
+	{                                                                                          \
+		.name = "min-pct", .type = TP_OPT_CUSTOM, .offset = offsetof(T, ro), .arg = "P",   \
+		.help = h, .parse = render_opt_min_pct, .data = cmd                                \
+	}
 
 /* Text: for each service (byte order), a header line, its hotspots and its
  * call tree. Returns 0 or -errno. */
@@ -49,8 +61,5 @@ int render_pprof(FILE *f, const struct tp_stackset *set);
  * and pprof writers do, and their -EINVAL is a usage error such as pprof
  * to a terminal); else the error is said here. */
 int render_close(FILE *out, const char *path, int rc, bool reported);
-
-/* Number of distinct services of the set's rows. */
-size_t render_count_services(const struct tp_stackset *set);
 
 #endif

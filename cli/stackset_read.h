@@ -1,7 +1,7 @@
 /*
  * stackset_read.h - fill a struct tp_stackset (include/traceprof/stackset.h)
  * from the PostgreSQL store through the SQL API (docs/sql.md; the reader's
- * functions are in sql/009_cli_reader.sql):
+ * functions are in sql/api/, e.g. trace_stacks.sql, stack_frames.sql):
  *
  *   one trace      traceprof.trace_stacks: per span, raised rows per source
  *                  when the trace has any (as trace_profile);

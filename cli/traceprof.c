@@ -4,7 +4,7 @@
  * from the PostgreSQL store through its SQL API.
  *
  * Subcommands come from one table (name, function, help, summary); each
- * lives in cmd_*.c, parses its own flags with getopt_long and returns an
+ * lives in cmd_*.c, parses its own flags from its options table and returns an
  * exit code of cli.h (0 ok, 1 no data, 2 usage, 3 database, 4 output).
  * Start reading at the table below, then cmd_trace.c.
  */

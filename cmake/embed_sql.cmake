@@ -1,7 +1,9 @@
-# Turns the numbered migrations in sql/ into a C array so that every binary
-# carries the schema it was built for. Invoked by sql/CMakeLists.txt:
-#   cmake -DOUT=file.c -DFILES="a.sql|b.sql" -P embed_sql.cmake
-set(body "/* Generated from the sql/ migrations by cmake/embed_sql.cmake: do not edit. */\n")
+# Turns the numbered migrations in sql/ and the SQL API files of sql/api/
+# into C arrays so that every binary carries the schema it was built for.
+# Invoked by lib/CMakeLists.txt:
+#   cmake -DOUT=file.c -DFILES="a.sql|b.sql" -DAPI_FILES="x.sql|y.sql" -P embed_sql.cmake
+# API_FILES keep the order given (sql/api/api.list).
+set(body "/* Generated from sql/ by cmake/embed_sql.cmake: do not edit. */\n")
 string(APPEND body "#include \"traceprof/migrate.h\"\n\n")
 set(table "const struct migration migrations[] = {\n")
 set(i 0)
@@ -17,5 +19,20 @@ foreach(f IN LISTS FILES)
   math(EXPR i "${i} + 1")
 endforeach()
 string(APPEND table "};\nconst int migrations_count = ${i};\n")
-file(WRITE "${OUT}.tmp" "${body}\n${table}")
+set(api "const struct migration_api_file migration_api_files[] = {\n")
+set(j 0)
+string(REPLACE "|" ";" API_FILES "${API_FILES}")
+foreach(f IN LISTS API_FILES)
+  get_filename_component(name "${f}" NAME_WE)
+  file(READ "${f}" hex HEX)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," hex "${hex}")
+  string(APPEND body "static const char api_${j}[] = {${hex} 0x00};\n")
+  string(APPEND api "\t{\"${name}\", api_${j}},\n")
+  math(EXPR j "${j} + 1")
+endforeach()
+if(j EQUAL 0)
+  string(APPEND api "\t{0, 0},\n")
+endif()
+string(APPEND api "};\nconst int migration_api_files_count = ${j};\n")
+file(WRITE "${OUT}.tmp" "${body}\n${table}\n${api}")
 file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

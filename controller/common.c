@@ -8,9 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 #include <grpc/status.h>
-#endif
 
 #include "manifest.h"
 #include "traceprof/log.h"
@@ -69,7 +67,6 @@ void ctl_db_close(struct ctl_db *db)
 	db->conn = NULL;
 }
 
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 static void agent_down(struct ctl_agent *a, const char *why)
 {
 	if (!a->down)
@@ -90,12 +87,10 @@ static void agent_refused(struct ctl_agent *a, int rc)
 	control_client_free(a->client);
 	a->client = NULL;
 }
-#endif
 
 void ctl_agent_program(struct ctl_agent *a, const struct control_auth *auth,
 		       const Traceprof__Control__V1__ApplyTriggersRequest *req)
 {
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 	Traceprof__Control__V1__ApplyTriggersResponse *resp = NULL;
 	Traceprof__Control__V1__AgentStatus *st = NULL;
 	char err[256] = "";
@@ -133,12 +128,6 @@ void ctl_agent_program(struct ctl_agent *a, const struct control_auth *auth,
 		log_info("agent reachable again addr=%s", a->addr);
 	a->down = false;
 	a->error[0] = '\0';
-#else
-	(void)auth;
-	(void)req;
-	a->down = true;
-	snprintf(a->error, sizeof(a->error), "this build has no AgentControl client");
-#endif
 }
 
 const Traceprof__Control__V1__TriggerStatus *ctl_agent_trigger(const struct ctl_agent *a,
@@ -154,9 +143,7 @@ const Traceprof__Control__V1__TriggerStatus *ctl_agent_trigger(const struct ctl_
 
 void ctl_agent_clear(struct ctl_agent *a)
 {
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 	control_client_free(a->client);
-#endif
 	a->client = NULL;
 	if (a->status)
 		traceprof__control__v1__agent_status__free_unpacked(a->status, NULL);

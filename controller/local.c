@@ -594,13 +594,11 @@ static bool reconcile(struct state *s)
 		clean = false;
 	}
 	build_desired(s);
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 	/* never send a set before the table was read: it would clear the agents */
 	for (size_t k = 0; s->rows_loaded && k < s->cfg->n_agents; k++) {
 		ctl_agent_program(&s->agents[k], &s->cfg->auth, &s->set.req);
 		clean = clean && !s->agents[k].down;
 	}
-#endif
 	apply_agent_rejections(s);
 	log_transitions(s);
 	write_status(s, &m);

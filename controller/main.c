@@ -3,78 +3,194 @@
  * manifests: the local mode (a directory of manifests, local.c) or the
  * Kubernetes mode (the custom resources through the API server,
  * kube_mode.c), with the same agent, database and TLS flags.
+ *
+ * The flags are one table (traceprof/options.h) filling struct args:
+ * parse_args() reads the command line, run() checks the combination and
+ * starts the mode.
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 #include "control_auth.h"
-#endif
 #include "kube_mode.h"
 #include "local.h"
 #include "manifest.h"
 #include "traceprof/log.h"
+#include "traceprof/options.h"
 
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
-#define TOKEN_DEFAULT_HELP CONTROL_AUTH_TOKEN_DEFAULT
-#else
-#define TOKEN_DEFAULT_HELP "the agent's control-token-generate"
-#endif
+/* Everything the command line sets. */
+struct args {
+	struct local_config cfg;		  /* local mode, and the flags of both modes */
+	struct kube_mode_config kcfg;		  /* Kubernetes mode */
+	const char *agents[KUBE_MODE_MAX_AGENTS]; /* --agent, either form */
+	size_t n_agents;
+	bool verbose, help;
+};
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "traceprof-controller: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'traceprof-controller --help'.\n");
+	return 2;
+}
+
+/* --agent: host:port (local) or ADDR@NODE (Kubernetes), repeatable. */
+static int parse_agent(void *obj, const struct tp_option *o, const char *v, char *err,
+		       size_t errlen)
+{
+	struct args *a = obj;
+
+	(void)o;
+	if (!strchr(v, ':')) {
+		snprintf(err, errlen, "--agent '%s' is not host:port", v);
+		return -EINVAL;
+	}
+	if (a->n_agents == KUBE_MODE_MAX_AGENTS) {
+		snprintf(err, errlen, "more than %s agents", "256");
+		return -EINVAL;
+	}
+	a->agents[a->n_agents++] = v;
+	return 0;
+}
+
+/* An integer within [min, max] (strtol: decimal digits only). */
+static int parse_int(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || *end || n < o->min || n > o->max) {
+		snprintf(err, errlen, o->bad, v);
+		return -EINVAL;
+	}
+	*TP_OPT_PTR(obj, o, int) = (int)n;
+	return 0;
+}
+
+/* A manifest duration (500ms, 1s, 2m) within [min, max] microseconds, in ms. */
+static int parse_ms(void *obj, const struct tp_option *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t us;
+
+	if (manifest_parse_duration(v, &us) || (double)us < o->min || (double)us > o->max) {
+		snprintf(err, errlen, o->bad, v);
+		return -EINVAL;
+	}
+	*TP_OPT_PTR(obj, o, int) = (int)(us / 1000);
+	return 0;
+}
+
+#define ARG(m) offsetof(struct args, m)
+/* A flag whose value is kept as given. */
+#define STR(n, m, a, h)                                                                            \
+	{                                                                                          \
+		.name = n, .type = TP_OPT_STR, .offset = ARG(m), .arg = a, .help = h               \
+	}
+/* A duration flag between lo and hi microseconds, stored in ms. */
+#define MS(n, m, a, lo, hi, b, h)                                                                  \
+	{                                                                                          \
+		.name = n, .type = TP_OPT_CUSTOM, .offset = ARG(m), .min = lo, .max = hi,          \
+		.arg = a, .help = h, .bad = b, .parse = parse_ms                                   \
+	}
+#define FLAG(n, m, h)                                                                              \
+	{                                                                                          \
+		.name = n, .type = TP_OPT_FLAG, .offset = ARG(m), .help = h                        \
+	}
+
+static const struct tp_option options[] = {
+    {.type = TP_OPT_TEXT, .help = "local mode:\n"},
+    STR("triggers-dir", cfg.triggers_dir, "DIR", "directory of *.yaml / *.yml manifests"),
+    {.name = "agent",
+     .type = TP_OPT_CUSTOM,
+     .arg = "ADDR",
+     .help = "agent control address host:port; repeatable",
+     .parse = parse_agent},
+    STR("status-file", cfg.status_file, "F", "status JSON; default DIR/" LOCAL_STATUS_DEFAULT),
+    FLAG("once", cfg.once,
+	 "one pass, then exit (1 if a manifest, the database\nor an agent had a problem)"),
+    {.type = TP_OPT_TEXT, .help = "\nKubernetes mode:\n"},
+    STR("kubeconfig", kcfg.kubeconfig, "FILE", "API server and credentials from this kubeconfig"),
+    STR("kube-context", kcfg.context, "NAME", "its context to use (default: current-context)"),
+    FLAG("in-cluster", kcfg.in_cluster, "the pod's service account instead"),
+    {.type = TP_OPT_TEXT,
+     .help = "  --agent ADDR@NODE      an agent outside the cluster serving NODE; repeatable\n"},
+    STR("agent-selector", kcfg.agent_selector, "SEL",
+	"label selector of the agent pods\n(default " KUBE_MODE_AGENT_SELECTOR "; \"\" for none)"),
+    STR("agent-namespace", kcfg.agent_namespace, "NS",
+	"their namespace (default: the controller's own)"),
+    {.name = "agent-port",
+     .type = TP_OPT_CUSTOM,
+     .offset = ARG(kcfg.agent_port),
+     .min = 1,
+     .max = 65535,
+     .arg = "N",
+     .help = "their AgentControl port (default 4320)",
+     .bad = "--agent-port '%s' is not a port number",
+     .parse = parse_int},
+    {.name = "leader-elect",
+     .type = TP_OPT_BOOL,
+     .offset = ARG(kcfg.leader_elect),
+     .arg = "BOOL",
+     .help = "campaign for the Lease " KUBE_MODE_LEASE
+	     " before acting\n(default true; false for a single replica)",
+     .bad = "--leader-elect='%s': true or false"},
+    STR("lease-namespace", kcfg.lease_namespace, "NS",
+	"namespace of the Lease (default: the controller's own)"),
+    STR("identity", kcfg.identity, "ID", "leader election identity (default: hostname_pid)"),
+    MS("resync", kcfg.resync_ms, "D", 1e6, 3600e6,
+       "--resync '%s' is not a duration between 1s and 1h",
+       "reconcile every trigger at least this often (default 30s)"),
+    STR("health-addr", kcfg.health_addr, "H:P",
+	"serve GET /healthz and /readyz over HTTP on H:P\n(\":8081\": every address; default: "
+	"none)"),
+    MS("stuck-after", kcfg.stuck_ms, "D", 1e6, 3600e6,
+       "--stuck-after '%s' is not a duration between 1s and 1h",
+       "/readyz fails once a watch of the API server has\nfailed this long without a success "
+       "(default 60s)"),
+    {.type = TP_OPT_TEXT, .help = "\nboth modes:\n"},
+    STR("agent-token-file", cfg.auth.token_file, "F",
+	"send the bearer token in F to the agents (default\nwithout a client certificate: the "
+	"file the agent\nmakes, " CONTROL_AUTH_TOKEN_DEFAULT ")"),
+    STR("agent-tls-ca", cfg.auth.tls_ca, "F", "verify the agents' certificates with this CA (PEM)"),
+    STR("agent-tls-cert", cfg.auth.tls_cert, "F", "client certificate for mutual TLS (PEM)"),
+    STR("agent-tls-key", cfg.auth.tls_key, "F", "its private key (PEM)"),
+    STR("db", cfg.db, "CONNINFO", "libpq conninfo or URI; default: PG* environment"),
+    MS("interval", cfg.interval_ms, "D", 1e5, 3600e6,
+       "--interval '%s' is not a duration between 100ms and 1h",
+       "database and agents pass period, e.g. 1s, 500ms\n(default 1s)"),
+    {.name = "verbose",
+     .short_name = 'v',
+     .type = TP_OPT_FLAG,
+     .offset = ARG(verbose),
+     .help = "debug output"},
+    {.name = "help",
+     .short_name = 'h',
+     .type = TP_OPT_FLAG,
+     .offset = ARG(help),
+     .flags = TP_OPT_STOP,
+     .help = "this help"},
+};
 
 static void usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "usage: traceprof-controller --triggers-dir DIR [OPTIONS]\n"
-	    "       traceprof-controller --kubeconfig FILE | --in-cluster [OPTIONS]\n"
-	    "\n"
-	    "Reads TraceProfileTrigger objects (" MANIFEST_API_VERSION "), mirrors them into\n"
-	    "traceprof.trace_profile_triggers and sends the active ones to the agents.\n"
-	    "Local mode: manifests in DIR, changes picked up within a second. Kubernetes\n"
-	    "mode: the custom resources of every namespace, status written to each.\n"
-	    "\n"
-	    "local mode:\n"
-	    "  --triggers-dir DIR     directory of *.yaml / *.yml manifests\n"
-	    "  --agent ADDR           agent control address host:port; repeatable\n"
-	    "  --status-file F        status JSON; default DIR/" LOCAL_STATUS_DEFAULT "\n"
-	    "  --once                 one pass, then exit (1 if a manifest, the database\n"
-	    "                         or an agent had a problem)\n"
-	    "\n"
-	    "Kubernetes mode:\n"
-	    "  --kubeconfig FILE      API server and credentials from this kubeconfig\n"
-	    "  --kube-context NAME    its context to use (default: current-context)\n"
-	    "  --in-cluster           the pod's service account instead\n"
-	    "  --agent ADDR@NODE      an agent outside the cluster serving NODE; repeatable\n"
-	    "  --agent-selector SEL   label selector of the agent pods\n"
-	    "                         (default " KUBE_MODE_AGENT_SELECTOR "; \"\" for none)\n"
-	    "  --agent-namespace NS   their namespace (default: the controller's own)\n"
-	    "  --agent-port N         their AgentControl port (default 4320)\n"
-	    "  --leader-elect[=BOOL]  campaign for the Lease " KUBE_MODE_LEASE " before acting\n"
-	    "                         (default true; false for a single replica)\n"
-	    "  --lease-namespace NS   namespace of the Lease (default: the controller's own)\n"
-	    "  --identity ID          leader election identity (default: hostname_pid)\n"
-	    "  --resync D             reconcile every trigger at least this often (default 30s)\n"
-	    "  --health-addr H:P      serve GET /healthz and /readyz over HTTP on H:P\n"
-	    "                         (\":8081\": every address; default: none)\n"
-	    "  --stuck-after D        /readyz fails once a watch of the API server has\n"
-	    "                         failed this long without a success (default 60s)\n"
-	    "\n"
-	    "both modes:\n"
-	    "  --agent-token-file F   send the bearer token in F to the agents (default\n"
-	    "                         without a client certificate: the file the agent\n"
-	    "                         makes, " TOKEN_DEFAULT_HELP ")\n"
-	    "  --agent-tls-ca F       verify the agents' certificates with this CA (PEM)\n"
-	    "  --agent-tls-cert F     client certificate for mutual TLS (PEM)\n"
-	    "  --agent-tls-key F      its private key (PEM)\n"
-	    "  --db CONNINFO          libpq conninfo or URI; default: PG* environment\n"
-	    "  --interval D           database and agents pass period, e.g. 1s, 500ms\n"
-	    "                         (default 1s)\n"
-	    "  -v, --verbose          debug output\n"
-	    "  -h, --help             this help\n");
+	fprintf(out,
+		"usage: traceprof-controller --triggers-dir DIR [OPTIONS]\n"
+		"       traceprof-controller --kubeconfig FILE | --in-cluster [OPTIONS]\n"
+		"\n"
+		"Reads TraceProfileTrigger objects (" MANIFEST_API_VERSION "), mirrors them into\n"
+		"traceprof.trace_profile_triggers and sends the active ones to the agents.\n"
+		"Local mode: manifests in DIR, changes picked up within a second. Kubernetes\n"
+		"mode: the custom resources of every namespace, status written to each.\n"
+		"\n");
+	tp_opts_help(options, TP_OPTS_COUNT(options), out, 22, 0);
 }
 
 /*
@@ -86,7 +202,6 @@ static void usage(FILE *out)
  */
 static int check_agent_auth(struct control_auth *auth)
 {
-#ifdef TRACEPROF_HAVE_CONTROL_CLIENT
 	char err[512];
 	char *tok;
 
@@ -107,239 +222,101 @@ static int check_agent_auth(struct control_auth *auth)
 	}
 	fprintf(stderr, "traceprof-controller: %s\n", err);
 	return 2;
-#else
-	(void)auth;
-	return 0;
-#endif
 }
 
-static int bad_usage(const char *fmt, const char *arg)
+/*
+ * Reads the command line into a. Returns -1 to go on, or the exit status
+ * (0 after --help, 2 for a usage error).
+ */
+static int parse_args(int argc, char **argv, struct args *a)
 {
-	fprintf(stderr, "traceprof-controller: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'traceprof-controller --help'.\n");
-	return 2;
+	struct tp_opts_result res;
+
+	switch (tp_opts_getopt(options, TP_OPTS_COUNT(options), a, argc, argv, 0, &res)) {
+	case TP_OPTS_DONE:
+		break;
+	case TP_OPTS_STOPPED: /* --help */
+		usage(stdout);
+		return 0;
+	case TP_OPTS_BAD_VALUE:
+		return bad_usage("%s", res.err);
+	default: /* getopt said what was wrong */
+		fprintf(stderr, "Try 'traceprof-controller --help'.\n");
+		return 2;
+	}
+	if (a->verbose)
+		log_set_level(LOG_DEBUG);
+	if (res.next < argc)
+		return bad_usage("unexpected argument '%s'", argv[res.next]);
+	return -1;
+}
+
+/* Kubernetes mode: checks its flags, then runs. */
+static int run_kube(struct args *a)
+{
+	struct local_config *cfg = &a->cfg;
+	struct kube_mode_config *kcfg = &a->kcfg;
+
+	if (cfg->triggers_dir)
+		return bad_usage("%s", "--triggers-dir (local mode) and --kubeconfig / "
+				       "--in-cluster (Kubernetes mode) exclude each other");
+	if (kcfg->kubeconfig && kcfg->in_cluster)
+		return bad_usage("%s", "--kubeconfig and --in-cluster exclude each other");
+	if (cfg->once || cfg->status_file)
+		return bad_usage("%s", "--once and --status-file are local mode flags");
+	for (size_t i = 0; i < a->n_agents; i++) {
+		const char *at = strrchr(a->agents[i], '@');
+
+		if (!at || at == a->agents[i] || !at[1])
+			return bad_usage("--agent '%s' is not ADDR@NODE in Kubernetes mode",
+					 a->agents[i]);
+		kcfg->agents[kcfg->n_agents++] = a->agents[i];
+	}
+	if (check_agent_auth(&cfg->auth))
+		return 2;
+	kcfg->auth = cfg->auth;
+	kcfg->db = cfg->db;
+	kcfg->interval_ms = cfg->interval_ms;
+	return kube_mode_run(kcfg);
+}
+
+/* Checks the combination of flags and runs the mode they select. */
+static int run(struct args *a)
+{
+	struct local_config *cfg = &a->cfg;
+	struct stat st;
+
+	if (!cfg->auth.tls_cert != !cfg->auth.tls_key)
+		return bad_usage("%s", "--agent-tls-cert and --agent-tls-key go together");
+	if (a->kcfg.kubeconfig || a->kcfg.in_cluster)
+		return run_kube(a);
+	if (a->kcfg.health_addr)
+		return bad_usage("%s", "--health-addr is a Kubernetes mode flag");
+	if (!cfg->triggers_dir) {
+		usage(stderr);
+		return 2;
+	}
+	if (a->n_agents > LOCAL_MAX_AGENTS)
+		return bad_usage("more than %s agents", "64");
+	for (size_t i = 0; i < a->n_agents; i++)
+		cfg->agents[cfg->n_agents++] = a->agents[i];
+	if (stat(cfg->triggers_dir, &st) || !S_ISDIR(st.st_mode))
+		return bad_usage("--triggers-dir '%s' is not a directory", cfg->triggers_dir);
+	if (cfg->n_agents && check_agent_auth(&cfg->auth))
+		return 2;
+	return local_run(cfg);
 }
 
 int main(int argc, char **argv)
 {
-	enum {
-		OPT_DIR = 256,
-		OPT_AGENT,
-		OPT_TOKEN,
-		OPT_CA,
-		OPT_CERT,
-		OPT_KEY,
-		OPT_DB,
-		OPT_STATUS,
-		OPT_INTERVAL,
-		OPT_ONCE,
-		OPT_KUBECONFIG,
-		OPT_CONTEXT,
-		OPT_IN_CLUSTER,
-		OPT_AGENT_SELECTOR,
-		OPT_AGENT_NAMESPACE,
-		OPT_AGENT_PORT,
-		OPT_LEADER_ELECT,
-		OPT_LEASE_NAMESPACE,
-		OPT_IDENTITY,
-		OPT_RESYNC,
-		OPT_HEALTH_ADDR,
-		OPT_STUCK_AFTER
-	};
-	static const struct option longopts[] = {
-	    {"triggers-dir", required_argument, NULL, OPT_DIR},
-	    {"agent", required_argument, NULL, OPT_AGENT},
-	    {"agent-token-file", required_argument, NULL, OPT_TOKEN},
-	    {"agent-tls-ca", required_argument, NULL, OPT_CA},
-	    {"agent-tls-cert", required_argument, NULL, OPT_CERT},
-	    {"agent-tls-key", required_argument, NULL, OPT_KEY},
-	    {"db", required_argument, NULL, OPT_DB},
-	    {"status-file", required_argument, NULL, OPT_STATUS},
-	    {"interval", required_argument, NULL, OPT_INTERVAL},
-	    {"once", no_argument, NULL, OPT_ONCE},
-	    {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
-	    {"kube-context", required_argument, NULL, OPT_CONTEXT},
-	    {"in-cluster", no_argument, NULL, OPT_IN_CLUSTER},
-	    {"agent-selector", required_argument, NULL, OPT_AGENT_SELECTOR},
-	    {"agent-namespace", required_argument, NULL, OPT_AGENT_NAMESPACE},
-	    {"agent-port", required_argument, NULL, OPT_AGENT_PORT},
-	    {"leader-elect", optional_argument, NULL, OPT_LEADER_ELECT},
-	    {"lease-namespace", required_argument, NULL, OPT_LEASE_NAMESPACE},
-	    {"identity", required_argument, NULL, OPT_IDENTITY},
-	    {"resync", required_argument, NULL, OPT_RESYNC},
-	    {"health-addr", required_argument, NULL, OPT_HEALTH_ADDR},
-	    {"stuck-after", required_argument, NULL, OPT_STUCK_AFTER},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct local_config cfg = {.interval_ms = 1000};
-	struct kube_mode_config kcfg = {.agent_selector = KUBE_MODE_AGENT_SELECTOR,
-					.agent_port = KUBE_MODE_AGENT_PORT,
-					.leader_elect = true,
-					.resync_ms = 30000};
-	const char *agents[KUBE_MODE_MAX_AGENTS];
-	size_t n_agents = 0;
-	bool once_or_status = false;
-	struct stat st;
-	char *end;
-	uint64_t us;
-	int c;
+	static struct args a = {.cfg = {.interval_ms = 1000},
+				.kcfg = {.agent_selector = KUBE_MODE_AGENT_SELECTOR,
+					 .agent_port = KUBE_MODE_AGENT_PORT,
+					 .leader_elect = true,
+					 .resync_ms = 30000}};
+	int rc;
 
 	log_set_prefix("traceprof-controller");
-	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
-		switch (c) {
-		case OPT_DIR:
-			cfg.triggers_dir = optarg;
-			break;
-		case OPT_AGENT:
-			if (!strchr(optarg, ':'))
-				return bad_usage("--agent '%s' is not host:port", optarg);
-			if (n_agents == KUBE_MODE_MAX_AGENTS)
-				return bad_usage("more than %s agents", "256");
-			agents[n_agents++] = optarg;
-			break;
-		case OPT_KUBECONFIG:
-			kcfg.kubeconfig = optarg;
-			break;
-		case OPT_CONTEXT:
-			kcfg.context = optarg;
-			break;
-		case OPT_IN_CLUSTER:
-			kcfg.in_cluster = true;
-			break;
-		case OPT_AGENT_SELECTOR:
-			kcfg.agent_selector = optarg;
-			break;
-		case OPT_AGENT_NAMESPACE:
-			kcfg.agent_namespace = optarg;
-			break;
-		case OPT_AGENT_PORT:
-			errno = 0;
-			kcfg.agent_port = (int)strtol(optarg, &end, 10);
-			if (errno || *end || kcfg.agent_port < 1 || kcfg.agent_port > 65535)
-				return bad_usage("--agent-port '%s' is not a port number", optarg);
-			break;
-		case OPT_LEADER_ELECT:
-			if (!optarg || strcmp(optarg, "true") == 0)
-				kcfg.leader_elect = true;
-			else if (strcmp(optarg, "false") == 0)
-				kcfg.leader_elect = false;
-			else
-				return bad_usage("--leader-elect='%s': true or false", optarg);
-			break;
-		case OPT_LEASE_NAMESPACE:
-			kcfg.lease_namespace = optarg;
-			break;
-		case OPT_IDENTITY:
-			kcfg.identity = optarg;
-			break;
-		case OPT_HEALTH_ADDR:
-			kcfg.health_addr = optarg;
-			break;
-		case OPT_STUCK_AFTER:
-			if (manifest_parse_duration(optarg, &us) || us < 1000000 ||
-			    us > 3600000000ULL)
-				return bad_usage(
-				    "--stuck-after '%s' is not a duration between 1s and 1h",
-				    optarg);
-			kcfg.stuck_ms = (int)(us / 1000);
-			break;
-		case OPT_RESYNC:
-			if (manifest_parse_duration(optarg, &us) || us < 1000000 ||
-			    us > 3600000000ULL)
-				return bad_usage(
-				    "--resync '%s' is not a duration between 1s and 1h", optarg);
-			kcfg.resync_ms = (int)(us / 1000);
-			break;
-		case OPT_TOKEN:
-			cfg.auth.token_file = optarg;
-			break;
-		case OPT_CA:
-			cfg.auth.tls_ca = optarg;
-			break;
-		case OPT_CERT:
-			cfg.auth.tls_cert = optarg;
-			break;
-		case OPT_KEY:
-			cfg.auth.tls_key = optarg;
-			break;
-		case OPT_DB:
-			cfg.db = optarg;
-			break;
-		case OPT_STATUS:
-			once_or_status = true;
-			cfg.status_file = optarg;
-			break;
-		case OPT_INTERVAL:
-			if (manifest_parse_duration(optarg, &us) || us < 100000 ||
-			    us > 3600000000ULL)
-				return bad_usage(
-				    "--interval '%s' is not a duration between 100ms and 1h",
-				    optarg);
-			cfg.interval_ms = (int)(us / 1000);
-			break;
-		case OPT_ONCE:
-			once_or_status = true;
-			cfg.once = true;
-			break;
-		case 'v':
-			log_set_level(LOG_DEBUG);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			fprintf(stderr, "Try 'traceprof-controller --help'.\n");
-			return 2;
-		}
-	}
-	if (optind < argc)
-		return bad_usage("unexpected argument '%s'", argv[optind]);
-	if (!cfg.auth.tls_cert != !cfg.auth.tls_key)
-		return bad_usage("%s", "--agent-tls-cert and --agent-tls-key go together");
-#ifndef TRACEPROF_HAVE_CONTROL_CLIENT
-	if (n_agents || kcfg.kubeconfig || kcfg.in_cluster)
-		return bad_usage("%s", "this build has no AgentControl client (the gRPC "
-				       "client library was not found at build time)");
-#endif
-	if (kcfg.kubeconfig || kcfg.in_cluster) {
-		if (cfg.triggers_dir)
-			return bad_usage("%s", "--triggers-dir (local mode) and --kubeconfig / "
-					       "--in-cluster (Kubernetes mode) exclude each other");
-		if (kcfg.kubeconfig && kcfg.in_cluster)
-			return bad_usage("%s", "--kubeconfig and --in-cluster exclude each other");
-		if (once_or_status)
-			return bad_usage("%s", "--once and --status-file are local mode flags");
-		for (size_t i = 0; i < n_agents; i++) {
-			const char *at = strrchr(agents[i], '@');
-
-			if (!at || at == agents[i] || !at[1])
-				return bad_usage("--agent '%s' is not ADDR@NODE in Kubernetes mode",
-						 agents[i]);
-			kcfg.agents[kcfg.n_agents++] = agents[i];
-		}
-		if (check_agent_auth(&cfg.auth))
-			return 2;
-		kcfg.auth = cfg.auth;
-		kcfg.db = cfg.db;
-		kcfg.interval_ms = cfg.interval_ms;
-		return kube_mode_run(&kcfg);
-	}
-	if (kcfg.health_addr)
-		return bad_usage("%s", "--health-addr is a Kubernetes mode flag");
-	if (!cfg.triggers_dir) {
-		usage(stderr);
-		return 2;
-	}
-	if (n_agents > LOCAL_MAX_AGENTS)
-		return bad_usage("more than %s agents", "64");
-	for (size_t i = 0; i < n_agents; i++)
-		cfg.agents[cfg.n_agents++] = agents[i];
-	if (stat(cfg.triggers_dir, &st) || !S_ISDIR(st.st_mode))
-		return bad_usage("--triggers-dir '%s' is not a directory", cfg.triggers_dir);
-	if (cfg.n_agents && check_agent_auth(&cfg.auth))
-		return 2;
-	return local_run(&cfg);
+	rc = parse_args(argc, argv, &a);
+	return rc >= 0 ? rc : run(&a);
 }

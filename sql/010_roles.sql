@@ -17,9 +17,10 @@
 -- The functions a writer needs on rows it may not touch directly run as
 -- the owner (SECURITY DEFINER, search_path fixed): create_partitions (so
 -- partitions belong to the owner), claim_request (the writer claims, it
--- cannot rewrite a trigger) and the stacks trigger (it reads frames). A
--- migration that replaces one of them with CREATE OR REPLACE must say
--- SECURITY DEFINER and SET search_path again.
+-- cannot rewrite a trigger) and the stacks trigger (it reads frames). Their
+-- definitions in sql/api/ say so, with the GRANT and REVOKE of each
+-- function and view next to it; this migration holds the roles, ownership,
+-- table privileges and default privileges.
 --
 -- Idempotent and safe on any PostgreSQL: roles that exist are kept (a
 -- managed PostgreSQL's administrator may create them beforehand), objects
@@ -113,14 +114,6 @@ BEGIN
     END LOOP;
 END $$;
 
--- The functions a writer calls on rows it may not touch run as the owner.
-ALTER FUNCTION traceprof.create_partitions(timestamptz, timestamptz)
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION traceprof.claim_request(text, uuid)
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION traceprof._stacks_fill_function_ids()
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
-
 -- Nobody but the roles below: functions are executable by PUBLIC unless
 -- revoked, tables and the schema are not.
 REVOKE ALL ON SCHEMA traceprof FROM PUBLIC;
@@ -135,16 +128,7 @@ GRANT SELECT ON traceprof.schema_migrations
 -- Reader: every table and view, every function but the ones that write.
 GRANT SELECT ON ALL TABLES IN SCHEMA traceprof TO traceprof_reader;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA traceprof TO traceprof_reader;
-REVOKE EXECUTE ON FUNCTION
-    traceprof.create_partitions(timestamptz, timestamptz),
-    traceprof.drop_partitions(interval),
-    traceprof.claim_request(text, uuid),
-    traceprof.expire_triggers(),
-    traceprof.repair_stack_functions(),
-    traceprof.refresh_rollups(timestamptz),
-    traceprof.refresh_rollups_range(timestamptz, timestamptz),
-    traceprof._stacks_fill_function_ids()
-    FROM traceprof_reader;
+-- Functions that write are revoked from the reader in their sql/api/ file.
 
 -- Writer: the agent's store (lib/store_flush.c) and trigger claims
 -- (agent/triggers.c).
@@ -154,17 +138,13 @@ GRANT INSERT ON traceprof.samples, traceprof.requests, traceprof.trigger_samples
     TO traceprof_writer;
 GRANT SELECT ON traceprof.config TO traceprof_writer;
 GRANT SELECT (trigger_id, phase) ON traceprof.trace_profile_triggers TO traceprof_writer;
-GRANT EXECUTE ON FUNCTION traceprof.create_partitions(timestamptz, timestamptz),
-                          traceprof.claim_request(text, uuid)
-    TO traceprof_writer;
+-- EXECUTE on create_partitions and claim_request: sql/api/partitions.sql,
+-- sql/api/trigger_claims.sql.
 
 -- Controller: the trigger mirror (controller/triggers_db.c).
 GRANT SELECT, INSERT, UPDATE ON traceprof.trace_profile_triggers TO traceprof_controller;
-GRANT SELECT ON traceprof.triggers_v TO traceprof_controller;
-GRANT EXECUTE ON FUNCTION traceprof.expire_triggers(),
-                          traceprof.trace_id_text(uuid),
-                          traceprof.parse_trace_id(text)
-    TO traceprof_controller;
+-- SELECT on triggers_v and EXECUTE on expire_triggers, trace_id_text and
+-- parse_trace_id: in their sql/api/ files.
 
 -- What traceprof_owner creates later: daily partitions (create_partitions
 -- runs as it) and the objects of later migrations. Functions are not

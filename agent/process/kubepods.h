@@ -3,7 +3,7 @@
  *
  * The agent finds a process's pod UID and container id in its cgroup
  * (identity.c); the pod's namespace, name and labels come from here. A
- * kube_informer (lib/kube_informer.c, its own thread) lists and watches
+ * kube_informer (lib/kube/kube_informer.c, its own thread) lists and watches
  * /api/v1/pods?fieldSelector=spec.nodeName=NODE; its handlers keep a map
  * pod UID -> (namespace, name, labels, container ids). Lookups copy out
  * under a mutex, so any thread may call them. Memory is bounded: at most

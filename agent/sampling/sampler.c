@@ -509,13 +509,6 @@ int sampler_add_target_pid(struct sampler *s, pid_t pid)
 	return map_update(s->skel->maps.targets, &k, sizeof(k), &one, sizeof(one));
 }
 
-int sampler_remove_target_pid(struct sampler *s, pid_t pid)
-{
-	__u32 k = pid;
-
-	return map_delete(s->skel->maps.targets, &k, sizeof(k));
-}
-
 int sampler_add_target_cgroup(struct sampler *s, uint64_t cgroup_id)
 {
 	__u64 k = cgroup_id;
@@ -687,11 +680,6 @@ void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx)
 {
 	s->event_cb = cb;
 	s->event_ctx = ctx;
-}
-
-int sampler_fd(const struct sampler *s)
-{
-	return s->ring ? ring_buffer__epoll_fd(s->ring) : -EINVAL;
 }
 
 int sampler_get_stats(struct sampler *s, struct sampler_stats *st)

@@ -12,7 +12,7 @@
  *
  * Errors: int functions return 0 or a negative errno value; sampler_open
  * returns NULL and sets errno. Failures a user can cause (not root,
- * perf_event_paranoid, no kernel BTF) are logged through lib/log.c with
+ * perf_event_paranoid, no kernel BTF) are logged through lib/base/log.c with
  * what to do. One thread uses a struct sampler at a time.
  */
 #ifndef TRACEPROF_AGENT_SAMPLER_H
@@ -87,8 +87,6 @@ void sampler_free(struct sampler *s);
 
 /* TP_FILTER_PIDS: sample process pid too (-ENOSPC when the map is full). */
 int sampler_add_target_pid(struct sampler *s, pid_t pid);
-/* TP_FILTER_PIDS: stop sampling pid; 0 also when it was not a target. */
-int sampler_remove_target_pid(struct sampler *s, pid_t pid);
 /* TP_FILTER_CGROUP: sample the cgroup v2 with this id (its directory's inode number). */
 int sampler_add_target_cgroup(struct sampler *s, uint64_t cgroup_id);
 /* TP_FILTER_CGROUP: sample the cgroup v2 at path (e.g. under /sys/fs/cgroup). */
@@ -141,11 +139,6 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 void sampler_wake(struct sampler *s);
 /* Sets the exec/exit/fork callback sampler_poll uses (NULL: those records are skipped). */
 void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx);
-/*
- * An fd that becomes readable when wakeup_bytes are pending (for epoll);
- * borrowed. Call sampler_poll(s, 0, ...) on a timer too.
- */
-int sampler_fd(const struct sampler *s);
 
 /*
  * Raised sampling (docs/triggers.md). sampler_open creates a second set of

@@ -33,16 +33,19 @@
 #include <stdint.h>
 
 #include "traceprof/control/v1/agent_control.pb-c.h"
+#include "traceprof/trigger_spec.h"
 
-#define TRIGGERS_MAX_SET	  64	       /* triggers per set; later ones Rejected */
-#define TRIGGERS_MAX_PER_SERVICE  3	       /* Pending or Active triggers per service */
-#define TRIGGERS_MAX_HZ		  100	       /* highest raised frequency */
-#define TRIGGERS_DEFAULT_HZ	  99	       /* frequency_hz 0 */
-#define TRIGGERS_MAX_REQUESTS	  1000	       /* highest max_requests */
-#define TRIGGERS_DEFAULT_REQUESTS 10	       /* max_requests 0 */
-#define TRIGGERS_MAX_LIFE_MS	  (10 * 60000) /* deadline at most this after first seen */
-#define TRIGGERS_CLAIM_QUEUE	  1024	       /* claims waiting for the database */
-#define TRIGGERS_CLAIM_HOLD_MS	  60000	       /* a claim is retried this long at most */
+/* the spec's bounds and defaults are include/traceprof/trigger_spec.h's */
+#define TRIGGERS_MAX_SET	  64		      /* triggers per set; later ones Rejected */
+#define TRIGGERS_MAX_PER_SERVICE  3		      /* Pending or Active triggers per service */
+#define TRIGGERS_MAX_HZ		  TRIGGER_SPEC_HZ_MAX /* highest raised frequency */
+#define TRIGGERS_DEFAULT_HZ	  TRIGGER_SPEC_HZ_DEFAULT	/* frequency_hz 0 */
+#define TRIGGERS_MAX_REQUESTS	  TRIGGER_SPEC_REQUESTS_MAX	/* highest max_requests */
+#define TRIGGERS_DEFAULT_REQUESTS TRIGGER_SPEC_REQUESTS_DEFAULT /* max_requests 0 */
+/* a deadline is at most this after the trigger was first seen */
+#define TRIGGERS_MAX_LIFE_MS   TRIGGER_SPEC_TIMEOUT_MAX_MS
+#define TRIGGERS_CLAIM_QUEUE   1024  /* claims waiting for the database */
+#define TRIGGERS_CLAIM_HOLD_MS 60000 /* a claim is retried this long at most */
 
 /* on_raise: the target processes of the active triggers and the raised Hz (0: none). */
 typedef void (*triggers_raise_fn)(void *ctx, const uint32_t *tgids, size_t n, unsigned hz);

@@ -469,11 +469,6 @@ size_t elfsyms_bytes(const struct elfsyms *es)
 	return sizeof(*es) + es->n * sizeof(*es->syms) + es->names_len + es->dwarf_bytes;
 }
 
-size_t elfsyms_count(const struct elfsyms *es)
-{
-	return es->n;
-}
-
 bool elfsyms_has_lines(const struct elfsyms *es)
 {
 	return es->dwarf != NULL;

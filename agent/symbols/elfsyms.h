@@ -69,7 +69,6 @@ struct elfsyms *elfsyms_load(const struct elfsyms_source *src, const struct elfs
 void elfsyms_free(struct elfsyms *es);
 /* Heap bytes held (symbols, names, an estimate of the DWARF read). */
 size_t elfsyms_bytes(const struct elfsyms *es);
-size_t elfsyms_count(const struct elfsyms *es);
 bool elfsyms_has_lines(const struct elfsyms *es);
 
 /*

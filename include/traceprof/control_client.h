@@ -3,7 +3,7 @@
  * one channel to one agent, authenticated like the agent's control port
  * (mutual TLS from certificate files and/or a bearer token), and the two
  * unary calls with the protobuf-c messages of
- * proto/traceprof/control/v1/agent_control.proto.
+ * control/proto/traceprof/control/v1/agent_control.proto.
  *
  * Library: traceprof_control_client (links the gRPC C core and
  * traceprof_control_proto). Thread safety: one struct control_client per
@@ -31,7 +31,7 @@ struct control_client;
  * than ours or root, or whose token is shorter than 32 characters (the
  * message says what to fix). Agents always require a token or mutual TLS:
  * a caller with neither should name the file a local agent makes,
- * CONTROL_AUTH_TOKEN_DEFAULT (agent/control_auth.h), as the controller
+ * CONTROL_AUTH_TOKEN_DEFAULT (control/control_auth.h), as the controller
  * does. Connecting is lazy: an agent that is down fails the calls, not
  * this.
  */

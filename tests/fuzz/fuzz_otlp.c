@@ -1,5 +1,5 @@
 /*
- * fuzz_otlp.c - libFuzzer target for the OTLP decoder (agent/otlp.c): the
+ * fuzz_otlp.c - libFuzzer target for the OTLP decoder (agent/otlp/otlp.c): the
  * bytes are an ExportTraceServiceRequest as a transport hands it over.
  * Built with clang -fsanitize=fuzzer,address (tests/CMakeLists.txt) and run
  * for a bounded time by run_fuzz_otlp.sh with otlp.dict, whose tokens are

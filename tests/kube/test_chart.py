@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""chart_render: the Helm chart charts/traceprof, rendered by helm_render.py.
+"""chart_render: the Helm chart charts/traceprof, rendered by scripts/helm_render.py.
 
 Renders it with the required values only, with the bundled PostgreSQL, and
 with existing secrets (mutual TLS, SDK uprobe, host ports); checks that
@@ -27,7 +27,7 @@ import yaml
 
 SRC = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[2])
 CHART = SRC / "charts/traceprof"
-sys.path.insert(0, str(SRC / "tests/kube"))
+sys.path.insert(0, str(SRC / "scripts"))
 import helm_render  # noqa: E402
 
 failures = 0

@@ -1,5 +1,6 @@
 /*
- * test_control: the AgentControl server (agent/control.h) and the client
+ * test_control: the AgentControl server (control/control.h) over the
+ * trigger engine (agent/sampling/triggers_control.h) and the client
  * library (traceprof/control_client.h), real gRPC at both ends. An
  * ApplyTriggers / GetStatus round trip; bearer tokens (missing and wrong
  * refused with UNAUTHENTICATED and counted, the right one works); mutual
@@ -35,10 +36,20 @@
 #include "traceprof/control_client.h"
 #include "traceprof/log.h"
 #include "triggers.h"
+#include "triggers_control.h"
 
 #define ST(x) TRACEPROF__CONTROL__V1__TRIGGER_STATE__TRIGGER_STATE_##x
 
 static char dir[] = "/tmp/test_control_XXXXXX";
+
+/* The engine t as the server drives it (control_start copies it). */
+static const struct control_engine *engine(struct triggers *t)
+{
+	static struct control_engine e;
+
+	triggers_control_engine(t, &e);
+	return &e;
+}
 
 static void path(char *out, size_t len, const char *name)
 {
@@ -84,7 +95,7 @@ static struct control *start(struct triggers *t, const char *listen, const char 
 		o.tls_key = key;
 		o.tls_ca = ca;
 	}
-	return control_start(&o, t, err, errlen);
+	return control_start(&o, engine(t), err, errlen);
 }
 
 static struct control_client *client(int port, const char *token, const char *ca, const char *cert,
@@ -368,7 +379,7 @@ static void test_mtls(struct triggers *t)
 		struct control_opts o = {.listen = "127.0.0.1:0", .tls_cert = cert};
 
 		path(cert, sizeof(cert), "server.pem");
-		CHECK(control_start(&o, t, err, sizeof(err)) == NULL &&
+		CHECK(control_start(&o, engine(t), err, sizeof(err)) == NULL &&
 			  strstr(err, "control-tls-ca"),
 		      "half a TLS setup accepted: %s", err);
 	}
@@ -426,7 +437,7 @@ static void test_generated(struct triggers *t)
 	{
 		struct control_opts o = {.listen = "127.0.0.1:0", .node = "n", .version = "v"};
 
-		s = control_start(&o, t, err, sizeof(err));
+		s = control_start(&o, engine(t), err, sizeof(err));
 		CHECK(s == NULL && strstr(err, "no authentication") &&
 			  strstr(err, "control-token-file"),
 		      "no authentication at all accepted: %s", err);

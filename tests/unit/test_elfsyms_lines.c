@@ -1,18 +1,22 @@
 /*
  * test_elfsyms_lines: the inlined chains elfsyms_lines() gives from its
- * per-unit function index, against libdw's own scope walk.
+ * per-unit function index, against binutils' addr2line.
  *
  * For every address of .text (every byte of the small symtest program,
  * every STEP-th of the larger programs), the chain of functions, files and
- * lines must equal what dwarf_getscopes() and dwarf_getscopes_die() give
- * on a separate libdw handle of the same file: the lookup elfsyms used
- * before the index, rewritten here as the reference. Also prints the time
- * per lookup of both (informational; never a failure).
+ * lines must equal what `addr2line -a -f -i` prints for it: a DWARF reader
+ * of its own (BFD's), run once per file on all the addresses. addr2line
+ * prints the innermost function first with the address's line, then each
+ * caller it is inlined into with the line of the call; elfsyms_lines gives
+ * the same chain root first. Where elfsyms knows no function (no DWARF
+ * function covers the address), addr2line names one from the symbol
+ * table: there only the file and line are compared; where elfsyms gives
+ * no entry at all, addr2line must know no line either ("??:?", "FILE:?").
+ * Also prints the time per lookup (informational; never a failure).
  *
  * usage: test_elfsyms_lines FILE[:STEP]...
  */
-#include <dwarf.h>
-#include <elfutils/libdw.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -27,6 +31,7 @@
 #include "elfsyms.h"
 
 #define MAX_CHAIN 32
+#define MAX_TEXT  4096 /* bytes kept per name or file of the reference */
 
 static double now_us(void)
 {
@@ -36,88 +41,125 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static int ref_call_site(Dwarf_Die *die, Dwarf_Files *files, size_t nfiles, const char **file)
-{
-	Dwarf_Attribute attr;
-	Dwarf_Word v;
-	int line = 0;
+/* One address's chain as addr2line prints it, innermost first. */
+struct ref_chain {
+	int n;
+	char function[MAX_CHAIN][MAX_TEXT]; /* "" for "??" */
+	char file[MAX_CHAIN][MAX_TEXT];	    /* "" for "??" */
+	int line[MAX_CHAIN];		    /* 0 for "?" */
+};
 
-	*file = NULL;
-	if (files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &v) == 0 &&
-	    v < nfiles)
-		*file = dwarf_filesrc(files, v, NULL, NULL);
-	if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &v) == 0 && v <= INT32_MAX)
-		line = (int)v;
-	return line;
+/* addr2line's output, read one line ahead. */
+struct ref_reader {
+	FILE *in;
+	char *buf;
+	size_t cap;
+	bool have; /* buf holds a line not yet used */
+};
+
+static const char *ref_next(struct ref_reader *r)
+{
+	ssize_t len;
+
+	if (r->have) {
+		r->have = false;
+		return r->buf;
+	}
+	len = getline(&r->buf, &r->cap, r->in);
+	if (len < 0)
+		return NULL;
+	if (len > 0 && r->buf[len - 1] == '\n')
+		r->buf[len - 1] = '\0';
+	return r->buf;
 }
 
-/* The reference: libdw's scope walk of the unit, root first like elfsyms_lines. */
-static int ref_lines(Dwarf *dw, uint64_t vaddr, struct elfsyms_line *out, int max)
+/* "FILE:LINE", "FILE:LINE (discriminator N)", "??:?" or "??:0". */
+static void ref_position(const char *s, char *file, int *line)
 {
-	Dwarf_Die cudie, *scopes = NULL, *fn[MAX_CHAIN];
-	Dwarf_Files *files = NULL;
-	size_t nfiles = 0;
-	const char *leaf_file = NULL;
-	int leaf_line = 0, nscopes, nfn = 0, count;
-	Dwarf_Line *dl;
+	const char *colon = strrchr(s, ':');
+	size_t n = colon ? (size_t)(colon - s) : strlen(s);
 
-	if (!dwarf_addrdie(dw, vaddr, &cudie))
-		return 0;
-	dl = dwarf_getsrc_die(&cudie, vaddr);
-	if (dl) {
-		leaf_file = dwarf_linesrc(dl, NULL, NULL);
-		if (dwarf_lineno(dl, &leaf_line) != 0)
-			leaf_line = 0;
-	}
-	nscopes = dwarf_getscopes(&cudie, vaddr, &scopes);
-	for (int i = 0; i < nscopes; i++) {
-		int tag = dwarf_tag(&scopes[i]);
+	if (n >= MAX_TEXT)
+		n = MAX_TEXT - 1;
+	memcpy(file, s, n);
+	file[n] = '\0';
+	if (strcmp(file, "??") == 0)
+		file[0] = '\0';
+	*line = colon && isdigit((unsigned char)colon[1]) ? atoi(colon + 1) : 0;
+}
 
-		if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
-			Dwarf_Die innermost = scopes[i];
+/* The chain of address a: its "0x..." line, then function and position lines. */
+static bool ref_read(struct ref_reader *r, uint64_t a, struct ref_chain *c)
+{
+	const char *s = ref_next(r);
 
-			free(scopes);
-			scopes = NULL;
-			nscopes = dwarf_getscopes_die(&innermost, &scopes);
+	c->n = 0;
+	if (!s || strncmp(s, "0x", 2) != 0 || strtoull(s, NULL, 16) != a)
+		return false;
+	while ((s = ref_next(r)) != NULL) {
+		if (strncmp(s, "0x", 2) == 0) {
+			r->have = true;
 			break;
 		}
+		if (c->n < MAX_CHAIN)
+			snprintf(c->function[c->n], MAX_TEXT, "%s", strcmp(s, "??") ? s : "");
+		s = ref_next(r);
+		if (!s)
+			return false;
+		if (c->n < MAX_CHAIN)
+			ref_position(s, c->file[c->n], &c->line[c->n]);
+		c->n++;
 	}
-	for (int i = 0; i < nscopes && nfn < MAX_CHAIN; i++) {
-		int tag = dwarf_tag(&scopes[i]);
+	return c->n > 0 && c->n <= MAX_CHAIN;
+}
 
-		if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram)
-			fn[nfn++] = &scopes[i];
-		if (tag == DW_TAG_subprogram)
-			break;
-	}
-	if (nfn == 0) {
-		free(scopes);
-		if (!leaf_file && leaf_line == 0)
-			return 0;
-		out[0] = (struct elfsyms_line){.file = leaf_file, .line = leaf_line};
-		return 1;
-	}
-	if (dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0)
-		files = NULL;
-	count = nfn < max ? nfn : max;
-	for (int k = 0; k < count; k++) {
-		int j = nfn - 1 - k;
+/* Starts addr2line on every step-th address of [lo, hi) of path. */
+static FILE *ref_start(const char *path, uint64_t lo, uint64_t hi, uint64_t step, char *tmp)
+{
+	char cmd[8192], quoted[4096 * 4 + 3], *q = quoted;
+	int fd = mkstemp(tmp);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 
-		out[k].function = dwarf_diename(fn[j]);
-		if (j == 0) {
-			out[k].file = leaf_file;
-			out[k].line = leaf_line;
+	if (!f)
+		return NULL;
+	for (uint64_t a = lo; a < hi; a += step)
+		fprintf(f, "0x%llx\n", (unsigned long long)a);
+	if (fclose(f) != 0)
+		return NULL;
+	*q++ = '\'';
+	for (const char *p = path; *p && q < quoted + sizeof(quoted) - 6; p++) {
+		if (*p == '\'') {
+			memcpy(q, "'\\''", 4);
+			q += 4;
 		} else {
-			out[k].line = ref_call_site(fn[j - 1], files, nfiles, &out[k].file);
+			*q++ = *p;
 		}
 	}
-	free(scopes);
-	return count;
+	*q++ = '\'';
+	*q = '\0';
+	snprintf(cmd, sizeof(cmd), "addr2line -a -f -i -e %s < %s", quoted, tmp);
+	return popen(cmd, "r");
 }
 
-static bool str_same(const char *a, const char *b)
+/* Whether elfsyms' chain x (root first) is what addr2line printed (innermost first). */
+static bool same_chain(const struct elfsyms_line *x, int nx, const struct ref_chain *c)
 {
-	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+	if (nx == 1 && !x[0].function)
+		/* no DWARF function: addr2line's name comes from the symbol table */
+		return c->n == 1 && strcmp(x[0].file ? x[0].file : "", c->file[0]) == 0 &&
+		       x[0].line == c->line[0];
+	if (nx == 0)
+		return c->n == 1 && c->line[0] == 0;
+	if (nx != c->n)
+		return false;
+	for (int k = 0; k < nx; k++) {
+		int j = nx - 1 - k;
+
+		if (strcmp(x[k].function ? x[k].function : "", c->function[j]) != 0 ||
+		    strcmp(x[k].file ? x[k].file : "", c->file[j]) != 0 || x[k].line != c->line[j])
+			return false;
+	}
+	return true;
 }
 
 static bool text_range(int fd, uint64_t *lo, uint64_t *hi)
@@ -148,66 +190,71 @@ static bool text_range(int fd, uint64_t *lo, uint64_t *hi)
 	return found;
 }
 
+static void print_mismatch(const char *path, uint64_t a, const struct elfsyms_line *x, int nx,
+			   const struct ref_chain *c)
+{
+	fprintf(
+	    stderr,
+	    "%s: 0x%llx: elfsyms gives %d entries (root first), addr2line %d (innermost first)\n",
+	    path, (unsigned long long)a, nx, c->n);
+	for (int i = 0; i < nx; i++)
+		fprintf(stderr, "  elfsyms   %s %s:%d\n", x[i].function ? x[i].function : "-",
+			x[i].file ? x[i].file : "-", x[i].line);
+	for (int i = 0; i < c->n; i++)
+		fprintf(stderr, "  addr2line %s %s:%d\n", c->function[i][0] ? c->function[i] : "-",
+			c->file[i][0] ? c->file[i] : "-", c->line[i]);
+}
+
 /* Compares every step-th address of path's .text; returns the chains longer than 1. */
 static long compare_file(const char *path, uint64_t step)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), fd2 = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct elfsyms_source src = {.fd = fd};
+	struct ref_reader r = {0};
+	static struct ref_chain c;
+	char tmp[] = "/tmp/test_elfsyms_lines.XXXXXX";
 	struct elfsyms *es;
 	uint64_t lo = 0, hi = 0;
 	long addrs = 0, differ = 0, chained = 0;
-	double t_index = 0, t_ref = 0;
-	Dwarf *dw;
+	double t_index = 0;
 
-	CHECK(fd >= 0 && fd2 >= 0, "open %s", path);
-	if (fd < 0 || fd2 < 0)
+	CHECK(fd >= 0, "open %s", path);
+	if (fd < 0)
 		return 0;
 	es = elfsyms_load(&src, NULL, true);
-	dw = dwarf_begin(fd2, DWARF_C_READ);
-	CHECK(es && elfsyms_has_lines(es) && dw, "%s: loaded with DWARF", path);
-	CHECK(text_range(fd2, &lo, &hi) && hi > lo, "%s: .text found", path);
-	for (uint64_t a = lo; es && dw && a < hi; a += step) {
-		struct elfsyms_line x[MAX_CHAIN], y[MAX_CHAIN];
-		double t0 = now_us(), t1, t2;
-		int nx = elfsyms_lines(es, a, x, MAX_CHAIN), ny;
-		bool same;
+	CHECK(es && elfsyms_has_lines(es), "%s: loaded with DWARF", path);
+	CHECK(text_range(fd, &lo, &hi) && hi > lo, "%s: .text found", path);
+	r.in = es && hi > lo ? ref_start(path, lo, hi, step, tmp) : NULL;
+	CHECK(r.in, "%s: addr2line started", path);
+	for (uint64_t a = lo; r.in && a < hi; a += step) {
+		struct elfsyms_line x[MAX_CHAIN];
+		double t0 = now_us();
+		int nx = elfsyms_lines(es, a, x, MAX_CHAIN);
 
-		t1 = now_us();
-		ny = ref_lines(dw, a, y, MAX_CHAIN);
-		t2 = now_us();
-		t_index += t1 - t0;
-		t_ref += t2 - t1;
+		t_index += now_us() - t0;
+		if (!ref_read(&r, a, &c)) {
+			CHECK(false, "%s: 0x%llx: addr2line's output", path, (unsigned long long)a);
+			break;
+		}
 		addrs++;
 		chained += nx > 1;
-		same = nx == ny;
-		for (int i = 0; same && i < nx; i++)
-			same = str_same(x[i].function, y[i].function) &&
-			       str_same(x[i].file, y[i].file) && x[i].line == y[i].line;
-		if (!same && differ++ < 5) {
-			fprintf(stderr, "%s: 0x%llx: index gives %d entries, libdw %d\n", path,
-				(unsigned long long)a, nx, ny);
-			for (int i = 0; i < nx || i < ny; i++)
-				fprintf(
-				    stderr, "  %s %s:%d | %s %s:%d\n",
-				    i < nx && x[i].function ? x[i].function : "-",
-				    i < nx && x[i].file ? x[i].file : "-", i < nx ? x[i].line : 0,
-				    i < ny && y[i].function ? y[i].function : "-",
-				    i < ny && y[i].file ? y[i].file : "-", i < ny ? y[i].line : 0);
-		}
+		if (!same_chain(x, nx, &c) && differ++ < 5)
+			print_mismatch(path, a, x, nx, &c);
 	}
-	CHECK(differ == 0, "%s: %ld of %ld addresses differ from libdw's scope walk", path, differ,
-	      addrs);
+	if (r.in) {
+		CHECK(pclose(r.in) == 0, "%s: addr2line exits 0", path);
+		unlink(tmp);
+	}
+	free(r.buf);
+	CHECK(differ == 0, "%s: %ld of %ld addresses differ from addr2line", path, differ, addrs);
 	CHECK(addrs > 0, "%s: addresses compared", path);
 	if (addrs > 0)
-		printf("%s: %ld addresses (every %llu), %ld inlined chains, same as libdw: "
-		       "%.2f us per lookup with the index, %.1f us with the scope walk\n",
-		       path, addrs, (unsigned long long)step, chained, t_index / (double)addrs,
-		       t_ref / (double)addrs);
-	if (dw)
-		dwarf_end(dw);
+		printf(
+		    "%s: %ld addresses (every %llu), %ld inlined chains, compared with addr2line: "
+		    "%.2f us per lookup\n",
+		    path, addrs, (unsigned long long)step, chained, t_index / (double)addrs);
 	elfsyms_free(es);
 	close(fd);
-	close(fd2);
 	return chained;
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_otlp.c - decoding OTLP exports into request rows (agent/otlp.c):
+ * test_otlp.c - decoding OTLP exports into request rows (agent/otlp/otlp.c):
  * every field for the current and the older semantic conventions, and each
  * kind of bad span rejected with its own counter while the good spans of
  * the same batch survive; malformed and hostile messages refused without

@@ -1,5 +1,5 @@
 /*
- * test_rpc_server.c - the unary gRPC server of the agent (agent/rpc_server.h)
+ * test_rpc_server.c - the unary gRPC server (lib/grpc/rpc_server.h)
  * with a real gRPC C core client: a start_on_connect server listens without
  * running any of the gRPC core (no gRPC thread in the process) until a
  * client connects, then answers calls on every connection; it stops cleanly
