@@ -11,7 +11,7 @@
  * Each run reports ns per agg_add() (steady state: the table is warm, no
  * add closes a window) and ms per window close (agg_close + agg_take +
  * agg_window_free: sort, dictionary closure, build), and what spooling that
- * window costs (agent/spool.h: encode, write to a new file, rename, then
+ * window costs (agent/ship/spool.h: encode, write to a new file, rename, then
  * remove it as after its COMMIT; in a directory under $SPOOL_BENCH_DIR,
  * default /var/tmp, so a disk, not tmpfs). --runs runs (default 7); prints
  * the median with the fastest and slowest run. Reports only.

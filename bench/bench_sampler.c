@@ -1,8 +1,8 @@
 /*
  * bench_sampler - the kernel to user data path of the BPF sampler, measured:
- * one tp_sample per sample through the ring buffer (TP_PATH_RINGBUF)
- * against counts aggregated in the kernel per (pid, trace id, span id,
- * stacks, hz) with stacks in a stack-trace map (TP_PATH_AGGREGATE).
+ * one tp_sample per sample through the ring buffer, with a wakeup of the
+ * reader per sample against batched wakeups. (The in-kernel aggregation
+ * path it was once compared with is gone: docs/agent.md.)
  *
  * Workload: one worker process per CPU, each serving "requests" back to
  * back: a fresh trace and span id in an OTEP 4947 record reached through a
@@ -10,16 +10,14 @@
  * at one of 16 stack depths, then detach. Every CPU is busy, so nearly
  * every program run keeps a sample.
  *
- * Per data path and frequency (19 Hz, 99 Hz), --runs runs of --seconds:
+ * Per wakeup mode and frequency (19 Hz, 99 Hz), --runs runs of --seconds:
  *  - BPF ns per run: run_time_ns / run_cnt of on_cpu_clock from
  *    bpf_prog_info, counted while the benchmark holds a BPF_ENABLE_STATS
  *    fd: what kernel.bpf_stats_enabled=1 turns on, without changing the
  *    sysctl (others may use it; closing the fd restores the old state);
  *  - user CPU per sample and per second: getrusage (user + system) of this
- *    process, which only polls the ring (timeout --drain-ms) or drains the
- *    aggregation every --drain-ms and copies what it gets into a buffer;
- *  - aggregation only: counts drained per sample (1.0 = nothing was
- *    aggregated), stacks lost to stack-map collisions or otherwise.
+ *    process, which only polls the ring (timeout --drain-ms) and copies
+ *    what it gets into a buffer.
  * Prints medians (min-max) as a markdown table. Needs root. Never fails on
  * timing.
  */
@@ -67,20 +65,16 @@ struct worker_info {
 struct run_result {
 	double bpf_ns_per_run;	   /* on_cpu_clock run time / runs */
 	double user_ns_per_sample; /* this process's CPU / samples delivered */
-	double counts_per_sample;  /* aggregation: counts drained / samples */
 	double samples_per_s;	   /* samples delivered per second */
 	double user_ms_per_s;	   /* this process's CPU ms per second of run */
 	uint64_t samples;	   /* samples kept by the kernel side */
-	uint64_t collisions;	   /* aggregation: stacks lost to collisions */
-	uint64_t lost;		   /* aggregation: stacks lost otherwise, counts lost */
 	uint64_t ring_full;	   /* ring: samples lost to a full ring */
 	uint64_t tagged;	   /* samples tagged with a trace id */
 };
 
 /* What the consumer callbacks count and copy. */
 struct sink {
-	uint64_t samples; /* samples delivered (counts summed for aggregation) */
-	uint64_t records; /* ring records or aggregated counts delivered */
+	uint64_t samples;		       /* samples delivered */
 	uint64_t copy[2 * TP_MAX_FRAMES + 16]; /* where data is copied to, like a consumer */
 };
 
@@ -140,19 +134,6 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 
 	memcpy(k->copy, s, len < sizeof(k->copy) ? len : sizeof(k->copy));
 	k->samples++;
-	k->records++;
-	return 0;
-}
-
-static int on_count(void *ctx, const struct sampler_count *c)
-{
-	struct sink *k = ctx;
-
-	memcpy(k->copy, c->key, sizeof(*c->key));
-	memcpy(k->copy + 8, c->kern_ips, c->kern_n * sizeof(uint64_t));
-	memcpy(k->copy + 8 + TP_MAX_FRAMES, c->user_ips, c->user_n * sizeof(uint64_t));
-	k->samples += c->count;
-	k->records++;
 	return 0;
 }
 
@@ -173,29 +154,26 @@ static double cpu_ns(void)
 	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
-/* The data paths compared. */
+/* The wakeup modes compared. */
 struct variant {
-	const char *name;	/* as printed */
-	enum tp_data_path path; /* ring buffer or aggregation */
-	size_t wakeup_bytes;	/* ring buffer: when the kernel wakes the reader */
+	const char *name;    /* as printed */
+	size_t wakeup_bytes; /* when the kernel wakes the reader */
 };
 
 static const struct variant variants[] = {
-    {"ring buffer, wakeup per sample", TP_PATH_RINGBUF, SAMPLER_WAKEUP_EVERY},
-    {"ring buffer, batched wakeup", TP_PATH_RINGBUF, 0},
-    {"in-kernel aggregation", TP_PATH_AGGREGATE, 0},
+    {"ring buffer, wakeup per sample", SAMPLER_WAKEUP_EVERY},
+    {"ring buffer, batched wakeup", 0},
 };
 
 static int one_run(const struct variant *v, int hz, double seconds, int drain_ms, const pid_t *pids,
 		   const struct worker_info *infos, int nworkers, struct run_result *r)
 {
 	struct sampler_opts o = {
-	    .hz = hz, .path = v->path, .wakeup_bytes = v->wakeup_bytes, .filter = TP_FILTER_PIDS};
-	enum tp_data_path path = v->path;
+	    .hz = hz, .wakeup_bytes = v->wakeup_bytes, .filter = TP_FILTER_PIDS};
 	struct sampler_stats st;
 	struct sink *k;
 	struct sampler *s;
-	double t0, c0, t1, c1, next_drain;
+	double t0, c0, t1, c1;
 	int err = 0;
 
 	k = calloc(1, sizeof(*k));
@@ -215,26 +193,13 @@ static int one_run(const struct variant *v, int hz, double seconds, int drain_ms
 	}
 	t0 = now_s();
 	c0 = cpu_ns();
-	next_drain = t0 + drain_ms / 1e3;
 	while (!stop && now_s() - t0 < seconds) {
-		if (path == TP_PATH_RINGBUF) {
-			err = sampler_poll(s, drain_ms, on_sample, k);
-		} else {
-			double wait = next_drain - now_s();
-
-			if (wait > 0)
-				nanosleep(&(struct timespec){(time_t)wait,
-							     (long)((wait - (time_t)wait) * 1e9)},
-					  NULL);
-			next_drain += drain_ms / 1e3;
-			err = sampler_drain(s, on_count, k);
-		}
+		err = sampler_poll(s, drain_ms, on_sample, k);
 		if (err < 0 && err != -EINTR)
 			goto out_free;
 	}
 	/* what is still in the kernel belongs to this run */
-	err = path == TP_PATH_RINGBUF ? sampler_poll(s, 0, on_sample, k)
-				      : sampler_drain(s, on_count, k);
+	err = sampler_poll(s, 0, on_sample, k);
 	if (err < 0)
 		goto out_free;
 	t1 = now_s();
@@ -246,11 +211,8 @@ static int one_run(const struct variant *v, int hz, double seconds, int drain_ms
 	r->samples = st.counters[TP_CNT_SAMPLES];
 	r->bpf_ns_per_run = st.run_cnt ? (double)st.run_time_ns / st.run_cnt : 0;
 	r->user_ns_per_sample = k->samples ? (c1 - c0) / k->samples : 0;
-	r->counts_per_sample = k->samples ? (double)k->records / k->samples : 0;
 	r->samples_per_s = k->samples / (t1 - t0);
 	r->user_ms_per_s = (c1 - c0) / 1e6 / (t1 - t0);
-	r->collisions = st.counters[TP_CNT_STACK_COLLISION];
-	r->lost = st.counters[TP_CNT_STACK_LOST] + st.counters[TP_CNT_AGG_FULL];
 	r->ring_full = st.counters[TP_CNT_RINGBUF_FULL];
 	r->tagged = st.counters[TP_CNT_TAGGED];
 out_free:
@@ -274,26 +236,21 @@ static void median(const struct run_result *r, int n, size_t off, double out[3])
 
 static void report(const char *name, int hz, const struct run_result *r, int n)
 {
-	double b[3], u[3], c[3], sps[3], ms[3];
-	uint64_t samples = 0, coll = 0, lost = 0, full = 0, tagged = 0;
+	double b[3], u[3], sps[3], ms[3];
+	uint64_t samples = 0, full = 0, tagged = 0;
 
 	median(r, n, offsetof(struct run_result, bpf_ns_per_run), b);
 	median(r, n, offsetof(struct run_result, user_ns_per_sample), u);
-	median(r, n, offsetof(struct run_result, counts_per_sample), c);
 	median(r, n, offsetof(struct run_result, samples_per_s), sps);
 	median(r, n, offsetof(struct run_result, user_ms_per_s), ms);
 	for (int i = 0; i < n; i++) {
 		samples += r[i].samples;
-		coll += r[i].collisions;
-		lost += r[i].lost;
 		full += r[i].ring_full;
 		tagged += r[i].tagged;
 	}
-	printf("| %s | %d | %.0f | %.0f (%.0f–%.0f) | %.2f (%.2f–%.2f) | %.3f | %.2f | %.1f %% | "
-	       "%llu | %llu | %llu |\n",
-	       name, hz, sps[0], b[0], b[1], b[2], u[0] / 1e3, u[1] / 1e3, u[2] / 1e3, ms[0], c[0],
-	       samples ? 100.0 * tagged / samples : 0, (unsigned long long)coll,
-	       (unsigned long long)lost, (unsigned long long)full);
+	printf("| %s | %d | %.0f | %.0f (%.0f–%.0f) | %.2f (%.2f–%.2f) | %.3f | %.1f %% | %llu |\n",
+	       name, hz, sps[0], b[0], b[1], b[2], u[0] / 1e3, u[1] / 1e3, u[2] / 1e3, ms[0],
+	       samples ? 100.0 * tagged / samples : 0, (unsigned long long)full);
 	fflush(stdout);
 }
 
@@ -384,11 +341,10 @@ int main(int argc, char **argv)
 		while (!infos[i].ready)
 			usleep(1000);
 	}
-	printf("%d workers, %d runs of %.0f s, polled or drained every %d ms\n\n", nworkers, runs,
-	       seconds, drain_ms);
+	printf("%d workers, %d runs of %.0f s, polled every %d ms\n\n", nworkers, runs, seconds,
+	       drain_ms);
 	printf("| data path | Hz | samples/s | BPF ns/run (min–max) | user µs/sample (min–max) | "
-	       "user CPU ms/s | records/sample | tagged | stack collisions | stacks/counts lost | "
-	       "ring full |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	       "user CPU ms/s | tagged | ring full |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (size_t p = 0; p < sizeof(variants) / sizeof(variants[0]) && !stop; p++)
 		for (size_t h = 0; h < sizeof(hzs) / sizeof(hzs[0]) && !stop; h++) {
 			int n = 0;

@@ -1,5 +1,5 @@
 /*
- * bench_symbolize - cost of the agent's symbolizer (agent/symbolize.h).
+ * bench_symbolize - cost of the agent's symbolizer (agent/symbols/symbolize.h).
  *
  * The benchmark symbolizes its own process: 4096 distinct addresses spread
  * over the executable mappings of libc. Per run, with a fresh symbolizer:

@@ -1,6 +1,6 @@
 /*
  * bench_tlsloc - what looking for a process's thread context costs the
- * agent (agent/tlsloc.c), the first time it sees the process's files and
+ * agent (agent/process/tlsloc.c), the first time it sees the process's files and
  * once it remembers them.
  *
  * usage: bench_tlsloc PID [RUNS]

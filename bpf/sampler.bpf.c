@@ -5,11 +5,10 @@
  * on_cpu_clock runs on a software CPU-clock perf event on every online CPU
  * (19 Hz always, up to 100 Hz on demand; the event's bpf cookie is its Hz).
  * For each sample of a wanted process it reads the interrupted thread's
- * OpenTelemetry thread context (OTEP 4947) and emits the sample:
- *  - TP_PATH_RINGBUF: one struct tp_sample (header, kernel then user frames)
- *    per sample into the ring buffer "samples";
- *  - TP_PATH_AGGREGATE: the stacks into the stack-trace map "stacks" and a
- *    count per struct tp_agg_key into "aggregates".
+ * OpenTelemetry thread context (OTEP 4947) and emits the sample: one
+ * struct tp_sample (header, kernel then user frames) per sample into the
+ * ring buffer "samples", with its timestamp (per-request windows and
+ * triggers need each sample's time).
  *
  * The thread's record address comes from "thread_records" (the thread's
  * task local storage, filled by on_thread_registered, a uprobe on the SDK's
@@ -27,7 +26,7 @@
  * request, flagged TP_SAMPLE_RAISED, and a per-CPU accumulator flags a
  * base_hz/raised_hz subsample of them TP_SAMPLE_BASE; the base sample of
  * such a thread is skipped while raised_on, so no CPU time is counted
- * twice. Ring buffer path only.
+ * twice.
  *
  * The workload: tens to hundreds of samples per second per CPU, so a run
  * costs 3-8 us on the measured machine (bench/results.md); no loops
@@ -41,14 +40,11 @@
 #include "sampler.h"
 
 #define PF_KTHREAD 0x00200000 /* task->flags: a kernel thread, no user stack */
-#define EFAULT	   14	      /* errno values (no libc headers in BPF) */
-#define EEXIST	   17
 
 char LICENSE[] SEC("license") = "GPL";
 
 /* Options, set by the loader before load. */
 const volatile __u32 filter_mode = TP_FILTER_ALL; /* enum tp_filter */
-const volatile __u32 data_path = TP_PATH_RINGBUF; /* enum tp_data_path */
 const volatile __u32 wakeup_bytes = 0; /* wake the reader at this much pending data; 0: always */
 const volatile __u32 base_hz = 19;     /* frequency of the base events (the raised subsample) */
 
@@ -111,27 +107,11 @@ struct {
 	__type(value, struct tp_tls_loc);
 } tls_locs SEC(".maps");
 
-/* TP_PATH_RINGBUF: the samples; the loader sets the size before load. */
+/* The samples; the loader sets the size before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } samples SEC(".maps");
-
-/* TP_PATH_AGGREGATE: stacks by id; the loader sets the size before load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, TP_MAX_FRAMES * sizeof(__u64));
-} stacks SEC(".maps");
-
-/* TP_PATH_AGGREGATE: sample counts; the loader sets the size before load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct tp_agg_key);
-	__type(value, __u64);
-} aggregates SEC(".maps");
 
 /*
  * The counters: one row per CPU of a plain array, indexed by the CPU's
@@ -460,59 +440,6 @@ static __always_inline void emit_sample(struct bpf_perf_event_data *ctx, __u32 t
 		emit_record(ctx, false, tgid, tid, tc, hz, sflags);
 }
 
-static __always_inline __s32 stack_id(struct bpf_perf_event_data *ctx, __u64 flags)
-{
-	long id = bpf_get_stackid(ctx, &stacks, flags);
-
-	if (id >= 0)
-		return id;
-	if (id == -EEXIST)
-		count(TP_CNT_STACK_COLLISION);
-	else if (id != -EFAULT)
-		count(TP_CNT_STACK_LOST);
-	else if ((flags & BPF_F_USER_STACK) && !is_kernel_thread())
-		count(TP_CNT_NO_USTACK);
-	/* -EFAULT for the kernel stack: the sample interrupted user mode */
-	return id;
-}
-
-static __always_inline void aggregate_sample(struct bpf_perf_event_data *ctx, __u32 tgid,
-					     const struct thread_ctx *tc, __u16 hz)
-{
-	struct tp_agg_key key;
-	__u64 one = 1, *val;
-	long err;
-
-	__builtin_memset(&key, 0, sizeof(key));
-	key.pid = tgid;
-	key.hz = hz;
-	key.ctx_state = tc->state;
-	if (tc->state == TP_CTX_TAGGED) {
-		__builtin_memcpy(key.trace_id, tc->hdr.trace_id, sizeof(key.trace_id));
-		__builtin_memcpy(key.span_id, tc->hdr.span_id, sizeof(key.span_id));
-		key.trace_flags = tc->hdr.trace_flags;
-	}
-	key.kern_stack_id = stack_id(ctx, 0);
-	key.user_stack_id = stack_id(ctx, BPF_F_USER_STACK);
-
-	val = bpf_map_lookup_elem(&aggregates, &key);
-	if (val) {
-		__sync_fetch_and_add(val, 1);
-	} else {
-		err = bpf_map_update_elem(&aggregates, &key, &one, BPF_NOEXIST);
-		if (err == -EEXIST) {
-			/* another CPU added the key meanwhile */
-			val = bpf_map_lookup_elem(&aggregates, &key);
-			if (val)
-				__sync_fetch_and_add(val, 1);
-		} else if (err) {
-			count(TP_CNT_AGG_FULL);
-			return;
-		}
-	}
-	count_kept(counters_here(), tc);
-}
-
 SEC("perf_event")
 int on_cpu_clock(struct bpf_perf_event_data *ctx)
 {
@@ -525,10 +452,6 @@ int on_cpu_clock(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	read_thread_ctx(task, &tc);
-	if (data_path == TP_PATH_AGGREGATE) {
-		aggregate_sample(ctx, tgid, &tc, (__u16)bpf_get_attach_cookie(ctx));
-		return 0;
-	}
 	/* a thread the raised events cover: its base sample is their BASE subsample */
 	/* the state first: an untagged sample never reads raised_on's page */
 	if (tc.state == TP_CTX_TAGGED && raised_on && bpf_map_lookup_elem(&raised_targets, &tgid)) {
@@ -555,10 +478,6 @@ int on_cpu_clock_raised(struct bpf_perf_event_data *ctx)
 	if (!raised_on || tid == 0 || !rhz || !bpf_map_lookup_elem(&raised_targets, &tgid) ||
 	    !wanted(tgid)) {
 		count(TP_CNT_RAISED_OTHER);
-		return 0;
-	}
-	if (data_path != TP_PATH_RINGBUF) {
-		count(TP_CNT_RAISED_AGG);
 		return 0;
 	}
 	read_thread_ctx(task, &tc);
@@ -632,7 +551,7 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	/* the new program has neither the old one's TLS location nor its records */
 	bpf_task_storage_delete(&thread_records, task);
 	bpf_task_storage_delete(&tls_locs, task); /* the thread that execs leads its group */
-	if (data_path != TP_PATH_RINGBUF || !wanted(tgid))
+	if (!wanted(tgid))
 		return 0;
 	r = life_record(TP_REC_EXEC, tgid, task->pid, 0);
 	if (!r)
@@ -674,7 +593,7 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 		bpf_task_storage_get(&thread_records, child, &rcopy,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
-	if (data_path != TP_PATH_RINGBUF || !wanted(ctgid))
+	if (!wanted(ctgid))
 		return 0;
 	r = life_record(TP_REC_FORK, ctgid, ptgid, sizeof(__u64));
 	if (!r)
@@ -700,7 +619,7 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	/* signal->live reaches 0 when the last thread of the group exits */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	if (data_path == TP_PATH_RINGBUF && wanted(tgid)) {
+	if (wanted(tgid)) {
 		r = life_record(TP_REC_EXIT, tgid, tid, 0);
 		if (r)
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);

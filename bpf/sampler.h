@@ -8,10 +8,6 @@
  * resolved for that process (tls_locs) or learned for that thread from the
  * SDK's registration uprobe (thread_records), and emits one struct
  * tp_sample (header + kernel and user frames) into a ring buffer.
- *
- * The aggregation data path (tp_data_path, chosen before load) counts
- * samples in the kernel instead: stacks go to a stack-trace map and one
- * counter per struct tp_agg_key, which the agent reads and clears.
  */
 #ifndef TRACEPROF_BPF_SAMPLER_H
 #define TRACEPROF_BPF_SAMPLER_H
@@ -28,12 +24,6 @@ enum tp_filter {
 	TP_FILTER_ALL = 0,    /* every process but the idle task */
 	TP_FILTER_PIDS = 1,   /* only tgids present in the map "targets" */
 	TP_FILTER_CGROUP = 2, /* only cgroup v2 ids present in the map "target_cgroups" */
-};
-
-/* How samples reach user space (rodata option data_path, set before load). */
-enum tp_data_path {
-	TP_PATH_RINGBUF = 0,   /* one struct tp_sample per sample in the ring "samples" */
-	TP_PATH_AGGREGATE = 1, /* a count per struct tp_agg_key in "aggregates" */
 };
 
 /* Where a process keeps its otel_thread_ctx_v1 TLS pointer (tp = thread pointer). */
@@ -119,40 +109,26 @@ struct tp_sample {
  */
 #define TP_SAMPLE_USER_BYTES (64 + TP_MAX_FRAMES * 8)
 
-/* TP_PATH_AGGREGATE: key of the map "aggregates" (value: __u64 sample count). */
-struct tp_agg_key {
-	__u32 pid;	     /* tgid */
-	__s32 kern_stack_id; /* id in "stacks", or a negative errno when not stored */
-	__s32 user_stack_id; /* id in "stacks", or a negative errno when not stored */
-	__u16 hz;	     /* sampling frequency of the event that fired */
-	__u8 ctx_state;	     /* enum tp_ctx_state */
-	__u8 trace_flags;    /* TP_CTX_TAGGED only */
-	__u8 trace_id[16];   /* TP_CTX_TAGGED only */
-	__u8 span_id[8];     /* TP_CTX_TAGGED only */
-};
-
 /*
  * Per-CPU counters (array map "counters": a row per CPU starting with
  * __u64[TP_CNT_MAX], index = enum tp_counter; the rest of the row is the
- * program's own).
+ * program's own). Indices 6, 7, 8 and 14 were the counters of the
+ * in-kernel aggregation path, removed (docs/agent.md): they stay free so
+ * that the others keep their index.
  */
 enum tp_counter {
-	TP_CNT_SAMPLES = 0,	    /* program runs that kept a sample */
-	TP_CNT_FILTERED = 1,	    /* runs skipped by the target filter (idle ticks never run) */
-	TP_CNT_RINGBUF_FULL = 2,    /* samples lost: ring buffer full */
-	TP_CNT_TAGGED = 3,	    /* samples with TP_CTX_TAGGED */
-	TP_CNT_CTX_FAULT = 4,	    /* samples with TP_CTX_FAULT */
-	TP_CNT_NO_USTACK = 5,	    /* samples whose user stack could not be read */
-	TP_CNT_STACK_COLLISION = 6, /* aggregation: a stack dropped, its bucket held another */
-	TP_CNT_STACK_LOST = 7,	    /* aggregation: a stack not stored (map full, unreadable) */
-	TP_CNT_AGG_FULL = 8,	    /* aggregation: samples lost, "aggregates" full */
-	TP_CNT_RAISED = 9,	    /* raised samples kept (also in TP_CNT_SAMPLES) */
-	TP_CNT_RAISED_BASE = 10,    /* of those, flagged TP_SAMPLE_BASE */
-	TP_CNT_RAISED_OTHER = 11,   /* raised runs discarded: not a raised target, or raised off */
-	TP_CNT_RAISED_IDLE = 12,    /* raised runs discarded: target thread outside a request */
-	TP_CNT_BASE_COVERED = 13,   /* base runs skipped: the thread is covered by raised events */
-	TP_CNT_RAISED_AGG = 14,	    /* raised runs discarded: aggregation path (not supported) */
-	TP_CNT_STACK_RETAKE = 15,   /* stacks walked twice: deeper than this CPU's recent ones */
+	TP_CNT_SAMPLES = 0,	  /* program runs that kept a sample */
+	TP_CNT_FILTERED = 1,	  /* runs skipped by the target filter (idle ticks never run) */
+	TP_CNT_RINGBUF_FULL = 2,  /* samples lost: ring buffer full */
+	TP_CNT_TAGGED = 3,	  /* samples with TP_CTX_TAGGED */
+	TP_CNT_CTX_FAULT = 4,	  /* samples with TP_CTX_FAULT */
+	TP_CNT_NO_USTACK = 5,	  /* samples whose user stack could not be read */
+	TP_CNT_RAISED = 9,	  /* raised samples kept (also in TP_CNT_SAMPLES) */
+	TP_CNT_RAISED_BASE = 10,  /* of those, flagged TP_SAMPLE_BASE */
+	TP_CNT_RAISED_OTHER = 11, /* raised runs discarded: not a raised target, or raised off */
+	TP_CNT_RAISED_IDLE = 12,  /* raised runs discarded: target thread outside a request */
+	TP_CNT_BASE_COVERED = 13, /* base runs skipped: the thread is covered by raised events */
+	TP_CNT_STACK_RETAKE = 15, /* stacks walked twice: deeper than this CPU's recent ones */
 	TP_CNT_MAX = 16,
 };
 

@@ -2,7 +2,7 @@
  * control.h - the AgentControl gRPC service (controller -> agent): a gRPC
  * C core server on its own thread serving ApplyTriggers and GetStatus over
  * a trigger engine, reached through struct control_engine (the agent's is
- * agent/triggers.h, triggers_control_engine), so this folder does not
+ * agent/sampling/triggers.h, triggers_control_engine), so this folder does not
  * depend on the agent.
  *
  * Authentication (docs/triggers.md) is always on, loopback included: with

@@ -7,7 +7,7 @@
  * bounds and messages), the AgentControl Trigger message
  * (manifest_to_proto: each field names where it goes), the flags of
  * `traceprof trigger create` (name, argument, help, parsing) and the help
- * text. The agent's limits (agent/triggers.h) are these constants, and
+ * text. The agent's limits (agent/sampling/triggers.h) are these constants, and
  * tests/unit/test_trigger_spec.c holds the table against the CRD
  * (crds/), the CHECK constraints of sql/001_schema.sql and the agent, so
  * none of them can drift.

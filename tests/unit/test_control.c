@@ -1,6 +1,6 @@
 /*
  * test_control: the AgentControl server (control/control.h) over the
- * trigger engine (agent/triggers_control.h) and the client
+ * trigger engine (agent/sampling/triggers_control.h) and the client
  * library (traceprof/control_client.h), real gRPC at both ends. An
  * ApplyTriggers / GetStatus round trip; bearer tokens (missing and wrong
  * refused with UNAUTHENTICATED and counted, the right one works); mutual

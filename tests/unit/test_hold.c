@@ -1,5 +1,5 @@
 /*
- * test_hold: the hold buffer of raised samples (agent/hold.h): a kept
+ * test_hold: the hold buffer of raised samples (agent/sampling/hold.h): a kept
  * trace's rows (grouping, counts, Hz, trigger id, bucket), a dropped
  * trace, the timeout, the memory bound (oldest traces first, a trace that
  * alone outgrows it), bad input, and a random workload checked against a

@@ -1,5 +1,5 @@
 /*
- * test_kubepods.c - the agent's pod map (agent/kubepods.h) without a
+ * test_kubepods.c - the agent's pod map (agent/process/kubepods.h) without a
  * server: pods in and out by UID and container id, labels as sorted JSON,
  * changes that do and do not bump the generation, bad objects and the
  * bounds (map full, labels too large).

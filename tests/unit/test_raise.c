@@ -338,20 +338,6 @@ out:
 	free(w);
 }
 
-/* The aggregation path has no raised events. */
-static void test_aggregate_path(void)
-{
-	struct sampler_opts o = {
-	    .hz = BASE_HZ, .filter = TP_FILTER_PIDS, .path = TP_PATH_AGGREGATE};
-	struct sampler *s = sampler_open(&o);
-
-	CHECK(s != NULL, "aggregate: sampler_open: %s", strerror(errno));
-	if (!s)
-		return;
-	CHECK(sampler_set_raised(s, RAISED_HZ) == -EOPNOTSUPP, "aggregate: raised not supported");
-	sampler_free(s);
-}
-
 int main(void)
 {
 	struct stat st;
@@ -366,6 +352,5 @@ int main(void)
 	}
 	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARN);
 	test_raise();
-	test_aggregate_path();
 	return check_done();
 }

@@ -1,5 +1,5 @@
 /*
- * test_sampler: the BPF sampler, loaded by agent/sampler.c on the real
+ * test_sampler: the BPF sampler, loaded by agent/sampling/sampler.c on the real
  * kernel, samples what runs and tags each sample with the thread context.
  *
  * Each case forks a child that burns CPU in spin_leaf() and, for the thread
@@ -8,8 +8,7 @@
  * loaded with dlopen (TP_TLS_DTV), the shared SDK and the static SDK (the
  * registration uprobe). The parent drives the child through phases in
  * shared memory (tagged, invalid, garbage pointer, NULL) and checks every
- * sample taken after the child acknowledged a phase. The in-kernel
- * aggregation path is checked with the busy child too.
+ * sample taken after the child acknowledged a phase.
  *
  * Needs root and kernel BTF; otherwise it says why and exits 77 (skip).
  */
@@ -721,77 +720,6 @@ static void test_static_sdk_uprobe(void)
 	sampler_free(s);
 }
 
-/* What sampler_drain delivered. */
-struct drained {
-	pid_t pid;	  /* the child */
-	uint64_t samples; /* counts of the child summed */
-	uint64_t other;	  /* counts of other processes */
-	uint64_t bad_hz;  /* counts with hz != HZ */
-	uint64_t no_user; /* counts without user frames */
-	uint64_t in_spin; /* counts whose user leaf is near spin_leaf */
-	uint64_t all;	  /* every count summed */
-};
-
-static int drain_count(void *arg, const struct sampler_count *c)
-{
-	struct drained *d = arg;
-
-	d->all += c->count;
-	if (c->key->pid != (uint32_t)d->pid) {
-		d->other += c->count;
-		return 0;
-	}
-	d->samples += c->count;
-	d->bad_hz += c->key->hz != HZ ? c->count : 0;
-	if (!c->user_n) {
-		d->no_user += c->count;
-		return 0;
-	}
-	if (c->user_ips[0] >= (uint64_t)spin_leaf && c->user_ips[0] < (uint64_t)spin_leaf + 256)
-		d->in_spin += c->count;
-	return 0;
-}
-
-/* The in-kernel aggregation path: counts and stacks of a busy child. */
-static void test_aggregate(void)
-{
-	struct sampler_opts o = {.hz = HZ, .filter = TP_FILTER_PIDS, .path = TP_PATH_AGGREGATE};
-	struct timespec ts = {0, 500000000};
-	struct drained d = {0};
-	struct sampler_stats st;
-	struct sampler *s;
-	pid_t pid;
-	int n;
-
-	s = sampler_open(&o);
-	CHECK(s != NULL, "aggregate: sampler_open: %s", strerror(errno));
-	if (!s)
-		return;
-	CHECK(sampler_poll(s, 0, discard, NULL) == -EINVAL, "aggregate: no ring to poll");
-	pid = spawn(child_busy);
-	d.pid = pid;
-	CHECK(sampler_add_target_pid(s, pid) == 0, "aggregate: add target");
-	for (int i = 0; i < 4; i++) {
-		nanosleep(&ts, NULL);
-		n = sampler_drain(s, drain_count, &d);
-		CHECK(n >= 0, "aggregate: drain %d", n);
-	}
-	reap(pid);
-	CHECK(sampler_drain(s, drain_count, &d) >= 0, "aggregate: last drain");
-	CHECK(d.samples >= 20, "aggregate: samples of the busy child %llu",
-	      (unsigned long long)d.samples);
-	CHECK(d.other == 0 && d.bad_hz == 0, "aggregate: only the target, at %d Hz", HZ);
-	CHECK(d.no_user == 0, "aggregate: user stacks everywhere (%llu without)",
-	      (unsigned long long)d.no_user);
-	CHECK(d.in_spin * 10 >= d.samples * 9, "aggregate: leaf in spin_leaf %llu of %llu",
-	      (unsigned long long)d.in_spin, (unsigned long long)d.samples);
-	CHECK(sampler_get_stats(s, &st) == 0, "aggregate: stats");
-	CHECK(st.counters[TP_CNT_SAMPLES] == d.all, "aggregate: counted %llu, drained %llu",
-	      (unsigned long long)st.counters[TP_CNT_SAMPLES], (unsigned long long)d.all);
-	CHECK(sampler_drain(s, drain_count, &d) == 0, "aggregate: nothing left");
-	sampler_free(s);
-}
-
 /* The cgroup filter: samples of the child's cgroup v2 only. */
 static void test_cgroup_filter(void)
 {
@@ -1173,6 +1101,5 @@ int main(void)
 	test_static_sdk_uprobe();
 	test_cgroup_filter();
 	test_fork();
-	test_aggregate();
 	return check_done();
 }

@@ -1,5 +1,5 @@
 /*
- * test_spool: the agent's spool (agent/spool.h), on its own and under the
+ * test_spool: the agent's spool (agent/ship/spool.h), on its own and under the
  * shipper with a real PostgreSQL.
  *
  * - a window read back equals the hand-built one written, field by field

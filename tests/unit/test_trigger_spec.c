@@ -4,7 +4,7 @@
  * the CRD's schema (crds/: each field's type, minimum, maximum, length,
  * list size, default, required, enum, and the set of fields of spec and its
  * objects), the CHECK constraints and defaults of sql/, the agent's limits
- * (agent/triggers.h), the AgentControl Trigger message (each field names a
+ * (agent/sampling/triggers.h), the AgentControl Trigger message (each field names a
  * field of the right type; the comments of the .proto state the same
  * bounds and defaults), the defaults the validator fills in, and the
  * chart's copy of the CRD (byte for byte).

@@ -1,5 +1,5 @@
 /*
- * test_triggers: the trigger engine (agent/triggers.h). Idempotent apply,
+ * test_triggers: the trigger engine (agent/sampling/triggers.h). Idempotent apply,
  * every limit and rejection reason, criteria (status patterns, route globs,
  * method, durations), target resolution from process identities and the
  * raised set, deadlines through tick with an injected clock; claims

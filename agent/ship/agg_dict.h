@@ -1,5 +1,5 @@
 /*
- * agg_dict.h - the aggregator's dictionary (internal to agent/aggregate.c):
+ * agg_dict.h - the aggregator's dictionary (internal to agent/ship/aggregate.c):
  * sources, functions, frames and stacks registered once per id, and the
  * closure of the entries a window's rows reference.
  *

@@ -7,8 +7,8 @@
  * Data flow: sampler_open loads and attaches; the agent then tells the
  * kernel side where each process keeps its thread context
  * (sampler_set_tls) and/or attaches the SDK registration uprobe
- * (sampler_attach_sdk_uprobe); sampler_poll (or sampler_drain in the
- * aggregation data path) delivers what the CPUs sampled.
+ * (sampler_attach_sdk_uprobe); sampler_poll delivers what the CPUs
+ * sampled, each sample with its time, through the ring buffer.
  *
  * Errors: int functions return 0 or a negative errno value; sampler_open
  * returns NULL and sets errno. Failures a user can cause (not root,
@@ -31,14 +31,11 @@
 #define SAMPLER_WAKEUP_EVERY ((size_t)-1)
 
 struct sampler_opts {
-	int hz;			  /* sampling frequency per CPU, 1..SAMPLER_MAX_HZ (0: 19) */
-	size_t ring_bytes;	  /* TP_PATH_RINGBUF ring size, a power of 2 >= page
-				     (0: 128 KiB per CPU, at least 1 MiB) */
-	size_t wakeup_bytes;	  /* wake the reader at this much pending (0: ring/2; or EVERY) */
-	enum tp_filter filter;	  /* which processes are sampled */
-	enum tp_data_path path;	  /* how samples reach user space */
-	uint32_t stack_entries;	  /* TP_PATH_AGGREGATE: stacks map size (0: 16384) */
-	uint32_t aggregate_slots; /* TP_PATH_AGGREGATE: aggregates map size (0: 16384) */
+	int hz;		       /* sampling frequency per CPU, 1..SAMPLER_MAX_HZ (0: 19) */
+	size_t ring_bytes;     /* ring size, a power of 2 >= page
+				  (0: 128 KiB per CPU, at least 1 MiB) */
+	size_t wakeup_bytes;   /* wake the reader at this much pending (0: ring/2; or EVERY) */
+	enum tp_filter filter; /* which processes are sampled */
 };
 
 /* Counters summed over CPUs, plus the kernel's run statistics of on_cpu_clock. */
@@ -48,16 +45,6 @@ struct sampler_stats {
 	uint64_t run_cnt;	       /* on_cpu_clock runs (kernel.bpf_stats_enabled=1) */
 	uint64_t raised_run_time_ns;   /* on_cpu_clock_raised run time (same switch) */
 	uint64_t raised_run_cnt;       /* on_cpu_clock_raised runs (same switch) */
-};
-
-/* TP_PATH_AGGREGATE: one aggregated count with its stacks, as sampler_drain gives it. */
-struct sampler_count {
-	const struct tp_agg_key *key; /* pid, ids, hz, stack ids; borrowed for the call */
-	uint64_t count;		      /* samples with this key since the last drain */
-	const uint64_t *kern_ips;     /* kernel frames, leaf first; borrowed for the call */
-	const uint64_t *user_ips;     /* user frames, leaf first; borrowed for the call */
-	uint16_t kern_n;	      /* kernel frames (0 when the stack was lost) */
-	uint16_t user_n;	      /* user frames (0 when the stack was lost) */
 };
 
 struct sampler;
@@ -86,8 +73,6 @@ struct sampler_event {
  * negative return stops the poll.
  */
 typedef int (*sampler_event_fn)(void *ctx, const struct sampler_event *ev);
-/* Called once per aggregated count by sampler_drain; same rules as above. */
-typedef int (*sampler_count_fn)(void *ctx, const struct sampler_count *count);
 
 /*
  * Loads the BPF sampler with opts (NULL: defaults) and starts sampling on
@@ -138,7 +123,7 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
 int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record);
 
 /*
- * TP_PATH_RINGBUF: waits up to timeout_ms (0: none, -1: forever) for
+ * Waits up to timeout_ms (0: none, -1: forever) for
  * samples, then calls cb for every pending one. The kernel wakes the
  * reader only once wakeup_bytes are pending (or for an exec record), so a
  * sample may wait until the timeout: poll with a finite one. sampler_wake
@@ -156,22 +141,14 @@ void sampler_wake(struct sampler *s);
 void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx);
 
 /*
- * TP_PATH_AGGREGATE: calls cb for every aggregated count, then removes the
- * counts and the stacks they used. Returns the number of counts delivered,
- * cb's negative return, or a negative errno. Samples taken while it runs
- * are kept for the next drain, or counted (at most once) in this one.
- */
-int sampler_drain(struct sampler *s, sampler_count_fn cb, void *ctx);
-
-/*
  * Raised sampling (docs/triggers.md). sampler_open creates a second set of
- * CPU-clock events (ring buffer path only), disabled. hz > 0 sets their
+ * CPU-clock events, disabled. hz > 0 sets their
  * frequency (PERF_EVENT_IOC_PERIOD) and enables them: threads of the raised
  * targets inside a request are then sampled at hz (flag TP_SAMPLE_RAISED,
  * a base/hz subsample also TP_SAMPLE_BASE) instead of the base rate; 0
  * disables them. No reload, no restart; the same hz again does nothing.
  * -EINVAL when hz is below the base frequency or above SAMPLER_MAX_HZ,
- * -EOPNOTSUPP on the aggregation path.
+ * -EOPNOTSUPP when the sampler has no raised events.
  */
 int sampler_set_raised(struct sampler *s, unsigned hz);
 /* The raised frequency in effect; 0 when off. */

@@ -38,8 +38,7 @@
 #define DEFAULT_HZ	  19
 #define MIN_RING	  (1u << 20)   /* the default ring's least size */
 #define RING_PER_CPU	  (128u << 10) /* the default ring's size per possible CPU */
-#define DEFAULT_SLOTS	  16384
-#define RAISED_INITIAL_HZ 99 /* the raised events' frequency until sampler_set_raised */
+#define RAISED_INITIAL_HZ 99	       /* the raised events' frequency until sampler_set_raised */
 #define CAP_SYS_ADMIN_B	  21
 #define CAP_PERFMON_B	  38
 #define CAP_BPF_B	  39
@@ -73,7 +72,7 @@ struct sampler {
 	struct bpf_link *fork_link;	/* on_sched_process_fork attachment */
 	sampler_event_fn event_cb;	/* told about execs and exits, or NULL */
 	void *event_ctx;		/* its context */
-	struct ring_buffer *ring;	/* TP_PATH_RINGBUF reader; owned */
+	struct ring_buffer *ring;	/* the sample ring's reader; owned */
 	int wake_fd;			/* eventfd: sampler_wake ends a sampler_poll early */
 	long clock_ticks;		/* sysconf(_SC_CLK_TCK): /proc's start time unit */
 	sampler_sample_fn poll_cb;	/* callback of the sampler_poll running */
@@ -310,25 +309,16 @@ static int ring_sample(void *ctx, void *data, size_t len)
 static int configure(struct sampler *s)
 {
 	struct sampler_bpf *skel = s->skel;
-	bool agg = s->opts.path == TP_PATH_AGGREGATE;
 	int err;
 
 	skel->rodata->filter_mode = s->opts.filter;
-	skel->rodata->data_path = s->opts.path;
 	skel->rodata->base_hz = (__u32)s->opts.hz;
 	skel->rodata->wakeup_bytes =
 	    s->opts.wakeup_bytes == SAMPLER_WAKEUP_EVERY ? 0 : (__u32)s->opts.wakeup_bytes;
-	/* the unused path's maps shrink to their minimum */
-	err = bpf_map__set_max_entries(skel->maps.samples,
-				       agg ? (uint32_t)sysconf(_SC_PAGESIZE) : s->opts.ring_bytes);
+	err = bpf_map__set_max_entries(skel->maps.samples, s->opts.ring_bytes);
 	if (!err) /* one row per CPU, indexed by its number */
 		err = bpf_map__set_max_entries(skel->maps.counters,
 					       (uint32_t)libbpf_num_possible_cpus());
-	if (!err)
-		err = bpf_map__set_max_entries(skel->maps.stacks, agg ? s->opts.stack_entries : 1);
-	if (!err)
-		err = bpf_map__set_max_entries(skel->maps.aggregates,
-					       agg ? s->opts.aggregate_slots : 1);
 	return err;
 }
 
@@ -366,10 +356,6 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 		out->ring_bytes = default_ring_bytes();
 	if (!out->wakeup_bytes)
 		out->wakeup_bytes = out->ring_bytes / 2;
-	if (!out->stack_entries)
-		out->stack_entries = DEFAULT_SLOTS;
-	if (!out->aggregate_slots)
-		out->aggregate_slots = DEFAULT_SLOTS;
 	if (out->hz < 1 || out->hz > SAMPLER_MAX_HZ) {
 		log_error("sampling frequency out of range hz=%d max=%d", out->hz, SAMPLER_MAX_HZ);
 		return -EINVAL;
@@ -385,7 +371,7 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 			  out->wakeup_bytes, out->ring_bytes);
 		return -EINVAL;
 	}
-	if ((unsigned)out->filter > TP_FILTER_CGROUP || (unsigned)out->path > TP_PATH_AGGREGATE)
+	if ((unsigned)out->filter > TP_FILTER_CGROUP)
 		return -EINVAL;
 	return 0;
 }
@@ -451,25 +437,21 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 		log_error("cannot attach to sched_process_fork err=%s", strerror(-err));
 		goto out_free;
 	}
-	if (s->opts.path == TP_PATH_RINGBUF) {
-		s->ring =
-		    ring_buffer__new(bpf_map__fd(s->skel->maps.samples), ring_sample, s, NULL);
-		if (!s->ring) {
-			err = -errno;
-			log_error("cannot map the sample ring err=%s", strerror(-err));
-			goto out_free;
-		}
+	s->ring = ring_buffer__new(bpf_map__fd(s->skel->maps.samples), ring_sample, s, NULL);
+	if (!s->ring) {
+		err = -errno;
+		log_error("cannot map the sample ring err=%s", strerror(-err));
+		goto out_free;
 	}
 	err = attach_cpu_events(s->skel->progs.on_cpu_clock, s->opts.hz, false, &s->cpu_links, NULL,
 				&s->ncpu_links);
-	/* the raised set, off until sampler_set_raised (ring buffer path only) */
-	if (!err && s->opts.path == TP_PATH_RINGBUF)
+	/* the raised set, off until sampler_set_raised */
+	if (!err)
 		err = attach_cpu_events(s->skel->progs.on_cpu_clock_raised, RAISED_INITIAL_HZ, true,
 					&s->raised_links, &s->raised_fds, &s->nraised);
 	if (err)
 		goto out_free;
-	log_debug("sampler started hz=%d cpus=%d path=%s", s->opts.hz, s->ncpu_links,
-		  s->opts.path == TP_PATH_RINGBUF ? "ringbuf" : "aggregate");
+	log_debug("sampler started hz=%d cpus=%d", s->opts.hz, s->ncpu_links);
 	return s;
 out_free:
 	sampler_free(s);
@@ -698,65 +680,6 @@ void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx)
 {
 	s->event_cb = cb;
 	s->event_ctx = ctx;
-}
-
-/* Frames of a stored stack; 0 frames when id is negative or gone. */
-static uint16_t stack_frames(struct sampler *s, __s32 id, uint64_t *ips)
-{
-	__u32 k = id;
-	uint16_t n = 0;
-
-	if (id < 0 || bpf_map__lookup_elem(s->skel->maps.stacks, &k, sizeof(k), ips,
-					   TP_MAX_FRAMES * sizeof(*ips), 0))
-		return 0;
-	while (n < TP_MAX_FRAMES && ips[n])
-		n++;
-	return n;
-}
-
-static void forget_stack(struct sampler *s, __s32 id)
-{
-	__u32 k = id;
-
-	if (id >= 0)
-		bpf_map__delete_elem(s->skel->maps.stacks, &k, sizeof(k), 0);
-}
-
-int sampler_drain(struct sampler *s, sampler_count_fn cb, void *ctx)
-{
-	int fd = bpf_map__fd(s->skel->maps.aggregates), n = 0, err = 0, delivered = 0;
-	uint64_t kips[TP_MAX_FRAMES], uips[TP_MAX_FRAMES];
-	struct tp_agg_key *keys, *prev = NULL;
-
-	if (s->opts.path != TP_PATH_AGGREGATE || !cb)
-		return -EINVAL;
-	keys = calloc(s->opts.aggregate_slots, sizeof(*keys));
-	if (!keys)
-		return -ENOMEM;
-	/* keys first: deleting while walking would restart the walk */
-	while (n < (int)s->opts.aggregate_slots && !bpf_map_get_next_key(fd, prev, &keys[n])) {
-		prev = &keys[n];
-		n++;
-	}
-	for (int i = 0; i < n; i++) {
-		struct sampler_count c = {.key = &keys[i], .kern_ips = kips, .user_ips = uips};
-
-		if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &c.count))
-			continue;
-		c.kern_n = stack_frames(s, keys[i].kern_stack_id, kips);
-		c.user_n = stack_frames(s, keys[i].user_stack_id, uips);
-		err = cb(ctx, &c);
-		if (err < 0)
-			break;
-		delivered++;
-	}
-	/* a stack may serve several keys: free them once all were read */
-	for (int i = 0; i < n; i++) {
-		forget_stack(s, keys[i].kern_stack_id);
-		forget_stack(s, keys[i].user_stack_id);
-	}
-	free(keys);
-	return err < 0 ? err : delivered;
 }
 
 int sampler_get_stats(struct sampler *s, struct sampler_stats *st)

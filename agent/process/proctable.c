@@ -1,0 +1,550 @@
+/*
+ * proctable.c - the agent's process table (proctable.h).
+ *
+ * First sight of a process (a sample, an exec record, the scan at start):
+ * its identity becomes a source in the aggregator, its thread-context
+ * location goes to the BPF side, the SDK registration uprobe is tried on
+ * the module that defines otel_thread_ctx_v1, the symbolizer snapshots its
+ * mappings, and the trigger engine learns who it is. A process that has
+ * not published everything yet is looked at again with backoff (1 s, 4 s,
+ * then every 2 min while it runs), cut short when its mappings did not
+ * change. Forked children get their parent's look without reading /proc.
+ * Exit records forget a process a second later (its last samples come
+ * after the record); a sweep finds those whose record was lost.
+ */
+#include "proctable.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "kubepods.h"
+#include "procmem.h"
+#include "sampler.h"
+#include "symbolize.h"
+#include "tlsloc.h"
+#include "traceprof/log.h"
+#include "triggers.h"
+
+#define RECHECK_MIN_US	1000000	  /* first re-look at an incomplete process */
+#define RECHECK_FAST_US 4000000	  /* looks (x4) up to this step... */
+#define RECHECK_MAX_US	120000000 /* ...then every 2 min, only if sampled meanwhile */
+#define EXIT_GRACE_US	1000000	  /* an exited process is forgotten this long after its record */
+
+int proctable_init(struct proctable *t)
+{
+	t->next_recheck_us = INT64_MAX;
+	t->cap = 1024;
+	t->procs = calloc(t->cap, sizeof(*t->procs));
+	return t->procs ? 0 : -ENOMEM;
+}
+
+void proctable_free(struct proctable *t)
+{
+	free(t->procs);
+	t->procs = NULL;
+}
+
+static struct proc *proc_slot(struct proctable *t, int pid, bool insert)
+{
+	size_t mask = t->cap - 1, i = ids_hash_bytes(0, &pid, sizeof(pid)) & mask;
+
+	for (;;) {
+		struct proc *p = &t->procs[i];
+
+		if (p->pid == pid)
+			return p;
+		if (p->pid == 0) {
+			if (!insert)
+				return NULL;
+			memset(p, 0, sizeof(*p));
+			p->pid = pid;
+			t->n++;
+			return p;
+		}
+		i = (i + 1) & mask;
+	}
+}
+
+static int procs_grow(struct proctable *t)
+{
+	struct proc *old = t->procs;
+	size_t oldcap = t->cap;
+
+	t->procs = calloc(oldcap * 2, sizeof(*t->procs));
+	if (!t->procs) {
+		t->procs = old;
+		return -ENOMEM;
+	}
+	t->cap = oldcap * 2;
+	t->n = 0;
+	for (size_t i = 0; i < oldcap; i++)
+		if (old[i].pid)
+			*proc_slot(t, old[i].pid, true) = old[i];
+	free(old);
+	return 0;
+}
+
+/* Removes p, re-inserting the run of entries after it (linear probing). */
+static void proc_remove(struct proctable *t, struct proc *p)
+{
+	size_t mask = t->cap - 1, i = (size_t)(p - t->procs);
+
+	if (t->trig)
+		triggers_proc_remove(t->trig, (uint32_t)p->pid);
+	if (p->exited_us)
+		t->ndying--;
+	p->pid = 0;
+	t->n--;
+	for (i = (i + 1) & mask; t->procs[i].pid; i = (i + 1) & mask) {
+		struct proc tmp = t->procs[i];
+
+		t->procs[i].pid = 0;
+		t->n--;
+		*proc_slot(t, tmp.pid, true) = tmp;
+	}
+}
+
+/*
+ * Attaches the SDK registration uprobe to module, the file that defines the
+ * process's otel_thread_ctx_v1 (libtraceprof-sdk.so, or an executable
+ * linking the static SDK). Other writers have no probe function (-ENOENT):
+ * their threads are found through the TLS location alone.
+ */
+static void attach_sdk_uprobe(struct proctable *t, struct proc *p, const char *module)
+{
+	char full[PROCMEM_PATH_MAX + 64];
+	int rc;
+
+	p->sdk_uprobe = true;
+	snprintf(full, sizeof(full), "/proc/%d/root%s", p->pid, module);
+	rc = sampler_attach_sdk_uprobe(t->sampler, full, -1);
+	p->sdk_probe = rc == 0;
+	if (rc != 0 && rc != -ENOENT && !t->uprobe_warned) {
+		/* needs CAP_SYS_ADMIN; the TLS location finds the same records */
+		log_info("SDK registration uprobe unavailable (%s); threads are found "
+			 "through their TLS alone",
+			 strerror(-rc));
+		t->uprobe_warned = true;
+	}
+}
+
+/* Tells the trigger engine who the process is (targets by service, container, pod, cgroup). */
+static void note_trigger_proc(struct proctable *t, int pid, const struct identity *id)
+{
+	struct triggers_proc tp = {
+	    .pid = (uint32_t)pid,
+	    .service = id->service_name,
+	    .container_id = id->container_id,
+	    .pod_uid = id->pod_uid,
+	    .cgroup = id->cgroup_v2 ? id->cgroup_v2 : "", /* read with the identity */
+	};
+
+	if (!t->trig)
+		return;
+	if (triggers_proc_add(t->trig, &tp) != 0)
+		log_warn("triggers: out of memory noting pid=%d", pid);
+}
+
+/* The next look at an incomplete process: 1 s, 4 s, then every 2 min if it runs. */
+static void schedule_recheck(struct proctable *t, struct proc *p, int64_t now_us)
+{
+	p->recheck_step_us = p->recheck_step_us ? p->recheck_step_us * 4 : RECHECK_MIN_US;
+	if (p->recheck_step_us > RECHECK_FAST_US)
+		p->recheck_step_us = RECHECK_MAX_US;
+	p->recheck_us = now_us + p->recheck_step_us;
+	if (p->recheck_us < t->next_recheck_us)
+		t->next_recheck_us = p->recheck_us;
+}
+
+/* procmem_maps_fingerprint() of pid's mappings, 0 when they cannot be read. */
+static uint64_t maps_fingerprint(int pid)
+{
+	struct procmem_maps pm;
+	uint64_t fp;
+
+	if (procmem_maps_read(pid, &pm) != 0)
+		return 0;
+	fp = procmem_maps_fingerprint(&pm);
+	procmem_maps_free(&pm);
+	return fp;
+}
+
+/*
+ * The source of a process from its identity: with the Kubernetes API on
+ * and its pod known, the pod's namespace, name and labels; else the pod
+ * UID stands in for the name until the pod arrives (proctable_rename_pods).
+ */
+static void proc_set_source(struct proctable *t, struct proc *p, const struct identity *id)
+{
+	struct kubepods_pod pod = {0};
+	struct store_source src = {0};
+
+	snprintf(p->pod_uid, sizeof(p->pod_uid), "%s", id->pod_uid);
+	p->pod_named = id->pod_uid[0] && kubepods_find_uid(t->kube, id->pod_uid, &pod);
+	src.service = id->service_name;
+	src.namespace_ = p->pod_named ? pod.namespace_ : "";
+	src.pod = p->pod_named ? pod.name : id->pod_uid;
+	src.container = id->container_id;
+	src.node = t->node;
+	src.build_id = id->build_id;
+	src.labels_json = pod.labels_json;
+	p->source_id =
+	    ids_source(src.service, src.namespace_, src.pod, src.container, src.node, src.build_id);
+	if (!agg_has_source(t->agg, p->source_id))
+		agg_add_source(t->agg, p->source_id, &src);
+	free(pod.labels_json);
+}
+
+/*
+ * Pods arrived or changed: processes still under their pod UID get their
+ * pod's names from now on (samples already aggregated keep the old source).
+ */
+void proctable_rename_pods(struct proctable *t)
+{
+	uint64_t gen = kubepods_generation(t->kube);
+
+	if (gen == t->kube_gen)
+		return;
+	t->kube_gen = gen;
+	for (size_t i = 0; i < t->cap; i++) {
+		struct proc *p = &t->procs[i];
+		struct identity id;
+
+		if (!p->pid || !p->pod_uid[0] || p->pod_named)
+			continue;
+		if (identity_read(p->pid, &id) != 0)
+			continue;
+		proc_set_source(t, p, &id);
+		if (p->pod_named) {
+			t->st.kube_renamed++;
+			log_debug("process pid=%d now named after its pod uid=%s", p->pid,
+				  p->pod_uid);
+		}
+		identity_clear(&id);
+	}
+}
+
+/*
+ * Looks at a process: identity -> source, thread-context location -> BPF,
+ * symbols snapshot. Called at first sight and again, with backoff, while
+ * the process has not published everything yet (an SDK that starts after
+ * the agent first saw the process).
+ */
+static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t now_us)
+{
+	const char *what = "again: mappings changed";
+	struct identity id;
+	struct tp_tls_loc loc;
+	struct tlsloc_info info;
+	bool has_ctx = false, has_tls = false, kernel_thread = false;
+	uint64_t fp;
+	int rc;
+
+	p->inspected_us = now_us;
+	fp = maps_fingerprint(p->pid);
+	if (p->start_time == 0) {
+		what = "first look";
+		t->st.procs_seen++;
+		p->start_time = procmem_start_time(p->pid);
+		sym_note_process(t->sym, p->pid);
+	} else if (fp && fp == p->maps_fp) {
+		/*
+		 * A recheck, and no library came or went and nothing was published
+		 * since the last look (the environment cannot change without an
+		 * exec, which starts over): what it would find is what it found.
+		 */
+		t->st.rechecks_unchanged++;
+		schedule_recheck(t, p, now_us);
+		return "again: mappings unchanged";
+	}
+	p->maps_fp = fp;
+	if (identity_read(p->pid, &id) == 0) {
+		proc_set_source(t, p, &id);
+		note_trigger_proc(t, p->pid, &id);
+		has_ctx = id.source == IDENTITY_FROM_PROCCTX;
+		kernel_thread = id.source == IDENTITY_FROM_COMM && !id.build_id[0];
+		log_debug("process pid=%d service=%s from=%d build_id=%s", p->pid, id.service_name,
+			  (int)id.source, id.build_id);
+		identity_clear(&id);
+	} else if (p->source_id == 0) {
+		p->source_id = ids_source("[unknown]", "", "", "", t->node, "");
+		if (!agg_has_source(t->agg, p->source_id)) {
+			struct store_source unk = {"[unknown]", "", "", "", t->node, "", ""};
+
+			agg_add_source(t->agg, p->source_id, &unk);
+		}
+	}
+	rc = tlsloc_resolve(p->pid, 0, &loc, &info);
+	/* first the uprobe: the location says whether it is attached */
+	if (!p->sdk_uprobe && info.module[0])
+		attach_sdk_uprobe(t, p, info.module);
+	if (rc == 0 && loc.kind != TP_TLS_NONE) {
+		has_tls = true;
+		loc.sdk_probe = p->sdk_probe;
+		if (sampler_set_tls(t->sampler, p->pid, &loc) == 0 && !p->tls_known) {
+			p->tls_known = true;
+			t->st.tls_found++;
+		}
+		log_debug("thread context pid=%d module=%s kind=%u", p->pid, info.module, loc.kind);
+	} else if (rc == -EOPNOTSUPP && p->recheck_step_us == 0) {
+		t->st.tls_unsupported++;
+		log_info("thread context of pid=%d is in %s, whose TLS placement is not "
+			 "supported; its samples stay untagged unless it uses the traceprof SDK",
+			 p->pid, info.module);
+	}
+	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
+	if (!p->complete)
+		schedule_recheck(t, p, now_us);
+	return what;
+}
+
+/* proc_inspect_now, with its maps read once and its CPU time counted. */
+static void proc_inspect(struct proctable *t, struct proc *p, int64_t now_us)
+{
+	uint64_t t0 = agent_thread_cpu_ns(), ns;
+	const char *what;
+
+	procmem_maps_scope_begin(p->pid); /* one read of its maps for every part of the look */
+	what = proc_inspect_now(t, p, now_us);
+	procmem_maps_scope_end();
+	t->st.inspections++;
+	ns = agent_thread_cpu_ns() - t0;
+	t->st.cpu_inspect_ns += ns;
+	log_debug("looked at pid=%d (%s) in %" PRIu64 " us", p->pid, what, ns / 1000);
+}
+
+struct proc *proctable_add(struct proctable *t, int pid, int64_t now_us)
+{
+	struct proc *p;
+
+	if ((t->n + 1) * 2 > t->cap && procs_grow(t) != 0)
+		return NULL;
+	p = proc_slot(t, pid, true);
+	p->gen = ++t->next_gen;
+	proc_inspect(t, p, now_us);
+	return p;
+}
+
+/*
+ * Forgets the processes whose exit record was read EXIT_GRACE_US ago or
+ * more. Called after the ring was read: the samples of the end of their
+ * exit, taken microseconds after the record, have been read by then.
+ */
+void proctable_forget_exited(struct proctable *t, int64_t real)
+{
+	int64_t first = 0;
+
+	/* nothing is due before the earliest exit's grace ends: no walk of the table */
+	if (t->first_exited_us && real - t->first_exited_us < EXIT_GRACE_US)
+		return;
+	for (size_t i = 0; t->ndying && i < t->cap; i++) {
+		struct proc *p = &t->procs[i];
+
+		if (!p->pid || !p->exited_us)
+			continue;
+		if (real - p->exited_us < EXIT_GRACE_US) {
+			if (!first || p->exited_us < first)
+				first = p->exited_us;
+			continue;
+		}
+		sym_forget_process(t->sym, p->pid);
+		proc_remove(t, p);
+		i--; /* the slot may now hold an entry moved back */
+	}
+	t->first_exited_us = first; /* 0 (walk next time) if an entry moved past the walk */
+}
+
+/* Forgets processes that exited (or whose pid now names another process). */
+void proctable_sweep(struct proctable *t)
+{
+	for (size_t i = 0; i < t->cap; i++) {
+		struct proc *p = &t->procs[i];
+		uint64_t st;
+
+		if (!p->pid)
+			continue;
+		st = procmem_start_time(p->pid);
+		if (st != 0 && st == p->start_time)
+			continue;
+		log_debug("process gone pid=%d", p->pid);
+		t->st.swept++;
+		sampler_forget_pid(t->sampler, p->pid);
+		sym_forget_process(t->sym, p->pid);
+		if (t->target_pids && st != 0)
+			sampler_add_target_pid(t->sampler, p->pid); /* still a target by pid */
+		proc_remove(t, p);
+		i--; /* the slot may now hold an entry moved back */
+	}
+}
+
+/*
+ * Process pid was forked by parent: it runs the parent's program in a copy
+ * of its memory, so it is the parent's service with the parent's symbols,
+ * and the BPF side already gave it the parent's thread-context location.
+ * It gets the parent's look at once, without reading /proc, so a child
+ * gone before its samples are read (a forked worker, a database backend of
+ * a short connection) keeps its name and symbols. An unknown parent leaves
+ * the child to be looked at on its first sample, as any new process.
+ */
+static void proc_inherit(struct proctable *t, pid_t pid, pid_t parent, uint64_t start_time)
+{
+	struct proc *from = proc_slot(t, parent, false), copy, *p;
+	int64_t now = agent_clock_us(CLOCK_REALTIME);
+
+	if (!from || !from->start_time)
+		return;
+	copy = *from; /* proc_slot may move the table */
+	p = proc_slot(t, pid, false);
+	if (p) {
+		/* the pid was reused (the old process's exit record was lost); the
+		 * sampler's entries for pid are already the child's */
+		sym_forget_process(t->sym, pid);
+		proc_remove(t, p);
+	}
+	if ((t->n + 1) * 2 > t->cap && procs_grow(t) != 0)
+		return;
+	p = proc_slot(t, pid, true);
+	p->start_time = start_time;
+	p->gen = ++t->next_gen;
+	p->source_id = copy.source_id;
+	p->complete = copy.complete;
+	p->sdk_uprobe = copy.sdk_uprobe; /* attached for every process */
+	p->sdk_probe = copy.sdk_probe;
+	p->tls_known = copy.tls_known;
+	p->inspected_us = now;
+	p->maps_fp = copy.maps_fp;
+	memcpy(p->pod_uid, copy.pod_uid, sizeof(p->pod_uid));
+	p->pod_named = copy.pod_named;
+	if (!p->complete)
+		schedule_recheck(t, p, now);
+	sym_inherit_process(t->sym, pid, parent, start_time);
+	t->st.procs_inherited++;
+}
+
+/*
+ * A sampled process started a new program: what the agent knew about it
+ * (symbols, thread-context location, identity) is of the old one. Look at
+ * it afresh now, while it runs, so its symbols are cached even if it exits
+ * before its samples are read. A process that ended (its last thread
+ * exited; all its samples came before this record) is forgotten.
+ */
+int proctable_on_event(void *ctx, const struct sampler_event *ev)
+{
+	struct proctable *t = ctx;
+	enum tp_record_kind kind = ev->kind;
+	pid_t pid = ev->pid;
+	struct proc *p = proc_slot(t, pid, false);
+
+	if (pid == t->self_pid)
+		return 0;
+	if (kind == TP_REC_FORK) {
+		t->st.forks++;
+		if (!p || p->start_time != ev->start_time)
+			proc_inherit(t, pid, ev->parent, ev->start_time);
+		return 0;
+	}
+	if (kind == TP_REC_EXIT) {
+		t->st.exits++;
+		/*
+		 * The BPF side already dropped its TLS location and target entry.
+		 * The kernel still runs the rest of the exit (freeing the memory,
+		 * telling the parent) after the record, and samples of that come
+		 * after it in the ring: the process is forgotten a little later
+		 * (proctable_forget_exited), so they keep its name.
+		 */
+		if (p && !p->exited_us) {
+			p->exited_us = agent_clock_us(CLOCK_REALTIME);
+			if (!t->ndying++ || p->exited_us < t->first_exited_us)
+				t->first_exited_us = p->exited_us;
+		}
+		return 0;
+	}
+	if (kind != TP_REC_EXEC)
+		return 0;
+	t->st.execs++;
+	if (p) {
+		sampler_forget_pid(t->sampler, pid);
+		sym_forget_process(t->sym, pid);
+		if (t->target_pids)
+			sampler_add_target_pid(t->sampler, pid);
+		proc_remove(t, p);
+	}
+	proctable_get(t, pid, agent_clock_us(CLOCK_REALTIME));
+	return 0;
+}
+
+/* Looks at every running process (all-process mode), so their first samples are tagged. */
+void proctable_scan_all(struct proctable *t)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int64_t now = agent_clock_us(CLOCK_REALTIME);
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 0 || pid == t->self_pid)
+			continue;
+		proctable_get(t, (int)pid, now);
+	}
+	closedir(d);
+}
+
+/* Looks at the processes of a cgroup v2 directory and of its descendants. */
+void proctable_scan_cgroup(struct proctable *t, const char *dir, int depth)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	FILE *f;
+	DIR *d;
+	int pid;
+
+	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path))
+		return;
+	f = fopen(path, "r");
+	if (f) {
+		int64_t now = agent_clock_us(CLOCK_REALTIME);
+
+		while (fscanf(f, "%d", &pid) == 1)
+			if (pid > 0 && pid != t->self_pid)
+				proctable_get(t, pid, now);
+		fclose(f);
+	}
+	if (depth >= 16 || !(d = opendir(dir)))
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < (int)sizeof(path))
+			proctable_scan_cgroup(t, path, depth + 1);
+	closedir(d);
+}
+
+/* Looks again at the incomplete processes that are due; finds the next due time. */
+void proctable_recheck(struct proctable *t, int64_t real)
+{
+	t->next_recheck_us = INT64_MAX;
+	for (size_t i = 0; i < t->cap; i++) {
+		struct proc *p = &t->procs[i];
+
+		if (!p->pid || p->complete || !p->recheck_us || p->exited_us)
+			continue;
+		/* after the first seconds, only processes that run are worth a look */
+		if (real >= p->recheck_us) {
+			if (p->recheck_step_us > RECHECK_FAST_US &&
+			    p->last_sample_us <= p->inspected_us)
+				continue;	  /* due, but waits for a sample (on_sample) */
+			proc_inspect(t, p, real); /* sets a new recheck_us when still incomplete */
+		}
+		if (!p->complete && p->recheck_us && p->recheck_us < t->next_recheck_us)
+			t->next_recheck_us = p->recheck_us;
+	}
+}

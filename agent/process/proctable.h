@@ -1,0 +1,163 @@
+/*
+ * proctable.h - what the agent knows about each process it samples: an
+ * open-addressing table by pid, filled at first sight (service identity,
+ * thread-context location for the BPF side, SDK uprobe, symbol snapshot),
+ * given a forked child's parent's look at once, looked at again with
+ * backoff while a process has not published everything, renamed when its
+ * pod arrives, and emptied by exit and exec records and by a sweep.
+ *
+ * One thread (the agent's main loop) uses a struct proctable. The modules
+ * it tells (sampler, symbolizer, aggregator, trigger engine, pod map) are
+ * borrowed: the agent sets them and keeps them alive.
+ */
+#ifndef TRACEPROF_AGENT_PROCTABLE_H
+#define TRACEPROF_AGENT_PROCTABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "identity.h"
+#include "traceprof/ids.h"
+
+struct agg;
+struct kubepods;
+struct sampler;
+struct sampler_event;
+struct symbolizer;
+struct triggers;
+
+/* What the agent knows about one process. */
+struct proc {
+	int pid;	     /* 0: free slot */
+	uint64_t start_time; /* /proc/<pid>/stat starttime, to detect pid reuse */
+	uint64_t gen;	     /* unique per entry: a new program in the pid gets a new one */
+	uint64_t source_id;  /* ids_source() of its identity */
+	bool complete;	     /* identity from the process context and TLS found */
+	bool sdk_uprobe;     /* the SDK registration uprobe was tried on its writer module */
+	bool sdk_probe;	     /* ... and is attached: the writer is the SDK (tp_tls_loc.sdk_probe) */
+	bool tls_known;	     /* its thread-context location is set in the sampler */
+	int64_t recheck_us;  /* when to look again (incomplete processes) */
+	int64_t recheck_step_us; /* backoff of those looks */
+	int64_t last_sample_us;	 /* last sample seen (for sweeping) */
+	int64_t inspected_us;	 /* last proc_inspect() */
+	uint64_t maps_fp;	 /* procmem_maps_fingerprint() at the last full look, 0 = none */
+	char pod_uid[IDENTITY_POD_UID_LEN + 1]; /* from its cgroup, "" outside a pod */
+	bool pod_named;	   /* its source carries the pod's namespace and name */
+	int64_t exited_us; /* when its exit record was read (realtime µs); 0: running */
+};
+
+/* The table's counters (stats file). */
+struct proctable_stats {
+	uint64_t procs_seen;	     /* processes looked at */
+	uint64_t tls_found;	     /* of those, with a thread context location */
+	uint64_t tls_unsupported;    /* symbol found, placement not supported */
+	uint64_t execs;		     /* new programs started by sampled processes */
+	uint64_t forks;		     /* processes forked by sampled processes */
+	uint64_t procs_inherited;    /* forked processes given their parent's look */
+	uint64_t exits;		     /* processes ended (exit records) */
+	uint64_t swept;		     /* dead processes found by the sweep (exit record lost) */
+	uint64_t inspections;	     /* proc_inspect() calls (first sight, exec, rechecks) */
+	uint64_t rechecks_unchanged; /* of those, rechecks cut short: mappings unchanged */
+	uint64_t kube_renamed;	     /* sources renamed when their pod arrived */
+	uint64_t cpu_inspect_ns;     /* main thread CPU time looking at processes */
+};
+
+struct proctable {
+	/* borrowed; sym is replaced by the agent when it renews the symbolizer */
+	struct sampler *sampler;
+	struct symbolizer *sym;
+	struct agg *agg;	 /* sources are registered there */
+	struct triggers *trig;	 /* told who each process is, or NULL */
+	struct kubepods *kube;	 /* pod names, or NULL */
+	const char *node;	 /* this node's name, for sources */
+	bool target_pids;	 /* processes are targets by pid (re-added after exec) */
+	int self_pid;		 /* the agent's own pid, never looked at */
+	struct proc *procs;	 /* open-addressing table by pid */
+	size_t cap;		 /* slots (power of two) */
+	size_t n;		 /* used slots */
+	uint64_t next_gen;	 /* proc.gen of the next entry */
+	int64_t next_recheck_us; /* earliest proc.recheck_us (CLOCK_REALTIME) */
+	size_t ndying;		 /* processes with exited_us set, not yet forgotten */
+	int64_t first_exited_us; /* the earliest exited_us among them (0: not known) */
+	uint64_t kube_gen;	 /* kubepods_generation() last acted on */
+	bool uprobe_warned;	 /* said once that the SDK uprobe is unavailable */
+	struct proctable_stats st;
+};
+
+/* The agent's clocks, in µs; the table's times are CLOCK_REALTIME. */
+static inline int64_t agent_clock_us(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* CPU time of the calling thread, ns: a system call, so only around rare work. */
+static inline uint64_t agent_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An empty table in a zeroed t (the caller sets the borrowed modules); -ENOMEM. */
+int proctable_init(struct proctable *t);
+void proctable_free(struct proctable *t);
+
+/* A new entry for pid, looked at now (now_us: CLOCK_REALTIME); NULL: no memory. */
+struct proc *proctable_add(struct proctable *t, int pid, int64_t now_us);
+/* An exec, exit or fork record from the ring (sampler_event_fn). */
+int proctable_on_event(void *ctx, const struct sampler_event *ev);
+/* Looks at every running process (all-process mode), so their first samples are tagged. */
+void proctable_scan_all(struct proctable *t);
+/* Looks at the processes of a cgroup v2 directory and of its descendants. */
+void proctable_scan_cgroup(struct proctable *t, const char *dir, int depth);
+/* Looks again at the incomplete processes that are due; finds the next due time. */
+void proctable_recheck(struct proctable *t, int64_t real_us);
+/* Forgets the processes whose exit record was read a second ago or more. */
+void proctable_forget_exited(struct proctable *t, int64_t real_us);
+/* Forgets processes that exited (or whose pid now names another process). */
+void proctable_sweep(struct proctable *t);
+/* Pods arrived or changed: processes still under their pod UID get their pod's names. */
+void proctable_rename_pods(struct proctable *t);
+
+/* pid's entry, or NULL (the per-sample probe: no call, no allocation). */
+static inline struct proc *proctable_find(const struct proctable *t, int pid)
+{
+	size_t mask = t->cap - 1, i = ids_hash_bytes(0, &pid, sizeof(pid)) & mask;
+
+	for (;;) {
+		struct proc *p = &t->procs[i];
+
+		if (p->pid == pid)
+			return p;
+		if (p->pid == 0)
+			return NULL;
+		i = (i + 1) & mask;
+	}
+}
+
+/* pid's entry, added and looked at when new; NULL: no memory. */
+static inline struct proc *proctable_get(struct proctable *t, int pid, int64_t now_us)
+{
+	struct proc *p = proctable_find(t, pid);
+
+	return p ? p : proctable_add(t, pid, now_us);
+}
+
+/*
+ * A sample of p at t_us: a due recheck of a process that runs is brought
+ * forward to now (the per-sample part of the recheck schedule).
+ */
+static inline void proctable_sampled(struct proctable *t, struct proc *p, int64_t t_us)
+{
+	p->last_sample_us = t_us;
+	if (!p->complete && p->recheck_us && t_us >= p->recheck_us && t_us < t->next_recheck_us)
+		t->next_recheck_us = t_us; /* a due process that runs: look at it now */
+}
+
+#endif

@@ -1,0 +1,283 @@
+/*
+ * stats.c - the agent's stats file (stats.h): one writer per part, each
+ * reading its module's counters.
+ */
+#include "stats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "aggregate.h"
+#include "endpoints.h"
+#include "kubepods.h"
+#include "otlp.h"
+#include "otlp_grpc.h"
+#include "otlp_http.h"
+#include "proctable.h"
+#include "raise.h"
+#include "sampler.h"
+#include "shipper.h"
+#include "spool.h"
+#include "symbolize.h"
+#include "tlsloc.h"
+#include "traceprof/log.h"
+#include "triggers.h"
+
+/* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */
+static void write_kube_stats(const struct stats_sources *s, FILE *f)
+{
+	struct kubepods_stats ks;
+
+	if (!s->ep->kube)
+		return;
+	kubepods_get_stats(s->ep->kube, &ks);
+	fprintf(f,
+		"kube_pods_known=%" PRIu64 "\nkube_errors=%" PRIu64 "\nkube_synced=%d\n"
+		"kube_pods_dropped=%" PRIu64 "\nkube_labels_dropped=%" PRIu64
+		"\nkube_renamed=%" PRIu64 "\n",
+		ks.pods_known, ks.errors, ks.synced ? 1 : 0, ks.pods_dropped, ks.labels_dropped,
+		s->procs->st.kube_renamed);
+}
+
+static void write_trigger_stats(const struct stats_sources *s, FILE *f)
+{
+	struct triggers_stats ts;
+
+	if (!s->ep->trig)
+		return;
+	triggers_get_stats(s->ep->trig, &ts);
+	fprintf(f,
+		"trigger_applies=%" PRIu64 "\ntrigger_applies_changed=%" PRIu64
+		"\ntrigger_applies_fenced=%" PRIu64 "\ntrigger_requests=%" PRIu64
+		"\ntrigger_requests_target=%" PRIu64 "\ntrigger_claims_queued=%" PRIu64
+		"\ntrigger_claims_dropped=%" PRIu64 "\ntrigger_claims_abandoned=%" PRIu64
+		"\ntrigger_claims_ok=%" PRIu64 "\ntrigger_claims_null=%" PRIu64
+		"\ntrigger_claims_skipped=%" PRIu64 "\ntrigger_claim_errors=%" PRIu64 "\n",
+		ts.applies, ts.applies_changed, ts.applies_fenced, ts.requests, ts.requests_target,
+		ts.claims_queued, ts.claims_dropped, ts.claims_abandoned, ts.claims_ok,
+		ts.claims_null, ts.claims_skipped, ts.claim_errors);
+	fprintf(f,
+		"control_calls=%" PRIu64 "\ncontrol_ok=%" PRIu64
+		"\ncontrol_unauthenticated=%" PRIu64 "\ncontrol_invalid=%" PRIu64
+		"\ncontrol_unimplemented=%" PRIu64 "\ncontrol_log_suppressed=%" PRIu64 "\n",
+		s->ep->control_stats.calls, s->ep->control_stats.ok,
+		s->ep->control_stats.unauthenticated, s->ep->control_stats.invalid,
+		s->ep->control_stats.unimplemented, s->ep->control_stats.log_suppressed);
+}
+
+/*
+ * Every listening port's connection counters, live while it runs (the
+ * stats file at exit and the SIGUSR1 snapshot): <port>_conns_accepted,
+ * _refused_full, _refused_peer, _evicted, _timeouts, _open.
+ */
+static void write_conn_stats(const struct stats_sources *s, FILE *f)
+{
+	static const char *const names[3] = {"otlp_grpc", "otlp_http", "control"};
+
+	for (int i = 0; i < 3; i++) {
+		struct tp_conn_stats st = s->ep->conns_stopped[i];
+
+		if (i == CONN_PORT_OTLP_GRPC && s->ep->otlp_grpc)
+			otlp_grpc_conn_stats(s->ep->otlp_grpc, &st);
+		else if (i == CONN_PORT_OTLP_HTTP && s->ep->otlp_http)
+			otlp_http_conn_stats(s->ep->otlp_http, &st);
+		else if (i == CONN_PORT_CONTROL && s->ep->control)
+			control_conn_stats(s->ep->control, &st);
+		fprintf(f,
+			"%s_conns_accepted=%" PRIu64 "\n%s_conns_refused_full=%" PRIu64
+			"\n%s_conns_refused_peer=%" PRIu64 "\n%s_conns_evicted=%" PRIu64
+			"\n%s_conns_timeouts=%" PRIu64 "\n%s_conns_open=%" PRIu64 "\n",
+			names[i], st.accepted, names[i], st.refused_full, names[i], st.refused_peer,
+			names[i], st.evicted, names[i], st.timeouts, names[i], st.open);
+		if (i == CONN_PORT_OTLP_HTTP)
+			fprintf(f, "otlp_http_bodies_refused=%" PRIu64 "\n", st.bodies_refused);
+	}
+}
+
+static void write_otlp_stats(const struct stats_sources *s, FILE *f)
+{
+	struct otlp_stats os;
+
+	if (!s->ep->otlp)
+		return;
+	otlp_receiver_get_stats(s->ep->otlp, &os);
+	for (int i = 0; i < OTLP_STATUS__COUNT; i++)
+		fprintf(f, "otlp_exports_%s=%" PRIu64 "\n", otlp_status_name(i), os.exports[i]);
+	fprintf(f,
+		"otlp_exports_partial=%" PRIu64 "\notlp_bytes=%" PRIu64 "\notlp_spans=%" PRIu64
+		"\notlp_rows=%" PRIu64 "\notlp_rows_unqueued=%" PRIu64
+		"\notlp_ignored_kind=%" PRIu64 "\n",
+		os.exports_partial, os.bytes, os.spans, os.rows, os.rows_unqueued, os.ignored_kind);
+	for (int i = 0; i < OTLP_REJ__COUNT; i++)
+		fprintf(f, "otlp_rejected_%s=%" PRIu64 "\n", otlp_reject_name(i), os.rejected[i]);
+	fprintf(f, "otlp_rows_status_none=%" PRIu64 "\n", os.rows_by_status[0]);
+	for (int i = 1; i < 6; i++)
+		fprintf(f, "otlp_rows_status_%dxx=%" PRIu64 "\n", i, os.rows_by_status[i]);
+	fprintf(f, "otlp_compressed=%" PRIu64 "\n", os.compressed);
+	for (int i = 0; i < OTLP_REFUSE__COUNT; i++)
+		fprintf(f, "otlp_refused_%s=%" PRIu64 "\n", otlp_refusal_name(i), os.refused[i]);
+	fprintf(f, "otlp_http_timeouts=%" PRIu64 "\notlp_http_refused=%" PRIu64 "\n",
+		s->ep->http_timeouts, s->ep->http_refused);
+	fprintf(f,
+		"otlp_forward_submitted=%" PRIu64 "\notlp_forward_sent=%" PRIu64
+		"\notlp_forward_failed=%" PRIu64 "\notlp_forward_dropped=%" PRIu64 "\n",
+		s->ep->fwd_stats.submitted, s->ep->fwd_stats.sent, s->ep->fwd_stats.failed,
+		s->ep->fwd_stats.dropped);
+}
+
+static void write_spool_stats(const struct stats_sources *s, FILE *f,
+			      const struct shipper_stats *sh)
+{
+	struct spool_stats sp = {0};
+	const struct spool_state *lost = &s->spool_prev->lost;
+
+	if (s->spool)
+		spool_get_stats(s->spool, &sp);
+	fprintf(f,
+		"spool_on=%d\nspool_windows_written=%" PRIu64 "\nspool_windows_removed=%" PRIu64
+		"\nspool_windows_full=%" PRIu64 "\nspool_write_errors=%" PRIu64
+		"\nspool_commit_errors=%" PRIu64 "\nspool_files_bad=%" PRIu64
+		"\nspool_files=%zu\nspool_bytes=%zu\nspool_windows_recovered=%" PRIu64
+		"\nspool_windows_resumed=%" PRIu64 "\nsamples_unspooled=%" PRIu64
+		"\nrequests_unspooled=%" PRIu64 "\n",
+		s->spool != NULL, sp.windows_written, sp.windows_removed, sp.windows_full,
+		sp.write_errors, sp.commit_errors, sp.files_bad, sp.files, sp.bytes,
+		sh->windows_recovered, sh->windows_resumed, sh->samples_unspooled,
+		sh->requests_unspooled);
+	fprintf(f,
+		"prev_run_unclean=%d\nprev_run_samples_lost=%" PRIu64
+		"\nprev_run_spans_lost=%" PRIu64 "\nprev_run_raised_lost=%" PRIu64 "\n",
+		s->spool_prev->unclean, lost->samples_open + lost->samples_unspooled,
+		lost->requests_unspooled, lost->raised_held);
+}
+
+static void write_hold_stats(const struct stats_sources *s, FILE *f)
+{
+	struct sampler_stats ss = {0};
+	struct hold_stats hs;
+
+	sampler_get_stats(s->sampler, &ss);
+	hold_get_stats(s->raise->hold, &hs);
+	fprintf(f,
+		"bpf_raised=%" PRIu64 "\nbpf_raised_base=%" PRIu64 "\nbpf_raised_other=%" PRIu64
+		"\nbpf_raised_idle=%" PRIu64 "\nbpf_base_covered=%" PRIu64 "\nraised=%" PRIu64
+		"\nraised_unheld=%" PRIu64 "\n",
+		ss.counters[TP_CNT_RAISED], ss.counters[TP_CNT_RAISED_BASE],
+		ss.counters[TP_CNT_RAISED_OTHER], ss.counters[TP_CNT_RAISED_IDLE],
+		ss.counters[TP_CNT_BASE_COVERED], s->raise->raised, s->raise->raised_unheld);
+	fprintf(f,
+		"hold_samples=%" PRIu64 "\nhold_traces=%" PRIu64 "\nhold_traces_kept=%" PRIu64
+		"\nhold_traces_dropped=%" PRIu64 "\nhold_traces_evicted=%" PRIu64
+		"\nhold_traces_expired=%" PRIu64 "\nhold_decide_unknown=%" PRIu64
+		"\nhold_samples_kept=%" PRIu64 "\nhold_samples_lost=%" PRIu64 "\nhold_rows=%" PRIu64
+		"\nhold_bytes=%" PRIu64 "\n",
+		hs.samples, hs.traces, hs.traces_kept, hs.traces_dropped, hs.traces_evicted,
+		hs.traces_expired, hs.decide_unknown, hs.samples_kept, hs.samples_lost, hs.rows,
+		hs.held_bytes);
+	fprintf(f,
+		"trigger_rows_queued=%" PRIu64 "\ntrigger_rows_lost=%" PRIu64
+		"\ntrigger_raise_errors=%" PRIu64 "\ntrigger_decisions_dropped=%" PRIu64 "\n",
+		s->raise->hold_rows - s->raise->hold_rows_lost, s->raise->hold_rows_lost,
+		s->raise->raise_errors, s->raise->decisions_dropped);
+}
+
+void stats_write(const struct stats_sources *s)
+{
+	struct sampler_stats ss = {0};
+	struct agg_stats ag;
+	struct shipper_stats sh;
+	struct sym_stats sy;
+	struct rusage ru;
+	char tmp[4096 + 16]; /* agent_config.stats_file and ".tmp" */
+	FILE *f;
+
+	if (!s->path[0])
+		return;
+	/* replaced atomically: a reader sees the previous file or this one, whole */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", s->path);
+	f = fopen(tmp, "w");
+	if (!f) {
+		log_warn("cannot write stats file %s: %s", tmp, strerror(errno));
+		return;
+	}
+	endpoints_copy_counts(s->ep);
+	sampler_get_stats(s->sampler, &ss);
+	agg_get_stats(s->agg, &ag);
+	shipper_get_stats(s->shipper, &sh);
+	sym_get_stats(s->sym, &sy);
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(f, "elapsed_s=%.3f\n", s->elapsed_s);
+	fprintf(f, "cpu_user_s=%.6f\ncpu_sys_s=%.6f\nmax_rss_kb=%ld\n",
+		(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
+		(double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6, ru.ru_maxrss);
+	fprintf(f,
+		"bpf_samples=%" PRIu64 "\nbpf_filtered=%" PRIu64 "\nbpf_ringbuf_full=%" PRIu64
+		"\nbpf_tagged=%" PRIu64 "\nbpf_ctx_fault=%" PRIu64 "\nbpf_no_ustack=%" PRIu64
+		"\nbpf_run_time_ns=%" PRIu64 "\nbpf_run_cnt=%" PRIu64 "\nbpf_stack_retakes=%" PRIu64
+		"\n",
+		ss.counters[TP_CNT_SAMPLES], ss.counters[TP_CNT_FILTERED],
+		ss.counters[TP_CNT_RINGBUF_FULL], ss.counters[TP_CNT_TAGGED],
+		ss.counters[TP_CNT_CTX_FAULT], ss.counters[TP_CNT_NO_USTACK], ss.run_time_ns,
+		ss.run_cnt, ss.counters[TP_CNT_STACK_RETAKE]);
+	fprintf(f,
+		"samples=%" PRIu64 "\nsamples_self=%" PRIu64 "\ntagged=%" PRIu64
+		"\ninvalid_ctx=%" PRIu64 "\nctx_faults=%" PRIu64 "\nstack_hits=%" PRIu64
+		"\nstack_misses=%" PRIu64 "\nagg_refused=%" PRIu64 "\nprocesses=%" PRIu64
+		"\ntls_found=%" PRIu64 "\ntls_unsupported=%" PRIu64 "\nexecs=%" PRIu64
+		"\nexits=%" PRIu64 "\nswept=%" PRIu64 "\nsym_renewals=%" PRIu64 "\n",
+		s->counts->samples, s->counts->samples_self, s->counts->tagged,
+		s->counts->invalid_ctx, s->counts->ctx_faults, s->counts->stack_hits,
+		s->counts->stack_misses, s->counts->agg_refused, s->procs->st.procs_seen,
+		s->procs->st.tls_found, s->procs->st.tls_unsupported, s->procs->st.execs,
+		s->procs->st.exits, s->procs->st.swept, s->counts->sym_renewals);
+	fprintf(f,
+		"agg_samples=%" PRIu64 "\nagg_late=%" PRIu64 "\nagg_overflow=%" PRIu64
+		"\nagg_windows=%" PRIu64 "\n",
+		ag.samples, ag.samples_late, ag.samples_overflow, ag.windows);
+	fprintf(f,
+		"windows_submitted=%" PRIu64 "\nwindows_delivered=%" PRIu64
+		"\nwindows_dropped=%" PRIu64 "\nsamples_submitted=%" PRIu64
+		"\nsamples_delivered=%" PRIu64 "\nsamples_dropped=%" PRIu64
+		"\nsamples_undelivered=%" PRIu64 "\nflush_errors=%" PRIu64 "\n",
+		sh.windows_submitted, sh.windows_delivered, sh.windows_dropped,
+		sh.samples_submitted, sh.samples_delivered, sh.samples_dropped,
+		sh.samples_undelivered, sh.flush_errors);
+	fprintf(f,
+		"requests_submitted=%" PRIu64 "\nrequests_delivered=%" PRIu64
+		"\nrequests_dropped=%" PRIu64 "\nrequests_invalid=%" PRIu64
+		"\nrequests_undelivered=%" PRIu64 "\nrequests_refused=%" PRIu64 "\n",
+		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
+		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
+	write_spool_stats(s, f, &sh);
+	write_otlp_stats(s, f);
+	write_hold_stats(s, f);
+	write_trigger_stats(s, f);
+	write_kube_stats(s, f);
+	write_conn_stats(s, f);
+	fprintf(f,
+		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
+		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64
+		"\nsym_map_refreshes=%" PRIu64 "\n",
+		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames,
+		sy.map_refreshes);
+	fprintf(f,
+		"forks=%" PRIu64 "\nprocs_inherited=%" PRIu64 "\nsym_inherited=%" PRIu64
+		"\nloop_passes=%" PRIu64 "\ntls_files_read=%" PRIu64 "\n",
+		s->procs->st.forks, s->procs->st.procs_inherited, sy.inherited,
+		s->counts->loop_passes, tlsloc_files_read());
+	fprintf(f,
+		"inspections=%" PRIu64 "\nrechecks_unchanged=%" PRIu64 "\nmain_cpu_ns=%" PRIu64
+		"\nmain_cpu_inspect_ns=%" PRIu64 "\nmain_cpu_symbolize_ns=%" PRIu64
+		"\nmain_cpu_poll_ns=%" PRIu64 "\nmain_cpu_window_ns=%" PRIu64 "\n",
+		s->procs->st.inspections, s->procs->st.rechecks_unchanged, agent_thread_cpu_ns(),
+		s->procs->st.cpu_inspect_ns, s->counts->cpu_symbolize_ns, s->counts->cpu_poll_ns,
+		s->counts->cpu_window_ns);
+	if (fclose(f) != 0 || rename(tmp, s->path) != 0) {
+		log_warn("cannot write stats file %s: %s", s->path, strerror(errno));
+		unlink(tmp);
+	}
+}
