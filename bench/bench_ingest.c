@@ -429,7 +429,20 @@ static void usage(FILE *out)
 		     "requests tables. Use a throwaway cluster (see bench/run_ingest.sh).\n");
 }
 
-int main(int argc, char **argv)
+/* What to run, from the command line. */
+struct bench_args {
+	const char *db;			/* --db */
+	int runs;			/* --runs: ingest runs, median kept */
+	size_t nrows, batch, nrequests; /* --rows, --batch, --requests */
+	int64_t window;			/* --window: seconds of the storage workload */
+	bool do_ingest, do_storage;	/* not --no-ingest, not --no-storage */
+};
+
+/*
+ * The options into *a (its defaults set by the caller). Returns -1 to run,
+ * else the exit status: 0 after --help, 2 after a wrong option.
+ */
+static int parse_args(int argc, char **argv, struct bench_args *a)
 {
 	static const struct option longopts[] = {
 	    {"db", required_argument, NULL, 'd'},	{"runs", required_argument, NULL, 'r'},
@@ -438,43 +451,33 @@ int main(int argc, char **argv)
 	    {"no-ingest", no_argument, NULL, 'I'},	{"no-storage", no_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},		{NULL, 0, NULL, 0},
 	};
-	const char *db = NULL;
-	int runs = 5, c;
-	size_t nrows = 500000, batch = 20000, nrequests = 1000000;
-	int64_t window = 3600;
-	bool do_ingest = true, do_storage = true;
-	struct rng r = {0x9e3779b97f4a7c15ULL};
-	struct pool *p = xcalloc(1, sizeof(*p));
-	struct store_opts opts = {.app_name = "bench_ingest"};
-	struct store *st[2];
-	struct workload w;
-	PGconn *admin;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			db = optarg;
+			a->db = optarg;
 			break;
 		case 'r':
-			runs = atoi(optarg);
+			a->runs = atoi(optarg);
 			break;
 		case 'n':
-			nrows = strtoul(optarg, NULL, 10);
+			a->nrows = strtoul(optarg, NULL, 10);
 			break;
 		case 'b':
-			batch = strtoul(optarg, NULL, 10);
+			a->batch = strtoul(optarg, NULL, 10);
 			break;
 		case 'q':
-			nrequests = strtoul(optarg, NULL, 10);
+			a->nrequests = strtoul(optarg, NULL, 10);
 			break;
 		case 'w':
-			window = atoll(optarg);
+			a->window = atoll(optarg);
 			break;
 		case 'I':
-			do_ingest = false;
+			a->do_ingest = false;
 			break;
 		case 'S':
-			do_storage = false;
+			a->do_storage = false;
 			break;
 		case 'h':
 			usage(stdout);
@@ -484,13 +487,37 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when redirected to a file */
-	if (!db || runs < 1 || runs > MAX_RUNS || !nrows || !batch || !nrequests || window < 1) {
+	if (!a->db || a->runs < 1 || a->runs > MAX_RUNS || !a->nrows || !a->batch ||
+	    !a->nrequests || a->window < 1) {
 		usage(stderr);
 		return 2;
 	}
-	opts.max_rows = batch * 2 + 16;
-	admin = PQconnectdb(db);
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_args a = {.runs = 5,
+			       .nrows = 500000,
+			       .batch = 20000,
+			       .nrequests = 1000000,
+			       .window = 3600,
+			       .do_ingest = true,
+			       .do_storage = true};
+	int rc;
+	struct rng r = {0x9e3779b97f4a7c15ULL};
+	struct pool *p = xcalloc(1, sizeof(*p));
+	struct store_opts opts = {.app_name = "bench_ingest"};
+	struct store *st[2];
+	struct workload w;
+	PGconn *admin;
+
+	rc = parse_args(argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when redirected to a file */
+	opts.max_rows = a.batch * 2 + 16;
+	admin = PQconnectdb(a.db);
 	if (PQstatus(admin) != CONNECTION_OK) {
 		fprintf(stderr, "bench_ingest: cannot connect: %s", PQerrorMessage(admin));
 		return 1;
@@ -504,42 +531,42 @@ int main(int argc, char **argv)
 	make_pool(p, &r);
 	for (int f = 0; f < 2; f++) {
 		opts.text_copy = f;
-		st[f] = store_open(db, &opts);
+		st[f] = store_open(a.db, &opts);
 		if (!st[f])
 			return 1;
 		add_dictionaries(st[f], p, &r);
 		must(st[f], store_flush(st[f]), "dictionaries");
 	}
-	if (do_ingest) {
+	if (a.do_ingest) {
 		printf("\ningest: %zu rows per run, flush every %zu rows, median of %d runs\n",
-		       nrows, batch, runs);
+		       a.nrows, a.batch, a.runs);
 		printf("| workload | COPY | rows/s | rows/s min-max | samples/s | add ns/row | "
 		       "COPY bytes/row |\n|---|---|---:|---:|---:|---:|---:|\n");
-		make_tagged(&w, p, &r, nrows, 5.0, 0.05, 600);
+		make_tagged(&w, p, &r, a.nrows, 5.0, 0.05, 600);
 		w.name = "(a) tagged, 5 samples/row, 19 Hz";
-		bench_ingest(admin, st, &w, runs, batch);
+		bench_ingest(admin, st, &w, a.runs, a.batch);
 		workload_free(&w);
-		make_tagged(&w, p, &r, nrows, 1.0, 0, 600);
+		make_tagged(&w, p, &r, a.nrows, 1.0, 0, 600);
 		w.name = "(b) tagged, 1 sample/row";
-		bench_ingest(admin, st, &w, runs, batch);
+		bench_ingest(admin, st, &w, a.runs, a.batch);
 		workload_free(&w);
 	}
-	if (do_storage) {
+	if (a.do_storage) {
 		double t0;
 
 		sql_do(admin, "TRUNCATE traceprof.samples, traceprof.requests");
-		make_tagged(&w, p, &r, nrequests, 5.0, 0.05, window);
+		make_tagged(&w, p, &r, a.nrequests, 5.0, 0.05, a.window);
 		t0 = now_s();
-		write_rows(st[0], &w, batch, true, NULL, NULL);
+		write_rows(st[0], &w, a.batch, true, NULL, NULL);
 		printf("\nstorage (a): %zu requests at %d Hz over %" PRId64
 		       " s from %d sources, %zu rows given repeated stacks; written in %.1f s\n",
-		       nrequests, HZ, window, SOURCES, w.rows_with_repeats, now_s() - t0);
+		       a.nrequests, HZ, a.window, SOURCES, w.rows_with_repeats, now_s() - t0);
 		report_storage(admin, "(a) trace-tagged");
 		workload_free(&w);
 
 		sql_do(admin, "TRUNCATE traceprof.samples, traceprof.requests");
-		make_untagged(&w, p, &r, nrequests / 10);
-		write_rows(st[0], &w, batch, false, NULL, NULL);
+		make_untagged(&w, p, &r, a.nrequests / 10);
+		write_rows(st[0], &w, a.batch, false, NULL, NULL);
 		printf("\nstorage (b): untagged, %zu rows = %d sources x %zu s at %d Hz, Zipf(1) "
 		       "stacks aggregated per row\n",
 		       w.nrows, SOURCES, w.nrows / SOURCES, HZ);

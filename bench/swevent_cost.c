@@ -157,40 +157,45 @@ static double positive_arg(const char *name, const char *arg, bool zero_ok)
 	return v;
 }
 
-int main(int argc, char **argv)
+/* What to measure, from the command line. */
+struct cost_args {
+	double seconds;	      /* --seconds, without a command */
+	double settle;	      /* --settle: wait, then start the totals again */
+	unsigned long prog_b; /* --prog-b: a second BPF program's id, or 0 */
+};
+
+/*
+ * The options into *a (its defaults set by the caller). Returns -1 to
+ * measure, else the exit status: 0 after --help, 2 after a wrong option.
+ */
+static int parse_args(int argc, char **argv, struct cost_args *a)
 {
 	static const struct option opts[] = {{"seconds", required_argument, NULL, 's'},
 					     {"settle", required_argument, NULL, 'w'},
 					     {"prog-b", required_argument, NULL, 'b'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	struct swevent_cost_bpf *skel;
-	struct swevent_cost *percpu;
-	double seconds = 10, settle = 0, t0, wall;
-	int opt, ncpu, status = 0, rc = 0;
-	pid_t child = 0;
-	unsigned long prog_b = 0;
-	uint64_t fn;
+	int opt;
 
 	while ((opt = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
 		if (opt == 's') {
-			seconds = positive_arg("--seconds", optarg, false);
-			if (seconds < 0)
+			a->seconds = positive_arg("--seconds", optarg, false);
+			if (a->seconds < 0)
 				return 2;
 		} else if (opt == 'b') {
 			char *end;
 
 			errno = 0;
-			prog_b = strtoul(optarg, &end, 10);
-			if (errno || *end || !prog_b || prog_b > UINT32_MAX) {
+			a->prog_b = strtoul(optarg, &end, 10);
+			if (errno || *end || !a->prog_b || a->prog_b > UINT32_MAX) {
 				fprintf(stderr,
 					"swevent_cost: --prog-b wants a BPF program id, got '%s'\n",
 					optarg);
 				return 2;
 			}
 		} else if (opt == 'w') {
-			settle = positive_arg("--settle", optarg, true);
-			if (settle < 0)
+			a->settle = positive_arg("--settle", optarg, true);
+			if (a->settle < 0)
 				return 2;
 		} else if (opt == 'h') {
 			usage(stdout);
@@ -200,6 +205,23 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct swevent_cost_bpf *skel;
+	struct swevent_cost *percpu;
+	struct cost_args args = {.seconds = 10};
+	double t0, wall;
+	int ncpu, status = 0, rc;
+	pid_t child = 0;
+	uint64_t fn;
+
+	rc = parse_args(argc, argv, &args);
+	if (rc >= 0)
+		return rc;
+	rc = 0;
 	fn = kallsyms_addr("perf_swevent_hrtimer");
 	if (!fn) {
 		fprintf(stderr, "swevent_cost: perf_swevent_hrtimer not in /proc/kallsyms "
@@ -212,7 +234,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	skel->rodata->swevent_fn = fn;
-	skel->rodata->prog_b_id = (uint32_t)prog_b;
+	skel->rodata->prog_b_id = (uint32_t)args.prog_b;
 	if (swevent_cost_bpf__load(skel) || swevent_cost_bpf__attach(skel)) {
 		fprintf(stderr, "swevent_cost: cannot load or attach the probe: %s\n",
 			strerror(errno));
@@ -226,8 +248,8 @@ int main(int argc, char **argv)
 		swevent_cost_bpf__destroy(skel);
 		return 1;
 	}
-	if (settle > 0) {
-		sleep_s(settle);
+	if (args.settle > 0) {
+		sleep_s(args.settle);
 		/* percpu is all zeros: start every class's totals again */
 		for (uint32_t cls = 0; cls < SWEVENT_CLASSES; cls++) {
 			if (bpf_map_update_elem(bpf_map__fd(skel->maps.cost), &cls, percpu,
@@ -259,7 +281,7 @@ int main(int argc, char **argv)
 			rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 		}
 	} else {
-		sleep_s(seconds);
+		sleep_s(args.seconds);
 	}
 	wall = now_s() - t0;
 
@@ -271,7 +293,7 @@ int main(int argc, char **argv)
 			swevent_cost_bpf__destroy(skel);
 			return 1;
 		}
-		if (cls == SWEVENT_BPF_B && !prog_b)
+		if (cls == SWEVENT_BPF_B && !args.prog_b)
 			continue;
 		report(cls == SWEVENT_BPF     ? "bpf"
 		       : cls == SWEVENT_BPF_B ? "bpf-b"

@@ -343,14 +343,103 @@ static char *id_array(const uint64_t *ids, size_t n)
 	return out;
 }
 
+/* Numbers the distinct stack ids of r->rows in stacks (*nstacks of them) and
+ * returns them as a bigint[] literal (malloc'ed), NULL on ENOMEM. */
+static char *distinct_stack_ids(struct reader *r, struct map *stacks, size_t *nstacks)
+{
+	char *ids = malloc(r->nrows * 21 + 3), *p = ids;
+
+	if (!ids)
+		return NULL;
+	*p++ = '{';
+	for (size_t i = 0; i < r->nrows; i++) {
+		bool found;
+		size_t slot = map_slot(stacks, r->rows[i].stack_id, &found);
+
+		if (found)
+			continue;
+		map_put(stacks, slot, r->rows[i].stack_id, (uint32_t)(*nstacks)++);
+		p +=
+		    sprintf(p, "%s%" PRId64, *nstacks > 1 ? "," : "", (int64_t)r->rows[i].stack_id);
+	}
+	*p++ = '}';
+	*p = '\0';
+	return ids;
+}
+
+/* The frame_details answer res into o->set.frames (numbered in frames);
+ * the frames it lacks are "[unknown]". Returns 0 or -ENOMEM. */
+static int take_frame_details(struct owned_set *o, PGresult *res, const struct map *frames)
+{
+	struct tp_stackset *s = &o->set;
+
+	for (int i = 0; i < PQntuples(res); i++) {
+		uint64_t frame_id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
+		uint64_t function_id = strtoull(PQgetvalue(res, i, 1), NULL, 10);
+		uint64_t key = frame_id ? frame_id : function_id * 0xD6E8FEB86659FD93ull + 1;
+		bool found;
+		size_t slot = map_slot(frames, key, &found);
+		struct tp_frame_info *f;
+
+		if (!found)
+			continue;
+		f = &s->frames[frames->vals[slot]];
+		if (f->name)
+			continue; /* a frame asked for twice */
+		f->name = arena_strdup(o, PQgetvalue(res, i, 2));
+		f->module = arena_strdup(o, PQgetvalue(res, i, 3));
+		f->kind = (uint8_t)atoi(PQgetvalue(res, i, 4));
+		f->build_id = arena_strdup(o, PQgetvalue(res, i, 5));
+		f->file = PQgetisnull(res, i, 6) ? NULL : arena_strdup(o, PQgetvalue(res, i, 6));
+		f->line = (int32_t)atoi(PQgetvalue(res, i, 7));
+		f->address = strtoull(PQgetvalue(res, i, 8), NULL, 10);
+		if (!f->name || !f->module || !f->build_id || (!PQgetisnull(res, i, 6) && !f->file))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->nframes; i++) /* never NULL, whatever the answer */
+		if (!s->frames[i].name && (!(s->frames[i].name = arena_strdup(o, "[unknown]")) ||
+					   !(s->frames[i].module = arena_strdup(o, "")) ||
+					   !(s->frames[i].build_id = arena_strdup(o, ""))))
+			return -ENOMEM;
+	return 0;
+}
+
+/* The set's rows (allocated, empty): r->rows in order, each pointing at
+ * its stack's frame indexes (fidx from stack_first, stack_depth long). */
+static void fill_rows(struct reader *r, const struct map *stacks, const uint32_t *stack_first,
+		      const uint32_t *stack_depth, uint32_t *fidx, const char *trace_id)
+{
+	struct tp_stackset *s = &r->o->set;
+
+	for (size_t i = 0; i < r->nrows; i++) {
+		bool found;
+		size_t slot = map_slot(stacks, r->rows[i].stack_id, &found);
+		uint32_t si = stacks->vals[slot];
+		struct tp_stack_row *row = &s->rows[s->nrows];
+
+		if (stack_depth[si] == 0)
+			continue; /* stack_frame_ids always gives a frame; cannot happen */
+		row->frames = fidx + stack_first[si];
+		row->depth = stack_depth[si];
+		row->samples = r->rows[i].samples;
+		row->cpu_us = r->rows[i].cpu_us;
+		row->b_samples = r->rows[i].b_samples;
+		row->b_cpu_us = r->rows[i].b_cpu_us;
+		row->service = r->rows[i].service;
+		row->trace_id = trace_id;
+		row->span_id = r->rows[i].span_id;
+		s->nrows++;
+	}
+}
+
 /* Resolves the frames of r->rows into the set. */
 static int resolve(struct reader *r, const char *trace_id)
 {
 	struct owned_set *o = r->o;
 	struct tp_stackset *s = &o->set;
 	struct map stacks = {0}, frames = {0};
-	size_t nstacks = 0, len = 3, nres;
-	char *ids = NULL, *p;
+	size_t nstacks = 0, nres;
+	char *ids = NULL;
 	PGresult *res = NULL;
 	uint32_t *stack_first = NULL, *stack_depth = NULL, *fidx = NULL;
 	uint64_t *pend_frame = NULL, *pend_func = NULL;
@@ -362,25 +451,9 @@ static int resolve(struct reader *r, const char *trace_id)
 	qsort(r->rows, r->nrows, sizeof(*r->rows), cmp_raw_service);
 	if (map_init(&stacks, r->nrows))
 		goto out;
-	/* the distinct stack ids as a bigint[] literal */
-	ids = malloc(r->nrows * 21 + 3);
+	ids = distinct_stack_ids(r, &stacks, &nstacks);
 	if (!ids)
 		goto out;
-	p = ids;
-	*p++ = '{';
-	for (size_t i = 0; i < r->nrows; i++) {
-		bool found;
-		size_t slot = map_slot(&stacks, r->rows[i].stack_id, &found);
-
-		if (found)
-			continue;
-		map_put(&stacks, slot, r->rows[i].stack_id, (uint32_t)nstacks++);
-		p += sprintf(p, "%s%" PRId64, nstacks > 1 ? "," : "", (int64_t)r->rows[i].stack_id);
-	}
-	*p++ = '}';
-	*p = '\0';
-	len = (size_t)(p - ids);
-	(void)len;
 	{
 		const char *params[1] = {ids};
 
@@ -450,57 +523,13 @@ static int resolve(struct reader *r, const char *trace_id)
 			goto out;
 	}
 	rc = -ENOMEM;
-	for (int i = 0; i < PQntuples(res); i++) {
-		uint64_t frame_id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
-		uint64_t function_id = strtoull(PQgetvalue(res, i, 1), NULL, 10);
-		uint64_t key = frame_id ? frame_id : function_id * 0xD6E8FEB86659FD93ull + 1;
-		bool found;
-		size_t slot = map_slot(&frames, key, &found);
-		struct tp_frame_info *f;
-
-		if (!found)
-			continue;
-		f = &s->frames[frames.vals[slot]];
-		if (f->name)
-			continue; /* a frame asked for twice */
-		f->name = arena_strdup(o, PQgetvalue(res, i, 2));
-		f->module = arena_strdup(o, PQgetvalue(res, i, 3));
-		f->kind = (uint8_t)atoi(PQgetvalue(res, i, 4));
-		f->build_id = arena_strdup(o, PQgetvalue(res, i, 5));
-		f->file = PQgetisnull(res, i, 6) ? NULL : arena_strdup(o, PQgetvalue(res, i, 6));
-		f->line = (int32_t)atoi(PQgetvalue(res, i, 7));
-		f->address = strtoull(PQgetvalue(res, i, 8), NULL, 10);
-		if (!f->name || !f->module || !f->build_id || (!PQgetisnull(res, i, 6) && !f->file))
-			goto out;
-	}
-	for (size_t i = 0; i < s->nframes; i++) /* never NULL, whatever the answer */
-		if (!s->frames[i].name && (!(s->frames[i].name = arena_strdup(o, "[unknown]")) ||
-					   !(s->frames[i].module = arena_strdup(o, "")) ||
-					   !(s->frames[i].build_id = arena_strdup(o, ""))))
-			goto out;
+	if (take_frame_details(o, res, &frames))
+		goto out;
 	s->rows = calloc(r->nrows + 1, sizeof(*s->rows));
 	needs_module = calloc(s->nframes + 1, sizeof(*needs_module));
 	if (!s->rows || !needs_module)
 		goto out;
-	for (size_t i = 0; i < r->nrows; i++) {
-		bool found;
-		size_t slot = map_slot(&stacks, r->rows[i].stack_id, &found);
-		uint32_t si = stacks.vals[slot];
-		struct tp_stack_row *row = &s->rows[s->nrows];
-
-		if (stack_depth[si] == 0)
-			continue; /* stack_frame_ids always gives a frame; cannot happen */
-		row->frames = fidx + stack_first[si];
-		row->depth = stack_depth[si];
-		row->samples = r->rows[i].samples;
-		row->cpu_us = r->rows[i].cpu_us;
-		row->b_samples = r->rows[i].b_samples;
-		row->b_cpu_us = r->rows[i].b_cpu_us;
-		row->service = r->rows[i].service;
-		row->trace_id = trace_id;
-		row->span_id = r->rows[i].span_id;
-		s->nrows++;
-	}
+	fill_rows(r, &stacks, stack_first, stack_depth, fidx, trace_id);
 	rc = name_frames(o, needs_module);
 out:
 	if (rc == -ENOMEM)

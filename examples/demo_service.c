@@ -723,11 +723,58 @@ static int parse_args(int argc, char **argv, struct service_opts *o)
 	return 0;
 }
 
+/*
+ * What the threads need before they start: the work tables, the process
+ * context, the span exporter, the http.route key, the listener and epoll.
+ * Returns 0, or the exit status (1; 2 for a bad OTLP endpoint) once it has
+ * said why.
+ */
+static int start_serving(struct server *s, struct sockaddr_in *addr)
+{
+	const struct service_opts *o = &s->o;
+	struct tp_sdk_export_opts xo = {0};
+	int rc;
+
+	rc = demo_work_init(o->work_scale);
+	if (rc) {
+		log_error("cannot set up the work tables: %s", strerror(-rc));
+		return 1;
+	}
+	rc = tp_sdk_process_publish(o->service, NULL, 0);
+	if (rc) {
+		log_error("cannot publish the process context: %s", strerror(-rc));
+		return 1;
+	}
+	xo.endpoint = o->otlp;
+	rc = tp_sdk_export_start(&xo);
+	if (rc) {
+		log_error("cannot start the span exporter: %s", strerror(-rc));
+		if (rc == -EINVAL)
+			log_error("hint: the OTLP endpoint must be http://HOST:PORT/PATH "
+				  "(https is not supported)");
+		return rc == -EINVAL ? 2 : 1;
+	}
+	s->route_key = tp_sdk_key_register("http.route");
+	if (s->route_key < 0)
+		log_warn("http.route attribute unavailable: %s", strerror(-s->route_key));
+	rc = open_listener(s, addr);
+	if (rc) {
+		log_error("cannot listen on %s:%d: %s", o->bind, o->port, strerror(-rc));
+		log_error("hint: pick another --port, or 0 for any free port");
+		return 1;
+	}
+	rc = setup_epoll(s);
+	if (rc) {
+		log_error("cannot set up epoll: %s", strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct service_opts o = {"127.0.0.1", DEFAULT_PORT,    4, 1.0, DEFAULT_SERVICE,
 				 NULL,	      "127.0.0.1:8080"};
-	struct tp_sdk_export_opts xo = {0};
 	struct tp_sdk_export_stats xs;
 	struct sockaddr_in addr = {.sin_family = AF_INET};
 	struct server *s;
@@ -771,39 +818,9 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-	rc = demo_work_init(o.work_scale);
-	if (rc) {
-		log_error("cannot set up the work tables: %s", strerror(-rc));
-		return 1;
-	}
-	rc = tp_sdk_process_publish(o.service, NULL, 0);
-	if (rc) {
-		log_error("cannot publish the process context: %s", strerror(-rc));
-		return 1;
-	}
-	xo.endpoint = o.otlp;
-	rc = tp_sdk_export_start(&xo);
-	if (rc) {
-		log_error("cannot start the span exporter: %s", strerror(-rc));
-		if (rc == -EINVAL)
-			log_error("hint: the OTLP endpoint must be http://HOST:PORT/PATH "
-				  "(https is not supported)");
-		return rc == -EINVAL ? 2 : 1;
-	}
-	s->route_key = tp_sdk_key_register("http.route");
-	if (s->route_key < 0)
-		log_warn("http.route attribute unavailable: %s", strerror(-s->route_key));
-	rc = open_listener(s, &addr);
-	if (rc) {
-		log_error("cannot listen on %s:%d: %s", o.bind, o.port, strerror(-rc));
-		log_error("hint: pick another --port, or 0 for any free port");
-		return 1;
-	}
-	rc = setup_epoll(s);
-	if (rc) {
-		log_error("cannot set up epoll: %s", strerror(-rc));
-		return 1;
-	}
+	rc = start_serving(s, &addr);
+	if (rc)
+		return rc;
 	{
 		bool cache = false;
 

@@ -724,7 +724,11 @@ static int parse_positive(const char *name, const char *s, double max, double *o
 	return 0;
 }
 
-int main(int argc, char **argv)
+/*
+ * The options into *o, defaults first. Returns 0 to generate, 1 after
+ * --help, -EINVAL after a wrong one (said why).
+ */
+static int parse_args(int argc, char **argv, struct gen_opts *o)
 {
 	static const struct option longopts[] = {
 	    {"db", required_argument, NULL, 'd'},
@@ -743,35 +747,29 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct store_opts sopts = {.app_name = "traceprof-gen"};
-	struct gen *g = calloc(1, sizeof(*g));
-	struct store_stats stats;
 	double v;
 	int c;
 	int rc;
 
-	if (!g)
-		return 1;
-	log_set_prefix("traceprof-gen");
-	g->o.rps = 20;
-	g->o.duration_s = 1800;
-	g->o.end_us = (int64_t)time(NULL) * 1000000;
-	g->o.seed = 1;
-	g->o.hz = 19;
-	g->o.raised_hz = 99;
-	g->o.raised_fraction = 0.05;
-	g->o.slow_fraction = 0.02;
-	g->o.error_fraction = 0.02;
-	g->o.work_scale = 1;
+	o->rps = 20;
+	o->duration_s = 1800;
+	o->end_us = (int64_t)time(NULL) * 1000000;
+	o->seed = 1;
+	o->hz = 19;
+	o->raised_hz = 99;
+	o->raised_fraction = 0.05;
+	o->slow_fraction = 0.02;
+	o->error_fraction = 0.02;
+	o->work_scale = 1;
 	while ((c = getopt_long(argc, argv, "qvh", longopts, NULL)) != -1) {
 		rc = 0;
 		switch (c) {
 		case 'd':
-			g->o.conninfo = optarg;
+			o->conninfo = optarg;
 			break;
 		case 'D':
-			rc = parse_duration_s(optarg, &g->o.duration_s);
-			if (rc || g->o.duration_s <= 0 || g->o.duration_s > 7 * 86400) {
+			rc = parse_duration_s(optarg, &o->duration_s);
+			if (rc || o->duration_s <= 0 || o->duration_s > 7 * 86400) {
 				log_error("--duration: '%s' is not a duration up to 7d (e.g. 30m)",
 					  optarg);
 				rc = -EINVAL;
@@ -779,59 +777,72 @@ int main(int argc, char **argv)
 			break;
 		case 'e':
 			rc = parse_positive("--end", optarg, 4e9, &v);
-			g->o.end_us = (int64_t)v * 1000000;
+			o->end_us = (int64_t)v * 1000000;
 			break;
 		case 'r':
-			rc = parse_positive("--rps", optarg, 1e6, &g->o.rps);
+			rc = parse_positive("--rps", optarg, 1e6, &o->rps);
 			break;
 		case 's':
-			g->o.seed = strtoull(optarg, NULL, 10);
+			o->seed = strtoull(optarg, NULL, 10);
 			break;
 		case 'z':
 			rc = parse_positive("--hz", optarg, 1000, &v);
-			g->o.hz = (int)v;
+			o->hz = (int)v;
 			break;
 		case 'Z':
 			rc = parse_positive("--raised-hz", optarg, 1000, &v);
-			g->o.raised_hz = (int)v;
+			o->raised_hz = (int)v;
 			break;
 		case 'R':
-			rc = parse_fraction("--raised-fraction", optarg, &g->o.raised_fraction);
+			rc = parse_fraction("--raised-fraction", optarg, &o->raised_fraction);
 			break;
 		case 'S':
-			rc = parse_fraction("--slow-fraction", optarg, &g->o.slow_fraction);
+			rc = parse_fraction("--slow-fraction", optarg, &o->slow_fraction);
 			break;
 		case 'E':
-			rc = parse_fraction("--error-fraction", optarg, &g->o.error_fraction);
+			rc = parse_fraction("--error-fraction", optarg, &o->error_fraction);
 			break;
 		case 'c':
-			rc = parse_positive("--work-scale", optarg, 1000, &g->o.work_scale);
+			rc = parse_positive("--work-scale", optarg, 1000, &o->work_scale);
 			break;
 		case 'q':
-			g->o.quiet = true;
+			o->quiet = true;
 			break;
 		case 'v':
 			log_set_level(LOG_DEBUG);
 			break;
 		case 'h':
 			usage(stdout);
-			free(g);
-			return 0;
+			return 1;
 		default:
 			usage(stderr);
-			free(g);
-			return 2;
+			return -EINVAL;
 		}
-		if (rc) {
-			free(g);
-			return 2;
-		}
+		if (rc)
+			return -EINVAL;
 	}
 	if (optind != argc) {
 		log_error("unexpected argument '%s'", argv[optind]);
 		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct store_opts sopts = {.app_name = "traceprof-gen"};
+	struct gen *g = calloc(1, sizeof(*g));
+	struct store_stats stats;
+	int rc;
+
+	if (!g)
+		return 1;
+	log_set_prefix("traceprof-gen");
+	rc = parse_args(argc, argv, &g->o);
+	if (rc) {
 		free(g);
-		return 2;
+		return rc > 0 ? 0 : 2;
 	}
 	g->rng.s = g->o.seed * 0x2545f4914f6cdd1dULL + 1;
 	g->st = store_open(g->o.conninfo, &sopts);
