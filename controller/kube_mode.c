@@ -60,14 +60,14 @@
  * (a replica frozen past its Lease acts on nothing, even before its
  * elector notices). Checked right before every write.
  */
-bool may_act(struct kstate *s)
+bool kmode_may_act(struct kstate *s)
 {
 	return atomic_load(&s->leading) && (!s->leader || kube_leader_may_act(s->leader));
 }
 
 /* ---- objects ------------------------------------------------------------ */
 
-const char *str_at(const json_t *obj, const char *a, const char *b)
+const char *kmode_str_at(const json_t *obj, const char *a, const char *b)
 {
 	const json_t *v = json_object_get(obj, a);
 
@@ -125,12 +125,12 @@ static void on_pod_update(void *arg, const json_t *old_obj, const json_t *new_ob
 }
 
 /* "namespace/name/uid prefix": stable for one object, new for a re-created one. */
-void trigger_id(const json_t *obj, char *out, size_t len)
+void kmode_trigger_id(const json_t *obj, char *out, size_t len)
 {
-	const char *uid = str_at(obj, "metadata", "uid");
+	const char *uid = kmode_str_at(obj, "metadata", "uid");
 
-	snprintf(out, len, "%s/%s/%.*s", str_at(obj, "metadata", "namespace"),
-		 str_at(obj, "metadata", "name"), ID_UID_CHARS, uid ? uid : "");
+	snprintf(out, len, "%s/%s/%.*s", kmode_str_at(obj, "metadata", "namespace"),
+		 kmode_str_at(obj, "metadata", "name"), ID_UID_CHARS, uid ? uid : "");
 }
 
 /*
@@ -138,11 +138,11 @@ void trigger_id(const json_t *obj, char *out, size_t len)
  * same checks as local mode, with Kubernetes' options. Returns 0 and *t
  * (the caller clears it), or -EINVAL and the reason in err.
  */
-int validate(const json_t *obj, struct manifest_trigger *t, char *err, size_t errlen)
+int kmode_validate(const json_t *obj, struct manifest_trigger *t, char *err, size_t errlen)
 {
 	static const struct manifest_opts opts = {.local = false};
-	const char *ns = str_at(obj, "metadata", "namespace");
-	const char *name = str_at(obj, "metadata", "name");
+	const char *ns = kmode_str_at(obj, "metadata", "namespace");
+	const char *name = kmode_str_at(obj, "metadata", "name");
 	struct manifest_list l = {0};
 	char display[300], *text;
 	json_t *doc;
@@ -165,7 +165,7 @@ int validate(const json_t *obj, struct manifest_trigger *t, char *err, size_t er
 	if (manifest_parse_buffer(&l, display, text, strlen(text), &opts) == 0 && l.n == 1) {
 		*t = l.items[0];
 		l.n = 0;
-		trigger_id(obj, err, errlen);
+		kmode_trigger_id(obj, err, errlen);
 		t->id = strdup(err);
 		err[0] = '\0';
 		rc = t->id ? 0 : -ENOMEM;
@@ -482,7 +482,7 @@ int kube_mode_run(const struct kube_mode_config *cfg)
 		atomic_store(&s->loop_ms, ctl_now_ms(CLOCK_MONOTONIC));
 		if (strcmp(k, KEY_SYNC) == 0) {
 			if (atomic_load(&s->leading))
-				sync_pass(s);
+				kmode_sync_pass(s);
 			note_db(s);
 			kube_workqueue_add_after(s->q, KEY_SYNC, cfg->interval_ms);
 		} else if (strcmp(k, KEY_RESYNC) == 0) {
@@ -491,7 +491,7 @@ int kube_mode_run(const struct kube_mode_config *cfg)
 			kube_workqueue_add_after(s->q, KEY_RESYNC, cfg->resync_ms);
 		} else if (!atomic_load(&s->leading)) {
 			kube_workqueue_forget(s->q, k); /* the leader's business */
-		} else if (reconcile(s, k)) {
+		} else if (kmode_reconcile(s, k)) {
 			kube_workqueue_add_rate_limited(s->q, k);
 		} else {
 			kube_workqueue_forget(s->q, k);

@@ -62,16 +62,16 @@ struct kstate {
 };
 
 /* kube_mode.c: objects and the write guard */
-bool may_act(struct kstate *s);
-const char *str_at(const json_t *obj, const char *a, const char *b);
-void trigger_id(const json_t *obj, char *out, size_t len);
-int validate(const json_t *obj, struct manifest_trigger *t, char *err, size_t errlen);
+bool kmode_may_act(struct kstate *s);
+const char *kmode_str_at(const json_t *obj, const char *a, const char *b);
+void kmode_trigger_id(const json_t *obj, char *out, size_t len);
+int kmode_validate(const json_t *obj, struct manifest_trigger *t, char *err, size_t errlen);
 
 /* kube_sync.c: pod selection, the agents and the :sync pass */
-json_t *selected_pods(struct kstate *s, const json_t *obj, json_t **containers);
-void sync_pass(struct kstate *s);
+json_t *kmode_selected_pods(struct kstate *s, const json_t *obj, json_t **containers);
+void kmode_sync_pass(struct kstate *s);
 
 /* kube_status.c: one trigger's status and events */
-int reconcile(struct kstate *s, const char *key);
+int kmode_reconcile(struct kstate *s, const char *key);
 
 #endif

@@ -54,12 +54,14 @@ static json_t *condition(const json_t *old_status, const char *type, bool on, co
 
 	json_array_foreach(json_object_get(old_status, "conditions"), i, c)
 	{
-		if (str_at(c, "type", NULL) && strcmp(str_at(c, "type", NULL), type) == 0)
+		if (kmode_str_at(c, "type", NULL) &&
+		    strcmp(kmode_str_at(c, "type", NULL), type) == 0)
 			old = c;
 	}
 	/* lastTransitionTime changes only when the status does */
-	if (old && str_at(old, "status", NULL) && strcmp(str_at(old, "status", NULL), status) == 0)
-		ltt = str_at(old, "lastTransitionTime", NULL);
+	if (old && kmode_str_at(old, "status", NULL) &&
+	    strcmp(kmode_str_at(old, "status", NULL), status) == 0)
+		ltt = kmode_str_at(old, "lastTransitionTime", NULL);
 	if (!ltt) {
 		clock_gettime(CLOCK_REALTIME, &ts);
 		kube_format_time(now, &ts);
@@ -134,16 +136,16 @@ static json_t *compute_status(struct kstate *s, const json_t *fresh)
 	const char *phase = "Pending", *reason = NULL;
 	char err[512], msg[512] = "", id[300];
 	json_t *st = json_object(), *conds;
-	bool valid = validate(fresh, &t, err, sizeof(err)) == 0;
+	bool valid = kmode_validate(fresh, &t, err, sizeof(err)) == 0;
 
-	trigger_id(fresh, id, sizeof(id));
+	kmode_trigger_id(fresh, id, sizeof(id));
 	json_object_set_new(st, "observedGeneration", json_integer(gen));
 	if (!valid) {
 		phase = "Rejected";
 		reason = "InvalidSpec";
 		snprintf(msg, sizeof(msg), "%s", err);
 	} else if ((r = row_of(s, id))) {
-		json_t *pods = t.has_selector ? selected_pods(s, fresh, NULL) : json_array();
+		json_t *pods = t.has_selector ? kmode_selected_pods(s, fresh, NULL) : json_array();
 
 		phase = r->phase;
 		if (strcmp(phase, "Active") != 0 && strcmp(phase, "Pending") != 0) {
@@ -197,34 +199,37 @@ static int status_fn(void *arg, const json_t *fresh, json_t **status)
 /* Events for what changed between the old status and the new one. */
 static void emit_events(struct kstate *s, const json_t *obj, const json_t *old, const json_t *now)
 {
-	const char *was = str_at(old, "phase", NULL), *phase = str_at(now, "phase", NULL);
-	const char *reason = str_at(now, "reason", NULL), *msg = str_at(now, "message", NULL);
-	const char *old_msg = str_at(old, "message", NULL);
+	const char *was = kmode_str_at(old, "phase", NULL),
+		   *phase = kmode_str_at(now, "phase", NULL);
+	const char *reason = kmode_str_at(now, "reason", NULL),
+		   *msg = kmode_str_at(now, "message", NULL);
+	const char *old_msg = kmode_str_at(old, "message", NULL);
 	struct kube_object_ref ref = {
 	    .api_version = MANIFEST_API_VERSION,
 	    .kind = MANIFEST_KIND,
-	    .namespace = str_at(obj, "metadata", "namespace"),
-	    .name = str_at(obj, "metadata", "name"),
-	    .uid = str_at(obj, "metadata", "uid"),
+	    .namespace = kmode_str_at(obj, "metadata", "namespace"),
+	    .name = kmode_str_at(obj, "metadata", "name"),
+	    .uid = kmode_str_at(obj, "metadata", "uid"),
 	};
 	bool changed = !was || strcmp(was, phase) != 0 ||
-		       (reason && (!str_at(old, "reason", NULL) ||
-				   strcmp(reason, str_at(old, "reason", NULL)) != 0));
+		       (reason && (!kmode_str_at(old, "reason", NULL) ||
+				   strcmp(reason, kmode_str_at(old, "reason", NULL)) != 0));
 
 	if (!s->events || !phase)
 		return;
 	if (changed && strcmp(phase, "Active") == 0)
 		kube_event_emit(s->events, &ref, "Normal", "Activated",
 				"trigger active: sampling raised for its targets until %s",
-				str_at(now, "deadline", NULL) ? str_at(now, "deadline", NULL)
-							      : "the deadline");
+				kmode_str_at(now, "deadline", NULL)
+				    ? kmode_str_at(now, "deadline", NULL)
+				    : "the deadline");
 	else if (changed && strcmp(phase, "Completed") == 0)
 		kube_event_emit(s->events, &ref, "Normal", "Completed", "collected %s requests",
-				str_at(now, "progress", NULL));
+				kmode_str_at(now, "progress", NULL));
 	else if (changed && strcmp(phase, "Expired") == 0)
 		kube_event_emit(s->events, &ref, "Normal", "Expired",
 				"deadline passed with %s requests collected",
-				str_at(now, "progress", NULL));
+				kmode_str_at(now, "progress", NULL));
 	else if (changed && strcmp(phase, "Rejected") == 0)
 		kube_event_emit(s->events, &ref, "Warning",
 				reason && strcmp(reason, "InvalidSpec") == 0 ? "InvalidSpec"
@@ -235,7 +240,7 @@ static void emit_events(struct kstate *s, const json_t *obj, const json_t *old, 
 }
 
 /* One trigger's status. Returns 0, or -errno to retry with backoff. */
-int reconcile(struct kstate *s, const char *key)
+int kmode_reconcile(struct kstate *s, const char *key)
 {
 	json_t *obj = kube_informer_get(s->triggers, key), *st, *copy;
 	struct kube_response resp = {0};
@@ -256,9 +261,10 @@ int reconcile(struct kstate *s, const char *key)
 	}
 	copy = json_deep_copy(obj);
 	json_object_set(copy, "status", st);
-	rc = kube_path(path, sizeof(path), TRIGGERS_PREFIX, str_at(obj, "metadata", "namespace"),
-		       TRIGGERS_PLURAL, str_at(obj, "metadata", "name"), NULL);
-	if (!rc && !may_act(s))
+	rc = kube_path(path, sizeof(path), TRIGGERS_PREFIX,
+		       kmode_str_at(obj, "metadata", "namespace"), TRIGGERS_PLURAL,
+		       kmode_str_at(obj, "metadata", "name"), NULL);
+	if (!rc && !kmode_may_act(s))
 		rc = -EPERM; /* lost the lease meanwhile, or past the renew deadline: write nothing
 			      */
 	if (!rc)
@@ -266,7 +272,8 @@ int reconcile(struct kstate *s, const char *key)
 	if (rc == 0) {
 		const json_t *written = json_object_get(resp.body, "status");
 
-		log_debug("status written key=%s phase=%s", key, str_at(written, "phase", NULL));
+		log_debug("status written key=%s phase=%s", key,
+			  kmode_str_at(written, "phase", NULL));
 		emit_events(s, obj, json_object_get(obj, "status"), written ? written : st);
 	} else if (kube_is_not_found(&resp)) {
 		rc = 0; /* deleted meanwhile */

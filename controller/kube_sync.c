@@ -47,15 +47,16 @@ static bool selector_matches(const json_t *sel, const json_t *labels)
 
 	json_object_foreach((json_t *)ml, k, v)
 	{
-		const char *have = str_at(labels, k, NULL);
+		const char *have = kmode_str_at(labels, k, NULL);
 
 		if (!have || !json_is_string(v) || strcmp(have, json_string_value(v)) != 0)
 			return false;
 	}
 	json_array_foreach(json_object_get(sel, "matchExpressions"), i, e)
 	{
-		const char *key = str_at(e, "key", NULL), *op = str_at(e, "operator", NULL);
-		const char *have = key ? str_at(labels, key, NULL) : NULL;
+		const char *key = kmode_str_at(e, "key", NULL),
+			   *op = kmode_str_at(e, "operator", NULL);
+		const char *have = key ? kmode_str_at(labels, key, NULL) : NULL;
 		const json_t *vals = json_object_get(e, "values");
 
 		if (!key || !op)
@@ -78,10 +79,10 @@ static bool selector_matches(const json_t *sel, const json_t *labels)
  * when containers is not NULL, a parallel new array of their container ids
  * (runtime prefix "containerd://" and the like stripped).
  */
-json_t *selected_pods(struct kstate *s, const json_t *obj, json_t **containers)
+json_t *kmode_selected_pods(struct kstate *s, const json_t *obj, json_t **containers)
 {
 	const json_t *sel = json_object_get(json_object_get(obj, "spec"), "selector");
-	const char *ns = str_at(obj, "metadata", "namespace");
+	const char *ns = kmode_str_at(obj, "metadata", "namespace");
 	json_t *all = kube_informer_list(s->pods), *out = json_array(), *p;
 	size_t i;
 
@@ -90,29 +91,29 @@ json_t *selected_pods(struct kstate *s, const json_t *obj, json_t **containers)
 	json_array_foreach(all, i, p)
 	{
 		const json_t *md = json_object_get(p, "metadata"), *cs, *c;
-		const char *pns = str_at(md, "namespace", NULL), *phase;
+		const char *pns = kmode_str_at(md, "namespace", NULL), *phase;
 		json_t *ids;
 		size_t j;
 
 		if (!sel || !pns || !ns || strcmp(pns, ns) != 0)
 			continue;
-		phase = str_at(p, "status", "phase");
+		phase = kmode_str_at(p, "status", "phase");
 		if (!phase || strcmp(phase, "Running") != 0 ||
 		    json_object_get(md, "deletionTimestamp"))
 			continue;
 		if (!selector_matches(sel, json_object_get(md, "labels")))
 			continue;
 		json_array_append_new(out, json_pack("{s:s, s:s?, s:s?, s:s?}", "namespace", pns,
-						     "name", str_at(md, "name", NULL), "uid",
-						     str_at(md, "uid", NULL), "node",
-						     str_at(p, "spec", "nodeName")));
+						     "name", kmode_str_at(md, "name", NULL), "uid",
+						     kmode_str_at(md, "uid", NULL), "node",
+						     kmode_str_at(p, "spec", "nodeName")));
 		if (!containers)
 			continue;
 		ids = json_array();
 		cs = json_object_get(json_object_get(p, "status"), "containerStatuses");
 		json_array_foreach(cs, j, c)
 		{
-			const char *id = str_at(c, "containerID", NULL), *sep;
+			const char *id = kmode_str_at(c, "containerID", NULL), *sep;
 
 			if (!id || !*id)
 				continue;
@@ -173,9 +174,9 @@ static void discover_agents(struct kstate *s)
 
 		json_array_foreach(all, i, p)
 		{
-			const char *ip = str_at(p, "status", "podIP");
-			const char *node = str_at(p, "spec", "nodeName");
-			const char *phase = str_at(p, "status", "phase");
+			const char *ip = kmode_str_at(p, "status", "podIP");
+			const char *node = kmode_str_at(p, "spec", "nodeName");
+			const char *phase = kmode_str_at(p, "status", "phase");
 			char addr[272];
 
 			if (!ip || !node || !phase || strcmp(phase, "Running") != 0)
@@ -227,7 +228,8 @@ static bool target_node_pods(Traceprof__Control__V1__Trigger *p, const json_t *p
 	tg->container_ids = calloc(1, sizeof(*tg->container_ids));
 	json_array_foreach(pods, i, pod)
 	{
-		const char *pn = str_at(pod, "node", NULL), *uid = str_at(pod, "uid", NULL);
+		const char *pn = kmode_str_at(pod, "node", NULL),
+			   *uid = kmode_str_at(pod, "uid", NULL);
 		const json_t *ids = json_array_get(containers, i), *id;
 
 		if (!pn || !uid || strcmp(pn, node) != 0 || !tg->pod_uids)
@@ -281,7 +283,7 @@ static void build_agent_set(struct kstate *s, struct kagent *ka, const struct ma
 			}
 		}
 		if (t->has_selector) {
-			json_t *containers, *pods = selected_pods(s, objs[i], &containers);
+			json_t *containers, *pods = kmode_selected_pods(s, objs[i], &containers);
 			bool here = target_node_pods(p, pods, containers, ka->a.node);
 
 			json_decref(pods);
@@ -364,11 +366,12 @@ static void take_rows(struct kstate *s, struct trigger_rows *rows)
 static int cmp_created(const void *a, const void *b)
 {
 	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-	const char *cx = str_at(x, "metadata", "creationTimestamp");
-	const char *cy = str_at(y, "metadata", "creationTimestamp");
+	const char *cx = kmode_str_at(x, "metadata", "creationTimestamp");
+	const char *cy = kmode_str_at(y, "metadata", "creationTimestamp");
 	int c = strcmp(cx ? cx : "", cy ? cy : "");
 
-	return c ? c : strcmp(str_at(x, "metadata", "name"), str_at(y, "metadata", "name"));
+	return c ? c
+		 : strcmp(kmode_str_at(x, "metadata", "name"), kmode_str_at(y, "metadata", "name"));
 }
 
 /* Every valid cached trigger, oldest first (the per-service limit goes by age). */
@@ -391,7 +394,7 @@ static json_t **valid_triggers(struct kstate *s, json_t *all, struct manifest_li
 	for (size_t i = 0; i < n; i++) {
 		char err[512];
 
-		if (validate(sorted[i], &m->items[m->n], err, sizeof(err)) == 0)
+		if (kmode_validate(sorted[i], &m->items[m->n], err, sizeof(err)) == 0)
 			objs[m->n++] = sorted[i];
 	}
 	free(sorted);
@@ -453,7 +456,7 @@ static bool object_gone(void *arg, const char *ns, const char *name, const char 
 		if (kube_is_not_found(&r)) {
 			gone = true;
 		} else if (r.http_status == 200) {
-			trigger_id(r.body, cur, sizeof(cur));
+			kmode_trigger_id(r.body, cur, sizeof(cur));
 			gone = strcmp(cur, id) != 0;
 		}
 	}
@@ -463,7 +466,7 @@ static bool object_gone(void *arg, const char *ns, const char *name, const char 
 	return gone;
 }
 
-void sync_pass(struct kstate *s)
+void kmode_sync_pass(struct kstate *s)
 {
 	json_t *all = kube_informer_list(s->triggers), **objs;
 	struct manifest_list m = {0};
@@ -472,7 +475,7 @@ void sync_pass(struct kstate *s)
 	objs = valid_triggers(s, all, &m);
 	if (!objs)
 		goto out;
-	if (may_act(s) && ctl_db_ensure(&s->db) && take_term(s)) {
+	if (kmode_may_act(s) && ctl_db_ensure(&s->db) && take_term(s)) {
 		struct trigger_rows rows;
 		struct triggers_db_fence fence = {
 		    .term = atomic_load(&s->term), .gone = object_gone, .arg = s};
@@ -488,9 +491,9 @@ void sync_pass(struct kstate *s)
 		}
 	}
 	/* never send a set before the table was read: it would clear the agents */
-	if (s->rows_loaded && synced && kube_informer_has_synced(s->pods) && may_act(s)) {
+	if (s->rows_loaded && synced && kube_informer_has_synced(s->pods) && kmode_may_act(s)) {
 		discover_agents(s);
-		for (size_t k = 0; k < s->n_agents && may_act(s); k++) {
+		for (size_t k = 0; k < s->n_agents && kmode_may_act(s); k++) {
 			/* before the set is compared: a new term is a new generation */
 			s->agents[k].set.req.fencing_token = atomic_load(&s->term);
 			build_agent_set(s, &s->agents[k], &m, objs);
