@@ -87,7 +87,7 @@ static int parse_flags(int argc, char **argv, struct agent_config *cfg, bool *pr
 			exit(0);
 		}
 		if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
-			cfg->log_level = LOG_DEBUG;
+			cfg->log_level = TP_LOG_DEBUG;
 			continue;
 		}
 		if (strcmp(arg, "--print-config") == 0) {

@@ -308,7 +308,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	log_set_level(LOG_WARN);
+	log_set_level(TP_LOG_WARN);
 	/* the kernel counts run time while this fd is open, whatever the sysctl says */
 	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (stats_fd < 0) {

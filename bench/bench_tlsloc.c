@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_tlsloc PID [RUNS (1-64)]\n");
 		return 2;
 	}
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	for (int r = 0; r < runs; r++) {
 		int pfd[2], status;
 		double t[2];

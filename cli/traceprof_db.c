@@ -197,7 +197,7 @@ static int parse_args(int argc, char **argv, struct args *a, int *next)
 		return 2;
 	}
 	if (a->verbose)
-		log_set_level(LOG_DEBUG);
+		log_set_level(TP_LOG_DEBUG);
 	a->opts.settings = a->settings;
 	if (a->role && strcmp(a->role, "owner") && strcmp(a->role, "writer") &&
 	    strcmp(a->role, "reader") && strcmp(a->role, "controller") &&

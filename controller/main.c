@@ -245,7 +245,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return 2;
 	}
 	if (a->verbose)
-		log_set_level(LOG_DEBUG);
+		log_set_level(TP_LOG_DEBUG);
 	if (res.next < argc)
 		return bad_usage("unexpected argument '%s'", argv[res.next]);
 	return -1;

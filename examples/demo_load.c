@@ -557,7 +557,7 @@ static int parse_args(int argc, char **argv, struct load_opts *o)
 			o->quiet = true;
 			break;
 		case 'v':
-			log_set_level(LOG_DEBUG);
+			log_set_level(TP_LOG_DEBUG);
 			break;
 		case 'h':
 			usage(stdout);

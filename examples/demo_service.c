@@ -706,7 +706,7 @@ static int parse_args(int argc, char **argv, struct service_opts *o)
 			o->payment = optarg;
 			break;
 		case 'v':
-			log_set_level(LOG_DEBUG);
+			log_set_level(TP_LOG_DEBUG);
 			break;
 		case 'h':
 			usage(stdout);

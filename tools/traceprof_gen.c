@@ -809,7 +809,7 @@ static int parse_args(int argc, char **argv, struct gen_opts *o)
 			o->quiet = true;
 			break;
 		case 'v':
-			log_set_level(LOG_DEBUG);
+			log_set_level(TP_LOG_DEBUG);
 			break;
 		case 'h':
 			usage(stdout);

@@ -84,7 +84,7 @@ struct sampler {
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	log_vmsg(level == LIBBPF_WARN ? LOG_WARN : LOG_DEBUG, fmt, ap);
+	log_vmsg(level == LIBBPF_WARN ? TP_LOG_WARN : TP_LOG_DEBUG, fmt, ap);
 	return 0;
 }
 

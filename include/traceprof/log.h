@@ -10,12 +10,13 @@
 
 #include <stdarg.h>
 
+/* TP_ prefixed: <syslog.h> defines LOG_DEBUG, LOG_INFO and others as macros. */
 enum log_level {
-	LOG_DEBUG = 0, /* developer detail, shown with -v */
-	LOG_INFO,      /* normal progress of a daemon */
-	LOG_WARN,      /* something was dropped or retried */
-	LOG_ERROR,     /* an operation failed */
-	LOG_QUIET,     /* nothing is printed */
+	TP_LOG_DEBUG = 0, /* developer detail, shown with -v */
+	TP_LOG_INFO,	  /* normal progress of a daemon */
+	TP_LOG_WARN,	  /* something was dropped or retried */
+	TP_LOG_ERROR,	  /* an operation failed */
+	TP_LOG_QUIET,	  /* nothing is printed */
 };
 
 void log_set_level(enum log_level level);
@@ -25,9 +26,9 @@ void log_set_prefix(const char *prefix);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level level, const char *fmt, va_list ap);
 
-#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
-#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
-#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
-#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_debug(...) log_msg(TP_LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)  log_msg(TP_LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  log_msg(TP_LOG_WARN, __VA_ARGS__)
+#define log_error(...) log_msg(TP_LOG_ERROR, __VA_ARGS__)
 
 #endif

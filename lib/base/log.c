@@ -7,7 +7,7 @@
 
 #include "traceprof/log.h"
 
-static enum log_level current_level = LOG_INFO;
+static enum log_level current_level = TP_LOG_INFO;
 static const char *current_prefix = "traceprof";
 static const char *const level_names[] = {"debug", "info", "warn", "error", ""};
 
@@ -31,7 +31,7 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 	char line[2048];
 	int n;
 
-	if (level < current_level || level >= LOG_QUIET)
+	if (level < current_level || level >= TP_LOG_QUIET)
 		return;
 	n = snprintf(line, sizeof(line), "%s: %s: ", current_prefix, level_names[level]);
 	if (n < 0 || (size_t)n >= sizeof(line))

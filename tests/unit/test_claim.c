@@ -99,7 +99,7 @@ int main(void)
 	char ci[4200];
 	PGconn *conn;
 
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	if (testdb_create("tp_claim", ci, sizeof(ci)))
 		return 2;
 	conn = testdb_connect(ci);

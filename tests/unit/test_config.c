@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h> /* with traceprof/log.h: their level names must not clash */
 #include <unistd.h>
 
 #include "check.h"
@@ -40,7 +41,7 @@ int main(void)
 	struct agent_config cfg;
 	char err[256], out[16384];
 
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	config_defaults(&cfg);
 	CHECK(cfg.frequency == 19, "default frequency %d", cfg.frequency);
 	CHECK(cfg.window_s == 15, "default window %d", cfg.window_s);
@@ -93,7 +94,7 @@ int main(void)
 	      "cgroup target");
 	CHECK(config_set(&cfg, "target", "some", err, sizeof(err)) == -EINVAL, "bad target");
 	CHECK(config_set(&cfg, "log-level", "warn", err, sizeof(err)) == 0 &&
-		  cfg.log_level == LOG_WARN,
+		  cfg.log_level == TP_LOG_WARN,
 	      "log level");
 	CHECK(!strcmp(cfg.otlp_grpc, "127.0.0.1:4317") &&
 		  !strcmp(cfg.otlp_http, "127.0.0.1:4318") && cfg.otlp_max_bytes == 4u << 20 &&

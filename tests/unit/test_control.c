@@ -569,12 +569,12 @@ static void test_flood(struct triggers *t)
 	fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	dup2(fd, 2);
 	close(fd);
-	log_set_level(LOG_INFO);
+	log_set_level(TP_LOG_INFO);
 	for (int i = 0; i < 1000; i++) {
 		if (status_call(none, err, sizeof(err)) == GRPC_STATUS_UNAUTHENTICATED)
 			refused++;
 	}
-	log_set_level(LOG_ERROR);
+	log_set_level(TP_LOG_ERROR);
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -662,7 +662,7 @@ int main(void)
 	struct triggers *t;
 	char cmd[128];
 
-	log_set_level(LOG_ERROR);
+	log_set_level(TP_LOG_ERROR);
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		return 2;

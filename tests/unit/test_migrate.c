@@ -16,7 +16,7 @@ int main(void)
 	PGconn *conn;
 	int applied = -1;
 
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	CHECK(testdb_create("tp_migrate", ci, sizeof(ci)) == 0, "fresh database migrated");
 	conn = testdb_connect(ci);
 	CHECK(migrate_current_version(conn) == migrate_latest_version(), "at latest version %d",

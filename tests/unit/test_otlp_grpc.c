@@ -226,7 +226,7 @@ int main(void)
 	PGconn *conn;
 	int fd;
 
-	log_set_level(LOG_WARN);
+	log_set_level(TP_LOG_WARN);
 	if (testdb_create("tp_otlp_grpc", ci, sizeof(ci)) != 0) {
 		fprintf(stderr, "cannot create the test database\n");
 		return 1;

@@ -59,7 +59,7 @@ int main(void)
 	const char *settings[] = {"work_mem=8MB", NULL};
 	FILE *f;
 
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	if (!mkdtemp(tmpl))
 		return 2;
 	/* The server user must reach it: a 0700 parent is refused with a message. */

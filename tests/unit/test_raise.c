@@ -281,14 +281,14 @@ static void test_raise(void)
 		check_base_only(w, i, "raised off");
 
 	/* bad input changes nothing */
-	log_set_level(LOG_QUIET); /* the errors it logs are expected */
+	log_set_level(TP_LOG_QUIET); /* the errors it logs are expected */
 	CHECK(sampler_set_raised(s, BASE_HZ - 1) == -EINVAL, "raised below the base rate refused");
 	CHECK(sampler_set_raised(s, SAMPLER_MAX_HZ + 1) == -EINVAL, "raised above the max refused");
 	for (int i = 0; i <= TP_MAX_RAISED_TARGETS; i++)
 		many[i] = i + 1;
 	CHECK(sampler_set_raised_targets(s, many, TP_MAX_RAISED_TARGETS + 1) == -ENOSPC,
 	      "too many raised targets refused");
-	log_set_level(LOG_WARN);
+	log_set_level(TP_LOG_WARN);
 	CHECK(sampler_set_raised_targets(s, (uint32_t[]){0}, 1) == -EINVAL, "tgid 0 refused");
 	CHECK(sampler_raised_hz(s) == 0, "still off");
 
@@ -350,7 +350,7 @@ int main(void)
 		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
 		return 77;
 	}
-	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARN);
+	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? TP_LOG_DEBUG : TP_LOG_WARN);
 	test_raise();
 	return check_done();
 }

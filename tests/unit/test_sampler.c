@@ -547,9 +547,9 @@ static void test_sdk_uprobe(void)
 	s = open_sampler(TP_FILTER_PIDS);
 	if (!s)
 		return;
-	log_set_level(LOG_QUIET); /* the error it logs is expected */
+	log_set_level(TP_LOG_QUIET); /* the error it logs is expected */
 	CHECK(sampler_attach_sdk_uprobe(s, "/bin/true", -1) == -ENOENT, "no function in /bin/true");
-	log_set_level(LOG_WARN);
+	log_set_level(TP_LOG_WARN);
 	pid = spawn(child_sdk);
 	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "uprobe attached");
 	CHECK(sampler_attach_sdk_uprobe(s, TP_SDK_SO, pid) == 0, "attaching again is a no-op");
@@ -1085,7 +1085,7 @@ int main(void)
 		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
 		return 77;
 	}
-	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? LOG_DEBUG : LOG_WARN);
+	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? TP_LOG_DEBUG : TP_LOG_WARN);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (ctl == MAP_FAILED)
 		return 1;

@@ -544,7 +544,7 @@ int main(void)
 	struct pgcluster_opts po = {.fast = true};
 	char ci[4200];
 
-	log_set_level(getenv("TEST_VERBOSE") ? LOG_DEBUG : LOG_QUIET);
+	log_set_level(getenv("TEST_VERBOSE") ? TP_LOG_DEBUG : TP_LOG_QUIET);
 	agg = agg_new(&(struct agg_opts){.window_us = SEC});
 	if (!agg)
 		return 2;

@@ -561,7 +561,7 @@ int main(void)
 {
 	char tmpl[] = "/tmp/tp-spool-XXXXXX";
 
-	log_set_level(getenv("TEST_VERBOSE") ? LOG_DEBUG : LOG_QUIET);
+	log_set_level(getenv("TEST_VERBOSE") ? TP_LOG_DEBUG : TP_LOG_QUIET);
 	if (!mkdtemp(tmpl))
 		return 2;
 	snprintf(dir, sizeof(dir), "%s/spool", tmpl);

@@ -55,10 +55,10 @@ static struct store *open_capturing(const char *ci, const struct store_opts *opt
 
 	fflush(stderr);
 	dup2(fileno(tmp), STDERR_FILENO);
-	log_set_level(LOG_INFO);
+	log_set_level(TP_LOG_INFO);
 	st = store_open(ci, opts);
 	e = errno;
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	fflush(stderr);
 	dup2(saved, STDERR_FILENO);
 	close(saved);
@@ -777,7 +777,7 @@ static void test_password(void)
 
 int main(void)
 {
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	test_round_trip();
 	test_dictionary();
 	test_invalid();

@@ -403,7 +403,7 @@ static void test_lost_commit(void)
 
 int main(void)
 {
-	log_set_level(LOG_QUIET);
+	log_set_level(TP_LOG_QUIET);
 	test_round_trip();
 	test_invalid();
 	test_bounds_and_partitions();

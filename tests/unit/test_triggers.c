@@ -715,7 +715,7 @@ static void test_claims(void)
 
 int main(void)
 {
-	log_set_level(LOG_WARN);
+	log_set_level(TP_LOG_WARN);
 	test_patterns();
 	test_validation();
 	test_targets_and_idempotency();
