@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "sdk_internal.h"
+#include "span_queue.h"
 #include "traceprof/sdk.h"
 
 #define DEFAULT_ENDPOINT    "http://127.0.0.1:4318/v1/traces"
@@ -46,88 +47,13 @@
 #define MAX_QUEUE	    (1u << 20)
 #define MIN_QUEUE	    8
 
-#define likely(x)   __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-/*
- * Names: each distinct (method, route) pair, as cut to TP_SPAN_METHOD_SIZE
- * and TP_SPAN_ROUTE_SIZE, gets an entry in a table that lives as long as
- * the process, and a span carries the entry's index. Routes are templates
- * (OpenTelemetry's http.route), so a service has tens of pairs; the table
- * holds NAMES_CAP. An entry is claimed with a compare-and-swap (free ->
- * busy), written, and published (busy -> ready, release); it never changes
- * again, so the exporter reads it without a lock. Two threads adding the
- * same pair at once may make two entries for it: harmless. Each thread
- * remembers the entries of its last few (method, route) pointers, checked
- * against the strings every time (a caller's buffer may hold another name
- * the next time). A pair that finds no entry within NAMES_PROBE slots (the
- * table is full) is sent in full, in WIDE_EXTRA more slots after the span.
- */
-#define NAMES_CAP   1024 /* a power of two */
-#define NAMES_PROBE 16
-#define NAME_WIDE   0xffff /* the names follow the span in WIDE_EXTRA slots */
-#define WIDE_EXTRA  3
-#define NAME_CACHE  4 /* per thread, a power of two */
-#define NAME_FREE   0
-#define NAME_BUSY   1
-#define NAME_READY  2
-
-struct name_entry {
-	_Atomic uint32_t state;		  /* NAME_FREE, NAME_BUSY, NAME_READY */
-	uint32_t hash;			  /* of the cut strings */
-	char method[TP_SPAN_METHOD_SIZE]; /* NUL-terminated */
-	char route[TP_SPAN_ROUTE_SIZE];	  /* NUL-terminated */
-};
-
-static struct name_entry names[NAMES_CAP];
+/* The span names table (span_queue.h); name_id below fills it. */
+struct name_entry tp_span_names[NAMES_CAP];
 
 static __thread struct {
 	const char *method, *route; /* the caller's pointers */
-	uint32_t id;		    /* names[] index + 1; 0: empty */
+	uint32_t id;		    /* tp_span_names[] index + 1; 0: empty */
 } name_cache[NAME_CACHE];
-
-/*
- * One queue slot, one cache line: seq says whose turn it is (see
- * queue_claim); the span, its names by index. A producer filling one never
- * shares a line with the exporter reading its neighbour.
- */
-struct slot {
-	_Alignas(64) _Atomic uint64_t seq; /* pos + 1: the span of pos is in the slot */
-	uint8_t trace_id[16];		   /* the trace */
-	uint8_t span_id[8];		   /* this span */
-	uint8_t parent_span_id[8];	   /* zero for a root span */
-	int64_t start_unix_ns;		   /* wall-clock start */
-	int64_t end_unix_ns;		   /* start + the CLOCK_MONOTONIC duration */
-	int32_t status_code;		   /* HTTP status; 0 unknown */
-	uint16_t name;			   /* names[] index, or NAME_WIDE */
-	uint8_t trace_flags;		   /* W3C trace flags */
-};
-_Static_assert(sizeof(struct slot) == 64, "a slot is one cache line");
-
-/* The names of a NAME_WIDE span, in the payload of the WIDE_EXTRA slots after it. */
-struct wide_names {
-	char method[TP_SPAN_METHOD_SIZE];
-	char route[TP_SPAN_ROUTE_SIZE];
-};
-#define WIDE_CHUNK (sizeof(struct slot) - sizeof(uint64_t)) /* payload bytes per extra slot */
-_Static_assert(WIDE_EXTRA *WIDE_CHUNK >= sizeof(struct wide_names), "room for the names");
-
-/* The bounded MPSC ring. */
-struct queue {
-	uint32_t cap;			    /* slots, a power of two */
-	uint32_t mask;			    /* cap - 1: a position's slot without a division */
-	struct slot *slots;		    /* cap slots, owned */
-	_Alignas(64) _Atomic uint64_t head; /* next position to claim (producers) */
-	_Alignas(64) _Atomic uint64_t tail; /* next position to read (the exporter) */
-	/*
-	 * A recent tail, on a line producers only read: a slot is free when
-	 * its position is less than tail_hint + cap. A producer that finds the
-	 * queue full by the hint reads tail and refreshes the hint (about once
-	 * per lap), so producers never load a slot's line or the tail line
-	 * that the exporter writes.
-	 */
-	_Alignas(64) _Atomic uint64_t tail_hint;
-};
 
 /* The exporter thread's state; written under ctl_lock by start and stop. */
 struct exporter {
@@ -364,123 +290,6 @@ static inline int64_t clock_offset(int64_t mono)
 	return atomic_load_explicit(&rp.rt_offset_ns, memory_order_relaxed);
 }
 
-/* ---- the queue ---- */
-
-static void queue_reset(struct queue *q)
-{
-	for (uint32_t i = 0; i < q->cap; i++)
-		atomic_store_explicit(&q->slots[i].seq, 0, memory_order_relaxed);
-	atomic_store(&q->head, 0);
-	atomic_store(&q->tail, 0);
-	atomic_store(&q->tail_hint, 0);
-}
-
-static struct queue *queue_new(uint32_t cap)
-{
-	struct queue *q = aligned_alloc(64, sizeof(*q));
-
-	if (!q)
-		return NULL;
-	memset(q, 0, sizeof(*q));
-	q->cap = cap;
-	q->mask = cap - 1;
-	q->slots = aligned_alloc(_Alignof(struct slot), (size_t)cap * sizeof(*q->slots));
-	if (!q->slots) {
-		free(q);
-		return NULL;
-	}
-	memset(q->slots, 0, (size_t)cap * sizeof(*q->slots));
-	queue_reset(q);
-	return q;
-}
-
-/*
- * Claims n consecutive positions for a producer (1, or 1 + WIDE_EXTRA):
- * the first one's slot, or NULL when full. The slots are free because the
- * exporter has taken position pos + n - 1 - cap: the hint (or tail) read
- * with acquire says so. Nothing of the slot is read, so filling it costs
- * stores only, which do not wait for the line to arrive.
- */
-static inline struct slot *queue_claim(struct queue *q, uint32_t n, uint64_t *pos_out)
-{
-	uint64_t pos = atomic_load_explicit(&q->head, memory_order_relaxed);
-
-	for (;;) {
-		uint64_t hint = atomic_load_explicit(&q->tail_hint, memory_order_acquire);
-
-		/* signed: a stale pos may be behind the hint; the exchange then fails */
-		if (unlikely((int64_t)(pos + n - 1 - hint) >= (int64_t)q->cap)) {
-			uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
-
-			if ((int64_t)(pos + n - 1 - t) >= (int64_t)q->cap) {
-				if (atomic_load_explicit(&q->head, memory_order_relaxed) == pos)
-					return NULL; /* the slot of pos - cap is still unread */
-				pos = atomic_load_explicit(&q->head, memory_order_relaxed);
-				continue;
-			}
-			/* concurrent producers may store an older tail: still a safe bound */
-			atomic_store_explicit(&q->tail_hint, t, memory_order_release);
-		}
-		if (atomic_compare_exchange_weak_explicit(
-			&q->head, &pos, pos + n, memory_order_relaxed, memory_order_relaxed)) {
-			*pos_out = pos;
-			return &q->slots[pos & q->mask];
-		}
-	}
-}
-
-/*
- * Takes the oldest span into *out (the exporter only); false when none is
- * ready. Its names come from the table (published before the span, whose
- * seq was read with acquire) or from the slots after it.
- */
-static bool queue_pop(struct queue *q, struct tp_span_rec *out)
-{
-	uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed), next = pos + 1;
-	const struct slot *s = &q->slots[pos & q->mask];
-
-	if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
-		return false;
-	memcpy(out->trace_id, s->trace_id, 16);
-	memcpy(out->span_id, s->span_id, 8);
-	memcpy(out->parent_span_id, s->parent_span_id, 8);
-	out->trace_flags = s->trace_flags;
-	out->start_unix_ns = s->start_unix_ns;
-	out->end_unix_ns = s->end_unix_ns;
-	out->status_code = s->status_code;
-	if (likely(s->name < NAMES_CAP)) {
-		memcpy(out->method, names[s->name].method, sizeof(out->method));
-		memcpy(out->route, names[s->name].route, sizeof(out->route));
-	} else {
-		struct wide_names w;
-
-		for (size_t k = 0; k < WIDE_EXTRA; k++) {
-			size_t off = k * WIDE_CHUNK, len = sizeof(w) - off;
-
-			if (off >= sizeof(w))
-				break;
-			memcpy((char *)&w + off,
-			       (const char *)&q->slots[(pos + 1 + k) & q->mask] + 8,
-			       len < WIDE_CHUNK ? len : WIDE_CHUNK);
-		}
-		memcpy(out->method, w.method, sizeof(out->method));
-		memcpy(out->route, w.route, sizeof(out->route));
-		out->method[sizeof(out->method) - 1] = out->route[sizeof(out->route) - 1] = '\0';
-		next = pos + 1 + WIDE_EXTRA;
-	}
-	/* release: the copy is done before a producer, seeing tail, reuses the slots */
-	atomic_store_explicit(&q->tail, next, memory_order_release);
-	return true;
-}
-
-static uint64_t queue_len(struct queue *q)
-{
-	uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
-	uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
-
-	return h > t ? h - t : 0;
-}
-
 /* ---- request path ---- */
 
 /*
@@ -578,7 +387,7 @@ static __attribute__((noinline)) uint32_t name_intern(const char *method, const 
 
 	for (uint32_t k = 0; k < NAMES_PROBE; k++) {
 		uint32_t i = (h + k) & (NAMES_CAP - 1), st = NAME_FREE;
-		struct name_entry *e = &names[i];
+		struct name_entry *e = &tp_span_names[i];
 
 		if (atomic_compare_exchange_strong_explicit(
 			&e->state, &st, NAME_BUSY, memory_order_acquire, memory_order_acquire)) {
@@ -595,14 +404,14 @@ static __attribute__((noinline)) uint32_t name_intern(const char *method, const 
 	return NAME_WIDE;
 }
 
-/* The names[] index of (method, route), or NAME_WIDE. */
+/* The tp_span_names[] index of (method, route), or NAME_WIDE. */
 static inline uint32_t name_id(const char *method, const char *route)
 {
 	uint32_t c = (uint32_t)((uintptr_t)route >> 4) & (NAME_CACHE - 1), id;
 
 	if (likely(name_cache[c].method == method && name_cache[c].route == route &&
 		   name_cache[c].id) &&
-	    likely(name_is(&names[name_cache[c].id - 1], method, route)))
+	    likely(name_is(&tp_span_names[name_cache[c].id - 1], method, route)))
 		return name_cache[c].id - 1;
 	id = name_intern(method, route);
 	if (id != NAME_WIDE) {
@@ -705,7 +514,7 @@ static size_t export_batch(struct exporter *e, struct queue *q, int64_t deadline
 	int64_t left = deadline - mono_ms();
 	int timeout = (int)e->opts.timeout_ms, rc;
 
-	while (n < e->opts.batch_spans && queue_pop(q, &e->batch[n]))
+	while (n < e->opts.batch_spans && tp_span_queue_pop(q, &e->batch[n]))
 		n++;
 	if (!n)
 		return 0;
@@ -780,7 +589,7 @@ static void *exporter_main(void *arg)
 	if (queue_len(q)) {
 		struct tp_span_rec r;
 
-		while (queue_pop(q, &r))
+		while (tp_span_queue_pop(q, &r))
 			atomic_fetch_add(&st_error, 1);
 		return (void *)(intptr_t)-ETIMEDOUT;
 	}
@@ -845,7 +654,7 @@ static void after_fork_child(void)
 		atomic_store(&rp.autostart, true); /* again, with the parent's settings */
 	}
 	if (q)
-		queue_reset(q); /* the parent's spans are the parent's to export */
+		tp_span_queue_reset(q); /* the parent's spans are the parent's to export */
 	atomic_store(&st_prod.ended_before, 0);
 	atomic_store(&st_prod.wide_positions, 0);
 	atomic_store(&st_exported, 0);
@@ -903,7 +712,7 @@ static int start_locked(const struct tp_sdk_export_opts *o, const struct tp_endp
 		/* a previous queue stays allocated: a thread may still be using it */
 		struct queue *old_q = q;
 
-		q = queue_new(o->queue_spans);
+		q = tp_span_queue_new(o->queue_spans);
 		if (!q) {
 			err = -ENOMEM;
 			goto out_free;
