@@ -10,6 +10,12 @@
 
 /* The library is built with hidden visibility; the API is marked with this. */
 #define TP_SDK_EXPORT __attribute__((visibility("default")))
+/*
+ * What one source file defines and another uses: hidden like the rest, said
+ * on the declaration too, so that code reaches shared data directly rather
+ * than through the GOT.
+ */
+#define TP_SDK_HIDDEN __attribute__((visibility("hidden")))
 
 /*
  * Number of registered attribute keys (process_ctx.c writes it under its
