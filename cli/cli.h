@@ -200,11 +200,7 @@ void help_trigger(FILE *f);
 	 .help = "write to FILE instead of standard output"},                                      \
 	    CLI_OPT_HELP(T)
 /* -h/--help alone (a command whose -o is not an output file). */
-#define CLI_OPT_HELP(T)                                                                            \
-	{                                                                                          \
-		.name = "help", .short_name = 'h', .type = TP_OPT_FLAG,                            \
-		.offset = CLI_OFF(T, help), .flags = TP_OPT_STOP, .help = "this help"              \
-	}
+#define CLI_OPT_HELP(T) TP_OPT_HELP_ROW(CLI_OFF(T, help))
 /* Width of the flag column of --help. */
 #define CLI_HELP_WIDTH 20
 
@@ -228,5 +224,12 @@ int cli_opt_nonempty(void *obj, const struct tp_option *o, const char *v, char *
  */
 int cli_parse_args(const char *cmd, const struct tp_option *opts, size_t n, void *args, int argc,
 		   char **argv, void (*help)(FILE *), int *next);
+/*
+ * cli_parse_args for a command of one service and no arguments: also
+ * refuses an argument left over and a missing or empty --service (*service,
+ * read after parsing). -1 to go on, or the exit code.
+ */
+int cli_parse_service_args(const char *cmd, const struct tp_option *opts, size_t n, void *args,
+			   int argc, char **argv, void (*help)(FILE *), const char *const *service);
 
 #endif

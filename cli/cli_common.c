@@ -565,3 +565,17 @@ int cli_parse_args(const char *cmd, const struct tp_option *opts, size_t n, void
 		return cli_bad_option(cmd, argv, res.ch, res.optopt);
 	}
 }
+
+int cli_parse_service_args(const char *cmd, const struct tp_option *opts, size_t n, void *args,
+			   int argc, char **argv, void (*help)(FILE *), const char *const *service)
+{
+	int next, rc = cli_parse_args(cmd, opts, n, args, argc, argv, help, &next);
+
+	if (rc >= 0)
+		return rc;
+	if (next < argc)
+		return cli_usage_error(cmd, "unexpected argument '%s'", argv[next]);
+	if (!*service || !**service)
+		return cli_usage_error(cmd, "needs --service S");
+	return -1;
+}

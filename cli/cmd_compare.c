@@ -86,16 +86,11 @@ void help_compare(FILE *f)
 /* The command line into a and range: -1 to go on, or the exit code. */
 static int parse_compare(int argc, char **argv, struct compare_args *a, struct cli_range *range)
 {
-	int next, rc;
+	int rc = cli_parse_service_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv,
+					help_compare, &a->service);
 
-	rc = cli_parse_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv, help_compare,
-			    &next);
 	if (rc >= 0)
 		return rc;
-	if (next < argc)
-		return cli_usage_error(CMD, "unexpected argument '%s'", argv[next]);
-	if (!a->service || !*a->service)
-		return cli_usage_error(CMD, "needs --service S");
 	if (!a->ea || !a->eb)
 		return cli_usage_error(CMD,
 				       "needs --cohort-a EXPR and --cohort-b EXPR, e.g. "

@@ -67,16 +67,11 @@ void help_traces(FILE *f)
 /* The command line into a and range: -1 to go on, or the exit code. */
 static int parse_traces(int argc, char **argv, struct traces_args *a, struct cli_range *range)
 {
-	int next, rc;
+	int rc = cli_parse_service_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv,
+					help_traces, &a->service);
 
-	rc =
-	    cli_parse_args(CMD, options, TP_OPTS_COUNT(options), a, argc, argv, help_traces, &next);
 	if (rc >= 0)
 		return rc;
-	if (next < argc)
-		return cli_usage_error(CMD, "unexpected argument '%s'", argv[next]);
-	if (!a->service || !*a->service)
-		return cli_usage_error(CMD, "needs --service S");
 	if (cli_range_parse(a->rf.since, a->rf.from, a->rf.until, range))
 		return CLI_USAGE;
 	return -1;

@@ -93,17 +93,8 @@ static const struct tp_option options[] = {
      .arg = "ROLE",
      .help = "(create, conninfo) owner (default: migrations), writer (agent),\nreader "
 	     "(traceprof, psql), controller, or admin (superuser)"},
-    {.name = "verbose",
-     .short_name = 'v',
-     .type = TP_OPT_FLAG,
-     .offset = ARG(verbose),
-     .help = "debug output"},
-    {.name = "help",
-     .short_name = 'h',
-     .type = TP_OPT_FLAG,
-     .offset = ARG(help),
-     .flags = TP_OPT_STOP,
-     .help = "this help"},
+    TP_OPT_VERBOSE_ROW(ARG(verbose)),
+    TP_OPT_HELP_ROW(ARG(help)),
 };
 
 static void usage(FILE *out)

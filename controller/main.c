@@ -166,17 +166,8 @@ static const struct tp_option options[] = {
     MS("interval", cfg.interval_ms, "D", 1e5, 3600e6,
        "--interval '%s' is not a duration between 100ms and 1h",
        "database and agents pass period, e.g. 1s, 500ms\n(default 1s)"),
-    {.name = "verbose",
-     .short_name = 'v',
-     .type = TP_OPT_FLAG,
-     .offset = ARG(verbose),
-     .help = "debug output"},
-    {.name = "help",
-     .short_name = 'h',
-     .type = TP_OPT_FLAG,
-     .offset = ARG(help),
-     .flags = TP_OPT_STOP,
-     .help = "this help"},
+    TP_OPT_VERBOSE_ROW(ARG(verbose)),
+    TP_OPT_HELP_ROW(ARG(help)),
 };
 
 static void usage(FILE *out)

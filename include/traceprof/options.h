@@ -90,6 +90,18 @@ struct tp_option {
 #define TP_OPT_STRFIELD(type, member)                                                              \
 	.offset = offsetof(type, member), .size = sizeof(((type *)0)->member)
 
+/* The -v/--verbose and -h/--help rows of every program: bool fields at off. */
+#define TP_OPT_VERBOSE_ROW(off)                                                                    \
+	{                                                                                          \
+		.name = "verbose", .short_name = 'v', .type = TP_OPT_FLAG, .offset = (off),        \
+		.help = "debug output"                                                             \
+	}
+#define TP_OPT_HELP_ROW(off)                                                                       \
+	{                                                                                          \
+		.name = "help", .short_name = 'h', .type = TP_OPT_FLAG, .offset = (off),           \
+		.flags = TP_OPT_STOP, .help = "this help"                                          \
+	}
+
 /* The row named name (long name), or NULL. */
 const struct tp_option *tp_opts_find(const struct tp_option *opts, size_t n, const char *name);
 
