@@ -44,7 +44,7 @@ LANGUAGE sql STABLE AS $$
     ), fn AS (
         SELECT l.function_id, l.label
           FROM traceprof._frame_labels(NULL,
-                   ARRAY(SELECT x.function_id
+                   ARRAY(SELECT DISTINCT x.function_id
                            FROM st CROSS JOIN LATERAL unnest(st.function_ids) AS x(function_id))) l
     )
     SELECT st.stack_id, string_agg(coalesce(fn.label, '[unknown]'), ';' ORDER BY x.ord)
