@@ -2,6 +2,7 @@
  * cmd_profile.c - `traceprof profile --service S`: the continuous profile of
  * a service over a time range (stackset_read_service), with the builds it
  * spans (traceprof.service_builds) when a redeployment falls in the range.
+ * Folded stacks are the SQL API's service_folded_text as it is.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -109,6 +110,65 @@ static void folded_builds_note(const char *service, PGresult *builds)
 	}
 }
 
+/* The builds the range spans (service_builds), or NULL with *rc set. */
+static PGresult *read_builds(struct cli_db *db, const char *service, const struct cli_range *range,
+			     int *rc)
+{
+	char fa[64], fb[64];
+	const char *params[3] = {service, cli_time_sql(range->from_us, fa, sizeof(fa)),
+				 cli_time_sql(range->until_us, fb, sizeof(fb))};
+
+	return cli_query(db,
+			 "SELECT CASE WHEN build_id = '' THEN '(unknown build)' ELSE "
+			 "build_id END, to_char(first_bucket, 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+			 "to_char(last_bucket, 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), samples "
+			 "FROM traceprof.service_builds($1, $2::timestamptz, $3::timestamptz)",
+			 3, params, rc);
+}
+
+/* Says there is nothing in [a, b) (or no such service); exit 1. */
+static int no_samples(struct cli_db *db, const char *service, const char *a, const char *b)
+{
+	if (!cli_unknown_service(db, service))
+		cli_error("no samples of service '%s' in %s between %s and %s", service, db->where,
+			  a, b);
+	return CLI_NO_DATA;
+}
+
+/* --format folded: service_folded_text, one query, written as it comes (SQL
+ * folds; the command does not), the builds note on standard error first.
+ * Exit 1 when the range has no samples. */
+static int profile_folded(struct cli_db *db, const char *service, const struct cli_range *range,
+			  const char *path)
+{
+	char fa[64], fb[64], a[64], b[64];
+	const char *params[3] = {service, cli_time_sql(range->from_us, fa, sizeof(fa)),
+				 cli_time_sql(range->until_us, fb, sizeof(fb))};
+	PGresult *builds = NULL, *res;
+	FILE *out;
+	int rc;
+
+	res = cli_query(
+	    db, "SELECT traceprof.service_folded_text($1, $2::timestamptz, $3::timestamptz)", 3,
+	    params, &rc);
+	if (!res)
+		return rc;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+		rc = no_samples(db, service, cli_time_rfc3339(range->from_us, a, sizeof(a)),
+				cli_time_rfc3339(range->until_us, b, sizeof(b)));
+	else if ((builds = read_builds(db, service, range, &rc))) {
+		folded_builds_note(service, builds);
+		if (!(out = cli_open_output(path)))
+			rc = CLI_IO;
+		else
+			rc = render_close(out, path, render_folded_text(out, PQgetvalue(res, 0, 0)),
+					  false);
+	}
+	PQclear(builds);
+	PQclear(res);
+	return rc;
+}
+
 int cmd_profile(int argc, char **argv)
 {
 	struct profile_args args = {.c = {.format = CLI_FMT_TEXT},
@@ -134,6 +194,10 @@ int cmd_profile(int argc, char **argv)
 	rc = cli_connect(c.conninfo, &db);
 	if (rc)
 		return rc;
+	if (c.format == CLI_FMT_FOLDED) {
+		rc = profile_folded(&db, service, &range, c.output);
+		goto out;
+	}
 	rc = stackset_read_service(db.conn, service, range.from_us, range.until_us, &set, err,
 				   sizeof(err));
 	if (rc) {
@@ -144,27 +208,12 @@ int cmd_profile(int argc, char **argv)
 	cli_time_rfc3339(range.from_us, a, sizeof(a));
 	cli_time_rfc3339(range.until_us, b, sizeof(b));
 	if (set->nrows == 0) {
-		if (!cli_unknown_service(&db, service))
-			cli_error("no samples of service '%s' in %s between %s and %s", service,
-				  db.where, a, b);
-		rc = CLI_NO_DATA;
+		rc = no_samples(&db, service, a, b);
 		goto out;
 	}
-	{
-		char fa[64], fb[64];
-		const char *params[3] = {service, cli_time_sql(range.from_us, fa, sizeof(fa)),
-					 cli_time_sql(range.until_us, fb, sizeof(fb))};
-
-		builds = cli_query(
-		    &db,
-		    "SELECT CASE WHEN build_id = '' THEN '(unknown build)' ELSE "
-		    "build_id END, to_char(first_bucket, 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
-		    "to_char(last_bucket, 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), samples "
-		    "FROM traceprof.service_builds($1, $2::timestamptz, $3::timestamptz)",
-		    3, params, &rc);
-		if (!builds)
-			goto out;
-	}
+	builds = read_builds(&db, service, &range, &rc);
+	if (!builds)
+		goto out;
 	nb = PQntuples(builds);
 	out = cli_open_output(c.output);
 	if (!out) {
@@ -175,10 +224,6 @@ int cmd_profile(int argc, char **argv)
 	case CLI_FMT_TEXT:
 		text_builds(out, service, a, b, builds);
 		rc = render_text(out, set, &ro);
-		break;
-	case CLI_FMT_FOLDED:
-		folded_builds_note(service, builds);
-		rc = render_folded(out, set, false);
 		break;
 	case CLI_FMT_JSON:
 		fputs("{\"service\": ", out);

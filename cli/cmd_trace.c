@@ -1,7 +1,8 @@
 /*
  * cmd_trace.c - `traceprof trace-profile TRACE_ID`: the profile of one
  * request across its services (stackset_read_trace), as a text report,
- * folded stacks or JSON. Formats are one switch: a new one is one case.
+ * JSON, an SVG flame graph or pprof; folded stacks are the SQL API's
+ * trace_folded_text as it is. Formats are one switch: a new one is one case.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -110,6 +111,28 @@ static int no_samples(struct cli_db *db, const char *trace_id, const char *servi
 	return CLI_NO_DATA;
 }
 
+/* --format folded: trace_folded_text, one query, written as it comes (SQL
+ * folds; the command does not). Exit 1 when the trace has no samples. */
+static int trace_folded(struct cli_db *db, const char *trace_id, const char *service,
+			const char *path)
+{
+	const char *params[2] = {trace_id, service};
+	FILE *out;
+	int rc;
+	PGresult *res = cli_query(db, "SELECT traceprof.trace_folded_text($1, $2)", 2, params, &rc);
+
+	if (!res)
+		return rc;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+		rc = no_samples(db, trace_id, service);
+	else if (!(out = cli_open_output(path)))
+		rc = CLI_IO;
+	else
+		rc = render_close(out, path, render_folded_text(out, PQgetvalue(res, 0, 0)), false);
+	PQclear(res);
+	return rc;
+}
+
 /* The command line into a and the trace id: -1 to go on, or the exit code. */
 static int parse_trace(int argc, char **argv, struct trace_args *a, const char **trace_id)
 {
@@ -155,6 +178,10 @@ int cmd_trace_profile(int argc, char **argv)
 	rc = cli_connect(args.c.conninfo, &db);
 	if (rc)
 		return rc;
+	if (args.c.format == CLI_FMT_FOLDED) {
+		rc = trace_folded(&db, trace_id, service, args.c.output);
+		goto out;
+	}
 	rc = stackset_read_trace(db.conn, trace_id, service, &set, err, sizeof(err));
 	if (rc) {
 		cli_error("%s", err);
@@ -175,9 +202,6 @@ int cmd_trace_profile(int argc, char **argv)
 		fprintf(out, "trace %s%s%s\n\n", trace_id, service ? ", service " : "",
 			service ? service : "");
 		rc = render_text(out, set, &args.ro);
-		break;
-	case CLI_FMT_FOLDED:
-		rc = render_folded(out, set, service == NULL);
 		break;
 	case CLI_FMT_JSON:
 		fprintf(out, "{\"trace_id\": \"%s\", \"service\": ", trace_id);

@@ -1,5 +1,6 @@
 /*
- * render.c - text, folded and JSON renderings of a struct tp_stackset.
+ * render.c - text and JSON renderings of a struct tp_stackset, and the
+ * SQL API's folded text written out (the command does not fold).
  *
  * Per service the rows become a call tree (frames merged by their display
  * name along the path, as the SQL API's flame graph does) and a function
@@ -343,74 +344,11 @@ int render_text(FILE *f, const struct tp_stackset *set, const struct render_opts
 
 /* Folded ---------------------------------------------------------------- */
 
-struct folded_line {
-	char *stack;
-	int64_t us;
-};
-
-static int cmp_folded(const void *a, const void *b)
+int render_folded_text(FILE *f, const char *text)
 {
-	return strcmp(((const struct folded_line *)a)->stack,
-		      ((const struct folded_line *)b)->stack);
-}
-
-/* A service name as a frame label (as _frame_label). */
-static void put_label(FILE *m, const char *s)
-{
-	if (!*s) {
-		fputs("[unknown]", m);
-		return;
-	}
-	for (; *s; s++)
-		fputc(*s == ';' ? ':' : (*s == '\n' || *s == '\r' || *s == '\x01') ? ' ' : *s, m);
-}
-
-int render_folded(FILE *f, const struct tp_stackset *s, bool service_root)
-{
-	struct folded_line *l = calloc(s->nrows + 1, sizeof(*l));
-	size_t n = 0;
-	int rc = 0;
-
-	if (!l)
-		return -ENOMEM;
-	for (size_t i = 0; i < s->nrows; i++) {
-		const struct tp_stack_row *r = &s->rows[i];
-		size_t len = 0;
-		FILE *m = open_memstream(&l[n].stack, &len);
-
-		if (!m) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		if (service_root) {
-			put_label(m, r->service);
-			fputc(';', m);
-		}
-		for (uint32_t d = 0; d < r->depth; d++)
-			fprintf(m, "%s%s", d ? ";" : "", s->frames[r->frames[d]].function);
-		if (fclose(m) || !l[n].stack) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		l[n++].us = r->cpu_us;
-	}
-	qsort(l, n, sizeof(*l), cmp_folded);
-	for (size_t i = 0; i < n;) {
-		size_t j = i + 1;
-		int64_t us = l[i].us;
-
-		while (j < n && strcmp(l[j].stack, l[i].stack) == 0)
-			us += l[j++].us;
-		fprintf(f, "%s %lld\n", l[i].stack, (long long)us);
-		i = j;
-	}
-	if (ferror(f))
-		rc = -EIO;
-out:
-	for (size_t i = 0; i < s->nrows; i++)
-		free(l[i].stack);
-	free(l);
-	return rc;
+	fputs(text, f);
+	fputc('\n', f);
+	return ferror(f) ? -EIO : 0;
 }
 
 /* JSON ------------------------------------------------------------------ */

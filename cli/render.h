@@ -1,7 +1,8 @@
 /*
  * render.h - the outputs of `traceprof` drawn from a struct tp_stackset:
  * the text report (per service: hotspots, then the call tree with CPU time
- * and percentages), folded stacks for flamegraph.pl, and the JSON tree.
+ * and percentages) and the JSON tree; and the SQL API's folded text for
+ * flamegraph.pl, written as it is.
  * Renderers only read the set; other formats (SVG, pprof) are further
  * renderers of the same set, one case each in the commands' format switch.
  */
@@ -39,10 +40,11 @@ int render_opt_min_pct(void *obj, const struct tp_option *o, const char *v, char
  * call tree. Returns 0 or -errno. */
 int render_text(FILE *f, const struct tp_stackset *set, const struct render_opts *opts);
 
-/* Folded stacks, "root;...;leaf N" per line, N in whole microseconds of
- * CPU, lines in byte order; service_root: each stack starts with its
- * service (as trace_folded with no service). */
-int render_folded(FILE *f, const struct tp_stackset *set, bool service_root);
+/* Folded stacks as the SQL API's folded text gives them (trace_folded_text,
+ * service_folded_text: "root;...;leaf N" lines, N in whole microseconds of
+ * CPU, in byte order), written as they are with a final newline: SQL folds,
+ * the command only prints. Returns 0 or -EIO. */
+int render_folded_text(FILE *f, const char *text);
 
 /* The JSON array of services (docs/cli.md, "JSON"): each with cpu_ms,
  * samples, hotspots and the full call tree. Keys in a fixed order. */

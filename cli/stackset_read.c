@@ -1,9 +1,11 @@
 /*
  * stackset_read.c - the store -> struct tp_stackset reader (stackset_read.h).
  *
- * Three queries per set: the weighted stacks (trace_stacks, service_stacks
+ * Four queries per set: the weighted stacks (trace_stacks, service_stacks
  * or cohort_stacks of 009), the frame ids of the distinct stacks
- * (stack_frame_ids), then the distinct frames' details (frame_details). Frames are deduplicated by
+ * (stack_frame_ids), the distinct frames' details (frame_details), then
+ * their display names (_frame_labels: SQL holds the labelling rule, the
+ * reader keeps none of its own). Frames are deduplicated by
  * frame id (by function id where the dictionary lacks the frame) through a small open-addressing
  * map; each row's frame index array points into one array shared by equal stacks. Everything the
  * set points to lives in one arena, freed at once.
@@ -197,97 +199,7 @@ static int64_t ms_to_us(const char *ms)
 	return llround(strtod(ms, NULL) * 1000.0);
 }
 
-/* A frame label as the SQL API shows it (_frame_label): ';' -> ':', line
- * breaks -> ' ', empty -> "[unknown]". */
-static char *frame_label(struct owned_set *o, const char *name, const char *module)
-{
-	size_t n = strlen(name) + (module ? strlen(module) + 3 : 0) + 1;
-	char *s = arena_alloc(o, n > 10 ? n : 10);
-
-	if (!s)
-		return NULL;
-	if (module)
-		snprintf(s, n, "%s [%s]", name, module);
-	else
-		snprintf(s, n, "%s", name);
-	for (char *c = s; *c; c++)
-		if (*c == ';')
-			*c = ':';
-		else if (*c == '\n' || *c == '\r' || *c == '\x01')
-			*c = ' ';
-	if (!*s)
-		strcpy(s, "[unknown]");
-	return s;
-}
-
-static int cmp_frame_by_name(const void *a, const void *b, void *ctx)
-{
-	const struct tp_frame_info *f = ctx;
-	const struct tp_frame_info *x = &f[*(const uint32_t *)a], *y = &f[*(const uint32_t *)b];
-	int c = strcmp(x->name, y->name);
-
-	return c ? c : strcmp(x->module, y->module);
-}
-
-/* Display names: "name [module]" where functions of one name from two
- * modules share a service's stacks (as the SQL API's frame labels). */
-static int name_frames(struct owned_set *o, bool *needs_module)
-{
-	struct tp_stackset *s = &o->set;
-	uint32_t *stamp = calloc(s->nframes + 1, sizeof(*stamp));
-	uint32_t *used = malloc((s->nframes + 1) * sizeof(*used));
-	uint32_t svc = 0;
-
-	if (!stamp || !used) {
-		free(stamp);
-		free(used);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < s->nrows;) {
-		const char *service = s->rows[i].service;
-		size_t n = 0, j;
-
-		svc++;
-		for (j = i; j < s->nrows && strcmp(s->rows[j].service, service) == 0; j++)
-			for (uint32_t d = 0; d < s->rows[j].depth; d++) {
-				uint32_t fi = s->rows[j].frames[d];
-
-				if (stamp[fi] != svc) {
-					stamp[fi] = svc;
-					used[n++] = fi;
-				}
-			}
-		qsort_r(used, n, sizeof(*used), cmp_frame_by_name, s->frames);
-		for (size_t a = 0; a < n;) {
-			size_t b = a + 1;
-			bool several = false;
-
-			while (b < n &&
-			       strcmp(s->frames[used[b]].name, s->frames[used[a]].name) == 0) {
-				if (strcmp(s->frames[used[b]].module, s->frames[used[a]].module) !=
-				    0)
-					several = true;
-				b++;
-			}
-			for (size_t k = a; several && k < b; k++)
-				if (*s->frames[used[k]].module)
-					needs_module[used[k]] = true;
-			a = b;
-		}
-		i = j;
-	}
-	free(stamp);
-	free(used);
-	for (size_t i = 0; i < s->nframes; i++) {
-		s->frames[i].function =
-		    frame_label(o, s->frames[i].name, needs_module[i] ? s->frames[i].module : NULL);
-		if (!s->frames[i].function)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Rows are grouped by service for name_frames: sort keeps the SQL order
+/* Rows are grouped by service for label_frames: sort keeps the SQL order
  * within a service. */
 static int cmp_raw_service(const void *a, const void *b)
 {
@@ -432,6 +344,94 @@ static void fill_rows(struct reader *r, const struct map *stacks, const uint32_t
 	}
 }
 
+/* Display names from the SQL API's one rule for frame labels
+ * (_frame_labels: the function name, "name [module]" where functions of
+ * one name from two modules share a service's stacks), one query: the
+ * functions each service's rows use are one group. fn[i]: frame i's
+ * function id. */
+static int label_frames(struct reader *r, const uint64_t *fn)
+{
+	struct owned_set *o = r->o;
+	struct tp_stackset *s = &o->set;
+	uint32_t *stamp = calloc(s->nframes + 1, sizeof(*stamp)), svc = 0;
+	size_t n = 0, uses = 0;
+	uint64_t *grp = NULL, *fid = NULL;
+	char *grps = NULL, *fids = NULL, **label = NULL;
+	struct map labels = {0};
+	PGresult *res = NULL;
+	int rc = -ENOMEM;
+
+	for (size_t i = 0; i < s->nrows; i++)
+		uses += s->rows[i].depth;
+	grp = malloc((uses + 1) * sizeof(*grp));
+	fid = malloc((uses + 1) * sizeof(*fid));
+	if (!stamp || !grp || !fid)
+		goto out;
+	for (size_t i = 0; i < s->nrows; i++) { /* rows come grouped by service */
+		if (i == 0 || strcmp(s->rows[i].service, s->rows[i - 1].service) != 0)
+			svc++;
+		for (uint32_t d = 0; d < s->rows[i].depth; d++) {
+			uint32_t fi = s->rows[i].frames[d];
+
+			if (stamp[fi] == svc)
+				continue;
+			stamp[fi] = svc;
+			grp[n] = svc;
+			fid[n++] = fn[fi];
+		}
+	}
+	grps = id_array(grp, n);
+	fids = id_array(fid, n);
+	if (!grps || !fids)
+		goto out;
+	{
+		const char *params[2] = {grps, fids};
+
+		res = run(r,
+			  "SELECT function_id, label "
+			  "FROM traceprof._frame_labels($1::integer[], $2::bigint[])",
+			  2, params, "reading frame labels", &rc);
+		if (!res)
+			goto out;
+	}
+	rc = -ENOMEM;
+	label = calloc((size_t)PQntuples(res) + 1, sizeof(*label));
+	if (!label || map_init(&labels, (size_t)PQntuples(res)))
+		goto out;
+	for (int i = 0; i < PQntuples(res); i++) {
+		bool found;
+		uint64_t id = (uint64_t)strtoll(PQgetvalue(res, i, 0), NULL, 10);
+
+		map_put(&labels, map_slot(&labels, id, &found), id, (uint32_t)i);
+	}
+	for (size_t i = 0; i < s->nframes; i++) {
+		bool found;
+		size_t slot = map_slot(&labels, fn[i], &found);
+		uint32_t k = found ? labels.vals[slot] : 0;
+
+		if (!found)
+			s->frames[i].function = arena_strdup(o, "[unknown]");
+		else if (!label[k])
+			s->frames[i].function = label[k] =
+			    arena_strdup(o, PQgetvalue(res, (int)k, 1));
+		else
+			s->frames[i].function = label[k];
+		if (!s->frames[i].function)
+			goto out;
+	}
+	rc = 0;
+out:
+	PQclear(res);
+	map_free(&labels);
+	free(label);
+	free(grps);
+	free(fids);
+	free(grp);
+	free(fid);
+	free(stamp);
+	return rc;
+}
+
 /* Resolves the frames of r->rows into the set. */
 static int resolve(struct reader *r, const char *trace_id)
 {
@@ -445,7 +445,6 @@ static int resolve(struct reader *r, const char *trace_id)
 	uint64_t *pend_frame = NULL, *pend_func = NULL;
 	size_t ntotal = 0, npend = 0;
 	char *fids = NULL, *funcs = NULL;
-	bool *needs_module = NULL;
 	int rc = -ENOMEM;
 
 	qsort(r->rows, r->nrows, sizeof(*r->rows), cmp_raw_service);
@@ -526,11 +525,10 @@ static int resolve(struct reader *r, const char *trace_id)
 	if (take_frame_details(o, res, &frames))
 		goto out;
 	s->rows = calloc(r->nrows + 1, sizeof(*s->rows));
-	needs_module = calloc(s->nframes + 1, sizeof(*needs_module));
-	if (!s->rows || !needs_module)
+	if (!s->rows)
 		goto out;
 	fill_rows(r, &stacks, stack_first, stack_depth, fidx, trace_id);
-	rc = name_frames(o, needs_module);
+	rc = label_frames(r, pend_func);
 out:
 	if (rc == -ENOMEM)
 		snprintf(r->err, r->errlen, "out of memory reading %zu stacks", r->nrows);
@@ -542,7 +540,6 @@ out:
 	free(pend_func);
 	free(stack_first);
 	free(stack_depth);
-	free(needs_module);
 	map_free(&stacks);
 	map_free(&frames);
 	return rc;

@@ -1,4 +1,4 @@
--- folded.sql: _frame_label, _stack_folded, _folded, _cpu_us (taken from migration 004).
+-- folded.sql: _frame_label, _frame_labels, _stack_folded, _folded, _cpu_us (taken from migration 004).
 
 -- A function name made safe for folded stacks: ';' separates frames, a
 -- line is one stack, byte 0x01 is the flame graph builder's sort separator;
@@ -8,11 +8,32 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT coalesce(nullif(translate($1, E';\n\r\x01', ':   '), ''), '[unknown]')
 $$;
 
--- The folded form ("root;...;leaf") of each distinct stack. Functions
--- missing from the dictionaries read "[unknown]", as in
--- stack_function_weights. A name that two functions of different modules
--- share within these stacks gets its module: "name [module]". Labels are
--- made once per distinct frame, then strung together per stack.
+-- The label of each function used in a group of stacks (aligned arrays:
+-- the group of each use, then the function id; groups NULL is one group).
+-- The label is the function name; a name that two functions of different
+-- modules share within one group gets its module: "name [module]" (a
+-- function used in several groups, where any group needs it). Functions
+-- missing from the dictionary read "[unknown]". The one home of frame
+-- labels: folded stacks and flame graph rows here, and the display names
+-- the traceprof command draws (cli/stackset_read.c, a group per service).
+CREATE OR REPLACE FUNCTION traceprof._frame_labels(groups integer[], function_ids bigint[])
+RETURNS TABLE (function_id bigint, label text)
+LANGUAGE sql STABLE AS $$
+    SELECT d.function_id,
+           coalesce(traceprof._frame_label(
+                        CASE WHEN bool_or(d.clash) THEN d.name || ' [' || d.module || ']'
+                             ELSE d.name END), '[unknown]')
+      FROM (SELECT u.function_id, f.name, f.module,
+                   f.module <> '' AND count(*) OVER (PARTITION BY u.grp, f.name) > 1 AS clash
+              FROM (SELECT DISTINCT x.grp, x.function_id
+                      FROM unnest($1, $2) AS x(grp, function_id)) u
+              LEFT JOIN traceprof.functions f ON f.function_id = u.function_id) d
+     GROUP BY d.function_id, d.name, d.module
+$$;
+
+-- The folded form ("root;...;leaf") of each distinct stack, its frames
+-- labelled as _frame_labels says for these stacks as one group. Labels are
+-- made once per distinct function, then strung together per stack.
 CREATE OR REPLACE FUNCTION traceprof._stack_folded(stack_ids bigint[])
 RETURNS TABLE (stack_id bigint, stack text)
 LANGUAGE sql STABLE AS $$
@@ -21,14 +42,10 @@ LANGUAGE sql STABLE AS $$
           FROM (SELECT DISTINCT u.id FROM unnest($1) AS u(id)) u
           LEFT JOIN traceprof.stacks s ON s.stack_id = u.id
     ), fn AS (
-        SELECT d.function_id,
-               traceprof._frame_label(
-                   CASE WHEN f.module <> '' AND count(*) OVER (PARTITION BY f.name) > 1
-                        THEN f.name || ' [' || f.module || ']'
-                        ELSE f.name END) AS label
-          FROM (SELECT DISTINCT x.function_id
-                  FROM st CROSS JOIN LATERAL unnest(st.function_ids) AS x(function_id)) d
-          LEFT JOIN traceprof.functions f ON f.function_id = d.function_id
+        SELECT l.function_id, l.label
+          FROM traceprof._frame_labels(NULL,
+                   ARRAY(SELECT DISTINCT x.function_id
+                           FROM st CROSS JOIN LATERAL unnest(st.function_ids) AS x(function_id))) l
     )
     SELECT st.stack_id, string_agg(coalesce(fn.label, '[unknown]'), ';' ORDER BY x.ord)
       FROM st
