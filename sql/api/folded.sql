@@ -1,4 +1,5 @@
--- folded.sql: _frame_label, _frame_labels, _stack_folded, _folded, _cpu_us (taken from migration 004).
+-- folded.sql: _frame_label, _frame_display, _frame_labels, _stack_folded, _folded, _cpu_us
+-- (taken from migration 004).
 
 -- A function name made safe for folded stacks: ';' separates frames, a
 -- line is one stack, byte 0x01 is the flame graph builder's sort separator;
@@ -8,23 +9,30 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT coalesce(nullif(translate($1, E';\n\r\x01', ':   '), ''), '[unknown]')
 $$;
 
--- The label of each function used in a group of stacks (aligned arrays:
+-- The one home of frame labels: a function's label is its name, or
+-- "name [module]" where another function of that name shares its group
+-- of stacks (shared) and it has a module; "[unknown]" when it has no name
+-- or is missing from the dictionary. Folded stacks, flame graph rows and
+-- the display names the traceprof command draws all come from here; a
+-- scalar function, so the planner inlines it into its callers.
+CREATE OR REPLACE FUNCTION traceprof._frame_display(name text, module text, shared boolean)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(traceprof._frame_label(
+               CASE WHEN shared AND module <> '' THEN name || ' [' || module || ']' ELSE name END),
+           '[unknown]')
+$$;
+
+-- The label of each function used in groups of stacks (aligned arrays:
 -- the group of each use, then the function id; groups NULL is one group).
--- The label is the function name; a name that two functions of different
--- modules share within one group gets its module: "name [module]" (a
--- function used in several groups, where any group needs it). Functions
--- missing from the dictionary read "[unknown]". The one home of frame
--- labels: folded stacks and flame graph rows here, and the display names
--- the traceprof command draws (cli/stackset_read.c, a group per service).
+-- A function used in several groups gets its module where any group needs
+-- it. For the traceprof command (cli/stackset_read.c, a group per
+-- service).
 CREATE OR REPLACE FUNCTION traceprof._frame_labels(groups integer[], function_ids bigint[])
 RETURNS TABLE (function_id bigint, label text)
 LANGUAGE sql STABLE AS $$
-    SELECT d.function_id,
-           coalesce(traceprof._frame_label(
-                        CASE WHEN bool_or(d.clash) THEN d.name || ' [' || d.module || ']'
-                             ELSE d.name END), '[unknown]')
+    SELECT d.function_id, traceprof._frame_display(d.name, d.module, bool_or(d.shared))
       FROM (SELECT u.function_id, f.name, f.module,
-                   f.module <> '' AND count(*) OVER (PARTITION BY u.grp, f.name) > 1 AS clash
+                   count(*) OVER (PARTITION BY u.grp, f.name) > 1 AS shared
               FROM (SELECT DISTINCT x.grp, x.function_id
                       FROM unnest($1, $2) AS x(grp, function_id)) u
               LEFT JOIN traceprof.functions f ON f.function_id = u.function_id) d
@@ -32,7 +40,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The folded form ("root;...;leaf") of each distinct stack, its frames
--- labelled as _frame_labels says for these stacks as one group. Labels are
+-- labelled by _frame_display with these stacks as one group. Labels are
 -- made once per distinct function, then strung together per stack.
 CREATE OR REPLACE FUNCTION traceprof._stack_folded(stack_ids bigint[])
 RETURNS TABLE (stack_id bigint, stack text)
@@ -42,10 +50,12 @@ LANGUAGE sql STABLE AS $$
           FROM (SELECT DISTINCT u.id FROM unnest($1) AS u(id)) u
           LEFT JOIN traceprof.stacks s ON s.stack_id = u.id
     ), fn AS (
-        SELECT l.function_id, l.label
-          FROM traceprof._frame_labels(NULL,
-                   ARRAY(SELECT DISTINCT x.function_id
-                           FROM st CROSS JOIN LATERAL unnest(st.function_ids) AS x(function_id))) l
+        SELECT d.function_id,
+               traceprof._frame_display(f.name, f.module,
+                                        count(*) OVER (PARTITION BY f.name) > 1) AS label
+          FROM (SELECT DISTINCT x.function_id
+                  FROM st CROSS JOIN LATERAL unnest(st.function_ids) AS x(function_id)) d
+          LEFT JOIN traceprof.functions f ON f.function_id = d.function_id
     )
     SELECT st.stack_id, string_agg(coalesce(fn.label, '[unknown]'), ';' ORDER BY x.ord)
       FROM st
