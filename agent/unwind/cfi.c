@@ -508,7 +508,8 @@ static Elf_Scn *find_section(Elf *elf, const char *name)
 		return NULL;
 	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
 		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || sh.sh_size == 0)
+		if (!gelf_getshdr(scn, &sh) || sh.sh_size == 0 ||
+		    (sh.sh_type != SHT_PROGBITS && sh.sh_type != SHT_X86_64_UNWIND))
 			continue;
 		const char *n = elf_strptr(elf, shstrndx, sh.sh_name);
 		if (n && strcmp(n, name) == 0)

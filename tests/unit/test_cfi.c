@@ -6,7 +6,8 @@
  * exactly where readelf shows an expression or another CFA register), and
  * addresses between FDEs are gaps. Files: Debian's libc, liblzma,
  * libcrypto and python3.11 where installed, a program built here without
- * frame pointers (CFI_PROG), its .debug_frame-only copy; then copies of
+ * frame pointers (CFI_PROG), its .debug_frame-only copy, the same
+ * program built by clang and lld where installed; then copies of
  * liblzma with flipped bytes in .eh_frame (counted errors or a partial
  * table, never a row that disagrees on an intact FDE) and a table cut by
  * max_rows.
@@ -459,7 +460,7 @@ static void check_corrupt(const char *path, const char *dir, int seeds, size_t n
 		partial += c.missing > 0;
 		cfi_free(&t);
 	}
-	printf("corrupt: %d copies of %s, %zu bytes of .eh_frame flipped in each: %" PRIu64
+	printf("corrupt: %d copies of %s, %zu byte(s) of .eh_frame flipped in each: %" PRIu64
 	       " refused, %" PRIu64 " errors counted, %" PRIu64 " partial, %" PRIu64
 	       " rows of intact FDEs compared\n",
 	       seeds, path, nflip, failed, errs, partial, rows);
@@ -525,6 +526,16 @@ int main(void)
 		check_file(dbg, "cfi_prog (.debug_frame only)");
 	else
 		printf("objcopy failed: .debug_frame not checked\n");
+	unlink(dbg);
+	/* the same program from another toolchain, where installed */
+	snprintf(dbg, sizeof(dbg), "%s/cfi_prog.clang", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "clang -O2 -fomit-frame-pointer -fuse-ld=lld '%s' -o '%s' 2>/dev/null",
+		 CFI_PROG_SRC, dbg);
+	if (system(cmd) == 0)
+		check_file(dbg, "cfi_prog (clang, lld)");
+	else
+		printf("clang with lld not installed: skipped\n");
 	unlink(dbg);
 	check_corrupt("/usr/lib/x86_64-linux-gnu/liblzma.so.5", dir, 32, 1);
 	check_corrupt("/usr/lib/x86_64-linux-gnu/liblzma.so.5", dir, 32, 16);
