@@ -21,6 +21,8 @@
 /* DWARF register numbers of x86-64 (System V psABI, figure 3.36). */
 enum { X86_64_RBP = 6, X86_64_RSP = 7, X86_64_RA = 16 };
 
+_Static_assert(sizeof(struct cfi_row) == 12, "a row stays 12 bytes");
+
 struct cie_info {
 	uint64_t off;
 	uint8_t enc; /* the FDE pointer encoding (augmentation 'R') */

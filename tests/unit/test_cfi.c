@@ -491,6 +491,13 @@ static void check_limit(const char *path)
 	CHECK(c.mismatches == 0 && c.missing > 0, "max_rows: %zu differ, %zu missing", c.mismatches,
 	      c.missing);
 	cfi_free(&t);
+	struct cfi_opts r = {.max_fde_rows = 3};
+	CHECK(cfi_build(path, &r, &t) == 0 && t.stats.err_fde_rows > 0, "max_fde_rows");
+	c = (struct cmp){0};
+	compare_rows(&rd, &t, true, NULL, 0, "max_fde_rows", &c);
+	CHECK(c.mismatches == 0 && c.missing > 0, "max_fde_rows: %zu differ, %zu missing",
+	      c.mismatches, c.missing);
+	cfi_free(&t);
 	struct cfi_opts w = {.max_work = 4096};
 	CHECK(cfi_build(path, &w, &t) == 0 && t.stats.err_work == 1, "max_work");
 	cfi_free(&t);
