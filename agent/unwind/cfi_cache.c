@@ -15,9 +15,10 @@
 #define NBUCKETS 256u
 
 enum ent_state {
+	ENT_NEW,    /* just created, not queued yet */
 	ENT_QUEUED, /* in the queue or being built */
 	ENT_READY,  /* table built, in the LRU list */
-	ENT_FAILED, /* negative: retried after retry_at */
+	ENT_FAILED, /* negative, in the negative list: retried after retry_at */
 };
 
 struct ent {
@@ -29,7 +30,12 @@ struct ent {
 	char *path;	   /* ENT_QUEUED: what to build from (or fd) */
 	int fd;
 	struct ent *hnext;		 /* hash chain */
-	struct ent *lru_prev, *lru_next; /* ENT_READY: most recent first */
+	struct ent *lru_prev, *lru_next; /* ENT_READY, ENT_FAILED: newest first */
+};
+
+struct ent_list {
+	struct ent *head, *tail;
+	size_t n;
 };
 
 struct cfi_cache {
@@ -39,8 +45,9 @@ struct cfi_cache {
 	int stop;
 	struct cfi_cache_opts opts;
 	struct ent *buckets[NBUCKETS];
-	struct ent *lru_head, *lru_tail;
-	struct ent **queue; /* ring of opts.queue_len */
+	struct ent_list lru; /* ready tables, most recently used first */
+	struct ent_list neg; /* negative entries, newest first */
+	struct ent **queue;  /* ring of opts.queue_len */
 	size_t qhead, qlen;
 	struct cfi_cache_stats st;
 };
@@ -89,28 +96,30 @@ static struct ent *lookup(struct cfi_cache *c, const struct cfi_cache_key *k)
 	return NULL;
 }
 
-static void lru_unlink(struct cfi_cache *c, struct ent *e)
+static void list_unlink(struct ent_list *l, struct ent *e)
 {
 	if (e->lru_prev)
 		e->lru_prev->lru_next = e->lru_next;
 	else
-		c->lru_head = e->lru_next;
+		l->head = e->lru_next;
 	if (e->lru_next)
 		e->lru_next->lru_prev = e->lru_prev;
 	else
-		c->lru_tail = e->lru_prev;
+		l->tail = e->lru_prev;
 	e->lru_prev = e->lru_next = NULL;
+	l->n--;
 }
 
-static void lru_push_front(struct cfi_cache *c, struct ent *e)
+static void list_push_front(struct ent_list *l, struct ent *e)
 {
 	e->lru_prev = NULL;
-	e->lru_next = c->lru_head;
-	if (c->lru_head)
-		c->lru_head->lru_prev = e;
+	e->lru_next = l->head;
+	if (l->head)
+		l->head->lru_prev = e;
 	else
-		c->lru_tail = e;
-	c->lru_head = e;
+		l->tail = e;
+	l->head = e;
+	l->n++;
 }
 
 static void ent_free(struct ent *e)
@@ -130,9 +139,11 @@ static void ent_remove(struct cfi_cache *c, struct ent *e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
 	if (e->state == ENT_READY) {
-		lru_unlink(c, e);
+		list_unlink(&c->lru, e);
 		c->st.bytes -= cfi_table_bytes(&e->table);
 		c->st.tables--;
+	} else if (e->state == ENT_FAILED) {
+		list_unlink(&c->neg, e);
 	}
 	ent_free(e);
 }
@@ -140,7 +151,7 @@ static void ent_remove(struct cfi_cache *c, struct ent *e)
 /* Evicts unreferenced tables, least recently used first, until need fits. */
 static void evict_for(struct cfi_cache *c, size_t need)
 {
-	struct ent *e = c->lru_tail;
+	struct ent *e = c->lru.tail;
 	while (e && c->st.bytes + need > c->opts.budget_bytes) {
 		struct ent *prev = e->lru_prev;
 		if (e->refs == 0) {
@@ -151,11 +162,15 @@ static void evict_for(struct cfi_cache *c, size_t need)
 	}
 }
 
+/* A negative entry; the oldest is forgotten past max_negative. */
 static void fail(struct cfi_cache *c, struct ent *e)
 {
 	cfi_free(&e->table);
 	e->state = ENT_FAILED;
 	e->retry_at = now_ns() + (uint64_t)c->opts.retry_ms * 1000000ull;
+	list_push_front(&c->neg, e);
+	if (c->neg.n > c->opts.max_negative)
+		ent_remove(c, c->neg.tail);
 }
 
 /* With the lock held: files a built (or failed) table of e. */
@@ -182,7 +197,7 @@ static void finish(struct cfi_cache *c, struct ent *e, int rc)
 	c->st.bytes += bytes;
 	c->st.tables++;
 	e->state = ENT_READY;
-	lru_push_front(c, e);
+	list_push_front(&c->lru, e);
 }
 
 static void *worker_main(void *arg)
@@ -232,6 +247,8 @@ struct cfi_cache *cfi_cache_new(const struct cfi_cache_opts *opts)
 		c->opts.queue_len = CFI_CACHE_DEFAULT_QUEUE;
 	if (!c->opts.retry_ms)
 		c->opts.retry_ms = CFI_CACHE_DEFAULT_RETRY_MS;
+	if (!c->opts.max_negative)
+		c->opts.max_negative = CFI_CACHE_DEFAULT_MAX_NEGATIVE;
 	c->queue = calloc(c->opts.queue_len, sizeof(*c->queue));
 	if (!c->queue) {
 		free(c);
@@ -267,6 +284,8 @@ static int enqueue(struct cfi_cache *c, struct ent *e, const char *path, int fd)
 		if (!e->path)
 			return -1;
 	}
+	if (e->state == ENT_FAILED)
+		list_unlink(&c->neg, e);
 	e->state = ENT_QUEUED;
 	c->queue[(c->qhead + c->qlen) % c->opts.queue_len] = e;
 	c->qlen++;
@@ -282,8 +301,8 @@ static const struct cfi_table *get(struct cfi_cache *c, const struct cfi_cache_k
 	struct ent *e = lookup(c, key);
 	if (e && e->state == ENT_READY) {
 		e->refs++;
-		lru_unlink(c, e);
-		lru_push_front(c, e);
+		list_unlink(&c->lru, e);
+		list_push_front(&c->lru, e);
 		c->st.hits++;
 		ret = &e->table;
 		goto out;
@@ -301,9 +320,9 @@ static const struct cfi_table *get(struct cfi_cache *c, const struct cfi_cache_k
 		unsigned b = key_hash(key);
 		e->hnext = c->buckets[b];
 		c->buckets[b] = e;
-		e->state = ENT_FAILED;
+		e->state = ENT_NEW;
 	}
-	if (enqueue(c, e, path, fd) != 0 && e->retry_at == 0)
+	if (enqueue(c, e, path, fd) != 0 && e->state == ENT_NEW)
 		ent_remove(c, e); /* never tried: forget it, the next get queues again */
 out:
 	pthread_mutex_unlock(&c->mu);
@@ -313,6 +332,10 @@ out:
 const struct cfi_table *cfi_cache_get(struct cfi_cache *c, const struct cfi_cache_key *key,
 				      const char *path)
 {
+	if (!path) {
+		errno = EINVAL;
+		return NULL;
+	}
 	return get(c, key, path, -1);
 }
 

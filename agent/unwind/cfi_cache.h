@@ -10,11 +10,11 @@
  * table when it is ready; otherwise it queues a build for the cache's one
  * worker thread (a bounded queue: a full one is counted) and returns NULL,
  * "not ready", and the caller goes on with the frames it could find. A
- * build that fails leaves a negative entry, retried only after
- * retry_ms. All tables together stay within a byte budget: least recently
- * used tables nobody holds are evicted; a table larger than the budget is
- * refused. One mutex guards everything; it is never held while a table is
- * built. See agent/unwind/README.md.
+ * build that fails leaves a negative entry, retried only after retry_ms
+ * (at most max_negative of them: the oldest is forgotten). All tables
+ * together stay within a byte budget: least recently used tables nobody
+ * holds are evicted; a table larger than the budget is refused. One mutex guards everything; it is
+ * never held while a table is built. See agent/unwind/README.md.
  */
 #ifndef TRACEPROF_CFI_CACHE_H
 #define TRACEPROF_CFI_CACHE_H
@@ -51,12 +51,14 @@ struct cfi_cache_opts {
 	size_t budget_bytes; /* all tables' rows together (CFI_CACHE_DEFAULT_BUDGET) */
 	size_t queue_len;    /* builds waiting (CFI_CACHE_DEFAULT_QUEUE) */
 	uint32_t retry_ms;   /* a failed file is retried after this (CFI_CACHE_DEFAULT_RETRY_MS) */
+	size_t max_negative; /* failed files remembered (CFI_CACHE_DEFAULT_MAX_NEGATIVE) */
 	struct cfi_opts build; /* bounds of each build */
 };
 
-#define CFI_CACHE_DEFAULT_BUDGET   (32u << 20)
-#define CFI_CACHE_DEFAULT_QUEUE	   64u
-#define CFI_CACHE_DEFAULT_RETRY_MS 60000u
+#define CFI_CACHE_DEFAULT_BUDGET       (32u << 20)
+#define CFI_CACHE_DEFAULT_QUEUE	       64u
+#define CFI_CACHE_DEFAULT_RETRY_MS     60000u
+#define CFI_CACHE_DEFAULT_MAX_NEGATIVE 1024u
 
 struct cfi_cache_stats {
 	uint64_t hits;		 /* gets that returned a table */

@@ -147,6 +147,27 @@ static void test_not_elf(void)
 	unlink(path);
 }
 
+/* Negative entries are bounded: past max_negative the oldest is forgotten. */
+static void test_negative_bound(void)
+{
+	struct cfi_cache_opts o = {.max_negative = 1};
+	struct cfi_cache *c = cfi_cache_new(&o);
+	struct cfi_cache_key ka, kb;
+	cfi_cache_key_file(&ka, 0, 1, 0, 0);
+	cfi_cache_key_file(&kb, 0, 2, 0, 0);
+	CHECK(cfi_cache_get(c, &ka, "/nonexistent/a") == NULL, "a not ready");
+	CHECK(wait_stat(c, offsetof(struct cfi_cache_stats, build_failures), 1) == 0, "a fails");
+	CHECK(cfi_cache_get(c, &ka, "/nonexistent/a") == NULL, "a negative");
+	CHECK(cfi_cache_get(c, &kb, "/nonexistent/b") == NULL, "b not ready");
+	CHECK(wait_stat(c, offsetof(struct cfi_cache_stats, build_failures), 2) == 0, "b fails");
+	/* a was forgotten: it is tried again at once (retry_ms is a minute). */
+	CHECK(cfi_cache_get(c, &ka, "/nonexistent/a") == NULL, "a queued again");
+	CHECK(wait_stat(c, offsetof(struct cfi_cache_stats, build_failures), 3) == 0, "a retried");
+	CHECK(cfi_cache_get(c, &kb, "/nonexistent/b") == NULL, "b queued again");
+	CHECK(wait_stat(c, offsetof(struct cfi_cache_stats, build_failures), 4) == 0, "b retried");
+	cfi_cache_destroy(c);
+}
+
 struct file {
 	const char *path;
 	struct cfi_cache_key key;
@@ -266,6 +287,7 @@ int main(int argc, char **argv)
 	test_not_ready_then_ready();
 	test_sharing();
 	test_not_elf();
+	test_negative_bound();
 	test_budget();
 	test_queue_and_destroy();
 	return check_done();
