@@ -131,7 +131,7 @@ static void ent_free(struct ent *e)
 	free(e);
 }
 
-/* Unhashes e, takes it out of the LRU list when ready, and frees it. */
+/* Unhashes e, takes it out of its list (LRU or negative) and frees it. */
 static void ent_remove(struct cfi_cache *c, struct ent *e)
 {
 	struct ent **pp = &c->buckets[key_hash(&e->key)];
@@ -357,8 +357,6 @@ void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
 	pthread_mutex_lock(&c->mu);
 	if (e->refs > 0)
 		e->refs--;
-	if (e->refs == 0 && c->st.bytes > c->opts.budget_bytes)
-		evict_for(c, 0);
 	pthread_mutex_unlock(&c->mu);
 }
 
