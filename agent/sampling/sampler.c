@@ -10,6 +10,7 @@
  * The workload: 19-100 samples per second per CPU, a few hundred processes
  * and uprobe targets at most, so the tables here are small fixed arrays.
  */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -25,10 +26,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <gelf.h>
-#include <libelf.h>
 
 #include "sampler.skel.h"
+#include "tlsloc.h"
 #include "traceprof/log.h"
 
 #include "sampler.h"
@@ -579,59 +579,12 @@ int sampler_forget_pid(struct sampler *s, pid_t pid)
 	return err;
 }
 
-/*
- * Whether the ELF file at path defines the function name (.symtab or
- * .dynsym): 1, 0, or -errno. Asked before attaching the SDK's uprobe, so
- * that a writer of the thread context without the SDK (the usual case) is
- * not an error libbpf logs as a warning.
- */
-static int elf_defines_function(const char *path, const char *name)
-{
-	Elf_Scn *scn = NULL;
-	Elf *elf;
-	int fd, found = 0;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOTSUP;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		if (elf)
-			elf_end(elf);
-		close(fd);
-		return -ENOEXEC;
-	}
-	while (!found && (scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) ||
-		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || !sh.sh_entsize ||
-		    !(d = elf_getdata(scn, NULL)))
-			continue;
-		for (size_t i = 0; !found && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *n;
-
-			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
-			    GELF_ST_TYPE(sym.st_info) != STT_FUNC)
-				continue;
-			n = elf_strptr(elf, sh.sh_link, sym.st_name);
-			found = n && strcmp(n, name) == 0;
-		}
-	}
-	elf_end(elf);
-	close(fd);
-	return found;
-}
-
 int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t pid)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = SDK_PROBE_FUNC);
 	struct sdk_uprobe *u;
-	int err;
+	uint64_t value;
+	int err, type;
 
 	if (!binary_path || pid == 0 || pid < -1)
 		return -EINVAL;
@@ -647,11 +600,16 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
 		log_debug("cannot read binary path=%s err=%s", binary_path, strerror(-err));
 		return err;
 	}
-	err = elf_defines_function(binary_path, SDK_PROBE_FUNC);
-	if (err <= 0) {
+	/*
+	 * Only the SDK defines the probe function; asking libbpf about any
+	 * other writer (the usual case) makes it log a warning.
+	 */
+	err = tlsloc_file_symbol(binary_path, SDK_PROBE_FUNC, &value, &type);
+	if (err <= 0 || type != STT_FUNC) {
+		err = err < 0 ? err : -ENOENT;
 		log_debug("no sdk uprobe path=%s func=%s err=%s", binary_path, SDK_PROBE_FUNC,
-			  err ? strerror(-err) : "not defined");
-		return err ? err : -ENOENT;
+			  strerror(-err));
+		return err;
 	}
 	u = &s->uprobes[s->nuprobes];
 	u->path = strdup(binary_path);
