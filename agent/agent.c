@@ -22,6 +22,7 @@
  * frames, one cache probe and one aggregator probe per sample, no
  * allocation.
  */
+#include "unwind.h"
 #include "agent.h"
 
 #include <errno.h>
@@ -70,6 +71,7 @@ struct agent {
 	struct spool_previous spool_prev;     /* how the previous run ended */
 	uint64_t closed_samples;	      /* samples of the windows closed */
 	struct proctable procs;		      /* the processes sampled */
+	struct unwind *unwind;		      /* their unwind tables, or NULL */
 	struct raise raise;		      /* raised sampling: hold, verdicts */
 	struct endpoints ep;		      /* OTLP, AgentControl, triggers, Kubernetes */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
@@ -291,6 +293,28 @@ static void report_previous_run(struct agent *a)
 }
 
 /*
+ * CFI unwinding (docs/agent.md): the tables of the sampled processes in
+ * the sampler's maps. Without them (unwind-table-bytes 0, or no memory)
+ * stacks are walked with frame pointers only.
+ */
+static void open_unwind(struct agent *a)
+{
+	struct sampler_unwind_maps sm;
+	struct unwind_maps um;
+
+	if (sampler_unwind_maps(a->sampler, &sm) != 0)
+		return;
+	um.rows = sm.rows;
+	um.nrows = sm.nrows;
+	um.tables_fd = sm.tables_fd;
+	um.procs_fd = sm.procs_fd;
+	a->unwind = unwind_new(&um, NULL);
+	if (!a->unwind)
+		log_warn("no CFI unwinding, stacks use frame pointers only: %s", strerror(errno));
+	a->procs.unwind = a->unwind;
+}
+
+/*
  * The BPF sampler with its targets, and the hold of its raised samples. A
  * sampler that cannot run (privileges, no BTF) stops the start, logged.
  */
@@ -309,9 +333,11 @@ static int open_sampler(struct agent *a)
 	so.filter = cfg->target == CONFIG_TARGET_PIDS	  ? TP_FILTER_PIDS
 		    : cfg->target == CONFIG_TARGET_CGROUP ? TP_FILTER_CGROUP
 							  : TP_FILTER_ALL;
+	so.unwind_bytes = cfg->unwind_table_bytes;
 	a->sampler = sampler_open(&so);
 	if (!a->sampler)
 		return -1; /* sampler_open logged why */
+	open_unwind(a);
 	sampler_set_event_fn(a->sampler, proctable_on_event, &a->procs);
 	a->raise.sampler = a->sampler;
 	a->raise.base_hz = (unsigned)cfg->frequency;
@@ -444,6 +470,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	    .spool_prev = &a->spool_prev,
 	    .counts = &a->n,
 	    .procs = &a->procs,
+	    .unwind = a->unwind,
 	    .raise = &a->raise,
 	    .ep = &a->ep,
 	};
@@ -566,6 +593,8 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 				next_kube_check = mono + 1000000;
 			}
 		}
+		if (a->unwind)
+			unwind_tick(a->unwind, mono);
 		if (real >= a->procs.next_recheck_us)
 			proctable_recheck(&a->procs, real);
 		if (a->procs.ndying)
@@ -614,6 +643,7 @@ void agent_free(struct agent *a)
 	if (!a)
 		return;
 	endpoints_free(&a->ep); /* servers, trigger engine, pod informer: before the sampler */
+	unwind_free(a->unwind); /* writes the sampler's maps: before it */
 	sampler_free(a->sampler);
 	raise_free(&a->raise);
 	shipper_free(a->shipper);

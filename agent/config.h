@@ -28,30 +28,31 @@ enum config_auto {
 };
 
 struct agent_config {
-	int frequency;		     /* base sampling frequency, Hz (1..1000) */
-	int window_s;		     /* aggregation window, seconds */
-	enum config_target target;   /* which processes are sampled */
-	int pids[CONFIG_MAX_PIDS];   /* CONFIG_TARGET_PIDS: the processes */
-	int npids;		     /* entries in pids */
-	char cgroup[4096];	     /* CONFIG_TARGET_CGROUP: cgroup v2 directory */
-	char db[4096];		     /* libpq conninfo or URI; "" = PG* environment */
-	size_t queue_bytes;	     /* bound of windows waiting for the database */
-	size_t ring_bytes;	     /* BPF ring buffer size (power of two pages); 0: auto */
-	size_t symbol_cache_bytes;   /* bound of cached symbol tables */
-	size_t max_keys;	     /* distinct aggregation keys per window */
-	char node[256];		     /* node name recorded with every source */
-	int log_level;		     /* enum log_level */
-	double duration_s;	     /* stop after this long (0 = until SIGTERM) */
-	char stats_file[4096];	     /* write counters here at exit ("" = none) */
-	char otlp_grpc[256];	     /* OTLP/gRPC listen address, "" = off */
-	char otlp_http[256];	     /* OTLP/HTTP listen address, "" = off */
-	size_t otlp_max_bytes;	     /* largest OTLP export accepted */
-	unsigned otlp_span_kinds;    /* OTLP_KIND_* mask of spans stored as requests */
-	char otlp_forward[256];	     /* upstream OTLP/gRPC host:port for every export, "" = none */
-	char control_listen[256];    /* AgentControl listen address, "" = off */
-	char control_tls_cert[4096]; /* PEM server certificate (mutual TLS), or "" */
-	char control_tls_key[4096];  /* its PEM private key, or "" */
-	char control_tls_ca[4096];   /* PEM CA that signs controller certificates, or "" */
+	int frequency;		   /* base sampling frequency, Hz (1..1000) */
+	int window_s;		   /* aggregation window, seconds */
+	enum config_target target; /* which processes are sampled */
+	int pids[CONFIG_MAX_PIDS]; /* CONFIG_TARGET_PIDS: the processes */
+	int npids;		   /* entries in pids */
+	char cgroup[4096];	   /* CONFIG_TARGET_CGROUP: cgroup v2 directory */
+	char db[4096];		   /* libpq conninfo or URI; "" = PG* environment */
+	size_t queue_bytes;	   /* bound of windows waiting for the database */
+	size_t ring_bytes;	   /* BPF ring buffer size (power of two pages); 0: auto */
+	size_t symbol_cache_bytes; /* bound of cached symbol tables */
+	size_t unwind_table_bytes; /* kernel memory for unwind table rows; 0: frame pointers only */
+	size_t max_keys;	   /* distinct aggregation keys per window */
+	char node[256];		   /* node name recorded with every source */
+	int log_level;		   /* enum log_level */
+	double duration_s;	   /* stop after this long (0 = until SIGTERM) */
+	char stats_file[4096];	   /* write counters here at exit ("" = none) */
+	char otlp_grpc[256];	   /* OTLP/gRPC listen address, "" = off */
+	char otlp_http[256];	   /* OTLP/HTTP listen address, "" = off */
+	size_t otlp_max_bytes;	   /* largest OTLP export accepted */
+	unsigned otlp_span_kinds;  /* OTLP_KIND_* mask of spans stored as requests */
+	char otlp_forward[256];	   /* upstream OTLP/gRPC host:port for every export, "" = none */
+	char control_listen[256];  /* AgentControl listen address, "" = off */
+	char control_tls_cert[4096];	   /* PEM server certificate (mutual TLS), or "" */
+	char control_tls_key[4096];	   /* its PEM private key, or "" */
+	char control_tls_ca[4096];	   /* PEM CA that signs controller certificates, or "" */
 	char control_token_file[4096];	   /* file holding the bearer token, or "" */
 	char control_token_generate[4096]; /* the token made without token file or TLS, or "" */
 	int max_conns;			   /* per listening port (OTLP, control) */

@@ -2,6 +2,7 @@
  * stats.c - the agent's stats file (stats.h): one writer per part, each
  * reading its module's counters.
  */
+#include "unwind.h"
 #include "stats.h"
 
 #include <errno.h>
@@ -185,6 +186,43 @@ static void write_hold_stats(const struct stats_sources *s, FILE *f)
 		s->raise->raise_errors, s->raise->decisions_dropped);
 }
 
+/* CFI unwinding: the kernel walker's counters and the table placement's. */
+static void write_unwind_stats(const struct stats_sources *s, FILE *f,
+			       const struct sampler_stats *ss)
+{
+	struct unwind_stats u;
+
+	fprintf(f,
+		"bpf_uw_stacks=%" PRIu64 "\nbpf_uw_root=%" PRIu64 "\nbpf_uw_fp_end=%" PRIu64
+		"\nbpf_uw_cut=%" PRIu64 "\nbpf_uw_truncated=%" PRIu64 "\nbpf_uw_frames_cfi=%" PRIu64
+		"\nbpf_uw_frames_fp=%" PRIu64 "\nbpf_uw_frames_not_ready=%" PRIu64 "\n",
+		ss->counters[TP_CNT_UW_STACKS], ss->counters[TP_CNT_UW_ROOT],
+		ss->counters[TP_CNT_UW_FP_END], ss->counters[TP_CNT_UW_CUT],
+		ss->counters[TP_CNT_UW_TRUNC], ss->counters[TP_CNT_UW_FRAMES_CFI],
+		ss->counters[TP_CNT_UW_FRAMES_FP], ss->counters[TP_CNT_UW_NOT_READY]);
+	if (!s->unwind)
+		return;
+	unwind_get_stats(s->unwind, &u);
+	fprintf(f,
+		"unwind_procs=%" PRIu64 "\nunwind_notes=%" PRIu64 "\nunwind_maps_placed=%" PRIu64
+		"\nunwind_maps_pending=%" PRIu64 "\nunwind_maps_no_table=%" PRIu64
+		"\nunwind_maps_dropped=%" PRIu64 "\nunwind_tables_placed=%" PRIu64
+		"\nunwind_tables=%" PRIu64 "\nunwind_rows=%" PRIu64 "\nunwind_rows_cap=%" PRIu64
+		"\nunwind_evictions=%" PRIu64 "\nunwind_no_room=%" PRIu64
+		"\nunwind_too_large=%" PRIu64 "\nunwind_rows_narrowed=%" PRIu64
+		"\nunwind_map_errors=%" PRIu64 "\nunwind_gave_up=%" PRIu64
+		"\nunwind_place_ns=%" PRIu64 "\n",
+		u.procs, u.notes, u.maps_placed, u.maps_pending, u.maps_no_table, u.maps_dropped,
+		u.tables_placed, u.tables, u.rows, u.rows_cap, u.evictions, u.no_room, u.too_large,
+		u.rows_narrowed, u.map_errors, u.gave_up, u.place_ns);
+	fprintf(f,
+		"cfi_builds=%" PRIu64 "\ncfi_build_failures=%" PRIu64 "\ncfi_refused=%" PRIu64
+		"\ncfi_queue_full=%" PRIu64 "\ncfi_no_room=%" PRIu64 "\ncfi_cache_bytes=%" PRIu64
+		"\n",
+		u.cache.builds, u.cache.build_failures, u.cache.refused, u.cache.queue_full,
+		u.cache.no_room, u.cache.bytes);
+}
+
 void stats_write(const struct stats_sources *s)
 {
 	struct sampler_stats ss = {0};
@@ -252,6 +290,7 @@ void stats_write(const struct stats_sources *s)
 		"\nrequests_undelivered=%" PRIu64 "\nrequests_refused=%" PRIu64 "\n",
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
+	write_unwind_stats(s, f, &ss);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

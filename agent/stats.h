@@ -18,6 +18,7 @@ struct shipper;
 struct spool;
 struct spool_previous;
 struct symbolizer;
+struct unwind;
 
 /* The sample path's counters (agent.c counts them; the file shows them). */
 struct agent_counts {
@@ -49,6 +50,7 @@ struct stats_sources {
 	const struct spool_previous *spool_prev;
 	const struct agent_counts *counts;
 	const struct proctable *procs;
+	struct unwind *unwind; /* NULL: no CFI unwinding */
 	struct raise *raise;
 	struct endpoints *ep;
 };

@@ -135,6 +135,35 @@ struct {
 	__type(value, struct counter_set);
 } counters SEC(".maps");
 
+/*
+ * CFI unwinding (sampler.h): every placed table's rows, in one array the
+ * agent memory-maps and fills; the loader sizes it (unwind-table-bytes).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Where each placed table's rows are (slot -> rows, id). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TP_UNWIND_MAX_TABLES);
+	__type(key, __u32);
+	__type(value, struct tp_unwind_table);
+} unwind_tables SEC(".maps");
+
+/* tgid -> its executable mappings with tables; no entry: frame pointers only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct tp_unwind_proc);
+} unwind_procs SEC(".maps");
+
 /* The fixed part of an OTEP 4947 record, byte for byte. */
 struct ctx_header {
 	__u8 trace_id[16];     /* W3C trace id */
@@ -303,6 +332,248 @@ static __always_inline bool is_kernel_thread(void)
 	return task->flags & PF_KTHREAD;
 }
 
+#if defined(__TARGET_ARCH_x86)
+/*
+ * CFI unwinding: one caller frame a call of unwind_step. The registers of
+ * the frame being left (ip, sp, bp) become the caller's. exact: ip is not
+ * a return address (the interrupted instruction, or the one a signal
+ * interrupted), so its row is looked up at ip, not ip - 1.
+ */
+struct uw_state {
+	__u64 ip, sp, bp;
+	__u32 exact;
+	__u32 how; /* what the step did: enum uw_how */
+};
+
+enum uw_how {
+	UW_CFI = 0,	 /* the caller's frame from a row */
+	UW_FP = 1,	 /* from the frame pointer: no table, gap or rule not followed */
+	UW_FP_NOTAB = 2, /* the same, in a mapping whose table is not placed (yet) */
+	UW_ROOT = 3,	 /* the walk ends: the outermost frame (no return address) */
+	UW_FP_END = 4,	 /* the walk ends: frame pointer chain ends (rbp or ip 0) */
+	UW_CUT = 5,	 /* the walk is cut: memory unreadable or the stack did not move */
+};
+
+/* The row of a table that covers addr (addr - table base), or NULL. */
+static __always_inline struct tp_unwind_row *uw_row(const struct tp_unwind_table *t, __u64 key)
+{
+	__u32 lo = 0, hi = t->nrows, mid, idx;
+	struct tp_unwind_row *r;
+
+	if (hi == 0 || hi > TP_UNWIND_MAX_ROWS || key > 0xffffffffull)
+		return NULL;
+	for (int k = 0; k < TP_UNWIND_SEARCH && hi - lo > 1; k++) {
+		mid = lo + (hi - lo) / 2;
+		idx = t->row0 + mid;
+		r = bpf_map_lookup_elem(&unwind_rows, &idx);
+		if (!r)
+			return NULL;
+		if (r->addr <= key)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	idx = t->row0 + lo;
+	r = bpf_map_lookup_elem(&unwind_rows, &idx);
+	if (!r || r->addr > key)
+		return NULL;
+	return r;
+}
+
+/* The mapping of p that holds pc, or NULL. */
+static __always_inline const struct tp_unwind_map *uw_map(const struct tp_unwind_proc *p, __u64 pc)
+{
+	__u32 lo = 0, hi = p->n, mid;
+	const struct tp_unwind_map *m;
+
+	if (hi == 0 || hi > TP_UNWIND_MAX_MAPS)
+		return NULL;
+	for (int k = 0; k < TP_UNWIND_MAP_SEARCH && hi - lo > 1; k++) {
+		mid = lo + (hi - lo) / 2;
+		if (p->maps[mid & (TP_UNWIND_MAX_MAPS - 1)].start <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	m = &p->maps[lo & (TP_UNWIND_MAX_MAPS - 1)];
+	return pc >= m->start && pc < m->end ? m : NULL;
+}
+
+/* The caller through the frame pointer (rbp -> saved rbp, return address). */
+static __always_inline int uw_frame_pointer(struct uw_state *st, int how)
+{
+	__u64 fp[2], bp = st->bp;
+
+	if (!bp) {
+		st->how = UW_FP_END;
+		return 1;
+	}
+	if (bp < st->sp || bpf_probe_read_user(fp, sizeof(fp), (void *)bp)) {
+		st->how = UW_CUT;
+		return 1;
+	}
+	if (!fp[1]) {
+		st->how = UW_FP_END;
+		return 1;
+	}
+	st->ip = fp[1];
+	st->sp = bp + 16;
+	st->bp = fp[0];
+	st->exact = 0;
+	st->how = how;
+	return 0;
+}
+
+/* x86-64 signal frame: sp is the struct ucontext the kernel pushed. */
+#define UC_RBP 120 /* uc_mcontext (40) + 8 * REG_RBP (10) */
+#define UC_RSP 160 /* + 8 * REG_RSP (15) */
+#define UC_RIP 168 /* + 8 * REG_RIP (16) */
+
+static __always_inline int uw_signal(struct uw_state *st)
+{
+	__u64 r[7]; /* rbp .. rip: offsets 120 to 168 */
+
+	if (bpf_probe_read_user(r, sizeof(r), (void *)(st->sp + UC_RBP)) || !r[6]) {
+		st->how = UW_CUT;
+		return 1;
+	}
+	st->bp = r[0];
+	st->sp = r[5];
+	st->ip = r[6];
+	st->exact = 1; /* the interrupted instruction, not a return address */
+	st->how = UW_CFI;
+	return 0;
+}
+
+/*
+ * One step: 0 with st at the caller's frame (st->how UW_CFI, UW_FP or
+ * UW_FP_NOTAB), 1 when the walk ends (st->how says why). A global
+ * function, verified once whatever the number of frames.
+ */
+__noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
+{
+	const struct tp_unwind_map *m;
+	const struct tp_unwind_table *t;
+	struct tp_unwind_row *r = NULL;
+	__u64 pc, cfa, ra = 0, bp;
+	__u32 slot;
+
+	if (!p || !st)
+		return 1;
+	pc = st->exact ? st->ip : st->ip - 1;
+	m = uw_map(p, pc);
+	if (!m)
+		return uw_frame_pointer(st, UW_FP);
+	slot = m->table;
+	t = bpf_map_lookup_elem(&unwind_tables, &slot);
+	if (!t || t->id != m->id || !m->id)
+		return uw_frame_pointer(st, UW_FP_NOTAB);
+	r = uw_row(t, pc - m->bias);
+	if (!r)
+		return uw_frame_pointer(st, UW_FP);
+	if (r->rule & TP_UW_SIGNAL)
+		return uw_signal(st);
+	switch (r->rule & TP_UW_CFA_MASK) {
+	case TP_UW_CFA_RSP:
+		cfa = st->sp + r->cfa_off;
+		break;
+	case TP_UW_CFA_RBP:
+		cfa = st->bp + r->cfa_off;
+		break;
+	case TP_UW_CFA_PLT:
+		cfa = st->sp + r->cfa_off + ((st->ip & 15) >= (__u64)r->rbp_off8 ? 8 : 0);
+		break;
+	default:
+		return uw_frame_pointer(st, UW_FP);
+	}
+	if (r->rule & TP_UW_RA_UNDEF) {
+		st->how = UW_ROOT;
+		return 1;
+	}
+	if (cfa <= st->sp || bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+		st->how = UW_CUT;
+		return 1;
+	}
+	bp = st->bp;
+	if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_AT_CFA) {
+		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)r->rbp_off8))) {
+			st->how = UW_CUT;
+			return 1;
+		}
+	} else if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_UNDEF) {
+		bp = 0;
+	}
+	if (!ra) {
+		st->how = UW_FP_END;
+		return 1;
+	}
+	st->ip = ra;
+	st->sp = cfa;
+	st->bp = bp;
+	st->exact = 0;
+	st->how = UW_CFI;
+	return 0;
+}
+
+/*
+ * The user stack of a process with unwind tables p, walked with them into
+ * out (room for TP_MAX_FRAMES frames, leaf first); returns the frames. The
+ * registers are the interrupted ones (user mode) or those the thread had
+ * when it entered the kernel.
+ */
+static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool user_mode,
+				       const struct tp_unwind_proc *p, __u64 *out,
+				       struct counter_set *c)
+{
+	__u32 n = 1, i, cfi = 0, fp = 0, notab = 0;
+	struct uw_state st = {};
+
+	if (user_mode) {
+		st.ip = ctx->regs.ip;
+		st.sp = ctx->regs.sp;
+		st.bp = ctx->regs.bp;
+	} else {
+		struct pt_regs *regs =
+		    (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+		st.ip = BPF_CORE_READ(regs, ip);
+		st.sp = BPF_CORE_READ(regs, sp);
+		st.bp = BPF_CORE_READ(regs, bp);
+	}
+	if (!st.ip)
+		return 0;
+	st.exact = 1;
+	out[0] = st.ip;
+	for (i = 1; i < TP_MAX_FRAMES; i++) {
+		if (unwind_step(p, &st))
+			break;
+		out[i] = st.ip;
+		n++;
+		if (st.how == UW_CFI)
+			cfi++;
+		else if (st.how == UW_FP_NOTAB)
+			notab++;
+		else
+			fp++;
+	}
+	if (!c)
+		return n;
+	c->n[TP_CNT_UW_STACKS]++;
+	if (i == TP_MAX_FRAMES)
+		c->n[TP_CNT_UW_TRUNC]++;
+	else if (st.how == UW_ROOT)
+		c->n[TP_CNT_UW_ROOT]++;
+	else if (st.how == UW_FP_END)
+		c->n[TP_CNT_UW_FP_END]++;
+	else
+		c->n[TP_CNT_UW_CUT]++;
+	c->n[TP_CNT_UW_FRAMES_CFI] += cfi;
+	c->n[TP_CNT_UW_FRAMES_FP] += fp + notab;
+	c->n[TP_CNT_UW_NOT_READY] += notab;
+	return n;
+}
+#endif
+
 /* A kept sample's counters, in this CPU's counters c (NULL: none). */
 static __always_inline void count_kept(struct counter_set *c, const struct thread_ctx *tc)
 {
@@ -406,7 +677,16 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	/* a sample of user mode has no kernel frames: skip the helper call */
 	if (!user_mode)
 		kn = take_stack(ctx, s->ips, 0, c, 0);
+#if defined(__TARGET_ARCH_x86)
+	const struct tp_unwind_proc *uw = bpf_map_lookup_elem(&unwind_procs, &tgid);
+
+	if (uw)
+		un = walk_user(ctx, user_mode, uw, &s->ips[kn], c);
+	else
+		un = take_stack(ctx, &s->ips[kn], BPF_F_USER_STACK, c, 1);
+#else
 	un = take_stack(ctx, &s->ips[kn], BPF_F_USER_STACK, c, 1);
+#endif
 	if (!un && !is_kernel_thread() && c)
 		c->n[TP_CNT_NO_USTACK]++;
 	s->kern_n = kn;
@@ -550,7 +830,8 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 
 	/* the new program has neither the old one's TLS location nor its records */
 	bpf_task_storage_delete(&thread_records, task);
-	bpf_task_storage_delete(&tls_locs, task); /* the thread that execs leads its group */
+	bpf_task_storage_delete(&tls_locs, task);  /* the thread that execs leads its group */
+	bpf_map_delete_elem(&unwind_procs, &tgid); /* the new program maps other files */
 	if (!wanted(tgid))
 		return 0;
 	r = life_record(TP_REC_EXEC, tgid, task->pid, 0);
@@ -576,6 +857,7 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	struct tp_tls_loc *loc, lcopy;
+	struct tp_unwind_proc *uw;
 	__u64 *rec, rcopy;
 	struct tp_sample *r;
 
@@ -587,6 +869,10 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 		lcopy = *loc;
 		bpf_task_storage_get(&tls_locs, child, &lcopy, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
+	/* the child maps what the parent maps, at the same addresses */
+	uw = bpf_map_lookup_elem(&unwind_procs, &ptgid);
+	if (uw)
+		bpf_map_update_elem(&unwind_procs, &ctgid, uw, BPF_ANY);
 	rec = bpf_task_storage_get(&thread_records, parent, NULL, 0);
 	if (rec) {
 		rcopy = *rec;
@@ -626,5 +912,6 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	}
 	bpf_map_delete_elem(&targets, &tgid);
 	bpf_map_delete_elem(&raised_targets, &tgid);
+	bpf_map_delete_elem(&unwind_procs, &tgid);
 	return 0;
 }

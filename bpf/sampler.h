@@ -129,7 +129,78 @@ enum tp_counter {
 	TP_CNT_RAISED_IDLE = 12,  /* raised runs discarded: target thread outside a request */
 	TP_CNT_BASE_COVERED = 13, /* base runs skipped: the thread is covered by raised events */
 	TP_CNT_STACK_RETAKE = 15, /* stacks walked twice: deeper than this CPU's recent ones */
-	TP_CNT_MAX = 16,
+	/* CFI unwinding (unwind_step in sampler.bpf.c), stacks of processes with unwind maps */
+	TP_CNT_UW_STACKS = 16,	   /* user stacks walked with unwind tables */
+	TP_CNT_UW_ROOT = 17,	   /* of those, ended at an outermost frame (CFI: RA undefined) */
+	TP_CNT_UW_FP_END = 18,	   /* ended where the frame pointer chain ends (rbp 0, ip 0) */
+	TP_CNT_UW_CUT = 19,	   /* cut: memory unreadable, or the stack did not move up */
+	TP_CNT_UW_TRUNC = 20,	   /* cut at TP_MAX_FRAMES frames */
+	TP_CNT_UW_FRAMES_CFI = 21, /* caller frames found through unwind tables */
+	TP_CNT_UW_FRAMES_FP = 22,  /* caller frames found through frame pointers (no row) */
+	TP_CNT_UW_NOT_READY = 23,  /* of those, in a file whose table was not there (yet) */
+	TP_CNT_MAX = 24,
+};
+
+/*
+ * CFI unwinding (docs/agent.md, agent/unwind/README.md). The agent turns
+ * each mapped file's call frame information into rows, places them in the
+ * array "unwind_rows" (one area for all files, memory-mapped by the
+ * agent), describes each placed table in "unwind_tables" and each sampled
+ * process's executable mappings in "unwind_procs". For a process with an
+ * entry there, the sampler walks the user stack frame by frame: the row
+ * of the frame's address says where the caller's frame is; where there is
+ * no row (no table, a gap, a rule the walker cannot follow) it takes the
+ * frame pointer.
+ */
+#define TP_UNWIND_MAX_MAPS   128	/* executable mappings of a process with tables */
+#define TP_UNWIND_MAX_TABLES 8192	/* tables placed at once (unwind_tables) */
+#define TP_UNWIND_MAX_ROWS   (1u << 24) /* rows of one table (the search is 24 steps) */
+#define TP_UNWIND_SEARCH     24
+#define TP_UNWIND_MAP_SEARCH 8 /* steps of the mapping search (2^8 > MAX_MAPS) */
+
+/* struct tp_unwind_row.rule */
+#define TP_UW_CFA_MASK	 0x03u /* how the CFA is found: */
+#define TP_UW_CFA_NONE	 0x00u /* no rule: the frame pointer is taken */
+#define TP_UW_CFA_RSP	 0x01u /* CFA = rsp + cfa_off */
+#define TP_UW_CFA_RBP	 0x02u /* CFA = rbp + cfa_off */
+#define TP_UW_CFA_PLT	 0x03u /* CFA = rsp + cfa_off, + 8 when (ip & 15) >= rbp_off8 (PLT) */
+#define TP_UW_RBP_MASK	 0x0cu /* where the caller's rbp is: */
+#define TP_UW_RBP_SAME	 0x00u /* unchanged */
+#define TP_UW_RBP_AT_CFA 0x04u /* at CFA + 8 * rbp_off8 */
+#define TP_UW_RBP_UNDEF	 0x08u /* not recoverable (0) */
+#define TP_UW_RA_UNDEF	 0x10u /* no return address: the outermost frame, the walk ends */
+#define TP_UW_SIGNAL	 0x20u /* a signal frame: the interrupted registers are in a ucontext */
+
+/* One row (8 bytes): its rule holds from its address to the next row's. */
+struct tp_unwind_row {
+	__u32 addr;    /* address minus the table's base (see tp_unwind_map.bias) */
+	__s16 cfa_off; /* see TP_UW_CFA_* */
+	__s8 rbp_off8; /* TP_UW_RBP_AT_CFA: offset / 8; TP_UW_CFA_PLT: the ip threshold */
+	__u8 rule;     /* TP_UW_* */
+};
+
+/* One placed table (array "unwind_tables", index = table slot). */
+struct tp_unwind_table {
+	__u32 row0;  /* first row in unwind_rows */
+	__u32 nrows; /* rows, at most TP_UNWIND_MAX_ROWS */
+	__u32 id;    /* changes when the slot is reused; 0: empty */
+	__u32 reserved;
+};
+
+/* One executable mapping of a process. */
+struct tp_unwind_map {
+	__u64 start; /* first address */
+	__u64 end;   /* one past the last */
+	__u64 bias;  /* row address = ip - bias */
+	__u32 table; /* slot in unwind_tables */
+	__u32 id;    /* the table's id when the entry was written: another id, no table */
+};
+
+/* A process's executable mappings with tables (hash "unwind_procs", key tgid). */
+struct tp_unwind_proc {
+	__u32 n;	/* mappings, sorted by start, not overlapping */
+	__u32 reserved; /* zero */
+	struct tp_unwind_map maps[TP_UNWIND_MAX_MAPS];
 };
 
 #endif

@@ -12,6 +12,7 @@
  * Exit records forget a process a second later (its last samples come
  * after the record); a sweep finds those whose record was lost.
  */
+#include "unwind.h"
 #include "proctable.h"
 
 #include <dirent.h>
@@ -97,6 +98,8 @@ static void proc_remove(struct proctable *t, struct proc *p)
 
 	if (t->trig)
 		triggers_proc_remove(t->trig, (uint32_t)p->pid);
+	if (t->unwind)
+		unwind_forget_process(t->unwind, p->pid);
 	if (p->exited_us)
 		t->ndying--;
 	p->pid = 0;
@@ -264,6 +267,8 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 		return "again: mappings unchanged";
 	}
 	p->maps_fp = fp;
+	if (t->unwind) /* first look, or the mappings changed */
+		unwind_note_process(t->unwind, p->pid);
 	if (identity_read(p->pid, &id) == 0) {
 		proc_set_source(t, p, &id);
 		note_trigger_proc(t, p->pid, &id);
@@ -424,6 +429,8 @@ static void proc_inherit(struct proctable *t, pid_t pid, pid_t parent, uint64_t 
 	if (!p->complete)
 		schedule_recheck(t, p, now);
 	sym_inherit_process(t->sym, pid, parent, start_time);
+	if (t->unwind)
+		unwind_inherit(t->unwind, pid, parent);
 	t->st.procs_inherited++;
 }
 

@@ -27,6 +27,7 @@ struct sampler;
 struct sampler_event;
 struct symbolizer;
 struct triggers;
+struct unwind;
 
 /* What the agent knows about one process. */
 struct proc {
@@ -70,6 +71,7 @@ struct proctable {
 	struct symbolizer *sym;
 	struct agg *agg;	 /* sources are registered there */
 	struct triggers *trig;	 /* told who each process is, or NULL */
+	struct unwind *unwind;	 /* unwind tables of its mappings, or NULL */
 	struct kubepods *kube;	 /* pod names, or NULL */
 	const char *node;	 /* this node's name, for sources */
 	bool target_pids;	 /* processes are targets by pid (re-added after exec) */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -82,6 +83,8 @@ struct sampler {
 	int poll_n;			/* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
+	struct tp_unwind_row *rows_map; /* unwind_rows, mapped writable; NULL: none */
+	size_t unwind_rows;		/* its rows */
 };
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -318,6 +321,9 @@ static int configure(struct sampler *s)
 	skel->rodata->wakeup_bytes =
 	    s->opts.wakeup_bytes == SAMPLER_WAKEUP_EVERY ? 0 : (__u32)s->opts.wakeup_bytes;
 	err = bpf_map__set_max_entries(skel->maps.samples, s->opts.ring_bytes);
+	if (!err) /* 1 row when off: a map cannot be empty */
+		err = bpf_map__set_max_entries(skel->maps.unwind_rows,
+					       s->unwind_rows ? (uint32_t)s->unwind_rows : 1);
 	if (!err) /* one row per CPU, indexed by its number */
 		err = bpf_map__set_max_entries(skel->maps.counters,
 					       (uint32_t)libbpf_num_possible_cpus());
@@ -375,6 +381,50 @@ static int fill_defaults(const struct sampler_opts *in, struct sampler_opts *out
 	}
 	if ((unsigned)out->filter > TP_FILTER_CGROUP)
 		return -EINVAL;
+	if (out->unwind_bytes > (size_t)UINT32_MAX * sizeof(struct tp_unwind_row)) {
+		log_error("unwind table memory too large bytes=%zu", out->unwind_bytes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Rows of the unwind area: whole pages of opts.unwind_bytes (0: none). */
+static size_t unwind_rows_of(size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return bytes / page * page / sizeof(struct tp_unwind_row);
+}
+
+/* Maps the rows array writable (it was created BPF_F_MMAPABLE). */
+static int map_unwind_rows(struct sampler *s)
+{
+	size_t len = s->unwind_rows * sizeof(struct tp_unwind_row);
+	void *p;
+
+	if (!s->unwind_rows)
+		return 0;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 bpf_map__fd(s->skel->maps.unwind_rows), 0);
+	if (p == MAP_FAILED) {
+		int err = -errno;
+
+		log_error("cannot map the unwind table rows bytes=%zu err=%s", len, strerror(-err));
+		return err;
+	}
+	s->rows_map = p;
+	return 0;
+}
+
+int sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s->rows_map)
+		return -ENOTSUP;
+	out->rows = s->rows_map;
+	out->nrows = s->unwind_rows;
+	out->tables_fd = bpf_map__fd(s->skel->maps.unwind_tables);
+	out->procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
 	return 0;
 }
 
@@ -401,6 +451,7 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 	err = fill_defaults(opts, &s->opts);
 	if (err)
 		goto out_free;
+	s->unwind_rows = unwind_rows_of(s->opts.unwind_bytes);
 	err = check_privileges();
 	if (err)
 		goto out_free;
@@ -421,6 +472,9 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 			  strerror(-err));
 		goto out_free;
 	}
+	err = map_unwind_rows(s);
+	if (err)
+		goto out_free;
 	s->exit_link = bpf_program__attach(s->skel->progs.on_sched_process_exit);
 	if (!s->exit_link) {
 		err = -errno;
@@ -481,6 +535,8 @@ void sampler_free(struct sampler *s)
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
 	ring_buffer__free(s->ring);
+	if (s->rows_map)
+		munmap(s->rows_map, s->unwind_rows * sizeof(struct tp_unwind_row));
 	sampler_bpf__destroy(s->skel);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);

@@ -36,6 +36,8 @@ struct sampler_opts {
 				  (0: 128 KiB per CPU, at least 1 MiB) */
 	size_t wakeup_bytes;   /* wake the reader at this much pending (0: ring/2; or EVERY) */
 	enum tp_filter filter; /* which processes are sampled */
+	size_t unwind_bytes;   /* memory for unwind table rows in the kernel (0: none,
+				  8 bytes a row; rounded down to whole pages) */
 };
 
 /* Counters summed over CPUs, plus the kernel's run statistics of on_cpu_clock. */
@@ -159,6 +161,21 @@ unsigned sampler_raised_hz(const struct sampler *s);
  * TP_MAX_RAISED_TARGETS. The kernel side drops a process at its exit.
  */
 int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t n);
+
+/*
+ * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user
+ * stacks with, for the module that fills them. *rows is the rows array
+ * memory-mapped writable (NULL when opts.unwind_bytes was 0), *nrows its
+ * rows; the fds are the sampler's (not to be closed). -ENOTSUP without
+ * unwinding.
+ */
+struct sampler_unwind_maps {
+	struct tp_unwind_row *rows;
+	size_t nrows;
+	int tables_fd; /* array "unwind_tables": slot -> struct tp_unwind_table */
+	int procs_fd;  /* hash "unwind_procs": tgid -> struct tp_unwind_proc */
+};
+int sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out);
 
 /* Fills *st; run_time_ns/run_cnt stay 0 unless kernel.bpf_stats_enabled is 1. */
 int sampler_get_stats(struct sampler *s, struct sampler_stats *st);

@@ -360,6 +360,30 @@ void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
 	pthread_mutex_unlock(&c->mu);
 }
 
+void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t)
+{
+	if (!t)
+		return;
+	struct ent *e = (struct ent *)(void *)t;
+	pthread_mutex_lock(&c->mu);
+	if (e->refs > 0)
+		e->refs--;
+	if (e->refs == 0 && e->state == ENT_READY) {
+		ent_remove(c, e);
+		c->st.released++;
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+int cfi_cache_failed(struct cfi_cache *c, const struct cfi_cache_key *key)
+{
+	pthread_mutex_lock(&c->mu);
+	struct ent *e = lookup(c, key);
+	int failed = e && e->state == ENT_FAILED && now_ns() < e->retry_at;
+	pthread_mutex_unlock(&c->mu);
+	return failed;
+}
+
 void cfi_cache_stats(struct cfi_cache *c, struct cfi_cache_stats *out)
 {
 	pthread_mutex_lock(&c->mu);

@@ -71,6 +71,7 @@ struct cfi_cache_stats {
 	uint64_t queue_full;	 /* builds not queued: the queue was full */
 	uint64_t bytes;		 /* bytes of the tables in the cache */
 	uint64_t tables;	 /* tables in the cache */
+	uint64_t released;	 /* tables dropped at once by cfi_cache_release */
 };
 
 struct cfi_cache;
@@ -93,6 +94,15 @@ const struct cfi_table *cfi_cache_get_fd(struct cfi_cache *c, const struct cfi_c
 
 /* Gives back a reference cfi_cache_get() returned. */
 void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t);
+
+/*
+ * The same, and the table is dropped at once when nobody else holds it
+ * (its user copied it elsewhere): a later get builds it again.
+ */
+void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t);
+
+/* Whether key's last build failed and is not to be retried yet (a negative entry). */
+int cfi_cache_failed(struct cfi_cache *c, const struct cfi_cache_key *key);
 
 void cfi_cache_stats(struct cfi_cache *c, struct cfi_cache_stats *out);
 
