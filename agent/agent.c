@@ -304,7 +304,7 @@ static void open_unwind(struct agent *a)
 
 	if (sampler_unwind_maps(a->sampler, &sm) != 0)
 		return;
-	um.rows = sm.rows;
+	um.rows_fd = sm.rows_fd;
 	um.nrows = sm.nrows;
 	um.tables_fd = sm.tables_fd;
 	um.procs_fd = sm.procs_fd;

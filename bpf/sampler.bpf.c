@@ -137,11 +137,10 @@ struct {
 
 /*
  * CFI unwinding (sampler.h): every placed table's rows, in one array the
- * agent memory-maps and fills; the loader sizes it (unwind-table-bytes).
+ * agent fills (batch updates); the loader sizes it (unwind-table-bytes).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct tp_unwind_row);
@@ -523,7 +522,7 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
  */
 static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool user_mode,
 				       const struct tp_unwind_proc *p, __u64 *out,
-				       struct counter_set *c)
+				       struct counter_set *c, __u16 *sflags)
 {
 	__u32 n = 1, i, cfi = 0, fp = 0, notab = 0;
 	struct uw_state st = {};
@@ -556,6 +555,10 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool use
 		else
 			fp++;
 	}
+	if (i == TP_MAX_FRAMES)
+		*sflags |= TP_SAMPLE_UW_TRUNC;
+	else if (st.how == UW_CUT)
+		*sflags |= TP_SAMPLE_UW_CUT;
 	if (!c)
 		return n;
 	c->n[TP_CNT_UW_STACKS]++;
@@ -671,7 +674,6 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 		s->trace_flags = 0;
 	}
 	s->hz = hz;
-	s->flags = sflags;
 	__builtin_memset(s->reserved, 0, sizeof(s->reserved));
 
 	/* a sample of user mode has no kernel frames: skip the helper call */
@@ -681,7 +683,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	const struct tp_unwind_proc *uw = bpf_map_lookup_elem(&unwind_procs, &tgid);
 
 	if (uw)
-		un = walk_user(ctx, user_mode, uw, &s->ips[kn], c);
+		un = walk_user(ctx, user_mode, uw, &s->ips[kn], c, &sflags);
 	else
 		un = take_stack(ctx, &s->ips[kn], BPF_F_USER_STACK, c, 1);
 #else
@@ -691,6 +693,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 		c->n[TP_CNT_NO_USTACK]++;
 	s->kern_n = kn;
 	s->user_n = un;
+	s->flags = sflags;
 
 	/*
 	 * A wakeup per sample costs more than the rest of the program (an

@@ -79,6 +79,9 @@ enum tp_record_kind {
  */
 #define TP_SAMPLE_RAISED 0x1
 #define TP_SAMPLE_BASE	 0x2
+/* The CFI walk of the user stack was cut (TP_CNT_UW_CUT) or truncated (TP_CNT_UW_TRUNC). */
+#define TP_SAMPLE_UW_CUT   0x4
+#define TP_SAMPLE_UW_TRUNC 0x8
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -83,8 +82,7 @@ struct sampler {
 	int poll_n;			/* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
-	struct tp_unwind_row *rows_map; /* unwind_rows, mapped writable; NULL: none */
-	size_t unwind_rows;		/* its rows */
+	size_t unwind_rows; /* rows of the unwind area; 0: no CFI unwinding */
 };
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -396,32 +394,12 @@ static size_t unwind_rows_of(size_t bytes)
 	return bytes / page * page / sizeof(struct tp_unwind_row);
 }
 
-/* Maps the rows array writable (it was created BPF_F_MMAPABLE). */
-static int map_unwind_rows(struct sampler *s)
-{
-	size_t len = s->unwind_rows * sizeof(struct tp_unwind_row);
-	void *p;
-
-	if (!s->unwind_rows)
-		return 0;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		 bpf_map__fd(s->skel->maps.unwind_rows), 0);
-	if (p == MAP_FAILED) {
-		int err = -errno;
-
-		log_error("cannot map the unwind table rows bytes=%zu err=%s", len, strerror(-err));
-		return err;
-	}
-	s->rows_map = p;
-	return 0;
-}
-
 int sampler_unwind_maps(struct sampler *s, struct sampler_unwind_maps *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!s->rows_map)
+	if (!s->unwind_rows)
 		return -ENOTSUP;
-	out->rows = s->rows_map;
+	out->rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);
 	out->nrows = s->unwind_rows;
 	out->tables_fd = bpf_map__fd(s->skel->maps.unwind_tables);
 	out->procs_fd = bpf_map__fd(s->skel->maps.unwind_procs);
@@ -472,9 +450,6 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 			  strerror(-err));
 		goto out_free;
 	}
-	err = map_unwind_rows(s);
-	if (err)
-		goto out_free;
 	s->exit_link = bpf_program__attach(s->skel->progs.on_sched_process_exit);
 	if (!s->exit_link) {
 		err = -errno;
@@ -535,8 +510,6 @@ void sampler_free(struct sampler *s)
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
 	ring_buffer__free(s->ring);
-	if (s->rows_map)
-		munmap(s->rows_map, s->unwind_rows * sizeof(struct tp_unwind_row));
 	sampler_bpf__destroy(s->skel);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);

@@ -164,13 +164,11 @@ int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t 
 
 /*
  * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user
- * stacks with, for the module that fills them. *rows is the rows array
- * memory-mapped writable (NULL when opts.unwind_bytes was 0), *nrows its
- * rows; the fds are the sampler's (not to be closed). -ENOTSUP without
- * unwinding.
+ * stacks with, for the module that fills them; the fds are the sampler's
+ * (not to be closed). -ENOTSUP without unwinding (opts.unwind_bytes 0).
  */
 struct sampler_unwind_maps {
-	struct tp_unwind_row *rows;
+	int rows_fd; /* array "unwind_rows": row index -> struct tp_unwind_row */
 	size_t nrows;
 	int tables_fd; /* array "unwind_tables": slot -> struct tp_unwind_table */
 	int procs_fd;  /* hash "unwind_procs": tgid -> struct tp_unwind_proc */

@@ -332,12 +332,37 @@ static int push_row(struct builder *b, const struct cfi_row *r)
 	return 0;
 }
 
+/*
+ * ld's CFA expression for lazy PLT entries (push; jmp): rsp + N, plus 8
+ * once the entry's push ran, at byte K of each 16-byte entry:
+ * breg7 N; breg16 0; lit15; and; litK; ge; lit3; shl; plus.
+ */
+static bool plt_cfa(const Dwarf_Op *o, size_t n, struct cfi_row *r)
+{
+	if (n != 9 || o[0].atom != DW_OP_breg7 || o[1].atom != DW_OP_breg16 || o[1].number != 0 ||
+	    o[2].atom != DW_OP_lit15 || o[3].atom != DW_OP_and || o[4].atom < DW_OP_lit0 ||
+	    o[4].atom > DW_OP_lit15 || o[5].atom != DW_OP_ge || o[6].atom != DW_OP_lit3 ||
+	    o[7].atom != DW_OP_shl || o[8].atom != DW_OP_plus)
+		return false;
+	int64_t off = (int64_t)o[0].number;
+	if (off < 0 || off > 64)
+		return false;
+	r->cfa = CFI_CFA_PLT;
+	r->cfa_off = (int32_t)off;
+	r->rbp_off = (int16_t)(o[4].atom - DW_OP_lit0);
+	return true;
+}
+
 static void rule_cfa(Dwarf_Frame *fr, struct cfi_row *r)
 {
 	Dwarf_Op *ops;
 	size_t nops;
 	r->cfa = CFI_CFA_UNSUPPORTED;
-	if (dwarf_frame_cfa(fr, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx)
+	if (dwarf_frame_cfa(fr, &ops, &nops) != 0)
+		return;
+	if (plt_cfa(ops, nops, r))
+		return;
+	if (nops != 1 || ops[0].atom != DW_OP_bregx)
 		return;
 	int64_t off = (int64_t)ops[0].number2;
 	if (off < INT32_MIN || off > INT32_MAX)
@@ -385,7 +410,7 @@ static void frame_row(Dwarf_Frame *fr, int ra_reg, bool signal, struct cfi_row *
 		r->flags = CFI_RBP_UNDEFINED;
 		break;
 	case 2:
-		if (off >= INT16_MIN && off <= INT16_MAX) {
+		if (off >= INT16_MIN && off <= INT16_MAX && r->cfa != CFI_CFA_PLT) {
 			r->flags = CFI_RBP_AT_CFA;
 			r->rbp_off = (int16_t)off;
 			break;

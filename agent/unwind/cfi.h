@@ -28,6 +28,8 @@ enum cfi_cfa {
 	CFI_CFA_RSP = 1,     /* CFA = rsp + cfa_off */
 	CFI_CFA_RBP = 2,     /* CFA = rbp + cfa_off */
 	CFI_CFA_UNSUPPORTED, /* an expression or another register */
+	CFI_CFA_PLT,	     /* a lazy PLT entry: rsp + cfa_off, + 8 from byte rbp_off of each */
+	/* 16-byte entry on (ld's expression; the rbp rule is SAME) */
 };
 
 /* Where the caller's rbp is (bits CFI_RBP_MASK of struct cfi_row.flags). */
@@ -54,7 +56,7 @@ enum cfi_ra {
 struct cfi_row {
 	uint32_t addr;	 /* offset from struct cfi_table.base */
 	int32_t cfa_off; /* CFA = register + cfa_off */
-	int16_t rbp_off; /* CFI_RBP_AT_CFA: caller's rbp at CFA + rbp_off */
+	int16_t rbp_off; /* CFI_RBP_AT_CFA: caller's rbp at CFA + rbp_off; CFI_CFA_PLT: threshold */
 	uint8_t cfa;	 /* enum cfi_cfa */
 	uint8_t flags;	 /* enum cfi_rbp | enum cfi_ra << CFI_RA_SHIFT | CFI_F_SIGNAL */
 };
@@ -72,6 +74,8 @@ static inline enum cfi_ra cfi_row_ra(const struct cfi_row *r)
 /* A row the walker can follow: CFA from rsp or rbp, RA at CFA - 8, rbp known. */
 static inline int cfi_row_supported(const struct cfi_row *r)
 {
+	if (r->cfa == CFI_CFA_PLT)
+		return cfi_row_rbp(r) == CFI_RBP_SAME && cfi_row_ra(r) == CFI_RA_CFA_MINUS_8;
 	return (r->cfa == CFI_CFA_RSP || r->cfa == CFI_CFA_RBP) &&
 	       cfi_row_ra(r) == CFI_RA_CFA_MINUS_8 && cfi_row_rbp(r) != CFI_RBP_UNSUPPORTED;
 }

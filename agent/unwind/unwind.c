@@ -2,10 +2,9 @@
  * unwind.c - places unwind tables where the BPF sampler walks stacks with
  * them: see unwind.h and agent/unwind/README.md.
  *
- * The rows area is the kernel's array "unwind_rows", memory-mapped: a
- * table is copied in with memcpy-like stores, then its slot in
- * "unwind_tables" is written (a system call, after which the rows are
- * visible), then the processes' mapping lists that name it. A slot is
+ * The rows area is the kernel's array "unwind_rows": a table's rows are
+ * written in batches, then its slot in "unwind_tables", then the
+ * processes' mapping lists that name it. A slot is
  * evicted by writing it empty first, so a list still naming it (a process
  * forked while the agent was not looking) finds another id there and
  * falls back to frame pointers instead of reading reused rows.
@@ -31,7 +30,7 @@
 #define MAX_SEGS     4	   /* executable PT_LOADs remembered per file */
 #define NO_SLOT	     0u	   /* slot 0 is never used: 0 means none */
 #define VDSO_MAX     65536 /* largest vdso image read */
-#define DEF_RETRY_MS 200u
+#define DEF_RETRY_MS 50u
 #define DEF_TRIES    50u
 #define NBUCKETS     4096u
 
@@ -116,6 +115,12 @@ int unwind_row_convert(const struct cfi_row *in, struct tp_unwind_row *out)
 		return 0;
 	if (in->cfa_off < INT16_MIN || in->cfa_off > INT16_MAX)
 		return -1;
+	if (in->cfa == CFI_CFA_PLT) {
+		out->cfa_off = (int16_t)in->cfa_off;
+		out->rbp_off8 = (int8_t)in->rbp_off; /* the byte from which the push ran */
+		out->rule = TP_UW_CFA_PLT;
+		return 0;
+	}
 	rule = in->cfa == CFI_CFA_RSP ? TP_UW_CFA_RSP : TP_UW_CFA_RBP;
 	if (rbp == CFI_RBP_AT_CFA) {
 		if (in->rbp_off % 8 || in->rbp_off / 8 < INT8_MIN || in->rbp_off / 8 > INT8_MAX)
@@ -269,6 +274,39 @@ static uint32_t free_slot(struct unwind *u)
 	return v;
 }
 
+/*
+ * Converts t's rows and writes them at row index at of the area, in
+ * batches (one system call for BATCH rows).
+ */
+#define BATCH 65536u
+static int write_rows(struct unwind *u, const struct cfi_table *t, uint32_t at)
+{
+	size_t n = t->nrows < BATCH ? t->nrows : BATCH;
+	struct tp_unwind_row *rows = malloc(n * sizeof(*rows));
+	uint32_t *keys = malloc(n * sizeof(*keys));
+	int rc = 0;
+
+	for (size_t done = 0; rows && keys && done < t->nrows && !rc;) {
+		__u32 k = (__u32)(t->nrows - done < BATCH ? t->nrows - done : BATCH);
+
+		for (__u32 r = 0; r < k; r++) {
+			keys[r] = at + (uint32_t)(done + r);
+			if (unwind_row_convert(&t->rows[done + r], &rows[r]) != 0)
+				u->st.rows_narrowed++;
+		}
+		if (bpf_map_update_batch(u->m.rows_fd, keys, rows, &k, NULL)) {
+			rc = -errno;
+			u->st.map_errors++;
+		}
+		done += k;
+	}
+	if (!rows || !keys)
+		rc = -ENOMEM;
+	free(rows);
+	free(keys);
+	return rc;
+}
+
 /* Copies t into the area at a free run; the slot, or NO_SLOT (counted). */
 static uint32_t place(struct unwind *u, const struct cfi_cache_key *key, const struct cfi_table *t,
 		      int fd)
@@ -308,9 +346,8 @@ static uint32_t place(struct unwind *u, const struct cfi_cache_key *key, const s
 	s->nrows = n;
 	s->base = t->base;
 	s->id = ++u->next_id ? u->next_id : ++u->next_id;
-	for (size_t r = 0; r < t->nrows; r++)
-		if (unwind_row_convert(&t->rows[r], &u->m.rows[at + r]) != 0)
-			u->st.rows_narrowed++;
+	if (write_rows(u, t, at) != 0)
+		return NO_SLOT;
 	s->live = 1;
 	if (write_slot(u, i) != 0) {
 		s->live = 0;
@@ -630,7 +667,7 @@ struct unwind *unwind_new(const struct unwind_maps *maps, const struct unwind_op
 {
 	struct unwind *u;
 
-	if (!maps || !maps->rows || !maps->nrows) {
+	if (!maps || maps->rows_fd < 0 || !maps->nrows) {
 		errno = ENOTSUP;
 		return NULL;
 	}

@@ -26,15 +26,15 @@
 
 /* Where the tables go: the sampler's maps (sampler_unwind_maps()). */
 struct unwind_maps {
-	struct tp_unwind_row *rows; /* the rows area, mapped writable */
-	size_t nrows;		    /* its rows */
-	int tables_fd;		    /* array slot -> struct tp_unwind_table */
-	int procs_fd;		    /* hash tgid -> struct tp_unwind_proc */
+	int rows_fd;   /* array row index -> struct tp_unwind_row: the rows area */
+	size_t nrows;  /* its rows */
+	int tables_fd; /* array slot -> struct tp_unwind_table */
+	int procs_fd;  /* hash tgid -> struct tp_unwind_proc */
 };
 
 struct unwind_opts {
 	struct cfi_cache_opts cache; /* zero: defaults (the budget: 1.5 x the area) */
-	uint32_t retry_ms;	     /* a pending process is tried again after this (200) */
+	uint32_t retry_ms;	     /* a pending process is tried again after this (50) */
 	uint32_t max_tries;	     /* ... at most this often, until its maps change (50) */
 };
 

@@ -49,6 +49,7 @@ struct rd_cie {
 struct rd_fde {
 	uint64_t off, len, cie, lo, hi;
 	size_t row0, nrows;
+	int plt_off, plt_from; /* readelf's raw dump shows ld's PLT CFA expression: its N, K */
 };
 
 struct rd {
@@ -139,6 +140,40 @@ static void parse_entry(struct rd *rd, const char *line, int *cur_cie, int *cur_
 	}
 }
 
+/*
+ * FDEs whose CFA is ld's lazy-PLT expression, from readelf's raw dump
+ * (frames-interp shows "exp"): "DW_OP_breg7 (rsp): N; DW_OP_breg16 (rip):
+ * 0; DW_OP_lit15; DW_OP_and; DW_OP_litK; DW_OP_ge; DW_OP_lit3; DW_OP_shl;
+ * DW_OP_plus", remembered by the FDE's offset.
+ */
+static void readelf_plt(const char *path, struct rd *rd)
+{
+	char cmd[1024], line[4096];
+	unsigned long long off = 0, len, id;
+	snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames '%s' 2>/dev/null", path);
+	FILE *f = popen(cmd, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char kind[8];
+		int n, k;
+		if (strspn(line, "0123456789abcdef") == 8 &&
+		    sscanf(line, "%llx %llx %llx %7s", &off, &len, &id, kind) == 4)
+			continue;
+		const char *e = strstr(line, "DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): ");
+		if (!e || sscanf(e,
+				 "DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): %d; DW_OP_breg16 "
+				 "(rip): 0; DW_OP_lit15; DW_OP_and; DW_OP_lit%d; DW_OP_ge; "
+				 "DW_OP_lit3; DW_OP_shl; DW_OP_plus)",
+				 &n, &k) != 2)
+			continue;
+		for (size_t i = 0; i < rd->nfdes; i++)
+			if (rd->fdes[i].off == off)
+				rd->fdes[i].plt_off = n, rd->fdes[i].plt_from = k;
+	}
+	pclose(f);
+}
+
 static int readelf_frames(const char *path, struct rd *rd)
 {
 	char cmd[1024];
@@ -170,6 +205,9 @@ static int readelf_frames(const char *path, struct rd *rd)
 		}
 	}
 	pclose(f); /* its status is 1 for some intact files: the entries decide */
+	for (size_t i = 0; i < rd->nfdes; i++)
+		rd->fdes[i].plt_from = -1;
+	readelf_plt(path, rd);
 	return rd->nfdes > 0 ? 0 : -1;
 }
 
@@ -224,11 +262,14 @@ static bool rules_equal(const struct cfi_row *a, const struct cfi_row *e)
 		return false;
 	if (e->cfa != CFI_CFA_UNSUPPORTED && a->cfa_off != e->cfa_off)
 		return false;
+	if (e->cfa == CFI_CFA_PLT)
+		return a->rbp_off == e->rbp_off;
 	return cfi_row_rbp(e) != CFI_RBP_AT_CFA || a->rbp_off == e->rbp_off;
 }
 
 struct cmp {
 	size_t rows, unsupported, gaps, missing, mismatches; /* missing, mismatches: of 2 per row */
+	size_t plt;					     /* rows of ld's lazy PLT expression */
 };
 
 /* entry [off, off + 4 + len) holds no flipped byte */
@@ -279,6 +320,12 @@ static void compare_rows(const struct rd *rd, const struct cfi_table *t, bool al
 				continue;
 			struct cfi_row e;
 			expect_row(&rows[k].r, cie->signal, &e);
+			if (f->plt_from >= 0 && strcmp(rows[k].r.cfa, "exp") == 0) {
+				e.cfa = CFI_CFA_PLT; /* readelf's raw dump named the expression */
+				e.cfa_off = f->plt_off;
+				e.rbp_off = (int16_t)f->plt_from;
+				c->plt++;
+			}
 			c->rows++;
 			c->unsupported += !cfi_row_supported(&e);
 			check_at(t, rows[k].loc, &e, allow_missing, label, c);
@@ -349,6 +396,7 @@ static void check_file(const char *path, const char *label)
 	      c.mismatches, 2 * c.rows);
 	CHECK(errors(&t.stats) == 0, "%s: %" PRIu64 " errors", label, errors(&t.stats));
 	CHECK(t.stats.fdes_used > 0, "%s: no FDE used", label);
+	printf("%s: %zu PLT rows\n", label, c.plt);
 	printf("%s: %zu FDEs, %zu readelf rows compared (%zu unsupported), %zu gaps; table "
 	       "%zu rows, %zu bytes, %" PRIu64 " merged, %" PRIu64 " unsupported, %" PRIu64
 	       " signal, %" PRIu64 " errors (%s)\n",

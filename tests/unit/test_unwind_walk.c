@@ -31,11 +31,12 @@
 #include "traceprof/log.h"
 #include "unwind.h"
 
-#define HZ	    99
-#define MAX_CHAIN   8
-#define COLLECT_MS  2500
-#define ROOT_NAMES  "_start __libc_start_main __libc_start_call_main clone clone3 start_thread"
-#define UNWIND_SIZE (8u << 20)
+#define HZ	       99
+#define MAX_CHAIN      8
+#define WANT	       250   /* samples collected per run */
+#define MAX_COLLECT_MS 15000 /* ... or this long */
+#define ROOT_NAMES     "_start __libc_start_main __libc_start_call_main clone clone3 start_thread"
+#define UNWIND_SIZE    (8u << 20)
 
 struct tally {
 	pid_t pid;
@@ -139,7 +140,8 @@ static void wait_tables(struct unwind *u, pid_t pid)
 	CHECK(0, "tables of pid %d placed within 5 s", (int)pid);
 }
 
-static void collect(struct sampler *s, struct tally *t, int ms)
+/* Until WANT samples, or MAX_COLLECT_MS on a machine too busy to give them. */
+static void collect(struct sampler *s, struct tally *t)
 {
 	struct timespec a, b;
 
@@ -147,7 +149,8 @@ static void collect(struct sampler *s, struct tally *t, int ms)
 	do {
 		sampler_poll(s, 100, tally_sample, t);
 		clock_gettime(CLOCK_MONOTONIC, &b);
-	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+	} while (t->n < WANT &&
+		 (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < MAX_COLLECT_MS);
 }
 
 /* Samples mode's workload, with tables when with_tables; fills t. */
@@ -176,7 +179,7 @@ static void run(const char *mode, bool with_tables, struct tally *t)
 		sampler_add_target_pid(s, pid);
 		if (with_tables) {
 			CHECK(sampler_unwind_maps(s, &sm) == 0, "unwind maps");
-			struct unwind_maps um = {sm.rows, sm.nrows, sm.tables_fd, sm.procs_fd};
+			struct unwind_maps um = {sm.rows_fd, sm.nrows, sm.tables_fd, sm.procs_fd};
 
 			u = unwind_new(&um, NULL);
 			CHECK(u != NULL, "unwind_new: %s", strerror(errno));
@@ -185,7 +188,7 @@ static void run(const char *mode, bool with_tables, struct tally *t)
 		}
 		while (sampler_poll(s, 0, tally_sample, &(struct tally){0}) > 0)
 			; /* samples from before the tables */
-		collect(s, t, COLLECT_MS);
+		collect(s, t);
 	}
 	if (u) {
 		struct unwind_stats st;
