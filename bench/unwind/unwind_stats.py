@@ -217,7 +217,8 @@ def analyze(mods, stacks):
             user += count
             name, kind, module, addr = ufr[0]
             root_addr = addr - 1 if len(ufr) > 1 else addr
-            if base_name(name) in ROOT_NAMES or mods.is_root_address(module, root_addr):
+            names = {base_name(name), mods.canonical(module, base_name(name))}
+            if names & ROOT_NAMES or mods.is_root_address(module, root_addr):
                 complete += count
             else:
                 k = function_key(mods, name, kind, module)
