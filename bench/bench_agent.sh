@@ -112,6 +112,13 @@ bpf_ns() {
 		awk '$1 == "run_time_ns:" { t += $2 } $1 == "run_cnt:" { c += $2 }
 		     END { printf "%d %d\n", t, c }'
 }
+# KB of BPF map memory (memlock of its map fds) held by PID: the sampler's
+# maps, and the unwind tables once the sampler walks with CFI.
+bpf_map_kb() {
+	cat /proc/"$1"/fdinfo/* 2>/dev/null |
+		awk '$1 == "map_type:" { m = 1 } $1 == "memlock:" && m { t += $2; m = 0 }
+		     END { printf "%d\n", t / 1024 }'
+}
 now_ns() { date +%s%N; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 # Waits up to 60 s for PATTERN in FILE; 0 when seen.
@@ -170,6 +177,7 @@ with_agent() {
 	units=$("$@")
 	t1=$(now_ns) c1=$(task_ns "$pid") b1=$(bpf_ns "$pid")
 	hwm=$(awk '$1 == "VmHWM:" { print $2 }' /proc/"$pid"/status)
+	echo "$config $round $(bpf_map_kb "$pid")" >>"$work/mapmem"
 	kill -TERM "$pid"
 	wait "$pid" || echo "bench_agent: the agent exited with status $?" >&2
 	forget "$pid"
@@ -384,4 +392,9 @@ for c in agent-19 agent-99 idle-19 idle-99 demo-19 demo-99; do
 		"$(mmm "$c" '$6 / $4 / 1e7' %.3f) |"
 done
 echo
+echo "BPF map memory of the agent (memlock of its maps), MB: $(
+	results=$work/mapmem
+	for c in agent-19 agent-99 demo-19 demo-99; do
+		grep -q "^$c " "$results" 2>/dev/null && printf '%s %s; ' "$c" "$(mmm "$c" '$3 / 1024' %.1f)"
+	done)"
 echo "perf record's VmHWM: $(mmm perf-99 '$10 / 1024' %.1f) MB."
