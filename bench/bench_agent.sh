@@ -41,6 +41,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
+. "$root/bench/lib.sh" # bpf_map_kb
 rounds=${ROUNDS:-7}
 run_s=${RUN_SECONDS:-10}
 threads=${THREADS:-2}
@@ -111,13 +112,6 @@ bpf_ns() {
 	cat /proc/"$1"/fdinfo/* 2>/dev/null |
 		awk '$1 == "run_time_ns:" { t += $2 } $1 == "run_cnt:" { c += $2 }
 		     END { printf "%d %d\n", t, c }'
-}
-# KB of BPF map memory (memlock of its map fds) held by PID: the sampler's
-# maps, and the unwind tables once the sampler walks with CFI.
-bpf_map_kb() {
-	cat /proc/"$1"/fdinfo/* 2>/dev/null |
-		awk '$1 == "map_type:" { m = 1 } $1 == "memlock:" && m { t += $2; m = 0 }
-		     END { printf "%d\n", t / 1024 }'
 }
 now_ns() { date +%s%N; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
