@@ -160,6 +160,8 @@ def read_agent(path):
             if not line:
                 continue
             count, _, frames = line.partition("\t")
+            if not count.isdigit():
+                continue  # not a stack line
             out, prev = [], None
             for fr in frames.split("\x1e"):
                 name, kind, module, addr = (fr.split("\x1f") + ["", "", "", ""])[:4]
@@ -167,7 +169,8 @@ def read_agent(path):
                 if kind == "0" and key == prev:
                     continue  # inlined into the frame before it
                 prev = key
-                out.append((name, int(kind or 2), module, int(addr or 0)))
+                out.append((name, int(kind) if kind.isdigit() else 2, module,
+                            int(addr) if addr.lstrip("-").isdigit() else 0))
             stacks.append((int(count), out))
     return stacks
 
@@ -196,6 +199,8 @@ def read_perf(path):
                 cur = []
     if cur is not None:
         stacks.append((1, cur[::-1]))
+    # perf prints a caller's frame at its return address - 1 (inside the
+    # call instruction), as the agent stores it: no adjustment needed
     return stacks
 
 
@@ -216,9 +221,8 @@ def analyze(mods, stacks):
         if ufr:
             user += count
             name, kind, module, addr = ufr[0]
-            root_addr = addr - 1 if len(ufr) > 1 else addr
             names = {base_name(name), mods.canonical(module, base_name(name))}
-            if names & ROOT_NAMES or mods.is_root_address(module, root_addr):
+            if names & ROOT_NAMES or mods.is_root_address(module, addr):
                 complete += count
             else:
                 k = function_key(mods, name, kind, module)
