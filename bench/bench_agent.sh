@@ -41,6 +41,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
+. "$root/bench/lib.sh" # bpf_map_kb
 rounds=${ROUNDS:-7}
 run_s=${RUN_SECONDS:-10}
 threads=${THREADS:-2}
@@ -170,6 +171,7 @@ with_agent() {
 	units=$("$@")
 	t1=$(now_ns) c1=$(task_ns "$pid") b1=$(bpf_ns "$pid")
 	hwm=$(awk '$1 == "VmHWM:" { print $2 }' /proc/"$pid"/status)
+	echo "$config $round $(bpf_map_kb "$pid")" >>"$work/mapmem"
 	kill -TERM "$pid"
 	wait "$pid" || echo "bench_agent: the agent exited with status $?" >&2
 	forget "$pid"
@@ -384,4 +386,9 @@ for c in agent-19 agent-99 idle-19 idle-99 demo-19 demo-99; do
 		"$(mmm "$c" '$6 / $4 / 1e7' %.3f) |"
 done
 echo
+echo "BPF map memory of the agent (memlock of its maps), MB: $(
+	results=$work/mapmem
+	for c in agent-19 agent-99 demo-19 demo-99; do
+		grep -q "^$c " "$results" 2>/dev/null && printf '%s %s; ' "$c" "$(mmm "$c" '$3 / 1024' %.1f)"
+	done)"
 echo "perf record's VmHWM: $(mmm perf-99 '$10 / 1024' %.1f) MB."

@@ -35,6 +35,8 @@
 #           every sample is tagged, and the thread context the agent reads
 #           is in memory the thread itself uses;
 #   agent-19: the agent alone at its always-on 19 Hz, cpu_burn on both CPUs.
+# Also the agent's memory at the end of the window: VmHWM and the BPF map
+# memory it holds (bpf_map_kb of lib.sh: where the unwind tables will be).
 # The agent writes into a local PostgreSQL (its CPU is not the agent's).
 # Prints one line per round and configuration, then a markdown table of
 # medians over the rounds. Never fails on timing.
@@ -113,6 +115,10 @@ run() { # config threads agent_hz with_perf [cpu_burn option...]
 	snap
 	[ "$perfpid" = 0 ] || { cpu_ns "$perfpid"; p1=$CPU; }
 	printf '%s\n' "$line" >"$work/sw"
+	local hwm maps
+	hwm=$(awk '$1 == "VmHWM:" { print $2 }' "/proc/$agent/status")
+	maps=$(bpf_map_kb "$agent")
+	echo "$cfg $hwm $maps" >>"$work/memory"
 	wait
 	local bk bn bs bf bx bo pk pn ps pf px po k
 	bn=$(sw "$work/sw" bpf callbacks) bk=$(sw "$work/sw" bpf total_ns)
@@ -123,6 +129,7 @@ run() { # config threads agent_hz with_perf [cpu_burn option...]
 	bo=$(sw "$work/sw" bpf overlap_callbacks) po=$(sw "$work/sw" output overlap_callbacks)
 	# fields: cfg who hz process% in-kernel% mean_ns callbacks in-kernel%-at-far-mean far_mean_ns near
 	echo "$cfg agent $hz $(pct $((a1 - a0))) $(pct "$bk") $bs $bn $(pct $((bf * bn))) $bf $bx" >>"$results"
+	echo "round: $cfg agent memory: VmHWM $((hwm / 1024)) MB, BPF maps $((maps / 1024)) MB"
 	echo "round: $cfg agent ${hz} Hz: process $(pct $((a1 - a0))) %, in-kernel $(pct "$bk") % ($bs ns x $bn; $bx right after perf's; the rest $bf ns; $bo while another CPU took one)"
 	# where the agent's main thread went in the window (its stats file, docs/agent.md)
 	d() { echo $((${SNAP[$1]:-0} - ${s0[$1]:-0})); }
@@ -161,6 +168,13 @@ for cfg in side-2 side-1 side-2-req agent-19; do
 			}'
 	done
 done
+echo
+echo "Agent memory at the end of the window, median over the rounds: $(
+	for cfg in side-2 side-1 side-2-req agent-19; do
+		grep "^$cfg " "$work/memory" 2>/dev/null | sort -k2,2n | awk -v c="$cfg" '
+			{ h[NR] = $2; m[NR] = $3 }
+			END { if (NR) printf "%s VmHWM %.1f MB, BPF maps %.1f MB; ", c, h[int((NR + 1) / 2)] / 1024, m[int((NR + 1) / 2)] / 1024 }'
+	done)"
 echo
 echo "Agent total over perf total, per round (side by side), as measured and with"
 echo "each profiler's in-kernel cost at its mean when not right after the other's:"

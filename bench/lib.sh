@@ -20,3 +20,10 @@ bench_cleanup() {
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # lines of stdin with the wall-clock time in front (seconds, µs resolution)
 stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
+# bpf_map_kb PID: KB of BPF map memory (memlock of its map fds) PID holds:
+# the agent's sampler maps, and its unwind tables once it walks with CFI
+bpf_map_kb() {
+	cat /proc/"$1"/fdinfo/* 2>/dev/null |
+		awk '$1 == "map_type:" { m = 1 } $1 == "memlock:" && m { t += $2; m = 0 }
+		     END { printf "%d\n", t / 1024 }'
+}

@@ -13,6 +13,7 @@ packages=(
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev
 	zlib1g-dev golang-go
+	xz-utils # the unwinding test compresses with Debian's xz
 	chromium
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
