@@ -297,8 +297,40 @@ static void report_previous_run(struct agent *a)
  * the sampler's maps. Without them (unwind-table-bytes 0, or no memory)
  * stacks are walked with frame pointers only.
  */
+static void wake_loop(void *sampler)
+{
+	sampler_wake(sampler);
+}
+
+/*
+ * Named targets are sampled from the start: their tables are built before
+ * sampling starts (at most TARGET_TABLES_WAIT_MS), so that their first
+ * samples already have whole stacks.
+ */
+#define TARGET_TABLES_WAIT_MS 1000
+static void wait_target_tables(struct agent *a)
+{
+	int64_t t0 = agent_clock_us(CLOCK_MONOTONIC), now = t0;
+	struct timespec nap = {0, 5000000};
+	bool pending = true;
+
+	for (int i = 0; i < a->cfg.npids; i++)
+		unwind_note_process(a->unwind, a->cfg.pids[i]);
+	while (pending && now - t0 < TARGET_TABLES_WAIT_MS * 1000) {
+		nanosleep(&nap, NULL);
+		now = agent_clock_us(CLOCK_MONOTONIC);
+		unwind_tick(a->unwind, now);
+		pending = false;
+		for (int i = 0; i < a->cfg.npids; i++)
+			pending |= unwind_process_pending(a->unwind, a->cfg.pids[i]) != 0;
+	}
+	log_debug("unwind tables of the %d targets %s in %" PRId64 " ms", a->cfg.npids,
+		  pending ? "not all built" : "built", (now - t0) / 1000);
+}
+
 static void open_unwind(struct agent *a)
 {
+	struct unwind_opts uo = {.wake = wake_loop, .wake_arg = a->sampler};
 	struct sampler_unwind_maps sm;
 	struct unwind_maps um;
 
@@ -308,10 +340,14 @@ static void open_unwind(struct agent *a)
 	um.nrows = sm.nrows;
 	um.tables_fd = sm.tables_fd;
 	um.procs_fd = sm.procs_fd;
-	a->unwind = unwind_new(&um, NULL);
-	if (!a->unwind)
+	a->unwind = unwind_new(&um, &uo);
+	if (!a->unwind) {
 		log_warn("no CFI unwinding, stacks use frame pointers only: %s", strerror(errno));
+		return;
+	}
 	a->procs.unwind = a->unwind;
+	if (a->cfg.target == CONFIG_TARGET_PIDS)
+		wait_target_tables(a);
 }
 
 /*
@@ -334,10 +370,15 @@ static int open_sampler(struct agent *a)
 		    : cfg->target == CONFIG_TARGET_CGROUP ? TP_FILTER_CGROUP
 							  : TP_FILTER_ALL;
 	so.unwind_bytes = cfg->unwind_table_bytes;
+	so.paused = so.unwind_bytes && cfg->target == CONFIG_TARGET_PIDS;
 	a->sampler = sampler_open(&so);
 	if (!a->sampler)
 		return -1; /* sampler_open logged why */
 	open_unwind(a);
+	if (so.paused && sampler_resume(a->sampler) != 0) {
+		log_error("cannot start sampling: %s", strerror(errno));
+		return -1;
+	}
 	sampler_set_event_fn(a->sampler, proctable_on_event, &a->procs);
 	a->raise.sampler = a->sampler;
 	a->raise.base_hz = (unsigned)cfg->frequency;

@@ -267,8 +267,9 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 		return "again: mappings unchanged";
 	}
 	p->maps_fp = fp;
-	if (t->unwind) /* first look, or the mappings changed */
-		unwind_note_process(t->unwind, p->pid);
+	p->unwind_noted = false; /* first look, or the mappings changed: at its next sample */
+	if (t->target_pids)	 /* named targets are sampled: now */
+		proctable_note_unwind(t, p);
 	if (identity_read(p->pid, &id) == 0) {
 		proc_set_source(t, p, &id);
 		note_trigger_proc(t, p->pid, &id);
@@ -307,6 +308,13 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 	if (!p->complete)
 		schedule_recheck(t, p, now_us);
 	return what;
+}
+
+void proctable_note_unwind(struct proctable *t, struct proc *p)
+{
+	p->unwind_noted = true; /* also when it failed (gone): the exit record follows */
+	if (t->unwind)
+		unwind_note_process(t->unwind, p->pid);
 }
 
 /* proc_inspect_now, with its maps read once and its CPU time counted. */
@@ -422,6 +430,7 @@ static void proc_inherit(struct proctable *t, pid_t pid, pid_t parent, uint64_t 
 	p->sdk_uprobe = copy.sdk_uprobe; /* attached for every process */
 	p->sdk_probe = copy.sdk_probe;
 	p->tls_known = copy.tls_known;
+	p->unwind_noted = copy.unwind_noted; /* the kernel copied the parent's mapping list */
 	p->inspected_us = now;
 	p->maps_fp = copy.maps_fp;
 	memcpy(p->pod_uid, copy.pod_uid, sizeof(p->pod_uid));

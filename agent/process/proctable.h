@@ -47,6 +47,7 @@ struct proc {
 	char pod_uid[IDENTITY_POD_UID_LEN + 1]; /* from its cgroup, "" outside a pod */
 	bool pod_named;	   /* its source carries the pod's namespace and name */
 	int64_t exited_us; /* when its exit record was read (realtime µs); 0: running */
+	bool unwind_noted; /* its mappings are written to the unwind maps (t->unwind) */
 };
 
 /* The table's counters (stats file). */
@@ -153,11 +154,18 @@ static inline struct proc *proctable_get(struct proctable *t, int pid, int64_t n
 
 /*
  * A sample of p at t_us: a due recheck of a process that runs is brought
- * forward to now (the per-sample part of the recheck schedule).
+ * forward to now (the per-sample part of the recheck schedule), and its
+ * unwind tables are asked for at its first sample (or first since its
+ * mappings changed), so that tables are built for the files of processes
+ * that are sampled, not of every process the agent looked at.
  */
+void proctable_note_unwind(struct proctable *t, struct proc *p);
+
 static inline void proctable_sampled(struct proctable *t, struct proc *p, int64_t t_us)
 {
 	p->last_sample_us = t_us;
+	if (!p->unwind_noted && t->unwind)
+		proctable_note_unwind(t, p); /* tables for the files of processes that run */
 	if (!p->complete && p->recheck_us && t_us >= p->recheck_us && t_us < t->next_recheck_us)
 		t->next_recheck_us = t_us; /* a due process that runs: look at it now */
 }

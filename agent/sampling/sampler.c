@@ -67,6 +67,7 @@ struct sampler {
 	int ncpu_links;			/* entries used in cpu_links */
 	struct bpf_link **raised_links; /* raised events, one per online CPU */
 	int *raised_fds;		/* their perf event fds (owned by the links) */
+	int *cpu_fds;			/* the base events' fds (owned by cpu_links) */
 	int nraised;			/* entries used in raised_links/fds */
 	unsigned raised_hz;		/* 0: raised events disabled */
 	struct bpf_link *exit_link;	/* on_sched_process_exit attachment */
@@ -474,8 +475,8 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 		log_error("cannot map the sample ring err=%s", strerror(-err));
 		goto out_free;
 	}
-	err = attach_cpu_events(s->skel->progs.on_cpu_clock, s->opts.hz, false, &s->cpu_links, NULL,
-				&s->ncpu_links);
+	err = attach_cpu_events(s->skel->progs.on_cpu_clock, s->opts.hz, s->opts.paused,
+				&s->cpu_links, &s->cpu_fds, &s->ncpu_links);
 	/* the raised set, off until sampler_set_raised */
 	if (!err)
 		err = attach_cpu_events(s->skel->progs.on_cpu_clock_raised, RAISED_INITIAL_HZ, true,
@@ -502,6 +503,7 @@ void sampler_free(struct sampler *s)
 		bpf_link__destroy(s->raised_links[i]);
 	free(s->raised_links);
 	free(s->raised_fds);
+	free(s->cpu_fds);
 	for (int i = 0; i < s->nuprobes; i++) {
 		bpf_link__destroy(s->uprobes[i].link);
 		free(s->uprobes[i].path);
@@ -769,6 +771,14 @@ out_free_vals:
 }
 
 /* Every raised event: PERF_EVENT_IOC_<req> with arg; stops at the first failure. */
+int sampler_resume(struct sampler *s)
+{
+	for (int i = 0; i < s->ncpu_links; i++)
+		if (ioctl(s->cpu_fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
+			return -errno;
+	return 0;
+}
+
 static int raised_ioctl(struct sampler *s, unsigned long req, const void *arg)
 {
 	for (int i = 0; i < s->nraised; i++)

@@ -36,6 +36,7 @@ struct sampler_opts {
 				  (0: 128 KiB per CPU, at least 1 MiB) */
 	size_t wakeup_bytes;   /* wake the reader at this much pending (0: ring/2; or EVERY) */
 	enum tp_filter filter; /* which processes are sampled */
+	bool paused;	       /* the base events start disabled, until sampler_resume() */
 	size_t unwind_bytes;   /* memory for unwind table rows in the kernel (0: none,
 				  8 bytes a row; rounded down to whole pages) */
 };
@@ -84,6 +85,8 @@ typedef int (*sampler_event_fn)(void *ctx, const struct sampler_event *ev);
  * the kernel said.
  */
 struct sampler *sampler_open(const struct sampler_opts *opts);
+/* Starts the base events of a sampler opened with opts.paused. */
+int sampler_resume(struct sampler *s);
 /* Detaches everything and frees s; NULL is a no-op. */
 void sampler_free(struct sampler *s);
 

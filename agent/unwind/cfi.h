@@ -28,8 +28,7 @@ enum cfi_cfa {
 	CFI_CFA_RSP = 1,     /* CFA = rsp + cfa_off */
 	CFI_CFA_RBP = 2,     /* CFA = rbp + cfa_off */
 	CFI_CFA_UNSUPPORTED, /* an expression or another register */
-	CFI_CFA_PLT,	     /* a lazy PLT entry: rsp + cfa_off, + 8 from byte rbp_off of each */
-	/* 16-byte entry on (ld's expression; the rbp rule is SAME) */
+	CFI_CFA_PLT,	     /* lazy PLT: rsp + cfa_off, + 8 from byte rbp_off of the entry */
 };
 
 /* Where the caller's rbp is (bits CFI_RBP_MASK of struct cfi_row.flags). */

@@ -229,6 +229,11 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&c->mu);
 		e->table = t;
 		finish(c, e, rc);
+		if (c->opts.on_built) {
+			pthread_mutex_unlock(&c->mu);
+			c->opts.on_built(c->opts.on_built_arg);
+			pthread_mutex_lock(&c->mu);
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;

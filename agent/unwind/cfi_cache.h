@@ -53,6 +53,9 @@ struct cfi_cache_opts {
 	uint32_t retry_ms;   /* a failed file is retried after this (CFI_CACHE_DEFAULT_RETRY_MS) */
 	size_t max_negative; /* failed files remembered (CFI_CACHE_DEFAULT_MAX_NEGATIVE) */
 	struct cfi_opts build; /* bounds of each build */
+	/* called by the worker after each build (done or failed), without the lock held */
+	void (*on_built)(void *arg);
+	void *on_built_arg;
 };
 
 #define CFI_CACHE_DEFAULT_BUDGET       (32u << 20)

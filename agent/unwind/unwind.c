@@ -11,6 +11,8 @@
  */
 #include <elf.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,8 @@ struct unwind {
 	struct uproc *procs; /* open addressing by pid */
 	size_t pcap, pn;
 	struct tp_unwind_proc *buf; /* the list being written */
+	atomic_uint built;	    /* builds finished (the cache's thread counts) */
+	unsigned built_seen;	    /* ... as of the last tick */
 	struct unwind_stats st;
 };
 
@@ -538,6 +542,8 @@ static int note(struct unwind *u, struct uproc *p)
 		list_add(u, p, m, i);
 	}
 	procmem_maps_free(&maps);
+	log_debug("unwind tables of pid=%d: %u mappings, %u with a table%s", (int)p->pid, u->buf->n,
+		  p->nslots, pending ? ", some not built yet" : "");
 	for (uint32_t k = 0; k < nold; k++) /* after the new references: nothing evicted between */
 		if (u->slots[old[k]].refs)
 			u->slots[old[k]].refs--;
@@ -611,10 +617,14 @@ int unwind_process_pending(struct unwind *u, pid_t pid)
 
 void unwind_tick(struct unwind *u, int64_t now_us)
 {
+	unsigned built = atomic_load(&u->built);
+	bool fresh = built != u->built_seen;
+
+	u->built_seen = built;
 	for (size_t k = 0; k < u->pcap; k++) {
 		struct uproc *p = &u->procs[k];
 
-		if (!p->pid || !p->pending || p->retry_us > now_us)
+		if (!p->pid || !p->pending || (p->retry_us > now_us && !fresh))
 			continue;
 		p->retry_us = now_us + (int64_t)u->opts.retry_ms * 1000;
 		if (++p->tries > u->opts.max_tries) {
@@ -663,6 +673,16 @@ static void place_vdso(struct unwind *u)
 	close(fd);
 }
 
+/* The cache's thread built a table: count it, wake the user's loop. */
+static void on_built(void *arg)
+{
+	struct unwind *u = arg;
+
+	atomic_fetch_add(&u->built, 1);
+	if (u->opts.wake)
+		u->opts.wake(u->opts.wake_arg);
+}
+
 struct unwind *unwind_new(const struct unwind_maps *maps, const struct unwind_opts *opts)
 {
 	struct unwind *u;
@@ -684,6 +704,8 @@ struct unwind *unwind_new(const struct unwind_maps *maps, const struct unwind_op
 	if (!u->opts.cache.budget_bytes) /* a table fits here when it fits the area */
 		u->opts.cache.budget_bytes = maps->nrows * sizeof(struct cfi_row);
 	u->st.rows_cap = maps->nrows;
+	u->opts.cache.on_built = on_built;
+	u->opts.cache.on_built_arg = u;
 	u->slots = calloc(TP_UNWIND_MAX_TABLES, sizeof(*u->slots));
 	u->buf = calloc(1, sizeof(*u->buf));
 	u->cache = u->slots && u->buf ? cfi_cache_new(&u->opts.cache) : NULL;

@@ -36,6 +36,10 @@ struct unwind_opts {
 	struct cfi_cache_opts cache; /* zero: defaults (the budget: 1.5 x the area) */
 	uint32_t retry_ms;	     /* a pending process is tried again after this (50) */
 	uint32_t max_tries;	     /* ... at most this often, until its maps change (50) */
+	/* called from the cache's thread when a table was built: the user's loop should run */
+	/* unwind_tick soon (e.g. wake its poll); NULL: ticks come every retry_ms anyway */
+	void (*wake)(void *arg);
+	void *wake_arg;
 };
 
 struct unwind_stats {
@@ -76,7 +80,10 @@ void unwind_inherit(struct unwind *u, pid_t pid, pid_t parent);
 void unwind_forget_process(struct unwind *u, pid_t pid);
 /* Whether some mapping of pid waits for its table (built, not placed yet). */
 int unwind_process_pending(struct unwind *u, pid_t pid);
-/* Tries the pending processes whose retry time came (now: monotonic µs). */
+/*
+ * Tries the pending processes whose retry time came (now: monotonic µs),
+ * and all of them when a table was built since the last tick.
+ */
 void unwind_tick(struct unwind *u, int64_t now_us);
 
 void unwind_get_stats(struct unwind *u, struct unwind_stats *out);
