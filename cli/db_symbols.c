@@ -267,9 +267,15 @@ static bool db_ok(PGconn *conn, PGresult *res, const char *path, const char *wha
 {
 	ExecStatusType s = PQresultStatus(res);
 
+	const char *state;
+
 	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK)
 		return true;
-	log_error("%s: %s: %s", path, what, PQerrorMessage(conn));
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	log_error("%s: %s: %s%s", path, what, PQerrorMessage(conn),
+		  state && strcmp(state, "42501") == 0
+		      ? "(symbols add needs the owner role: traceprof-db conninfo DIR --role owner)"
+		      : "");
 	return false;
 }
 

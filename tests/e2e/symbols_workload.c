@@ -4,6 +4,7 @@
  * debug file (run_symbols_add_test.sh). Each function keeps its own frame
  * (noinline) and its own lines, so the test knows what every frame must read.
  * usage: symbols_workload SECONDS
+ * (-DSYMTEST_OTHER_BUILD makes another build: other code, another build id)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -42,6 +43,9 @@ __attribute__((noinline)) static void symtest_outer(double seconds)
 int main(int argc, char **argv)
 {
 	symtest_outer(argc > 1 ? atof(argv[1]) : 2.0);
+#ifdef SYMTEST_OTHER_BUILD
+	printf("other build: ");
+#endif
 	printf("%llu\n", (unsigned long long)sink);
 	return 0;
 }
