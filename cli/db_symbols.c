@@ -36,11 +36,12 @@
 #include "traceprof/ids.h"
 #include "traceprof/log.h"
 #include "traceprof/options.h"
+#include "traceprof/store.h"
 
 #define BATCH	     10000		   /* frames fetched and named per statement */
 #define BATCH_TEXT   "10000"		   /* the same, for FETCH */
 #define MAX_FILE     (64ULL << 30)	   /* bytes: larger files are refused */
-#define MAX_NAME     4096		   /* bytes of a function or file name kept */
+#define MAX_NAME     4096		   /* bytes of a function or file name; longer: unknown */
 #define BUILDID_TEXT (2 * BUILDID_MAX + 1) /* hex and NUL */
 
 struct sym_args {
@@ -141,7 +142,7 @@ static void sb_text(struct sbuf *b, const char *s)
 		return;
 	}
 	sb_put(b, "\"", 1);
-	for (; s[n] && n < MAX_NAME; n++) {
+	for (; s[n]; n++) {
 		if (s[n] == '"' || s[n] == '\\')
 			sb_put(b, "\\", 1);
 		sb_put(b, &s[n], 1);
@@ -298,7 +299,7 @@ static int resolve_batch(struct elfsyms *es, PGresult *rows, struct sbuf *a)
 
 	for (int i = 0; i < PQntuples(rows); i++) {
 		struct elfsyms_line chain[1];
-		const char *module = PQgetvalue(rows, i, 2), *name;
+		const char *module = PQgetvalue(rows, i, 2), *name, *file;
 		uint64_t addr = strtoull(PQgetvalue(rows, i, 1), NULL, 10), start;
 		int n = elfsyms_has_lines(es) ? elfsyms_lines(es, addr, chain, 1) : 0;
 		char line[16];
@@ -309,13 +310,20 @@ static int resolve_batch(struct elfsyms *es, PGresult *rows, struct sbuf *a)
 			name = chain[0].function;
 		if (!name || !*name)
 			continue;
+		/* what the store would refuse from an agent stays unknown */
+		if (strlen(name) > MAX_NAME || !store_valid_text(name))
+			continue;
+		file = n > 0 && chain[0].file && strlen(chain[0].file) <= MAX_NAME &&
+			       store_valid_text(chain[0].file)
+			   ? chain[0].file
+			   : NULL;
 		sb_sep(&a[A_FRAME]);
 		sb_put(&a[A_FRAME], PQgetvalue(rows, i, 0), strlen(PQgetvalue(rows, i, 0)));
 		sb_i64(&a[A_FUNCTION], (int64_t)ids_function(module, name));
 		sb_text(&a[A_NAME], name);
 		sb_text(&a[A_MODULE], module);
-		sb_text(&a[A_FILE], n > 0 ? chain[0].file : NULL);
-		snprintf(line, sizeof(line), "%d", n > 0 && chain[0].file ? chain[0].line : 0);
+		sb_text(&a[A_FILE], file);
+		snprintf(line, sizeof(line), "%d", file ? chain[0].line : 0);
 		sb_sep(&a[A_LINE]);
 		sb_put(&a[A_LINE], line, strlen(line));
 		put++;
