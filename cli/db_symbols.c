@@ -181,7 +181,7 @@ static void path_build_id(const char *path, char *hex, size_t size)
 	if (!last)
 		return;
 	p = last + strlen(".build-id/");
-	if (strlen(p) < 4 || p[2] != '/')
+	if (strlen(p) < 11 || p[2] != '/') /* xx/yy.debug at least */
 		return;
 	for (int i = 0; p[i] && n + 1 < size; i++) {
 		char c = p[i];
@@ -448,6 +448,7 @@ static int add_file(PGconn *conn, const char *path)
 		rc = SYMBOLS_NO_MATCH;
 	} else if (r.frames > 0 && name_all(conn, path, es, &r) &&
 		   exec_ok(conn, "COMMIT", path, "committing")) {
+		log_debug("%s: %lld frames looked up", path, r.candidates);
 		print_result(path, &r);
 		rc = SYMBOLS_OK;
 	}
