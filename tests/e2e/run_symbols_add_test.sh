@@ -4,7 +4,9 @@
 # stored as "symtest+0xADDRESS". "traceprof-db symbols add" with the debug
 # file (under a .build-id path) must name every one of them with the
 # function, file and line addr2line gives for the unstripped copy; the
-# folded profile and the flame graph must show the names; a second run, and
+# folded profile, the flame graph and "traceprof compare" (on requests made
+# up for its samples, rolled up before the naming) must show the names; a
+# second run, and
 # one with the unstripped copy, change nothing; the agent's later inserts
 # keep the names. Refused with the documented status: a build id nothing
 # has, no build id, not ELF, corrupt ELF files, a path that names another
@@ -74,6 +76,33 @@ unnamed=$(q "SELECT count(*) FROM traceprof.frames fr JOIN traceprof.functions f
               WHERE fr.build_id = '$bid' AND fn.kind = 2")
 [ "$unnamed" -ge 2 ] || fail "only $unnamed unnamed frames of the build"
 echo "ok: $unnamed frames of build $bid stored unnamed"
+
+# Requests for a comparison (the program serves none): ten slow ones on
+# the program's stacks, ten fast ones on its root frame alone, rolled up,
+# so that naming must also un-roll the minutes that counted the old names.
+q "WITH src AS (SELECT min(source_id) AS id FROM traceprof.sources WHERE service = 'symtest'),
+        st AS (SELECT array_agg(DISTINCT u.s) AS ids FROM traceprof.samples sm
+                 JOIN traceprof.sources so USING (source_id), unnest(sm.stacks) AS u(s)
+                WHERE so.service = 'symtest'),
+        root AS (INSERT INTO traceprof.stacks (stack_id, frame_ids)
+                 SELECT 4242, ARRAY[min(frame_ids[1])] FROM traceprof.stacks
+                 ON CONFLICT DO NOTHING RETURNING stack_id),
+        req AS (INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, duration_us, status_code)
+                SELECT date_trunc('minute', now()) - interval '3 minutes' + i * interval '2 seconds', src.id,
+                       md5('symtest' || i)::uuid, i, CASE WHEN i % 2 = 0 THEN 2000000 ELSE 10000 END, 200
+                  FROM src, generate_series(1, 20) i RETURNING 1)
+   INSERT INTO traceprof.samples (bucket, source_id, trace_id, span_id, hz, stacks)
+   SELECT date_trunc('minute', now()) - interval '3 minutes' + i * interval '2 seconds', src.id,
+          md5('symtest' || i)::uuid, i, 99, CASE WHEN i % 2 = 0 THEN st.ids ELSE '{4242}' END
+     FROM src, st, generate_series(1, 20) i" >/dev/null
+q "SELECT traceprof.refresh_rollups_range(now() - interval '10 minutes', date_trunc('minute', now()))" >/dev/null
+compare() {
+	"$tp" compare --db "$(as_role reader)" --service symtest --since 15m \
+		--cohort-a 'duration > 1s' --cohort-b 'duration < 100ms' "$@"
+}
+before=$(folded)
+cmp_before=$(compare)
+grep -q 'symtest+0x' <<<"$cmp_before" || fail "the comparison does not show the unnamed frames"
 
 # Refusals first: none may change anything.
 d0=$(digest)
@@ -150,7 +179,16 @@ grep -q ';main;symtest_outer;symtest_' <<<"$after" || fail "the folded profile d
 	fail "naming changed the profile's CPU time"
 "$tp" profile --db "$(as_role reader)" --service symtest --since 1h --format svg -o "$work/fg.svg"
 grep -q 'symtest_outer' "$work/fg.svg" || fail "the flame graph does not show symtest_outer"
-echo "ok: the folded profile and the flame graph show the names"
+cmp_after=$(compare)
+echo "$cmp_after" | head -8
+! grep -q 'symtest+0x' <<<"$cmp_after" || fail "the comparison still shows unnamed frames"
+grep -q 'symtest_outer' <<<"$cmp_after" || fail "the comparison does not show symtest_outer"
+[ "$(compare --exact | grep symtest_outer)" = "$(grep symtest_outer <<<"$cmp_after")" ] ||
+	fail "the comparison from the rollup and from the raw tables differ"
+q "SELECT traceprof.refresh_rollups_range(now() - interval '10 minutes', date_trunc('minute', now()))" >/dev/null
+[ "$(compare | grep symtest_outer)" = "$(grep symtest_outer <<<"$cmp_after")" ] ||
+	fail "the comparison differs once the minutes are rolled again"
+echo "ok: the folded profile, the flame graph and the comparison show the names"
 
 # Again, and with the unstripped binary: nothing changes.
 d1=$(digest)
