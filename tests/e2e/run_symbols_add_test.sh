@@ -22,7 +22,9 @@ command -v objcopy >/dev/null && command -v addr2line >/dev/null ||
 	{ echo "skip: needs objcopy and addr2line (binutils)"; exit 77; }
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_symbols)
 
-# The program, its debug file under /.build-id/xx/yyyy.debug, its stripped copy.
+# The program, its debug file under /.build-id/xx/yyyy.debug, its stripped
+# copy. Frame pointers on, so that the sampler's frame-pointer walk reaches
+# main whatever unwinder this build has: the frames, not the walk, are tested.
 mkdir -p "$work/bin" "$work/full"
 "$cc" -O2 -g -fno-omit-frame-pointer -o "$work/full/symtest" "$src"
 bid=$(readelf -n "$work/full/symtest" | sed -n 's/^ *Build ID: *//p')
