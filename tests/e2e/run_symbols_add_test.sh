@@ -66,7 +66,7 @@ symbols() {
 	shift
 	out=$("$tpdb" symbols "$@" 2>&1) || st=$?
 	echo "$out" | sed 's/^/   /'
-	[ "$st" -eq "$want" ] || fail "symbols add $*: exit status $st, expected $want"
+	[ "$st" -eq "$want" ] || fail "symbols $*: exit status $st, expected $want"
 }
 
 sample_run 3
