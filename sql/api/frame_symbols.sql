@@ -39,8 +39,8 @@ $$;
 -- reads them from the raw tables until then).
 --
 -- Writers wait: it locks frames and stacks against inserts until the
--- transaction ends,
--- so no stack is inserted with the old function ids behind its back.
+-- transaction ends, so no stack is inserted with the old function ids
+-- behind its back.
 CREATE OR REPLACE FUNCTION traceprof.name_frames(
     build_id text, frame_ids bigint[], function_ids bigint[], names text[], modules text[],
     files text[], lines integer[])
