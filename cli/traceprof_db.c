@@ -15,6 +15,7 @@
 
 #include <libpq-fe.h>
 
+#include "db_symbols.h"
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
 #include "traceprof/options.h"
@@ -116,6 +117,9 @@ static void usage(FILE *out)
 	      "  migrate         apply pending migrations, then the SQL functions and views,\n"
 	      "                  to the database given by --db\n"
 	      "  version         print the schema version of --db and of this binary\n"
+	      "  symbols add FILE...\n"
+	      "                  name the stored frames of a stripped build from its debug\n"
+	      "                  file or an unstripped copy (traceprof-db symbols --help)\n"
 	      "\n"
 	      "options:\n",
 	      out);
@@ -246,6 +250,9 @@ int main(int argc, char **argv)
 	int next, rc;
 
 	log_set_prefix("traceprof-db");
+	/* its own flags and help */
+	if (argc > 1 && strcmp(argv[1], "symbols") == 0)
+		return db_symbols_main(argc - 1, argv + 1);
 	rc = parse_args(argc, argv, &a, &next);
 	if (rc >= 0)
 		return rc;

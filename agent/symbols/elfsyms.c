@@ -474,6 +474,11 @@ bool elfsyms_has_lines(const struct elfsyms *es)
 	return es->dwarf != NULL;
 }
 
+size_t elfsyms_count(const struct elfsyms *es)
+{
+	return es->n;
+}
+
 static bool covers(const struct elfsyms *es, size_t i, uint64_t vaddr)
 {
 	const struct esym *s = &es->syms[i];

@@ -70,6 +70,8 @@ void elfsyms_free(struct elfsyms *es);
 /* Heap bytes held (symbols, names, an estimate of the DWARF read). */
 size_t elfsyms_bytes(const struct elfsyms *es);
 bool elfsyms_has_lines(const struct elfsyms *es);
+/* Function symbols in the table (one per address). */
+size_t elfsyms_count(const struct elfsyms *es);
 
 /*
  * The function symbol containing vaddr (start in *start), or NULL. The name

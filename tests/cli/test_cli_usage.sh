@@ -29,6 +29,13 @@ expect 4 "absent" -- "$tpdb" status /tmp/traceprof-no-such-cluster
 expect 2 "cannot connect" -- "$tpdb" migrate --db "host=/tmp/traceprof-no-such-dir"
 expect 2 "--role: 'root' is not one of owner, writer, reader, controller, admin" -- "$tpdb" conninfo /tmp/x --role root
 expect 4 "no cluster in /tmp/traceprof-no-such-cluster" -- "$tpdb" conninfo /tmp/traceprof-no-such-cluster --role reader
+expect 0 "usage: traceprof-db symbols add" -- "$tpdb" symbols --help
+expect 0 "exit status: 0 every FILE matched" -- "$tpdb" symbols add --help
+expect 2 "which subcommand" -- "$tpdb" symbols
+expect 2 "unknown subcommand 'remove'" -- "$tpdb" symbols remove x.debug
+expect 2 "which FILE" -- "$tpdb" symbols add
+expect 2 "unrecognized option" -- "$tpdb" symbols add --no-such-flag x.debug
+expect 3 "cannot connect" -- "$tpdb" symbols add --db "host=/tmp/traceprof-no-such-dir" /bin/true
 expect 0 "usage: traceprof-gen" -- "$gen" --help
 expect 2 "not a fraction" -- "$gen" --slow-fraction 2
 expect 2 "unexpected argument 'parsecs'" -- "$gen" --duration 5 parsecs
