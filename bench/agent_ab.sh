@@ -9,7 +9,9 @@
 # agent's sampling program is a class of its own).
 #
 # usage: bench/agent_ab.sh OLD_AGENT [NEW_AGENT]   (NEW defaults to this build's agent)
-# environment: WARMUP (20), MEASURE (60), HZ (99), TRACEPROF_BUILD_DIR
+# environment: WARMUP (20), MEASURE (60), HZ (99), TRACEPROF_BUILD_DIR, WORKLOAD (a
+# command run once per CPU instead of cpu_burn, e.g. a program built without
+# frame pointers: "build/bench/unwind_libc_chain 90")
 # Example: build the previous commit in its own tree, then
 #   bench/agent_ab.sh ../prev/build/agent/traceprof-agent
 set -euo pipefail
@@ -20,7 +22,11 @@ old=$1 new=${2:-$build/agent/traceprof-agent}
 warmup=${WARMUP:-20} measure=${MEASURE:-60} hz=${HZ:-99}
 . "$root/bench/lib.sh"
 bench_setup ab
-"$build/bench/cpu_burn" --seconds $((warmup + measure + 5)) >/dev/null &
+if [ -n "${WORKLOAD:-}" ]; then # one per CPU, killed with the run's process group
+	for _ in $(seq "$(nproc)"); do $WORKLOAD >/dev/null & done
+else
+	"$build/bench/cpu_burn" --seconds $((warmup + measure + 5)) >/dev/null &
+fi
 ports=()
 for _ in 1 2 3 4 5 6; do ports+=("$(free_port)"); done
 run() { # binary node port-offset extra...
@@ -51,7 +57,7 @@ snap $a_old >"$work/o0"; snap $a_new >"$work/n0"; kill -USR1 $a_new; sleep 0.3; 
 IFS= read -r -d '' sw <&3 || true
 exec 3<&-
 snap $a_old >"$work/o1"; snap $a_new >"$work/n1"; kill -USR1 $a_new; sleep 0.3; cp "$work/st" "$work/s1"
-echo "two agents at $hz Hz side by side, next to cpu_burn on every CPU, $measure s after $warmup s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "two agents at $hz Hz side by side, next to ${WORKLOAD:-cpu_burn} on every CPU, $measure s after $warmup s; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| thread | old µs/s | new µs/s |"
 echo "|---|---:|---:|"
 join -1 2 -2 2 <(join "$work/o0" "$work/o1" | awk -v s="$measure" '{c[$2] += ($5 - $3) / s / 1000} END {for (n in c) print 0, n, c[n]}' | sort -k2) \

@@ -49,6 +49,7 @@ struct tally {
 	int via_leaf; /* samples whose leaf is chain's last entry (for the chain test) */
 	int max_depth;
 	uint64_t truncated; /* the sampler's count of stacks cut at TP_MAX_FRAMES */
+	int in_vdso;	    /* samples whose leaf is in the vdso */
 };
 
 static bool is_root(const char *fn)
@@ -77,6 +78,8 @@ static int tally_sample(void *arg, const struct tp_sample *s, size_t len)
 
 		/* the outermost of the inlined frames stands for the address */
 		names[n++] = k > 0 ? f[k - 1].function : "?";
+		if (i == 0 && k > 0 && f[0].module && !strcmp(f[0].module, "[vdso]"))
+			t->in_vdso++;
 	}
 	t->n++;
 	if (n > t->max_depth)
@@ -253,6 +256,20 @@ static void test_signal(void)
 	      t.chained, t.n);
 }
 
+/* Through the vdso: clock_gettime's frames have the vdso's table. */
+static void test_vdso(void)
+{
+	struct tally t = {.chain = {"main", "clock_loop"}, .nchain = 2};
+
+	run("vdso", true, &t);
+	CHECK(t.n >= 100, "enough samples (%d)", t.n);
+	CHECK(share(t.rooted, t.n) >= 0.99, "vdso: %.1f %% of stacks end at the root",
+	      100 * share(t.rooted, t.n));
+	CHECK(share(t.chained, t.n) >= 0.99, "vdso: main..clock_loop in %.1f %%",
+	      100 * share(t.chained, t.n));
+	CHECK(t.in_vdso >= t.n / 10, "vdso: %d of %d samples in the vdso", t.in_vdso, t.n);
+}
+
 /* Deeper than TP_MAX_FRAMES: cut at the limit, counted, no harm. */
 static void test_deep(void)
 {
@@ -279,6 +296,7 @@ int main(void)
 	log_set_level(TP_LOG_WARN);
 	test_libc();
 	test_signal();
+	test_vdso();
 	test_deep();
 	return check_done();
 }

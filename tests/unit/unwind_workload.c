@@ -8,7 +8,9 @@
  *   signal: main -> spin_main, with a SIGPROF timer whose handler runs
  *           handler_outer -> handler_inner for most of the time: stacks go
  *           through the kernel's signal frame (glibc's __restore_rt);
- *   deep:   recursion 300 frames deep, deeper than the sampler keeps.
+ *   deep:   recursion 300 frames deep, deeper than the sampler keeps;
+ *   vdso:   main -> clock_loop -> clock_gettime, most of the time in the
+ *           kernel's vdso (its table is built from the agent's own vdso).
  *
  * Runs until killed. Prints "ready" on stdout once running.
  */
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile unsigned long sink;
@@ -65,6 +68,16 @@ __attribute__((noinline)) static void spin_main(void)
 		sink += 3;
 }
 
+__attribute__((noinline)) static void clock_loop(void)
+{
+	struct timespec ts;
+
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		sink += (unsigned long)ts.tv_nsec;
+	}
+}
+
 __attribute__((noinline)) static unsigned long deep(int n)
 {
 	volatile unsigned long here = (unsigned long)n; /* a frame of its own, not a loop */
@@ -91,6 +104,8 @@ int main(int argc, char **argv)
 		sigaction(SIGPROF, &sa, NULL);
 		setitimer(ITIMER_PROF, &it, NULL);
 		spin_main();
+	} else if (!strcmp(mode, "vdso")) {
+		clock_loop();
 	} else if (!strcmp(mode, "deep")) {
 		sink = deep(300);
 	} else {
