@@ -65,7 +65,10 @@ join -1 2 -2 2 <(join "$work/o0" "$work/o1" | awk -v s="$measure" '{c[$2] += ($5
 	awk '{printf "| %s | %.0f | %.0f |\n", $1, $3, $5; o += $3; n += $5} END {printf "| **all** | **%.0f** (%.4f %%) | **%.0f** (%.4f %%) |\n", o, o / 1e4, n, n / 1e4}'
 awk -F= -v m="$measure" 'NR == FNR {a[$1] = $2; next} {v[$1] = $2 - a[$1]} END {
 	printf "new main thread, µs/s: reading the ring %.0f (of which symbolizing %.0f for %.1f new stacks/s), ", v["main_cpu_poll_ns"] / m / 1000, v["main_cpu_symbolize_ns"] / m / 1000, v["stack_misses"] / m
-	printf "looking at processes %.0f (%.1f looks/s, %.1f cut short), closing windows %.0f; %.0f samples/s\n", v["main_cpu_inspect_ns"] / m / 1000, v["inspections"] / m, v["rechecks_unchanged"] / m, v["main_cpu_window_ns"] / m / 1000, v["samples"] / m }' "$work/s0" "$work/s1"
+	printf "looking at processes %.0f (%.1f looks/s, %.1f cut short), closing windows %.0f; %.0f samples/s\n", v["main_cpu_inspect_ns"] / m / 1000, v["inspections"] / m, v["rechecks_unchanged"] / m, v["main_cpu_window_ns"] / m / 1000, v["samples"] / m
+	if ("unwind_note_ns" in v) printf "new unwind tables, µs/s: writing mapping lists %.0f (placing tables %.0f), %.1f tables placed/s, %.1f evicted/s; walks: %.1f %% rooted, %.1f frames a stack\n", v["unwind_note_ns"] / m / 1000, v["unwind_place_ns"] / m / 1000, v["unwind_tables_placed"] / m, v["unwind_evictions"] / m, v["bpf_uw_stacks"] ? 100 * v["bpf_uw_root"] / v["bpf_uw_stacks"] : 0, v["bpf_uw_stacks"] ? (v["bpf_uw_frames_cfi"] + v["bpf_uw_frames_fp"]) / v["bpf_uw_stacks"] + 1 : 0 }' "$work/s0" "$work/s1"
+# the new agent's CFI build thread (the old one has none)
+join "$work/n0" "$work/n1" | awk -v s="$measure" '$2 == "tp-cfi" {printf "new tp-cfi thread (CFI table builds): %.0f µs/s\n", ($5 - $3) / s / 1000}'
 # in-kernel: class bpf is the old agent's program, bpf-b the new one's
 field() { printf '%s\n' "$sw" | sed -n "/class=$1 /s/.* $2=\([0-9.]*\).*/\1/p"; }
 echo "in-kernel per sample, ns: old mean $(field bpf mean_ns) (not right after the new's: $(field bpf far_mean_ns), $(field bpf near_callbacks) of $(field bpf callbacks) right after it), new mean $(field bpf-b mean_ns) (not right after the old's: $(field bpf-b far_mean_ns), $(field bpf-b near_callbacks) of $(field bpf-b callbacks) right after it)"

@@ -341,7 +341,9 @@ static __always_inline bool is_kernel_thread(void)
 struct uw_state {
 	__u64 ip, sp, bp;
 	__u32 exact;
-	__u32 how; /* what the step did: enum uw_how */
+	__u32 how;  /* what the step did: enum uw_how */
+	__u32 last; /* the mapping of the last frame looked up (a hint) */
+	__u32 pad;
 };
 
 enum uw_how {
@@ -356,11 +358,25 @@ enum uw_how {
 /* The row of a table that covers addr (addr - table base), or NULL. */
 static __always_inline struct tp_unwind_row *uw_row(const struct tp_unwind_table *t, __u64 key)
 {
-	__u32 lo = 0, hi = t->nrows, mid, idx;
+	__u32 lo = 0, hi = t->nrows, mid, idx, b;
 	struct tp_unwind_row *r;
 
 	if (hi == 0 || hi > TP_UNWIND_MAX_ROWS || key > 0xffffffffull)
 		return NULL;
+	if (t->nbuckets && t->shift < 32) {
+		/* the rows between the bucket's entry and the next one's (inclusive) */
+		b = (__u32)(key >> t->shift);
+		if (b >= t->nbuckets)
+			b = t->nbuckets - 1;
+		idx = t->row0 + t->nrows + b;
+		r = bpf_map_lookup_elem(&unwind_rows, &idx);
+		if (r && r->addr < t->nrows)
+			lo = r->addr;
+		idx++;
+		r = b + 1 < t->nbuckets ? bpf_map_lookup_elem(&unwind_rows, &idx) : NULL;
+		if (r && r->addr < t->nrows && r->addr >= lo)
+			hi = r->addr + 1;
+	}
 	for (int k = 0; k < TP_UNWIND_SEARCH && hi - lo > 1; k++) {
 		mid = lo + (hi - lo) / 2;
 		idx = t->row0 + mid;
@@ -379,14 +395,18 @@ static __always_inline struct tp_unwind_row *uw_row(const struct tp_unwind_table
 	return r;
 }
 
-/* The mapping of p that holds pc, or NULL. */
-static __always_inline const struct tp_unwind_map *uw_map(const struct tp_unwind_proc *p, __u64 pc)
+/* The mapping of p that holds pc, or NULL; *last: the previous frame's mapping (a hint). */
+static __always_inline const struct tp_unwind_map *uw_map(const struct tp_unwind_proc *p, __u64 pc,
+							  __u32 *last)
 {
 	__u32 lo = 0, hi = p->n, mid;
 	const struct tp_unwind_map *m;
 
 	if (hi == 0 || hi > TP_UNWIND_MAX_MAPS)
 		return NULL;
+	m = &p->maps[*last & (TP_UNWIND_MAX_MAPS - 1)];
+	if (*last < hi && pc >= m->start && pc < m->end)
+		return m; /* most callers are in the callee's file */
 	for (int k = 0; k < TP_UNWIND_MAP_SEARCH && hi - lo > 1; k++) {
 		mid = lo + (hi - lo) / 2;
 		if (p->maps[mid & (TP_UNWIND_MAX_MAPS - 1)].start <= pc)
@@ -395,7 +415,10 @@ static __always_inline const struct tp_unwind_map *uw_map(const struct tp_unwind
 			hi = mid;
 	}
 	m = &p->maps[lo & (TP_UNWIND_MAX_MAPS - 1)];
-	return pc >= m->start && pc < m->end ? m : NULL;
+	if (pc < m->start || pc >= m->end)
+		return NULL;
+	*last = lo;
+	return m;
 }
 
 /* The caller through the frame pointer (rbp -> saved rbp, return address). */
@@ -460,7 +483,7 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 	if (!p || !st)
 		return 1;
 	pc = st->exact ? st->ip : st->ip - 1;
-	m = uw_map(p, pc);
+	m = uw_map(p, pc, &st->last);
 	if (!m)
 		return uw_frame_pointer(st, UW_FP);
 	slot = m->table;

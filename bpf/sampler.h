@@ -182,11 +182,19 @@ struct tp_unwind_row {
 	__u8 rule;     /* TP_UW_* */
 };
 
-/* One placed table (array "unwind_tables", index = table slot). */
+/*
+ * One placed table (array "unwind_tables", index = table slot). Its rows
+ * are followed in unwind_rows by a bucket index: entry b (its addr field)
+ * is the table's last row at or before address b << shift, so a search
+ * looks only between two entries (a few rows, one or two cache lines)
+ * instead of the whole table.
+ */
 struct tp_unwind_table {
-	__u32 row0;  /* first row in unwind_rows */
-	__u32 nrows; /* rows, at most TP_UNWIND_MAX_ROWS */
-	__u32 id;    /* changes when the slot is reused; 0: empty */
+	__u32 row0;	/* first row in unwind_rows */
+	__u32 nrows;	/* rows, at most TP_UNWIND_MAX_ROWS */
+	__u32 id;	/* changes when the slot is reused; 0: empty */
+	__u32 nbuckets; /* index entries after the rows (0: none, search the whole table) */
+	__u32 shift;	/* bucket b covers addresses [b << shift, (b + 1) << shift) */
 	__u32 reserved;
 };
 

@@ -203,6 +203,7 @@ static void finish(struct cfi_cache *c, struct ent *e, int rc)
 static void *worker_main(void *arg)
 {
 	struct cfi_cache *c = arg;
+	pthread_setname_np(pthread_self(), "tp-cfi");
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		while (!c->stop && c->qlen == 0)

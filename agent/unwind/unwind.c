@@ -45,9 +45,10 @@ struct seg {
 struct slot {
 	struct cfi_cache_key key;
 	uint32_t row0, nrows, id;
-	uint32_t refs; /* mapping lists naming it (the vdso's: one more, forever) */
-	uint64_t used; /* last time a list named it (a counter) */
-	uint64_t base; /* the table's base vaddr */
+	uint32_t nbuckets, shift; /* the bucket index after the rows */
+	uint32_t refs;		  /* mapping lists naming it (the vdso's: one more, forever) */
+	uint64_t used;		  /* last time a list named it (a counter) */
+	uint64_t base;		  /* the table's base vaddr */
 	struct seg seg[MAX_SEGS];
 	int nseg;
 	int live;
@@ -175,12 +176,29 @@ static int write_slot(struct unwind *u, uint32_t i)
 		t.row0 = s->row0;
 		t.nrows = s->nrows;
 		t.id = s->id;
+		t.nbuckets = s->nbuckets;
+		t.shift = s->shift;
 	}
 	if (bpf_map_update_elem(u->m.tables_fd, &i, &t, BPF_ANY)) {
 		u->st.map_errors++;
 		return -errno;
 	}
 	return 0;
+}
+
+/*
+ * The bucket index of a table of n rows whose last row starts at span:
+ * the smallest bucket size (at least 256 bytes) whose index has at most
+ * n / 4 + 1 entries, so it adds at most a quarter to the table.
+ */
+static void index_shape(uint32_t n, uint32_t span, uint32_t *shift, uint32_t *nbuckets)
+{
+	uint32_t s = 8;
+
+	while (s < 31 && ((uint64_t)span >> s) + 1 > (uint64_t)n / 4 + 1)
+		s++;
+	*shift = s;
+	*nbuckets = (uint32_t)(((uint64_t)span >> s) + 1);
 }
 
 static int cmp_u32_row0(const void *a, const void *b, void *arg)
@@ -205,7 +223,7 @@ static uint32_t find_room(struct unwind *u, uint32_t n, uint32_t *order)
 
 		if (s->row0 >= at && s->row0 - at >= n)
 			return at;
-		at = s->row0 + s->nrows;
+		at = s->row0 + s->nrows + s->nbuckets;
 	}
 	return u->m.nrows - at >= n ? at : UINT32_MAX;
 }
@@ -246,7 +264,7 @@ static void evict(struct unwind *u, uint32_t i)
 	s->live = 0;
 	write_slot(u, i); /* empty first: lists still naming it fall back */
 	u->st.tables--;
-	u->st.rows -= s->nrows;
+	u->st.rows -= s->nrows + s->nbuckets;
 	u->st.evictions++;
 }
 
@@ -279,24 +297,45 @@ static uint32_t free_slot(struct unwind *u)
 }
 
 /*
- * Converts t's rows and writes them at row index at of the area, in
- * batches (one system call for BATCH rows).
+ * Kernel row i of t placed with its bucket index (i >= t->nrows: index
+ * entry i - nrows, the last row at or before its bucket's start).
+ */
+static void kernel_row(struct unwind *u, const struct cfi_table *t, const struct slot *s, size_t i,
+		       size_t *cursor, struct tp_unwind_row *out)
+{
+	uint64_t start;
+
+	if (i < t->nrows) {
+		if (unwind_row_convert(&t->rows[i], out) != 0)
+			u->st.rows_narrowed++;
+		return;
+	}
+	start = (uint64_t)(i - t->nrows) << s->shift;
+	while (*cursor + 1 < t->nrows && t->rows[*cursor + 1].addr <= start)
+		(*cursor)++;
+	memset(out, 0, sizeof(*out));
+	out->addr = (uint32_t)*cursor;
+}
+
+/*
+ * Converts t's rows, adds the bucket index, and writes them at row index
+ * at of the area, in batches (one system call for BATCH rows).
  */
 #define BATCH 65536u
-static int write_rows(struct unwind *u, const struct cfi_table *t, uint32_t at)
+static int write_rows(struct unwind *u, const struct cfi_table *t, const struct slot *s,
+		      uint32_t at)
 {
-	size_t n = t->nrows < BATCH ? t->nrows : BATCH;
+	size_t total = t->nrows + s->nbuckets, n = total < BATCH ? total : BATCH, cursor = 0;
 	struct tp_unwind_row *rows = malloc(n * sizeof(*rows));
 	uint32_t *keys = malloc(n * sizeof(*keys));
 	int rc = 0;
 
-	for (size_t done = 0; rows && keys && done < t->nrows && !rc;) {
-		__u32 k = (__u32)(t->nrows - done < BATCH ? t->nrows - done : BATCH);
+	for (size_t done = 0; rows && keys && done < total && !rc;) {
+		__u32 k = (__u32)(total - done < BATCH ? total - done : BATCH);
 
 		for (__u32 r = 0; r < k; r++) {
 			keys[r] = at + (uint32_t)(done + r);
-			if (unwind_row_convert(&t->rows[done + r], &rows[r]) != 0)
-				u->st.rows_narrowed++;
+			kernel_row(u, t, s, done + r, &cursor, &rows[r]);
 		}
 		if (bpf_map_update_batch(u->m.rows_fd, keys, rows, &k, NULL)) {
 			rc = -errno;
@@ -315,11 +354,17 @@ static int write_rows(struct unwind *u, const struct cfi_table *t, uint32_t at)
 static uint32_t place(struct unwind *u, const struct cfi_cache_key *key, const struct cfi_table *t,
 		      int fd)
 {
-	uint32_t i, at, *order, n = (uint32_t)t->nrows;
+	uint32_t i, at, *order, n, shift, nbuckets;
 	uint64_t t0 = thread_ns();
 	struct slot *s;
 
-	if (t->nrows == 0 || t->nrows > TP_UNWIND_MAX_ROWS || t->nrows > u->m.nrows) {
+	if (t->nrows == 0 || t->nrows > TP_UNWIND_MAX_ROWS) {
+		u->st.too_large++;
+		return NO_SLOT;
+	}
+	index_shape((uint32_t)t->nrows, t->rows[t->nrows - 1].addr, &shift, &nbuckets);
+	n = (uint32_t)t->nrows + nbuckets;
+	if (n > u->m.nrows) {
 		u->st.too_large++;
 		return NO_SLOT;
 	}
@@ -347,10 +392,12 @@ static uint32_t place(struct unwind *u, const struct cfi_cache_key *key, const s
 		return NO_SLOT;
 	s->key = *key;
 	s->row0 = at;
-	s->nrows = n;
+	s->nrows = (uint32_t)t->nrows;
+	s->nbuckets = nbuckets;
+	s->shift = shift;
 	s->base = t->base;
 	s->id = ++u->next_id ? u->next_id : ++u->next_id;
-	if (write_rows(u, t, at) != 0)
+	if (write_rows(u, t, s, at) != 0)
 		return NO_SLOT;
 	s->live = 1;
 	if (write_slot(u, i) != 0) {
@@ -360,7 +407,7 @@ static uint32_t place(struct unwind *u, const struct cfi_cache_key *key, const s
 	hash_add(u, i);
 	u->st.tables_placed++;
 	u->st.tables++;
-	u->st.rows += n;
+	u->st.rows += n; /* the index included: what the area holds */
 	u->st.place_ns += thread_ns() - t0;
 	return i;
 }
@@ -508,7 +555,20 @@ static void list_add(struct unwind *u, struct uproc *p, const struct procmem_map
 	}
 }
 
+static int note_now(struct unwind *u, struct uproc *p);
+
+/* note_now, its CPU time counted */
 static int note(struct unwind *u, struct uproc *p)
+{
+	uint64_t t0 = thread_ns();
+	int rc = note_now(u, p);
+
+	u->st.note_ns += thread_ns() - t0;
+	return rc;
+}
+
+/* Writes p's mapping list from its maps now. */
+static int note_now(struct unwind *u, struct uproc *p)
 {
 	uint32_t old[TP_UNWIND_MAX_MAPS], nold = p->nslots;
 	struct procmem_maps maps = {0};

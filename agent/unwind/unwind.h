@@ -60,6 +60,7 @@ struct unwind_stats {
 	uint64_t map_errors;	/* kernel map updates that failed */
 	uint64_t gave_up;	/* pending processes given up after max_tries */
 	uint64_t place_ns;	/* CPU time converting and copying rows */
+	uint64_t note_ns;	/* CPU time writing mapping lists (placing included) */
 	struct cfi_cache_stats cache;
 };
 
