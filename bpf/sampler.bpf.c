@@ -628,3 +628,50 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	bpf_map_delete_elem(&raised_targets, &tgid);
 	return 0;
 }
+
+/*
+ * Per process, on its thread-group leader: when its last TP_REC_MAPS
+ * record was emitted (bpf_ktime_get_ns). Freed with the process.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} maps_emitted SEC(".maps");
+
+/*
+ * uprobe on the dynamic loader's debug rendezvous, _dl_debug_state (r_brk):
+ * glibc's and musl's loaders call it when they start and around every
+ * dlopen and dlclose that maps or unmaps objects. For a process the target
+ * filter wants, a maps record tells the agent to look at the process again
+ * (new libraries: a thread-context writer, code to unwind), waking it at
+ * once. At most one record per process per TP_MAPS_GAP_NS (a dlopen loop
+ * cannot flood the ring; the calls skipped are counted, and the agent's
+ * look comes after the gap anyway).
+ */
+SEC("uprobe")
+int on_dl_debug_state(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+	__u64 now = bpf_ktime_get_ns(), zero = 0, *last;
+	struct tp_sample *r;
+
+	if (!wanted(tgid))
+		return 0;
+	last = bpf_task_storage_get(&maps_emitted, task->group_leader, &zero,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (last && *last && now - *last < TP_MAPS_GAP_NS) {
+		count(TP_CNT_MAPS_LIMITED);
+		return 0;
+	}
+	if (last)
+		*last = now;
+	r = life_record(TP_REC_MAPS, tgid, task->pid, 0);
+	if (!r)
+		return 0;
+	count(TP_CNT_MAPS);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}

@@ -69,7 +69,12 @@ enum tp_record_kind {
 	TP_REC_EXIT = 2,   /* the last thread of process pid exited (header only, no frames) */
 	TP_REC_FORK = 3,   /* process tid forked process pid (a new process, not a thread); */
 			   /* no frames, ips[0] = pid's start time (task->start_boottime, ns) */
+	TP_REC_MAPS = 4,   /* process pid's loader loaded or unloaded objects (its debug */
+			   /* rendezvous, _dl_debug_state); header only, no frames */
 };
+
+/* Least time between two TP_REC_MAPS records of one process (a dlopen storm). */
+#define TP_MAPS_GAP_NS 20000000ull
 
 /*
  * Raised sampling (docs/triggers.md): tp_sample.flags. A sample of the
@@ -129,7 +134,9 @@ enum tp_counter {
 	TP_CNT_RAISED_IDLE = 12,  /* raised runs discarded: target thread outside a request */
 	TP_CNT_BASE_COVERED = 13, /* base runs skipped: the thread is covered by raised events */
 	TP_CNT_STACK_RETAKE = 15, /* stacks walked twice: deeper than this CPU's recent ones */
-	TP_CNT_MAX = 16,
+	TP_CNT_MAPS = 16,	  /* TP_REC_MAPS records emitted (loader rendezvous of a target) */
+	TP_CNT_MAPS_LIMITED = 17, /* rendezvous calls skipped: within TP_MAPS_GAP_NS of a record */
+	TP_CNT_MAX = 18,
 };
 
 #endif
