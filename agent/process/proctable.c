@@ -142,7 +142,7 @@ static void attach_sdk_uprobe(struct proctable *t, struct proc *p, const char *m
 	}
 }
 
-/* The address the kernel loaded pid's program interpreter at (AT_BASE), 0 if none. */
+/* The address the kernel loaded pid's program interpreter at (AT_BASE), 0 if none or unreadable. */
 static uint64_t interp_base(int pid)
 {
 	char path[64];
@@ -163,16 +163,20 @@ static uint64_t interp_base(int pid)
 }
 
 /*
- * pid's dynamic loader in its maps: the file mapped at offset 0 whose
- * name is a loader's (ld-linux-x86-64.so.2, ld-2.31.so, ld-musl-*.so.1),
- * else the file mapped where the kernel put the program interpreter
- * (AT_BASE). NULL for a static program or a kernel thread.
+ * pid's dynamic loader in its maps: the file mapped where the kernel put
+ * the program interpreter (AT_BASE: the kernel's word, which the process
+ * cannot change), else, when the auxiliary vector cannot be read, a file
+ * named like a loader (ld-linux-x86-64.so.2, ld-2.31.so, ld-musl-*.so.1)
+ * mapped at offset 0. NULL for a static program or a kernel thread.
  */
 static const struct procmem_map *find_loader(int pid, const struct procmem_maps *pm)
 {
-	uint64_t base;
+	uint64_t base = interp_base(pid);
 
-	for (size_t i = 0; i < pm->n; i++) {
+	for (size_t i = 0; base && i < pm->n; i++)
+		if (pm->maps[i].start == base && procmem_map_is_file(&pm->maps[i]))
+			return &pm->maps[i];
+	for (size_t i = 0; !base && i < pm->n; i++) {
 		const struct procmem_map *m = &pm->maps[i];
 		const char *slash = strrchr(m->path, '/'), *b = slash ? slash + 1 : m->path;
 
@@ -180,10 +184,6 @@ static const struct procmem_map *find_loader(int pid, const struct procmem_maps 
 		    strstr(b, ".so"))
 			return m;
 	}
-	base = interp_base(pid);
-	for (size_t i = 0; base && i < pm->n; i++)
-		if (pm->maps[i].start == base && procmem_map_is_file(&pm->maps[i]))
-			return &pm->maps[i];
 	return NULL;
 }
 
