@@ -43,6 +43,7 @@
 #define RECHECK_MAX_US	    120000000 /* ...then every 2 min, only if sampled meanwhile */
 #define EXIT_GRACE_US	    1000000 /* an exited process is forgotten this long after its record */
 #define MAPS_LOOKS_PER_PASS 32	    /* looks for maps records in one pass; the rest in the next */
+#define TLS_RETRIES	    4	    /* quick looks again at a writer whose location is not ready */
 
 int proctable_init(struct proctable *t)
 {
@@ -323,6 +324,25 @@ void proctable_rename_pods(struct proctable *t)
 }
 
 /*
+ * A module of p defines otel_thread_ctx_v1 but its location could not be
+ * had: a look amid a dlopen (the loader has not listed the module or
+ * given it a TLS module id yet), or a placement not supported. The next
+ * look reads everything again rather than stopping at unchanged mappings,
+ * and comes PROCTABLE_MAPS_GAP_US from now, up to TLS_RETRIES times.
+ */
+static void tls_not_ready(struct proctable *t, struct proc *p, int64_t now_us)
+{
+	t->st.tls_not_ready++;
+	p->maps_fp = 0;
+	if (p->tls_retries >= TLS_RETRIES || p->maps_due_us)
+		return;
+	p->tls_retries++;
+	p->maps_due_us = now_us + PROCTABLE_MAPS_GAP_US;
+	if (p->maps_due_us < t->next_recheck_us)
+		t->next_recheck_us = p->maps_due_us;
+}
+
+/*
  * Looks at a process: identity -> source, thread-context location -> BPF,
  * symbols snapshot. Called at first sight and again, with backoff, while
  * the process has not published everything yet (an SDK that starts after
@@ -379,11 +399,8 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 	/* first the uprobe: the location says whether it is attached */
 	if (!p->sdk_uprobe && info.module[0])
 		attach_sdk_uprobe(t, p, info.module);
-	if (rc == 0 && loc.kind == TP_TLS_DTV && loc.modid == 0) {
-		/* the loader has not given the module its TLS id yet (a look amid a dlopen) */
-		t->st.tls_not_ready++;
-		p->maps_fp = 0; /* so the next look reads it again */
-	} else if (rc == 0 && loc.kind != TP_TLS_NONE) {
+	/* a DTV location without a module id: the loader has not given it one yet */
+	if (rc == 0 && loc.kind != TP_TLS_NONE && !(loc.kind == TP_TLS_DTV && loc.modid == 0)) {
 		has_tls = true;
 		loc.sdk_probe = p->sdk_probe;
 		if (sampler_set_tls(t->sampler, p->pid, &loc) == 0 && !p->tls_known) {
@@ -397,8 +414,10 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 			 "supported; its samples stay untagged unless it uses the traceprof SDK",
 			 p->pid, info.module);
 	}
-	if (rc != 0 && rc != -EOPNOTSUPP && info.module[0])
-		p->maps_fp = 0; /* a module defines it, its location is not readable yet */
+	if (info.module[0] && !has_tls)
+		tls_not_ready(t, p, now_us);
+	else
+		p->tls_retries = 0;
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete)
 		schedule_recheck(t, p, now_us);
@@ -672,7 +691,7 @@ static void maps_look(struct proctable *t, struct proc *p, int64_t real)
 	p->maps_due_us = 0;
 	t->st.maps_looks++;
 	proc_inspect(t, p, real);
-	if (!p->complete && at) {
+	if (!p->complete && at > real) { /* one that was due anyway keeps its new step */
 		p->recheck_step_us = step;
 		p->recheck_us = at;
 	}

@@ -48,6 +48,7 @@ struct proc {
 	int64_t exited_us;   /* when its exit record was read (realtime µs); 0: running */
 	int64_t maps_due_us; /* a maps record asked for a look at this time; 0: none pending */
 	bool loader_tried;   /* its loader was found and given the rendezvous uprobe (or not) */
+	uint8_t tls_retries; /* quick looks again since a writer's location was not ready */
 };
 
 /* The table's counters (stats file). */
@@ -69,9 +70,9 @@ struct proctable_stats {
 	uint64_t maps_unknown;	     /* of those, of processes not in the table (or exited) */
 	uint64_t maps_looks;	     /* looks they caused */
 	uint64_t maps_deferred;	     /* looks put off to the next pass (too many due at once) */
-	uint64_t tls_not_ready;	  /* a module defines the symbol, its location not readable yet */
-	uint64_t loaders_found;	  /* processes whose dynamic loader was found in their maps */
-	uint64_t loaders_missing; /* processes without one (static, kernel threads, gone) */
+	uint64_t tls_not_ready;	     /* looks that found a writer module but not its location */
+	uint64_t loaders_found;	     /* processes whose dynamic loader was found in their maps */
+	uint64_t loaders_missing;    /* processes without one (static, kernel threads, gone) */
 };
 
 struct proctable {
