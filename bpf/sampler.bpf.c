@@ -28,6 +28,10 @@
  * such a thread is skipped while raised_on, so no CPU time is counted
  * twice.
  *
+ * on_dl_debug_state (a uprobe on the dynamic loader's rendezvous, at the
+ * end of the file) tells the agent, rate-limited, that a target's loader
+ * mapped or unmapped objects (dlopen, dlclose), so it looks again at once.
+ *
  * The workload: tens to hundreds of samples per second per CPU, so a run
  * costs 3-8 us on the measured machine (bench/results.md); no loops
  * but those inside the BPF helpers.

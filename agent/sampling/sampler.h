@@ -7,8 +7,10 @@
  * Data flow: sampler_open loads and attaches; the agent then tells the
  * kernel side where each process keeps its thread context
  * (sampler_set_tls) and/or attaches the SDK registration uprobe
- * (sampler_attach_sdk_uprobe); sampler_poll delivers what the CPUs
- * sampled, each sample with its time, through the ring buffer.
+ * (sampler_attach_sdk_uprobe) and puts the loader uprobe on each
+ * process's dynamic loader (sampler_attach_loader_probe); sampler_poll
+ * delivers what the CPUs sampled, each sample with its time, and the
+ * processes' exec, exit, fork and maps events, through the ring buffer.
  *
  * Errors: int functions return 0 or a negative errno value; sampler_open
  * returns NULL and sets errno. Failures a user can cause (not root,
