@@ -541,6 +541,18 @@ static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u
 }
 
 /*
+ * Per process, on its thread-group leader: when its last TP_REC_MAPS
+ * record was emitted, or when it started its program (bpf_ktime_get_ns).
+ * Freed with the process.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} maps_emitted SEC(".maps");
+
+/*
  * A process starts a new program: its mappings, symbols and thread-context
  * location change. The record goes through the sample ring, so the agent
  * sees it between the samples of the old and of the new program, and looks
@@ -550,6 +562,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
+	__u64 now, *last;
 	struct tp_sample *r;
 
 	/* the new program has neither the old one's TLS location nor its records */
@@ -557,6 +570,15 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	bpf_task_storage_delete(&tls_locs, task); /* the thread that execs leads its group */
 	if (!wanted(tgid))
 		return 0;
+	/*
+	 * The loader's start-up rendezvous calls follow within milliseconds:
+	 * the exec record's look covers them, so they give no maps record
+	 * (no second wakeup and look per new program)
+	 */
+	now = bpf_ktime_get_ns();
+	last = bpf_task_storage_get(&maps_emitted, task, &now, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (last)
+		*last = now; /* a second exec: kept across it */
 	r = life_record(TP_REC_EXEC, tgid, task->pid, 0);
 	if (!r)
 		return 0;
@@ -632,17 +654,6 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	bpf_map_delete_elem(&raised_targets, &tgid);
 	return 0;
 }
-
-/*
- * Per process, on its thread-group leader: when its last TP_REC_MAPS
- * record was emitted (bpf_ktime_get_ns). Freed with the process.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u64);
-} maps_emitted SEC(".maps");
 
 /*
  * uprobe on the dynamic loader's debug rendezvous, _dl_debug_state (r_brk):

@@ -205,6 +205,14 @@ static void note_loader(struct proctable *t, struct proc *p)
 	if (procmem_maps_read(p->pid, &pm) != 0)
 		return; /* gone, or not readable now: the next look tries again */
 	p->loader_tried = true;
+	/* the common case, a loader tried before: no auxv, no stat */
+	for (size_t i = 0; i < pm.n; i++)
+		if (pm.maps[i].offset == 0 && pm.maps[i].inode &&
+		    sampler_loader_known(t->sampler, pm.maps[i].dev, pm.maps[i].inode)) {
+			t->st.loaders_found++;
+			procmem_maps_free(&pm);
+			return;
+		}
 	m = find_loader(p->pid, &pm);
 	if (!m) {
 		t->st.loaders_missing++;

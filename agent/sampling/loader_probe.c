@@ -65,6 +65,14 @@ int loader_probes_attach(struct loader_probes *lp, struct bpf_program *prog, con
 	return note(lp, path, err);
 }
 
+bool loader_probes_known(const struct loader_probes *lp, uint64_t dev, uint64_t ino)
+{
+	for (int i = 0; i < lp->n; i++)
+		if (lp->files[i].dev == dev && lp->files[i].ino == ino)
+			return true;
+	return false;
+}
+
 void loader_probes_free(struct loader_probes *lp)
 {
 	for (int i = 0; i < lp->n; i++)

@@ -14,6 +14,7 @@
 #ifndef TRACEPROF_AGENT_LOADER_PROBE_H
 #define TRACEPROF_AGENT_LOADER_PROBE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Distinct loader files tried at most (a node runs few C libraries). */
@@ -47,6 +48,8 @@ struct loader_probes {
  */
 int loader_probes_attach(struct loader_probes *lp, struct bpf_program *prog, const char *path,
 			 uint64_t dev, uint64_t ino);
+/* Whether the file (dev, ino) was tried already (attached or not). */
+bool loader_probes_known(const struct loader_probes *lp, uint64_t dev, uint64_t ino);
 /* Detaches everything; lp is empty (counters kept). */
 void loader_probes_free(struct loader_probes *lp);
 

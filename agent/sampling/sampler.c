@@ -642,6 +642,11 @@ int sampler_attach_loader_probe(struct sampler *s, const char *path, uint64_t de
 	return loader_probes_attach(&s->loaders, s->skel->progs.on_dl_debug_state, path, dev, ino);
 }
 
+bool sampler_loader_known(const struct sampler *s, uint64_t dev, uint64_t ino)
+{
+	return loader_probes_known(&s->loaders, dev, ino);
+}
+
 int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record)
 {
 	__u64 v = 0;

@@ -133,6 +133,8 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
  * -ENOSPC when too many loader files were tried, or -errno of the attach.
  */
 int sampler_attach_loader_probe(struct sampler *s, const char *path, uint64_t dev, uint64_t ino);
+/* Whether sampler_attach_loader_probe was tried on the file (dev, ino) already. */
+bool sampler_loader_known(const struct sampler *s, uint64_t dev, uint64_t ino);
 /*
  * The record address the uprobe learned for thread tid; -ENOENT when none
  * or tid is gone. A tid other than its process's leader needs Linux 6.9
