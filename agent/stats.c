@@ -223,6 +223,25 @@ static void write_unwind_stats(const struct stats_sources *s, FILE *f,
 		u.cache.no_room, u.cache.bytes);
 }
 
+/* New mappings as they happen: the loader uprobe, its records, the looks they bring. */
+static void write_maps_stats(const struct stats_sources *s, FILE *f, const struct sampler_stats *ss)
+{
+	const struct proctable_stats *ps = &s->procs->st;
+
+	fprintf(f,
+		"bpf_maps=%" PRIu64 "\nbpf_maps_limited=%" PRIu64 "\nloaders_probed=%" PRIu64
+		"\nloaders_no_symbol=%" PRIu64 "\nloaders_failed=%" PRIu64 "\nloaders_over=%" PRIu64
+		"\nloaders_found=%" PRIu64 "\nloaders_missing=%" PRIu64 "\n",
+		ss->counters[TP_CNT_MAPS], ss->counters[TP_CNT_MAPS_LIMITED], ss->loaders_probed,
+		ss->loaders_no_symbol, ss->loaders_failed, ss->loaders_over, ps->loaders_found,
+		ps->loaders_missing);
+	fprintf(f,
+		"maps_events=%" PRIu64 "\nmaps_coalesced=%" PRIu64 "\nmaps_unknown=%" PRIu64
+		"\nmaps_looks=%" PRIu64 "\nmaps_deferred=%" PRIu64 "\ntls_not_ready=%" PRIu64 "\n",
+		ps->maps_events, ps->maps_coalesced, ps->maps_unknown, ps->maps_looks,
+		ps->maps_deferred, ps->tls_not_ready);
+}
+
 void stats_write(const struct stats_sources *s)
 {
 	struct sampler_stats ss = {0};
@@ -291,6 +310,7 @@ void stats_write(const struct stats_sources *s)
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
 	write_unwind_stats(s, f, &ss);
+	write_maps_stats(s, f, &ss);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

@@ -28,6 +28,10 @@
  * such a thread is skipped while raised_on, so no CPU time is counted
  * twice.
  *
+ * on_dl_debug_state (a uprobe on the dynamic loader's rendezvous, at the
+ * end of the file) tells the agent, rate-limited, that a target's loader
+ * mapped or unmapped objects (dlopen, dlclose), so it looks again at once.
+ *
  * The workload: tens to hundreds of samples per second per CPU, so a run
  * costs 3-8 us on the measured machine (bench/results.md); no loops
  * but those inside the BPF helpers.
@@ -843,6 +847,18 @@ static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u
 }
 
 /*
+ * Per process, on its thread-group leader: when its last TP_REC_MAPS
+ * record was emitted, or when it started its program (bpf_ktime_get_ns).
+ * Freed with the process.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} maps_emitted SEC(".maps");
+
+/*
  * A process starts a new program: its mappings, symbols and thread-context
  * location change. The record goes through the sample ring, so the agent
  * sees it between the samples of the old and of the new program, and looks
@@ -852,6 +868,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
+	__u64 now, *last;
 	struct tp_sample *r;
 
 	/* the new program has neither the old one's TLS location nor its records */
@@ -860,6 +877,15 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	bpf_map_delete_elem(&unwind_procs, &tgid); /* the new program maps other files */
 	if (!wanted(tgid))
 		return 0;
+	/*
+	 * The loader's start-up rendezvous calls follow within milliseconds:
+	 * the exec record's look covers them, so they give no maps record
+	 * (no second wakeup and look per new program)
+	 */
+	now = bpf_ktime_get_ns();
+	last = bpf_task_storage_get(&maps_emitted, task, &now, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (last)
+		*last = now; /* a second exec: kept across it */
 	r = life_record(TP_REC_EXEC, tgid, task->pid, 0);
 	if (!r)
 		return 0;
@@ -939,5 +965,41 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	bpf_map_delete_elem(&targets, &tgid);
 	bpf_map_delete_elem(&raised_targets, &tgid);
 	bpf_map_delete_elem(&unwind_procs, &tgid);
+	return 0;
+}
+
+/*
+ * uprobe on the dynamic loader's debug rendezvous, _dl_debug_state (r_brk):
+ * glibc's and musl's loaders call it when they start and around every
+ * dlopen and dlclose that maps or unmaps objects. For a process the target
+ * filter wants, a maps record tells the agent to look at the process again
+ * (new libraries: a thread-context writer, code to unwind), waking it at
+ * once. At most one record per process per TP_MAPS_GAP_NS (a dlopen loop
+ * cannot flood the ring; the calls skipped are counted, and the agent's
+ * look comes after the gap anyway).
+ */
+SEC("uprobe")
+int on_dl_debug_state(struct pt_regs *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+	__u64 now = bpf_ktime_get_ns(), zero = 0, *last;
+	struct tp_sample *r;
+
+	if (!wanted(tgid))
+		return 0;
+	last = bpf_task_storage_get(&maps_emitted, task->group_leader, &zero,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (last && *last && now - *last < TP_MAPS_GAP_NS) {
+		count(TP_CNT_MAPS_LIMITED);
+		return 0;
+	}
+	if (last)
+		*last = now;
+	r = life_record(TP_REC_MAPS, tgid, task->pid, 0);
+	if (!r)
+		return 0;
+	count(TP_CNT_MAPS);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }

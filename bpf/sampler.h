@@ -69,7 +69,12 @@ enum tp_record_kind {
 	TP_REC_EXIT = 2,   /* the last thread of process pid exited (header only, no frames) */
 	TP_REC_FORK = 3,   /* process tid forked process pid (a new process, not a thread); */
 			   /* no frames, ips[0] = pid's start time (task->start_boottime, ns) */
+	TP_REC_MAPS = 4,   /* process pid's loader loaded or unloaded objects (its debug */
+			   /* rendezvous, _dl_debug_state); header only, no frames */
 };
+
+/* Least time between two TP_REC_MAPS records of one process (a dlopen storm). */
+#define TP_MAPS_GAP_NS 20000000ull
 
 /*
  * Raised sampling (docs/triggers.md): tp_sample.flags. A sample of the
@@ -141,7 +146,9 @@ enum tp_counter {
 	TP_CNT_UW_FRAMES_CFI = 21, /* caller frames found through unwind tables */
 	TP_CNT_UW_FRAMES_FP = 22,  /* caller frames found through frame pointers (no row) */
 	TP_CNT_UW_NOT_READY = 23,  /* of those, in a file whose table was not there (yet) */
-	TP_CNT_MAX = 24,
+	TP_CNT_MAPS = 24,	   /* TP_REC_MAPS records emitted (loader rendezvous of a target) */
+	TP_CNT_MAPS_LIMITED = 25,  /* rendezvous calls skipped: within TP_MAPS_GAP_NS of a record */
+	TP_CNT_MAX = 26,
 };
 
 /*

@@ -8,7 +8,10 @@
  * mappings, and the trigger engine learns who it is. A process that has
  * not published everything yet is looked at again with backoff (1 s, 4 s,
  * then every 2 min while it runs), cut short when its mappings did not
- * change. Forked children get their parent's look without reading /proc.
+ * change, and soon after its loader maps or unmaps objects (a maps record
+ * from the uprobe on the loader's rendezvous, which the first look attaches
+ * to the process's loader file). Forked children get their parent's look
+ * without reading /proc.
  * Exit records forget a process a second later (its last samples come
  * after the record); a sweep finds those whose record was lost.
  */
@@ -16,12 +19,16 @@
 #include "proctable.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "aggregate.h"
 #include "kubepods.h"
@@ -32,10 +39,12 @@
 #include "traceprof/log.h"
 #include "triggers.h"
 
-#define RECHECK_MIN_US	1000000	  /* first re-look at an incomplete process */
-#define RECHECK_FAST_US 4000000	  /* looks (x4) up to this step... */
-#define RECHECK_MAX_US	120000000 /* ...then every 2 min, only if sampled meanwhile */
-#define EXIT_GRACE_US	1000000	  /* an exited process is forgotten this long after its record */
+#define RECHECK_MIN_US	    1000000   /* first re-look at an incomplete process */
+#define RECHECK_FAST_US	    4000000   /* looks (x4) up to this step... */
+#define RECHECK_MAX_US	    120000000 /* ...then every 2 min, only if sampled meanwhile */
+#define EXIT_GRACE_US	    1000000 /* an exited process is forgotten this long after its record */
+#define MAPS_LOOKS_PER_PASS 32	    /* looks for maps records in one pass; the rest in the next */
+#define TLS_RETRIES	    4	    /* quick looks again at a writer whose location is not ready */
 
 int proctable_init(struct proctable *t)
 {
@@ -137,6 +146,98 @@ static void attach_sdk_uprobe(struct proctable *t, struct proc *p, const char *m
 	}
 }
 
+/* The address the kernel loaded pid's program interpreter at (AT_BASE), 0 if none or unreadable. */
+static uint64_t interp_base(int pid)
+{
+	char path[64];
+	uint64_t av[2 * 64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, av, sizeof(av));
+	close(fd);
+	for (ssize_t i = 0; n > 0 && (i + 2) * (ssize_t)sizeof(av[0]) <= n; i += 2)
+		if (av[i] == AT_BASE)
+			return av[i + 1];
+	return 0;
+}
+
+/*
+ * pid's dynamic loader in its maps: the file mapped where the kernel put
+ * the program interpreter (AT_BASE: the kernel's word, which the process
+ * cannot change), else, when the auxiliary vector cannot be read, a file
+ * named like a loader (ld-linux-x86-64.so.2, ld-2.31.so, ld-musl-*.so.1)
+ * mapped at offset 0. NULL for a static program or a kernel thread.
+ */
+static const struct procmem_map *find_loader(int pid, const struct procmem_maps *pm)
+{
+	uint64_t base = interp_base(pid);
+
+	for (size_t i = 0; base && i < pm->n; i++)
+		if (pm->maps[i].start == base && procmem_map_is_file(&pm->maps[i]))
+			return &pm->maps[i];
+	for (size_t i = 0; !base && i < pm->n; i++) {
+		const struct procmem_map *m = &pm->maps[i];
+		const char *slash = strrchr(m->path, '/'), *b = slash ? slash + 1 : m->path;
+
+		if (m->offset == 0 && procmem_map_is_file(m) && !strncmp(b, "ld-", 3) &&
+		    strstr(b, ".so"))
+			return m;
+	}
+	return NULL;
+}
+
+/*
+ * Gives the loader of p the rendezvous uprobe (once per loader file, in
+ * the sampler), so that its dlopens and dlcloses bring a look at once. The
+ * file is reached through the process's root (another mount namespace),
+ * or through map_files when that path names another file now.
+ */
+static void note_loader(struct proctable *t, struct proc *p)
+{
+	struct procmem_maps pm;
+	const struct procmem_map *m;
+	char path[PROCMEM_PATH_MAX + 64];
+	struct stat st;
+	int rc;
+
+	if (procmem_maps_read(p->pid, &pm) != 0)
+		return; /* gone, or not readable now: the next look tries again */
+	p->loader_tried = true;
+	/* the common case, a loader tried before: no auxv, no stat */
+	for (size_t i = 0; i < pm.n; i++)
+		if (pm.maps[i].offset == 0 && pm.maps[i].inode &&
+		    sampler_loader_known(t->sampler, pm.maps[i].dev, pm.maps[i].inode)) {
+			t->st.loaders_found++;
+			procmem_maps_free(&pm);
+			return;
+		}
+	m = find_loader(p->pid, &pm);
+	if (!m) {
+		t->st.loaders_missing++;
+		procmem_maps_free(&pm);
+		return;
+	}
+	t->st.loaders_found++;
+	snprintf(path, sizeof(path), "/proc/%d/root%s", p->pid, m->path);
+	if (m->deleted || stat(path, &st) != 0 || st.st_ino != m->inode || st.st_dev != m->dev)
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, p->pid,
+			 m->start, m->end);
+	rc = sampler_attach_loader_probe(t->sampler, path, m->dev, m->inode);
+	if (rc != 0 && rc != -ENOENT && rc != -ENOSPC && !t->loader_warned) {
+		/* needs CAP_SYS_ADMIN, as the SDK uprobe */
+		log_info("loader uprobe unavailable (%s): libraries loaded later are found by "
+			 "looking at processes again (1 s, 5 s, then every 2 minutes)",
+			 strerror(-rc));
+		t->loader_warned = true;
+	}
+	procmem_maps_free(&pm);
+}
+
 /* Tells the trigger engine who the process is (targets by service, container, pod, cgroup). */
 static void note_trigger_proc(struct proctable *t, int pid, const struct identity *id)
 {
@@ -234,6 +335,25 @@ void proctable_rename_pods(struct proctable *t)
 }
 
 /*
+ * A module of p defines otel_thread_ctx_v1 but its location could not be
+ * had: a look amid a dlopen (the loader has not listed the module or
+ * given it a TLS module id yet), or a placement not supported. The next
+ * look reads everything again rather than stopping at unchanged mappings,
+ * and comes PROCTABLE_MAPS_GAP_US from now, up to TLS_RETRIES times.
+ */
+static void tls_not_ready(struct proctable *t, struct proc *p, int64_t now_us)
+{
+	t->st.tls_not_ready++;
+	p->maps_fp = 0;
+	if (p->tls_retries >= TLS_RETRIES || p->maps_due_us)
+		return;
+	p->tls_retries++;
+	p->maps_due_us = now_us + PROCTABLE_MAPS_GAP_US;
+	if (p->maps_due_us < t->next_recheck_us)
+		t->next_recheck_us = p->maps_due_us;
+}
+
+/*
  * Looks at a process: identity -> source, thread-context location -> BPF,
  * symbols snapshot. Called at first sight and again, with backoff, while
  * the process has not published everything yet (an SDK that starts after
@@ -263,13 +383,16 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 		 * exec, which starts over): what it would find is what it found.
 		 */
 		t->st.rechecks_unchanged++;
-		schedule_recheck(t, p, now_us);
+		if (!p->complete)
+			schedule_recheck(t, p, now_us);
 		return "again: mappings unchanged";
 	}
 	p->maps_fp = fp;
 	p->unwind_noted = false; /* first look, or the mappings changed: at its next sample */
 	if (t->target_pids)	 /* named targets are sampled: now */
 		proctable_note_unwind(t, p);
+	if (!p->loader_tried)
+		note_loader(t, p);
 	if (identity_read(p->pid, &id) == 0) {
 		proc_set_source(t, p, &id);
 		note_trigger_proc(t, p->pid, &id);
@@ -290,7 +413,8 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 	/* first the uprobe: the location says whether it is attached */
 	if (!p->sdk_uprobe && info.module[0])
 		attach_sdk_uprobe(t, p, info.module);
-	if (rc == 0 && loc.kind != TP_TLS_NONE) {
+	/* a DTV location without a module id: the loader has not given it one yet */
+	if (rc == 0 && loc.kind != TP_TLS_NONE && !(loc.kind == TP_TLS_DTV && loc.modid == 0)) {
 		has_tls = true;
 		loc.sdk_probe = p->sdk_probe;
 		if (sampler_set_tls(t->sampler, p->pid, &loc) == 0 && !p->tls_known) {
@@ -304,6 +428,10 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 			 "supported; its samples stay untagged unless it uses the traceprof SDK",
 			 p->pid, info.module);
 	}
+	if (info.module[0] && !has_tls)
+		tls_not_ready(t, p, now_us);
+	else
+		p->tls_retries = 0;
 	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
 	if (!p->complete)
 		schedule_recheck(t, p, now_us);
@@ -435,12 +563,35 @@ static void proc_inherit(struct proctable *t, pid_t pid, pid_t parent, uint64_t 
 	p->maps_fp = copy.maps_fp;
 	memcpy(p->pod_uid, copy.pod_uid, sizeof(p->pod_uid));
 	p->pod_named = copy.pod_named;
+	p->loader_tried = copy.loader_tried; /* the same loader file */
 	if (!p->complete)
 		schedule_recheck(t, p, now);
 	sym_inherit_process(t->sym, pid, parent, start_time);
 	if (t->unwind)
 		unwind_inherit(t->unwind, pid, parent);
 	t->st.procs_inherited++;
+}
+
+/*
+ * p's loader mapped or unmapped objects: a look PROCTABLE_MAPS_SETTLE_US
+ * from now (the record may come before the loader is done: glibc calls
+ * the rendezvous before it maps the objects and again before it
+ * relocates them and places their TLS), and at least PROCTABLE_MAPS_GAP_US
+ * after the last look. Records until then fold into that look.
+ */
+static void note_maps_change(struct proctable *t, struct proc *p, int64_t now_us)
+{
+	int64_t due = now_us + PROCTABLE_MAPS_SETTLE_US;
+
+	if (p->maps_due_us) {
+		t->st.maps_coalesced++;
+		return;
+	}
+	if (p->inspected_us + PROCTABLE_MAPS_GAP_US > due)
+		due = p->inspected_us + PROCTABLE_MAPS_GAP_US;
+	p->maps_due_us = due;
+	if (due < t->next_recheck_us)
+		t->next_recheck_us = due;
 }
 
 /*
@@ -479,6 +630,14 @@ int proctable_on_event(void *ctx, const struct sampler_event *ev)
 			if (!t->ndying++ || p->exited_us < t->first_exited_us)
 				t->first_exited_us = p->exited_us;
 		}
+		return 0;
+	}
+	if (kind == TP_REC_MAPS) {
+		t->st.maps_events++;
+		if (p && p->start_time && !p->exited_us)
+			note_maps_change(t, p, agent_clock_us(CLOCK_REALTIME));
+		else /* its first sample brings its first look */
+			t->st.maps_unknown++;
 		return 0;
 	}
 	if (kind != TP_REC_EXEC)
@@ -544,22 +703,54 @@ void proctable_scan_cgroup(struct proctable *t, const char *dir, int depth)
 	closedir(d);
 }
 
-/* Looks again at the incomplete processes that are due; finds the next due time. */
+/*
+ * The look a maps record asked for. It does not count as a step of the
+ * incomplete process's backoff: that schedule waits for what the loader
+ * does not announce (a process context published in a new mapping).
+ */
+static void maps_look(struct proctable *t, struct proc *p, int64_t real)
+{
+	int64_t step = p->recheck_step_us, at = p->recheck_us;
+
+	p->maps_due_us = 0;
+	t->st.maps_looks++;
+	proc_inspect(t, p, real);
+	if (!p->complete && at > real) { /* one that was due anyway keeps its new step */
+		p->recheck_step_us = step;
+		p->recheck_us = at;
+	}
+}
+
+/* Looks again at the processes that are due; finds the next due time. */
 void proctable_recheck(struct proctable *t, int64_t real)
 {
+	int looks = 0;
+
 	t->next_recheck_us = INT64_MAX;
 	for (size_t i = 0; i < t->cap; i++) {
 		struct proc *p = &t->procs[i];
 
-		if (!p->pid || p->complete || !p->recheck_us || p->exited_us)
+		if (!p->pid || p->exited_us)
 			continue;
-		/* after the first seconds, only processes that run are worth a look */
-		if (real >= p->recheck_us) {
+		if (p->maps_due_us && real >= p->maps_due_us) {
+			if (looks < MAPS_LOOKS_PER_PASS) {
+				looks++;
+				maps_look(t, p, real);
+			} else {
+				t->st.maps_deferred++; /* due now: the next pass comes at once */
+			}
+		} else if (!p->complete && p->recheck_us && real >= p->recheck_us) {
+			/* after the first seconds, only processes that run are worth a look */
 			if (p->recheck_step_us > RECHECK_FAST_US &&
-			    p->last_sample_us <= p->inspected_us)
-				continue;	  /* due, but waits for a sample (on_sample) */
+			    p->last_sample_us <= p->inspected_us) {
+				if (p->maps_due_us && p->maps_due_us < t->next_recheck_us)
+					t->next_recheck_us = p->maps_due_us;
+				continue; /* due, but waits for a sample (on_sample) */
+			}
 			proc_inspect(t, p, real); /* sets a new recheck_us when still incomplete */
 		}
+		if (p->maps_due_us && p->maps_due_us < t->next_recheck_us)
+			t->next_recheck_us = p->maps_due_us;
 		if (!p->complete && p->recheck_us && p->recheck_us < t->next_recheck_us)
 			t->next_recheck_us = p->recheck_us;
 	}

@@ -45,9 +45,12 @@ struct proc {
 	int64_t inspected_us;	 /* last proc_inspect() */
 	uint64_t maps_fp;	 /* procmem_maps_fingerprint() at the last full look, 0 = none */
 	char pod_uid[IDENTITY_POD_UID_LEN + 1]; /* from its cgroup, "" outside a pod */
-	bool pod_named;	   /* its source carries the pod's namespace and name */
-	int64_t exited_us; /* when its exit record was read (realtime µs); 0: running */
-	bool unwind_noted; /* its mappings are written to the unwind maps (t->unwind) */
+	bool pod_named;	     /* its source carries the pod's namespace and name */
+	int64_t exited_us;   /* when its exit record was read (realtime µs); 0: running */
+	int64_t maps_due_us; /* a maps record asked for a look at this time; 0: none pending */
+	bool loader_tried;   /* its loader was found and given the rendezvous uprobe (or not) */
+	uint8_t tls_retries; /* quick looks again since a writer's location was not ready */
+	bool unwind_noted;   /* its mappings are written to the unwind maps (t->unwind) */
 };
 
 /* The table's counters (stats file). */
@@ -64,6 +67,14 @@ struct proctable_stats {
 	uint64_t rechecks_unchanged; /* of those, rechecks cut short: mappings unchanged */
 	uint64_t kube_renamed;	     /* sources renamed when their pod arrived */
 	uint64_t cpu_inspect_ns;     /* main thread CPU time looking at processes */
+	uint64_t maps_events;	     /* maps records read (a target's loader mapped or unmapped) */
+	uint64_t maps_coalesced;     /* of those, folded into a look already pending */
+	uint64_t maps_unknown;	     /* of those, of processes not in the table (or exited) */
+	uint64_t maps_looks;	     /* looks they caused */
+	uint64_t maps_deferred;	     /* looks put off to the next pass (too many due at once) */
+	uint64_t tls_not_ready;	     /* looks that found a writer module but not its location */
+	uint64_t loaders_found;	     /* processes whose dynamic loader was found in their maps */
+	uint64_t loaders_missing;    /* processes without one (static, kernel threads, gone) */
 };
 
 struct proctable {
@@ -86,6 +97,7 @@ struct proctable {
 	int64_t first_exited_us; /* the earliest exited_us among them (0: not known) */
 	uint64_t kube_gen;	 /* kubepods_generation() last acted on */
 	bool uprobe_warned;	 /* said once that the SDK uprobe is unavailable */
+	bool loader_warned;	 /* said once that the loader uprobe is unavailable */
 	struct proctable_stats st;
 };
 
@@ -113,13 +125,26 @@ void proctable_free(struct proctable *t);
 
 /* A new entry for pid, looked at now (now_us: CLOCK_REALTIME); NULL: no memory. */
 struct proc *proctable_add(struct proctable *t, int pid, int64_t now_us);
-/* An exec, exit or fork record from the ring (sampler_event_fn). */
+/*
+ * An exec, exit, fork or maps record from the ring (sampler_event_fn). A
+ * maps record (a dlopen or dlclose in the process) asks for a look at the
+ * process soon: PROCTABLE_MAPS_SETTLE_US later (the loader finishes its
+ * work after the record), at most one a process per
+ * PROCTABLE_MAPS_GAP_US, many records of one process until then give one
+ * look.
+ */
+#define PROCTABLE_MAPS_SETTLE_US 50000
+#define PROCTABLE_MAPS_GAP_US	 250000
 int proctable_on_event(void *ctx, const struct sampler_event *ev);
 /* Looks at every running process (all-process mode), so their first samples are tagged. */
 void proctable_scan_all(struct proctable *t);
 /* Looks at the processes of a cgroup v2 directory and of its descendants. */
 void proctable_scan_cgroup(struct proctable *t, const char *dir, int depth);
-/* Looks again at the incomplete processes that are due; finds the next due time. */
+/*
+ * Looks again at the processes that are due: maps records (at most a few
+ * dozen looks a pass, the rest in the next) and the incomplete processes'
+ * schedule; finds the next due time.
+ */
 void proctable_recheck(struct proctable *t, int64_t real_us);
 /* Forgets the processes whose exit record was read a second ago or more. */
 void proctable_forget_exited(struct proctable *t, int64_t real_us);

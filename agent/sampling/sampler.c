@@ -27,6 +27,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "loader_probe.h"
 #include "sampler.skel.h"
 #include "tlsloc.h"
 #include "traceprof/log.h"
@@ -83,7 +84,8 @@ struct sampler {
 	int poll_n;			/* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
-	size_t unwind_rows; /* rows of the unwind area; 0: no CFI unwinding */
+	size_t unwind_rows;	      /* rows of the unwind area; 0: no CFI unwinding */
+	struct loader_probes loaders; /* the loader rendezvous uprobe, per loader file */
 };
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -508,6 +510,7 @@ void sampler_free(struct sampler *s)
 		bpf_link__destroy(s->uprobes[i].link);
 		free(s->uprobes[i].path);
 	}
+	loader_probes_free(&s->loaders);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
@@ -663,6 +666,18 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
 	return 0;
 }
 
+int sampler_attach_loader_probe(struct sampler *s, const char *path, uint64_t dev, uint64_t ino)
+{
+	if (!path)
+		return -EINVAL;
+	return loader_probes_attach(&s->loaders, s->skel->progs.on_dl_debug_state, path, dev, ino);
+}
+
+bool sampler_loader_known(const struct sampler *s, uint64_t dev, uint64_t ino)
+{
+	return loader_probes_known(&s->loaders, dev, ino);
+}
+
 int sampler_thread_record(struct sampler *s, pid_t tid, uint64_t *record)
 {
 	__u64 v = 0;
@@ -744,6 +759,10 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	if (!vals)
 		return -ENOMEM;
 	memset(st, 0, sizeof(*st));
+	st->loaders_probed = s->loaders.attached;
+	st->loaders_no_symbol = s->loaders.no_symbol;
+	st->loaders_failed = s->loaders.failed;
+	st->loaders_over = s->loaders.full;
 	for (__u32 c = 0; c < (__u32)ncpu; c++) {
 		err = bpf_map__lookup_elem(s->skel->maps.counters, &c, sizeof(c), vals, row, 0);
 		if (err)

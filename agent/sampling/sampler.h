@@ -7,8 +7,10 @@
  * Data flow: sampler_open loads and attaches; the agent then tells the
  * kernel side where each process keeps its thread context
  * (sampler_set_tls) and/or attaches the SDK registration uprobe
- * (sampler_attach_sdk_uprobe); sampler_poll delivers what the CPUs
- * sampled, each sample with its time, through the ring buffer.
+ * (sampler_attach_sdk_uprobe) and puts the loader uprobe on each
+ * process's dynamic loader (sampler_attach_loader_probe); sampler_poll
+ * delivers what the CPUs sampled, each sample with its time, and the
+ * processes' exec, exit, fork and maps events, through the ring buffer.
  *
  * Errors: int functions return 0 or a negative errno value; sampler_open
  * returns NULL and sets errno. Failures a user can cause (not root,
@@ -48,6 +50,10 @@ struct sampler_stats {
 	uint64_t run_cnt;	       /* on_cpu_clock runs (kernel.bpf_stats_enabled=1) */
 	uint64_t raised_run_time_ns;   /* on_cpu_clock_raised run time (same switch) */
 	uint64_t raised_run_cnt;       /* on_cpu_clock_raised runs (same switch) */
+	uint64_t loaders_probed;       /* loader files with the rendezvous uprobe attached */
+	uint64_t loaders_no_symbol;    /* loader files without _dl_debug_state */
+	uint64_t loaders_failed;       /* tries that failed (no CAP_SYS_ADMIN, unreadable) */
+	uint64_t loaders_over;	       /* loader files not tried: too many */
 };
 
 struct sampler;
@@ -60,7 +66,7 @@ struct sampler;
 typedef int (*sampler_sample_fn)(void *ctx, const struct tp_sample *sample, size_t len);
 /* A process's life event, from the ring (see sampler_event_fn). */
 struct sampler_event {
-	enum tp_record_kind kind; /* TP_REC_EXEC, TP_REC_EXIT or TP_REC_FORK */
+	enum tp_record_kind kind; /* TP_REC_EXEC, TP_REC_EXIT, TP_REC_FORK or TP_REC_MAPS */
 	pid_t pid;		  /* the process */
 	pid_t parent;		  /* TP_REC_FORK: the process that forked it */
 	uint64_t start_time;	  /* TP_REC_FORK: pid's start time as procmem_start_time gives it */
@@ -72,8 +78,11 @@ struct sampler_event {
  * the old program, after it of the new one), ends (TP_REC_EXIT: its last
  * thread exited; no sample of it follows), or was forked (TP_REC_FORK:
  * before any of its samples; it runs the parent's program, its thread
- * context is where the parent's is). ev is borrowed for the call. A
- * negative return stops the poll.
+ * context is where the parent's is), or its loader mapped or unmapped
+ * objects (TP_REC_MAPS: a dlopen or dlclose, from the loader uprobe; at
+ * most one per process per TP_MAPS_GAP_NS, and possibly before the loader
+ * has finished). ev is borrowed for the call. A negative return stops the
+ * poll.
  */
 typedef int (*sampler_event_fn)(void *ctx, const struct sampler_event *ev);
 
@@ -121,6 +130,17 @@ int sampler_forget_pid(struct sampler *s, pid_t pid);
 #define SAMPLER_MAX_UPROBES 64
 int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t pid);
 /*
+ * Attaches the loader rendezvous uprobe (agent/sampling/loader_probe.h) to
+ * the dynamic loader at path, the file (dev, ino), for every process: from
+ * then on a dlopen or dlclose in a target process gives a TP_REC_MAPS
+ * event. Once per file (a file tried before gives its first answer). 0,
+ * -ENOENT when the loader has no _dl_debug_state (counted, not an error),
+ * -ENOSPC when too many loader files were tried, or -errno of the attach.
+ */
+int sampler_attach_loader_probe(struct sampler *s, const char *path, uint64_t dev, uint64_t ino);
+/* Whether sampler_attach_loader_probe was tried on the file (dev, ino) already. */
+bool sampler_loader_known(const struct sampler *s, uint64_t dev, uint64_t ino);
+/*
  * The record address the uprobe learned for thread tid; -ENOENT when none
  * or tid is gone. A tid other than its process's leader needs Linux 6.9
  * (PIDFD_THREAD); -EINVAL before.
@@ -142,7 +162,7 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
  * handler.
  */
 void sampler_wake(struct sampler *s);
-/* Sets the exec/exit/fork callback sampler_poll uses (NULL: those records are skipped). */
+/* Sets the exec/exit/fork/maps callback sampler_poll uses (NULL: those records are skipped). */
 void sampler_set_event_fn(struct sampler *s, sampler_event_fn cb, void *ctx);
 
 /*

@@ -8,7 +8,9 @@
  * loaded with dlopen (TP_TLS_DTV), the shared SDK and the static SDK (the
  * registration uprobe). The parent drives the child through phases in
  * shared memory (tagged, invalid, garbage pointer, NULL) and checks every
- * sample taken after the child acknowledged a phase.
+ * sample taken after the child acknowledged a phase. The loader rendezvous
+ * uprobe is checked on a child that dlopens and dlcloses a library (maps
+ * records, their rate limit, the filter).
  *
  * Needs root and kernel BTF; otherwise it says why and exits 77 (skip).
  */
@@ -1091,6 +1093,136 @@ static void test_deep_stacks(void)
 	sampler_free(s);
 }
 
+/*
+ * (i) the child of test_loader_probe: when told (phase 1), dlopens and
+ * dlcloses a library (four loader rendezvous calls within microseconds),
+ * waits past the record gap and dlopens it again; then says so (ack 1).
+ */
+static __attribute__((noreturn)) void child_dlopens(void)
+{
+	struct timespec gap = {0, 3 * (long)(TP_MAPS_GAP_NS / 2)}, tick = {0, 1000000};
+	void *h;
+
+	ctl->ready = 1;
+	while (ctl->phase != 1)
+		nanosleep(&tick, NULL);
+	h = dlopen(TP_TEST_TLS_LIB, RTLD_NOW | RTLD_LOCAL);
+	if (!h || dlclose(h) != 0)
+		ctl->err = __LINE__;
+	nanosleep(&gap, NULL);
+	if (!dlopen(TP_TEST_TLS_LIB, RTLD_NOW | RTLD_LOCAL))
+		ctl->err = __LINE__;
+	ctl->ack = 1;
+	for (;;)
+		nanosleep(&tick, NULL);
+}
+
+struct maps_seen {
+	pid_t pid; /* the process looked for */
+	int n;	   /* its maps records */
+	int other; /* maps records of other processes */
+};
+
+static int on_maps_event(void *arg, const struct sampler_event *ev)
+{
+	struct maps_seen *m = arg;
+
+	if (ev->kind == TP_REC_MAPS)
+		*(ev->pid == m->pid ? &m->n : &m->other) += 1;
+	return 0;
+}
+
+/* This process's dynamic loader: a file named ld-*.so* in its maps. */
+static bool own_loader(char *path, size_t size, struct stat *st)
+{
+	struct procmem_maps pm;
+	bool found = false;
+
+	if (procmem_maps_read(getpid(), &pm) != 0)
+		return false;
+	for (size_t i = 0; i < pm.n && !found; i++) {
+		const char *b = strrchr(pm.maps[i].path, '/');
+
+		if (b && !strncmp(b + 1, "ld-", 3) && strstr(b, ".so") && pm.maps[i].offset == 0) {
+			snprintf(path, size, "%s", pm.maps[i].path);
+			found = stat(path, st) == 0;
+		}
+	}
+	procmem_maps_free(&pm);
+	return found;
+}
+
+/*
+ * (i) the loader rendezvous uprobe: once per loader file; a file without
+ * _dl_debug_state is -ENOENT; a target's dlopen and dlclose give maps
+ * records, at most one per TP_MAPS_GAP_NS (the calls within it counted),
+ * and a process the filter does not want (this one) none.
+ */
+static void test_loader_probe(void)
+{
+	struct timespec tick = {0, 1000000};
+	struct maps_seen seen = {0};
+	struct sampler_stats st0, st1;
+	struct stat ld, exe;
+	char path[PATH_MAX];
+	struct sampler *s;
+	pid_t pid;
+	void *h;
+
+	if (!own_loader(path, sizeof(path), &ld)) {
+		CHECK(0, "loader probe: no ld-*.so* in this process's maps");
+		return;
+	}
+	s = open_sampler(TP_FILTER_PIDS);
+	if (!s)
+		return;
+	CHECK(sampler_attach_loader_probe(s, path, ld.st_dev, ld.st_ino) == 0,
+	      "loader probe: attached to %s", path);
+	CHECK(sampler_attach_loader_probe(s, path, ld.st_dev, ld.st_ino) == 0,
+	      "loader probe: the same file again");
+	CHECK(stat("/proc/self/exe", &exe) == 0 &&
+		  sampler_attach_loader_probe(s, "/proc/self/exe", exe.st_dev, exe.st_ino) ==
+		      -ENOENT,
+	      "loader probe: a file without the function is -ENOENT");
+	pid = spawn(child_dlopens);
+	if (pid > 0 && ctl->ready && !ctl->err) {
+		CHECK(sampler_add_target_pid(s, pid) == 0, "loader probe: target the child");
+		flush(s);
+		CHECK(sampler_get_stats(s, &st0) == 0, "loader probe: stats");
+		seen.pid = pid;
+		sampler_set_event_fn(s, on_maps_event, &seen);
+		h = dlopen(TP_TEST_TLS_LIB, RTLD_NOW | RTLD_LOCAL); /* this process: not a target */
+		if (h)
+			dlclose(h);
+		ctl->phase = 1;
+		for (int i = 0; !ctl->ack && i < 5000; i++) {
+			sampler_poll(s, 0, discard, NULL);
+			nanosleep(&tick, NULL);
+		}
+		poll_for(s, discard, NULL, 200);
+		CHECK(ctl->ack && !ctl->err, "loader probe: the child's dlopens (line %d)",
+		      ctl->err);
+		CHECK(sampler_get_stats(s, &st1) == 0, "loader probe: stats");
+		/* 2 when each burst of calls fits in the gap, as it does unless the machine stalls
+		 */
+		CHECK(seen.n >= 2 && seen.n <= 5 && seen.other == 0,
+		      "loader probe: %d maps records of the child (want 2), %d of others", seen.n,
+		      seen.other);
+		CHECK(st1.counters[TP_CNT_MAPS] - st0.counters[TP_CNT_MAPS] == (uint64_t)seen.n &&
+			  st1.counters[TP_CNT_MAPS_LIMITED] - st0.counters[TP_CNT_MAPS_LIMITED] +
+				  (uint64_t)seen.n ==
+			      6,
+		      "loader probe: records %llu + calls within the gap %llu = 6 rendezvous calls",
+		      (unsigned long long)(st1.counters[TP_CNT_MAPS] - st0.counters[TP_CNT_MAPS]),
+		      (unsigned long long)(st1.counters[TP_CNT_MAPS_LIMITED] -
+					   st0.counters[TP_CNT_MAPS_LIMITED]));
+		CHECK(st1.loaders_probed == 1 && st1.loaders_no_symbol == 1,
+		      "loader probe: 1 loader probed, 1 without the function");
+	}
+	reap(pid);
+	sampler_free(s);
+}
+
 int main(void)
 {
 	struct stat st;
@@ -1119,5 +1251,6 @@ int main(void)
 	test_static_sdk_uprobe();
 	test_cgroup_filter();
 	test_fork();
+	test_loader_probe();
 	return check_done();
 }
