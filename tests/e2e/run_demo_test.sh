@@ -149,9 +149,17 @@ on_slow_path() {
 pay_row=$(grep -E "^ payment-svc +\| /api/pay +\| +200 \|.*\| (cpu|mixed) *\$" "$out") &&
 	grep -Eq '^ frontend +\| /api/checkout +\| +200 \|.*\| waiting *$' "$out" ||
 	fail "trace_services: payment-svc on CPU and the frontend waiting expected"
+# its top function, or one tied with it (libcrypto's leaf, one name per
+# address, makes ties of a sample or two common), is on the slow path
 top=$(awk -F'|' '{gsub(/^ +| +$/, "", $7); print $7}' <<<"$pay_row")
-on_slow_path "$top" || fail "trace_services: payment-svc's top function $top is not on its slow path"
-echo "ok: trace_services: payment-svc on CPU in its slow path ($top), the frontend waiting"
+found=''
+while IFS= read -r fn; do
+	[ -n "$fn" ] && on_slow_path "$fn" && { found=$fn; break; }
+done < <(printf '%s\n' "$top"; q "SELECT function FROM (SELECT function, self_samples,
+	max(self_samples) OVER () AS most FROM traceprof.trace_profile('$trace')
+	WHERE service = 'payment-svc') x WHERE self_samples = most")
+[ -n "$found" ] || fail "trace_services: payment-svc's top function $top (and those tied) not on its slow path"
+echo "ok: trace_services: payment-svc on CPU in its slow path ($found), the frontend waiting"
 verdict=$(sed -n '/^== In one line/{n;p}' "$out")
 # the verdict names the hot path's top or its leaf, depending on the samples
 named=$(sed -nE 's/^payment-svc: [0-9]+ ms span, (.+) [0-9]+ % \(.*/\1/p' <<<"$verdict")

@@ -66,8 +66,21 @@ SELECT * FROM slow_view WHERE service = 'frontend' AND span_id IS NOT NULL;
 
 SELECT t.ok((SELECT count(*) FROM slow_pay WHERE samples >= 10) >= 5,
             'at least 5 slow traces with 10 payment samples or more');
-SELECT t.eq((SELECT count(*) FROM slow_pay
-              WHERE samples >= 10 AND NOT pg_temp.on_slow_path(trace_id, top_function)),
+-- payment-svc's self time in each slow trace: the functions tied on top
+-- (one name per address for libcrypto's leaf makes ties of a sample or two
+-- common); one of them must be on the slow path
+CREATE TEMP TABLE pay_top AS
+SELECT p.trace_id, q.function
+  FROM slow_pay p
+ CROSS JOIN LATERAL (SELECT f.function, f.self_samples, max(f.self_samples) OVER () AS most
+                       FROM traceprof.trace_profile(p.trace_id) f
+                      WHERE f.service = 'payment-svc') q
+ WHERE p.samples >= 10 AND q.self_samples = q.most;
+SELECT t.eq((SELECT count(*) FROM slow_pay p
+              WHERE p.samples >= 10
+                AND NOT EXISTS (SELECT 1 FROM pay_top x
+                                 WHERE x.trace_id = p.trace_id
+                                   AND pg_temp.on_slow_path(p.trace_id, x.function))),
             0::bigint, 'the payment span of every slow trace has a slow-path function on top');
 -- The cause: payment-svc holds the trace's CPU. (Its verdict is 'cpu' on a
 -- quiet machine; on a loaded one its 200 ms of CPU take longer than 200 ms,
