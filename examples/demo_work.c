@@ -3,50 +3,50 @@
  *
  * Each business function repeats its real work until the thread's CPU
  * budget is spent. The thread CPU clock is a system call, so it is read
- * about every 20 us of work only (budget_more). Functions that must show
- * up as frames are NOINLINE, and the examples build without sibling-call
- * optimisation, so a call in tail position keeps its caller's frame too.
- * Hot loops call no libc: Debian's libc is built without frame pointers,
- * and a sample inside it loses its caller's frame.
+ * about every 20 us of work only (budget_more). Business functions are
+ * NOINLINE, so each is a frame of its own under its own name; what they
+ * call is ordinary: libc (memcpy, memcmp, snprintf, bsearch, strncmp,
+ * qsort) and, for the slow tail, OpenSSL's libcrypto. The build is a
+ * plain -O2 one, without frame pointers (docs/demo.md).
  *
- * The slow tail is RSA signature verification done by hand: Montgomery
- * multiplication (CIOS, 32-bit limbs) on a 2048-bit modulus, public
- * exponent 65537. Squarings are inlined into bn_mod_exp and the few other
- * products go through bn_mul, so about 5/6 of its samples land in
- * bn_mod_exp itself and the rest in bn_mul. The key and the signature are
- * synthetic (an odd random modulus, not a product of primes): the
- * arithmetic is the real cost of a verification, nothing is secured.
+ * The slow tail is RSA signature verification through libcrypto's EVP
+ * API: each round hashes the signed authorisation with SHA-256 and
+ * verifies the payment gateway's RSA-2048 signature of it (PKCS#1 v1.5),
+ * so its CPU is in libcrypto's SHA-256 and, mostly, its Montgomery
+ * multiplication (under BN_mod_exp_mont).
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+
 #include "demo_work.h"
+#include "traceprof/hex.h"
 
 /*
  * Kept as its own frame under its own name: GCC's noipa also stops the
- * constprop/isra clones whose names (bn_mod_exp.constprop.0) a profile would
+ * constprop/isra clones whose names (parseOrder.constprop.0) a profile would
  * show instead.
  */
-/*
- * Helpers are folded into the business function that calls them: GCC 12
- * omits the frame pointer of a leaf function that needs no stack frame even
- * with -mno-omit-leaf-frame-pointer, and a sample in such a helper would
- * lose the business function's frame.
- */
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 #if defined(__clang__)
 #define NOINLINE __attribute__((noinline))
 #else
 #define NOINLINE __attribute__((noipa))
 #endif
+/* Small helpers folded into the business function that calls them. */
+#define ALWAYS_INLINE	  inline __attribute__((always_inline))
 #define CLOCK_INTERVAL_NS 20000 /* least CPU time between two clock reads */
-#define BN_LIMBS	  64	/* 2048-bit numbers in 32-bit limbs */
-#define RSA_E		  65537u
-#define PROMO_RULES	  64 /* volume discount rules computeTotal scans */
+#define SHA256_LEN	  32	/* bytes of a SHA-256 digest */
+#define PROMO_RULES	  64	/* volume discount rules computeTotal scans */
+#define LOW_STOCK	  64	/* entries of refreshCache's low-stock report */
 
 struct cpu_budget {
 	int64_t end_ns;	 /* thread CPU time at which the budget is spent */
@@ -54,19 +54,6 @@ struct cpu_budget {
 	unsigned rounds; /* rounds since the last clock read */
 	unsigned batch;	 /* rounds between clock reads */
 	bool zero;	 /* work scale 0: one round only */
-};
-
-struct bn {
-	uint32_t d[BN_LIMBS]; /* little-endian limbs */
-};
-
-struct rsa_key {
-	struct bn n;	/* modulus, odd, top bit set */
-	uint32_t n0inv; /* -n^-1 mod 2^32, for Montgomery reduction */
-	struct bn rr;	/* R^2 mod n, R = 2^2048: into Montgomery form */
-	struct bn one;	/* the number 1: out of Montgomery form */
-	struct bn sig;	/* the signature verified */
-	struct bn em;	/* sig^e mod n: the encoded message expected */
 };
 
 struct promo_rule {
@@ -82,7 +69,9 @@ struct inventory_entry {
 };
 
 static double work_scale = 1.0;
-static struct rsa_key demo_key;
+static EVP_PKEY *gateway_key;	       /* the gateway's public key */
+static EVP_MD *sha256;		       /* SHA-256, fetched once */
+static unsigned char gateway_sig[256]; /* its signature of gateway_message */
 static struct promo_rule promo_rules[PROMO_RULES];
 static uint16_t tax_bp[256]; /* tax in basis points by SKU hash */
 static struct inventory_entry inventory[DEMO_SKU_COUNT];
@@ -147,194 +136,101 @@ static ALWAYS_INLINE uint32_t fnv1a(const void *data, size_t len, uint32_t h)
 	return h;
 }
 
-/* ---- big numbers ---- */
+/* ---- the signature ---- */
 
-/* r = a * b * R^-1 mod n (CIOS). r may alias a or b. */
-static inline __attribute__((always_inline)) void
-mont_mul(struct bn *r, const struct bn *a, const struct bn *b, const struct rsa_key *k)
+/*
+ * The payment gateway's RSA-2048 public key and its signature (PKCS#1
+ * v1.5, SHA-256) of the authorisation below. The private half was thrown
+ * away once the signature was made: the demo verifies, as a payment
+ * service does, and signs nothing.
+ */
+static const char gateway_key_pem[] =
+    "-----BEGIN PUBLIC KEY-----\n"
+    "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAv16MSxP0IUEXW9+LM/Bl\n"
+    "LMUYqJ87YRLCqXaADdjGZ/N4jn4LQHUFLqObF5c+CpSsqKTaUtwBC4zyFsApbwrj\n"
+    "mvFuyl87JpTi36rFvZUeAGOLPTACaaL0ItXsj5tKYuRExYw7/zl2M3qzPJIVCYZA\n"
+    "2CyFZ9VVne0AWPTlDVfMAnKx/dHicY06BlyP2Y/miJonieduooOJbrSTfRBVxCoG\n"
+    "cMoKqn9eMn+QL/8zdLfK/6dfNly66Wl9drRp/WYmXs8HUyQSvuWRWKc4Fyqvp35Q\n"
+    "gs+XaBGTuxKJNJX2xH4tbHFodo/faEo+a6p2KHEMJltTUam9SnCkkKXJQ6CSGXqQ\n"
+    "MwIDAQAB\n"
+    "-----END PUBLIC KEY-----\n";
+static const char gateway_message[] = "traceprof demo: payment gateway order authorisation";
+static const char gateway_sig_hex[] =
+    "282e153265d7dbac80c53cd3b8d8fe67f00e00847a59a15b78d31a4eeaab4e54"
+    "d98bbf41237fba1e5d05f7cd47052f7e89c555695b0d30ee4cedf2f6d25a1443"
+    "79b3d3ddafe3c6edfe699c62a05b5dba8dd8d199898512b7b089f70321e90952"
+    "a07617a3401d0f0deeff7888dfd459baa0a4f360e8e8d5bb3f5ba8ebfd3f37e4"
+    "73a8644a88ca9ce02e05b0d94c1caeea7f0b35e64528429998b05b90f6d05414"
+    "e92300f3de073e5c71f99acf6d2c91eb6cfe1e6fc61e61cde2935bbe3fb4a8a2"
+    "b4fdf69e1bf61ced86d0f66276746d204024eb2c29e6e7ca9d3ad5304c06471c"
+    "8a41462fbeed2a90183943a917e75296d87457eb37417d08255a3c1febd14d74";
+
+/* Loads the gateway's key and signature once. Returns 0 or -EIO. */
+static int gateway_load(void)
 {
-	uint32_t t[BN_LIMBS + 2] = {0};
+	BIO *bio;
 
-	for (int i = 0; i < BN_LIMBS; i++) {
-		uint64_t c = 0;
-		uint32_t m;
-
-		for (int j = 0; j < BN_LIMBS; j++) {
-			c += (uint64_t)a->d[j] * b->d[i] + t[j];
-			t[j] = (uint32_t)c;
-			c >>= 32;
-		}
-		c += t[BN_LIMBS];
-		t[BN_LIMBS] = (uint32_t)c;
-		t[BN_LIMBS + 1] = (uint32_t)(c >> 32);
-		m = t[0] * k->n0inv;
-		c = ((uint64_t)m * k->n.d[0] + t[0]) >> 32;
-		for (int j = 1; j < BN_LIMBS; j++) {
-			c += (uint64_t)m * k->n.d[j] + t[j];
-			t[j - 1] = (uint32_t)c;
-			c >>= 32;
-		}
-		c += t[BN_LIMBS];
-		t[BN_LIMBS - 1] = (uint32_t)c;
-		t[BN_LIMBS] = t[BN_LIMBS + 1] + (uint32_t)(c >> 32);
-	}
-	/* t < 2n: subtract n once when t >= n. */
-	{
-		bool ge = t[BN_LIMBS] != 0;
-
-		if (!ge) {
-			int i = BN_LIMBS - 1;
-
-			while (i >= 0 && t[i] == k->n.d[i])
-				i--;
-			ge = i < 0 || t[i] > k->n.d[i];
-		}
-		if (ge) {
-			int64_t borrow = 0;
-
-			for (int i = 0; i < BN_LIMBS; i++) {
-				borrow += (int64_t)t[i] - k->n.d[i];
-				t[i] = (uint32_t)borrow;
-				borrow >>= 32;
-			}
-		}
-	}
-	memcpy(r->d, t, sizeof(r->d));
+	if (gateway_key)
+		return 0;
+	if (tp_hex_decode(gateway_sig_hex, gateway_sig, sizeof(gateway_sig), true))
+		return -EIO;
+	sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	bio = BIO_new_mem_buf(gateway_key_pem, sizeof(gateway_key_pem) - 1);
+	if (bio)
+		gateway_key = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+	BIO_free(bio);
+	return sha256 && gateway_key ? 0 : -EIO;
 }
 
-static NOINLINE void bn_mul(struct bn *r, const struct bn *a, const struct bn *b,
-			    const struct rsa_key *k)
+/* A verifier of the gateway's signatures for the calling thread, or NULL. */
+static EVP_PKEY_CTX *verifier_new(void)
 {
-	mont_mul(r, a, b, k);
+	EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, gateway_key, NULL);
+
+	if (ctx && EVP_PKEY_verify_init(ctx) == 1 &&
+	    EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 &&
+	    EVP_PKEY_CTX_set_signature_md(ctx, sha256) == 1)
+		return ctx;
+	EVP_PKEY_CTX_free(ctx);
+	return NULL;
 }
 
-/* r = base^e mod n: left-to-right square and multiply. */
-static NOINLINE void bn_mod_exp(struct bn *r, const struct bn *base, uint32_t e,
-				const struct rsa_key *k)
+/* SHA-256 of len bytes at data into md. Returns 0 or -EIO. */
+static int sha256_of(EVP_MD_CTX *mdctx, const void *data, size_t len, unsigned char *md)
 {
-	struct bn x, acc;
-	int top = 31;
+	unsigned int md_len = 0;
 
-	while (top > 0 && !(e >> top & 1))
-		top--;
-	bn_mul(&x, base, &k->rr, k);
-	acc = x;
-	for (int bit = top - 1; bit >= 0; bit--) {
-		mont_mul(&acc, &acc, &acc, k);
-		if (e >> bit & 1)
-			bn_mul(&acc, &acc, &x, k);
-	}
-	bn_mul(r, &acc, &k->one, k);
+	if (EVP_DigestInit_ex2(mdctx, sha256, NULL) != 1 ||
+	    EVP_DigestUpdate(mdctx, data, len) != 1 ||
+	    EVP_DigestFinal_ex(mdctx, md, &md_len) != 1 || md_len != SHA256_LEN)
+		return -EIO;
+	return 0;
 }
 
-static NOINLINE int rsa_verify(const struct rsa_key *k, const struct bn *sig, const struct bn *em)
+/* The RSA verification itself, in libcrypto: 0 or -EBADMSG. */
+static NOINLINE int rsa_verify(EVP_PKEY_CTX *ctx, const unsigned char *sig, size_t sig_len,
+			       const unsigned char *md)
 {
-	struct bn m;
-
-	bn_mod_exp(&m, sig, RSA_E, k);
-	return memcmp(&m, em, sizeof(m)) ? -EBADMSG : 0;
-}
-
-static bool bn_ge(const struct bn *a, const struct bn *b)
-{
-	for (int i = BN_LIMBS - 1; i >= 0; i--)
-		if (a->d[i] != b->d[i])
-			return a->d[i] > b->d[i];
-	return true;
-}
-
-static void bn_sub(struct bn *a, const struct bn *b)
-{
-	int64_t borrow = 0;
-
-	for (int i = 0; i < BN_LIMBS; i++) {
-		borrow += (int64_t)a->d[i] - b->d[i];
-		a->d[i] = (uint32_t)borrow;
-		borrow >>= 32;
-	}
-}
-
-/* a = 2a mod n, for a < n. */
-static void bn_double_mod(struct bn *a, const struct bn *n)
-{
-	uint32_t carry = 0;
-
-	for (int i = 0; i < BN_LIMBS; i++) {
-		uint32_t next = a->d[i] >> 31;
-
-		a->d[i] = a->d[i] << 1 | carry;
-		carry = next;
-	}
-	if (carry || bn_ge(a, n))
-		bn_sub(a, n);
-}
-
-/* a = (a + b) mod n, for a, b < n. */
-static void bn_add_mod(struct bn *a, const struct bn *b, const struct bn *n)
-{
-	uint64_t c = 0;
-
-	for (int i = 0; i < BN_LIMBS; i++) {
-		c += (uint64_t)a->d[i] + b->d[i];
-		a->d[i] = (uint32_t)c;
-		c >>= 32;
-	}
-	if (c || bn_ge(a, n))
-		bn_sub(a, n);
-}
-
-/* Reference: r = a * b mod n by shift and add, no Montgomery form. */
-static void bn_mulmod_ref(struct bn *r, const struct bn *a, const struct bn *b, const struct bn *n)
-{
-	struct bn acc = {{0}};
-
-	for (int i = BN_LIMBS * 32 - 1; i >= 0; i--) {
-		bn_double_mod(&acc, n);
-		if (b->d[i / 32] >> (i % 32) & 1)
-			bn_add_mod(&acc, a, n);
-	}
-	*r = acc;
-}
-
-static void rsa_key_init(struct rsa_key *k, uint64_t seed)
-{
-	uint32_t inv;
-
-	for (int i = 0; i < BN_LIMBS; i++)
-		k->n.d[i] = (uint32_t)splitmix(&seed);
-	k->n.d[0] |= 1;
-	k->n.d[BN_LIMBS - 1] |= 0x80000000u;
-	inv = k->n.d[0]; /* correct to 3 bits for odd n; Newton doubles them */
-	for (int i = 0; i < 4; i++)
-		inv *= 2 - k->n.d[0] * inv;
-	k->n0inv = 0u - inv;
-	memset(&k->rr, 0, sizeof(k->rr));
-	k->rr.d[0] = 1;
-	for (int i = 0; i < 2 * BN_LIMBS * 32; i++)
-		bn_double_mod(&k->rr, &k->n);
-	memset(&k->one, 0, sizeof(k->one));
-	k->one.d[0] = 1;
-	for (int i = 0; i < BN_LIMBS; i++)
-		k->sig.d[i] = (uint32_t)splitmix(&seed);
-	k->sig.d[BN_LIMBS - 1] = k->n.d[BN_LIMBS - 1] >> 1;
-	bn_mod_exp(&k->em, &k->sig, RSA_E, k);
+	return EVP_PKEY_verify(ctx, sig, sig_len, md, SHA256_LEN) == 1 ? 0 : -EBADMSG;
 }
 
 int demo_work_self_test(void)
 {
-	struct bn ref, got;
+	unsigned char md[SHA256_LEN], bad[sizeof(gateway_sig)];
+	EVP_MD_CTX *mdctx = EVP_MD_CTX_new();
+	EVP_PKEY_CTX *ctx = gateway_key ? verifier_new() : NULL;
+	int rc = -EIO;
 
-	/* sig^e by the reference multiplication must match the Montgomery result. */
-	ref = demo_key.sig;
-	for (int bit = 15; bit >= 0; bit--) {
-		bn_mulmod_ref(&ref, &ref, &ref, &demo_key.n);
-		if (RSA_E >> bit & 1)
-			bn_mulmod_ref(&ref, &ref, &demo_key.sig, &demo_key.n);
-	}
-	bn_mod_exp(&got, &demo_key.sig, RSA_E, &demo_key);
-	if (memcmp(&ref, &got, sizeof(ref)) || memcmp(&got, &demo_key.em, sizeof(got)))
-		return -EIO;
-	return rsa_verify(&demo_key, &demo_key.sig, &demo_key.em) ? -EIO : 0;
+	/* the gateway's signature verifies; one flipped bit does not */
+	memcpy(bad, gateway_sig, sizeof(bad));
+	bad[sizeof(bad) / 2] ^= 1;
+	if (mdctx && ctx && !sha256_of(mdctx, gateway_message, sizeof(gateway_message) - 1, md) &&
+	    !rsa_verify(ctx, gateway_sig, sizeof(gateway_sig), md) &&
+	    rsa_verify(ctx, bad, sizeof(bad), md) == -EBADMSG)
+		rc = 0;
+	EVP_PKEY_CTX_free(ctx);
+	EVP_MD_CTX_free(mdctx);
+	return rc;
 }
 
 /* ---- orders ---- */
@@ -407,12 +303,7 @@ static ALWAYS_INLINE int json_skip_value(struct json *j)
 
 static ALWAYS_INLINE bool key_is(const char *s, size_t len, const char *lit)
 {
-	size_t i = 0;
-
-	/* A loop, not libc: see sku_equal. */
-	while (i < len && lit[i] && s[i] == lit[i])
-		i++;
-	return i == len && !lit[i];
+	return len == strlen(lit) && !memcmp(s, lit, len);
 }
 
 static ALWAYS_INLINE int json_item(struct json *j, struct demo_item *it)
@@ -431,8 +322,7 @@ static ALWAYS_INLINE int json_item(struct json *j, struct demo_item *it)
 		if (key_is(k, klen, "sku")) {
 			if (json_string(j, &s, &slen) || slen == 0 || slen >= DEMO_SKU_LEN)
 				return -EINVAL;
-			for (size_t i = 0; i < slen; i++)
-				it->sku[i] = s[i];
+			memcpy(it->sku, s, slen);
 			it->sku[slen] = '\0';
 			seen |= 1;
 		} else if (key_is(k, klen, "qty")) {
@@ -602,25 +492,19 @@ static ALWAYS_INLINE void out_json_string(struct out_buf *o, const char *s)
 static ALWAYS_INLINE void out_u64(struct out_buf *o, uint64_t v)
 {
 	char digits[24];
-	int n = 0;
 
-	do {
-		digits[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		out_char(o, digits[--n]);
+	snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v);
+	out_lit(o, digits);
 }
 
 /* Cents as a decimal string, e.g. "12.05". */
 static ALWAYS_INLINE void out_money(struct out_buf *o, uint64_t cents)
 {
-	out_char(o, '"');
-	out_u64(o, cents / 100);
-	out_char(o, '.');
-	out_char(o, (char)('0' + cents % 100 / 10));
-	out_char(o, (char)('0' + cents % 10));
-	out_char(o, '"');
+	char money[32];
+
+	snprintf(money, sizeof(money), "\"%llu.%02u\"", (unsigned long long)(cents / 100),
+		 (unsigned)(cents % 100));
+	out_lit(o, money);
 }
 
 static ALWAYS_INLINE void serialize_once(const struct demo_order *order, const struct demo_total *t,
@@ -675,53 +559,49 @@ NOINLINE int serializeResponse(const struct demo_order *order, const struct demo
 
 NOINLINE int validateSignature(const struct demo_order *order)
 {
+	unsigned char order_md[SHA256_LEN], md[SHA256_LEN];
+	EVP_MD_CTX *mdctx = EVP_MD_CTX_new();
+	EVP_PKEY_CTX *ctx = verifier_new();
 	struct cpu_budget b;
-	uint32_t digest = 2166136261u;
-	int rc;
+	int rc = -EIO;
 
-	/* The digest would select the signature of a real order; ours is fixed. */
-	for (size_t i = 0; i < order->n_items; i++)
-		digest = fnv1a(&order->items[i], sizeof(order->items[i]), digest);
-	(void)digest;
+	/* The order's digest would select the signature of a real order; ours is fixed. */
+	if (!mdctx || !ctx ||
+	    sha256_of(mdctx, order->items, order->n_items * sizeof(order->items[0]), order_md))
+		goto out;
 	budget_start(&b, DEMO_VALIDATE_SIGNATURE_MS);
-	do
-		rc = rsa_verify(&demo_key, &demo_key.sig, &demo_key.em);
-	while (!rc && budget_more(&b));
+	do {
+		rc = sha256_of(mdctx, gateway_message, sizeof(gateway_message) - 1, md);
+		if (!rc)
+			rc = rsa_verify(ctx, gateway_sig, sizeof(gateway_sig), md);
+	} while (!rc && budget_more(&b));
+out:
+	EVP_PKEY_CTX_free(ctx);
+	EVP_MD_CTX_free(mdctx);
 	return rc;
 }
 
 /* ---- inventory ---- */
 
-/*
- * strncmp without libc: Debian's libc has no frame pointers, so a sample
- * inside it loses its caller's frame; the hot loops of the demo stay in
- * code built with them.
- */
-static ALWAYS_INLINE int sku_compare(const char *a, const char *b, size_t len)
+struct sku_key {
+	const char *sku; /* not NUL-terminated */
+	size_t len;	 /* bytes at sku, < DEMO_SKU_LEN */
+};
+
+static int sku_compare(const void *key, const void *entry)
 {
-	for (size_t i = 0; i < len; i++) {
-		if (a[i] != b[i] || !a[i])
-			return (unsigned char)a[i] - (unsigned char)b[i];
-	}
-	return 0;
+	const struct sku_key *k = key;
+	const struct inventory_entry *e = entry;
+	int c = strncmp(k->sku, e->sku, k->len);
+
+	return c ? c : -(e->sku[k->len] != '\0');
 }
 
 static ALWAYS_INLINE const struct inventory_entry *inventory_find(const char *sku, size_t len)
 {
-	size_t lo = 0, hi = DEMO_SKU_COUNT;
+	struct sku_key key = {sku, len};
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = sku_compare(inventory[mid].sku, sku, len);
-
-		if (c == 0 && inventory[mid].sku[len] == '\0')
-			return &inventory[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
+	return bsearch(&key, inventory, DEMO_SKU_COUNT, sizeof(inventory[0]), sku_compare);
 }
 
 NOINLINE int lookupInventory(const char *sku, size_t sku_len, struct demo_stock *stock)
@@ -791,8 +671,21 @@ NOINLINE int chargeCard(const struct demo_order *order, const struct demo_total 
 
 /* ---- background ---- */
 
+/* Inventory entries by units on hand, fewest first (qsort). */
+static int by_stock(const void *a, const void *b)
+{
+	uint16_t ia = *(const uint16_t *)a, ib = *(const uint16_t *)b;
+	uint32_t sa = inventory[ia].on_hand, sb = inventory[ib].on_hand;
+
+	if (sa != sb)
+		return sa < sb ? -1 : 1;
+	return (int)ia - (int)ib;
+}
+
+/* Rebuilds the inventory checksum and the low-stock report (the LOW_STOCK emptiest SKUs). */
 NOINLINE int refreshCache(void)
 {
+	uint16_t by_units[DEMO_SKU_COUNT];
 	struct cpu_budget b;
 
 	budget_start(&b, DEMO_REFRESH_CACHE_MS);
@@ -805,7 +698,11 @@ NOINLINE int refreshCache(void)
 
 			h = fnv1a(&e->on_hand, sizeof(e->on_hand), h);
 			all ^= ((uint64_t)h << 32 | e->warehouse) * (i + 1);
+			by_units[i] = (uint16_t)i;
 		}
+		qsort(by_units, DEMO_SKU_COUNT, sizeof(by_units[0]), by_stock);
+		for (size_t i = 0; i < LOW_STOCK; i++)
+			all += inventory[by_units[i]].on_hand;
 		checksum_sink = all;
 	} while (budget_more(&b));
 	return 0;
@@ -834,6 +731,5 @@ int demo_work_init(double scale)
 		e->on_hand = (uint32_t)(splitmix(&seed) % 500);
 		e->warehouse = (uint32_t)(1 + splitmix(&seed) % 12);
 	}
-	rsa_key_init(&demo_key, seed);
-	return 0;
+	return gateway_load();
 }

@@ -3,7 +3,7 @@
  * it should show, each with a fixed CPU cost.
  *
  * Every business function does its real work (parse, price, encode, verify
- * a signature with 2048-bit modular exponentiation, search a table) and
+ * an RSA-2048 signature with OpenSSL's libcrypto, search a table) and
  * repeats it until the calling thread has spent its CPU budget, measured
  * with the thread's CPU clock: the cost of a request is then the same on
  * any machine and under any load, which lets tests predict how many samples
@@ -60,9 +60,9 @@ struct demo_stock {
 };
 
 /*
- * Sets the work scale (>= 0; 0 runs each function's work once) and builds
- * the shared tables and the signature key. Call once before any other
- * function; returns 0 or -EINVAL.
+ * Sets the work scale (>= 0; 0 runs each function's work once), builds the
+ * shared tables and loads the payment gateway's public key (once). Call
+ * before any other function; returns 0, -EINVAL (scale) or -EIO (libcrypto).
  */
 int demo_work_init(double scale);
 
@@ -84,8 +84,10 @@ int computeTotal(const struct demo_order *order, struct demo_total *total);
 int serializeResponse(const struct demo_order *order, const struct demo_total *total,
 		      const char *trace_id_hex, char *out, size_t out_size, size_t *out_len);
 /*
- * The slow tail: verifies the order's RSA signature (2048-bit modulus,
- * e = 65537) as many times as its budget allows. Returns 0 or -EBADMSG.
+ * The slow tail: hashes the order (SHA-256), then hashes the gateway's
+ * authorisation and verifies its RSA-2048 signature (PKCS#1 v1.5, through
+ * libcrypto's EVP API) as many times as its budget allows. Returns 0,
+ * -EBADMSG or -EIO (libcrypto failed).
  */
 int validateSignature(const struct demo_order *order);
 /* Looks sku up in the inventory table. Returns 0 or -ENOENT. */
@@ -93,12 +95,15 @@ int lookupInventory(const char *sku, size_t sku_len, struct demo_stock *stock);
 /* The failing payment: builds the gateway request, then times out. Always -ETIMEDOUT. */
 int chargeCard(const struct demo_order *order, const struct demo_total *total);
 /*
- * Checks the Montgomery exponentiation against a plain shift-and-add
- * reference on the demo key. Returns 0 or -EIO.
+ * Checks that the gateway's signature verifies and that a copy with one
+ * bit flipped does not. Returns 0 or -EIO.
  */
 int demo_work_self_test(void);
 
-/* Background work outside requests: rebuilds the inventory checksums. Always 0. */
+/*
+ * Background work outside requests: rebuilds the inventory checksum and the
+ * low-stock report (qsort). Always 0.
+ */
 int refreshCache(void);
 
 #endif

@@ -9,6 +9,7 @@ packages=(
 	libpq-dev postgresql-15 postgresql-client-15
 	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 python3-yaml openssl
 	clang-format # the format_check test (one .clang-format for all C)
+	libssl-dev # the demo payment service verifies signatures with libcrypto
 	libclang-rt-dev # clang's libFuzzer and sanitizer runtimes (tests/fuzz)
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 	libcurl4-openssl-dev libjansson-dev libyaml-dev

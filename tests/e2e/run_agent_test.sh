@@ -44,6 +44,17 @@ agent_pid=$!
 for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
 grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
 
+# The demo has no frame pointers: its stacks are whole once the agent has
+# placed the unwind tables of the files it maps (about a second on an idle
+# machine, longer on a busy one; until then a sample keeps what frame
+# pointers find). Wait for the first stack walked to the thread's root (the
+# background refreshCache thread runs every second), at most 30 s.
+for _ in $(seq 150); do
+	kill -USR1 "$agent_pid"
+	sleep 0.2
+	[ "$(sed -n 's/^bpf_uw_root=//p' "$work/stats" 2>/dev/null)" -gt 0 ] 2>/dev/null && break
+done
+
 "$load" --port "$port" --requests 400 --concurrency 2 --slow-fraction 0.06 \
 	--error-fraction 0.04 --seed 7 --out "$work/truth.csv" >"$work/load.log" 2>&1 ||
 	fail "load generator"

@@ -260,7 +260,7 @@ static void test_work(void)
 
 	CHECK(demo_work_init(0) == 0, "init");
 	CHECK(demo_work_init(-1) == -EINVAL, "negative scale");
-	CHECK(demo_work_self_test() == 0, "Montgomery exponentiation matches the reference");
+	CHECK(demo_work_self_test() == 0, "the gateway signature verifies, a flipped bit does not");
 	CHECK(parseOrder(order_json, sizeof(order_json) - 1, &o) == 0 && o.n_items == 2 &&
 		  !strcmp(o.items[0].sku, "SKU-0042") && o.items[0].qty == 3 &&
 		  o.items[0].price_cents == 1299 && !strcmp(o.items[1].sku, "A"),
