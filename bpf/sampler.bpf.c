@@ -509,6 +509,13 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 	case TP_UW_CFA_PLT:
 		cfa = st->sp + r->cfa_off + ((st->ip & 15) >= (__u64)r->rbp_off8 ? 8 : 0);
 		break;
+	case TP_UW_CFA_DEREF:
+		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(st->sp + r->cfa_off))) {
+			st->how = UW_CUT;
+			return 1;
+		}
+		cfa += 8;
+		break;
 	default:
 		return uw_frame_pointer(st, UW_FP);
 	}

@@ -169,17 +169,18 @@ enum tp_counter {
 #define TP_UNWIND_MAP_SEARCH 8 /* steps of the mapping search (2^8 > MAX_MAPS) */
 
 /* struct tp_unwind_row.rule */
-#define TP_UW_CFA_MASK	 0x03u /* how the CFA is found: */
+#define TP_UW_CFA_MASK	 0x07u /* how the CFA is found: */
 #define TP_UW_CFA_NONE	 0x00u /* no rule: the frame pointer is taken */
 #define TP_UW_CFA_RSP	 0x01u /* CFA = rsp + cfa_off */
 #define TP_UW_CFA_RBP	 0x02u /* CFA = rbp + cfa_off */
 #define TP_UW_CFA_PLT	 0x03u /* CFA = rsp + cfa_off, + 8 when (ip & 15) >= rbp_off8 (PLT) */
-#define TP_UW_RBP_MASK	 0x0cu /* where the caller's rbp is: */
+#define TP_UW_CFA_DEREF	 0x04u /* CFA = *(rsp + cfa_off) + 8 (rsp saved in the frame) */
+#define TP_UW_RBP_MASK	 0x18u /* where the caller's rbp is: */
 #define TP_UW_RBP_SAME	 0x00u /* unchanged */
-#define TP_UW_RBP_AT_CFA 0x04u /* at CFA + 8 * rbp_off8 */
-#define TP_UW_RBP_UNDEF	 0x08u /* not recoverable (0) */
-#define TP_UW_RA_UNDEF	 0x10u /* no return address: the outermost frame, the walk ends */
-#define TP_UW_SIGNAL	 0x20u /* a signal frame: the interrupted registers are in a ucontext */
+#define TP_UW_RBP_AT_CFA 0x08u /* at CFA + 8 * rbp_off8 */
+#define TP_UW_RBP_UNDEF	 0x10u /* not recoverable (0) */
+#define TP_UW_RA_UNDEF	 0x20u /* no return address: the outermost frame, the walk ends */
+#define TP_UW_SIGNAL	 0x40u /* a signal frame: the interrupted registers are in a ucontext */
 
 /* One row (8 bytes): its rule holds from its address to the next row's. */
 struct tp_unwind_row {

@@ -353,6 +353,23 @@ static bool plt_cfa(const Dwarf_Op *o, size_t n, struct cfi_row *r)
 	return true;
 }
 
+/*
+ * The CFA OpenSSL's assembly (bignum, SHA, AES) gives its bodies, where
+ * the caller's rsp is saved in the frame: breg7 N; deref; plus_uconst 8.
+ */
+static bool deref_cfa(const Dwarf_Op *o, size_t n, struct cfi_row *r)
+{
+	if (n != 3 || o[0].atom != DW_OP_breg7 || o[1].atom != DW_OP_deref ||
+	    o[2].atom != DW_OP_plus_uconst || o[2].number != 8)
+		return false;
+	int64_t off = (int64_t)o[0].number;
+	if (off < INT32_MIN || off > INT32_MAX)
+		return false;
+	r->cfa = CFI_CFA_DEREF_RSP;
+	r->cfa_off = (int32_t)off;
+	return true;
+}
+
 static void rule_cfa(Dwarf_Frame *fr, struct cfi_row *r)
 {
 	Dwarf_Op *ops;
@@ -360,7 +377,7 @@ static void rule_cfa(Dwarf_Frame *fr, struct cfi_row *r)
 	r->cfa = CFI_CFA_UNSUPPORTED;
 	if (dwarf_frame_cfa(fr, &ops, &nops) != 0)
 		return;
-	if (plt_cfa(ops, nops, r))
+	if (plt_cfa(ops, nops, r) || deref_cfa(ops, nops, r))
 		return;
 	if (nops != 1 || ops[0].atom != DW_OP_bregx)
 		return;

@@ -29,6 +29,7 @@ enum cfi_cfa {
 	CFI_CFA_RBP = 2,     /* CFA = rbp + cfa_off */
 	CFI_CFA_UNSUPPORTED, /* an expression or another register */
 	CFI_CFA_PLT,	     /* lazy PLT: rsp + cfa_off, + 8 from byte rbp_off of the entry */
+	CFI_CFA_DEREF_RSP,   /* *(rsp + cfa_off) + 8: the caller's rsp saved on the stack */
 };
 
 /* Where the caller's rbp is (bits CFI_RBP_MASK of struct cfi_row.flags). */
@@ -75,7 +76,7 @@ static inline int cfi_row_supported(const struct cfi_row *r)
 {
 	if (r->cfa == CFI_CFA_PLT)
 		return cfi_row_rbp(r) == CFI_RBP_SAME && cfi_row_ra(r) == CFI_RA_CFA_MINUS_8;
-	return (r->cfa == CFI_CFA_RSP || r->cfa == CFI_CFA_RBP) &&
+	return (r->cfa == CFI_CFA_RSP || r->cfa == CFI_CFA_RBP || r->cfa == CFI_CFA_DEREF_RSP) &&
 	       cfi_row_ra(r) == CFI_RA_CFA_MINUS_8 && cfi_row_rbp(r) != CFI_RBP_UNSUPPORTED;
 }
 

@@ -126,7 +126,9 @@ int unwind_row_convert(const struct cfi_row *in, struct tp_unwind_row *out)
 		out->rule = TP_UW_CFA_PLT;
 		return 0;
 	}
-	rule = in->cfa == CFI_CFA_RSP ? TP_UW_CFA_RSP : TP_UW_CFA_RBP;
+	rule = in->cfa == CFI_CFA_RSP	? TP_UW_CFA_RSP
+	       : in->cfa == CFI_CFA_RBP ? TP_UW_CFA_RBP
+					: TP_UW_CFA_DEREF;
 	if (rbp == CFI_RBP_AT_CFA) {
 		if (in->rbp_off % 8 || in->rbp_off / 8 < INT8_MIN || in->rbp_off / 8 > INT8_MAX)
 			return -1;

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <libelf.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,6 +51,8 @@ struct rd_fde {
 	uint64_t off, len, cie, lo, hi;
 	size_t row0, nrows;
 	int plt_off, plt_from; /* readelf's raw dump shows ld's PLT CFA expression: its N, K */
+	int deref_off;	       /* ... OpenSSL's *(rsp + N) + 8: N; INT_MIN: none */
+	bool other_exp;	       /* ... another CFA expression, or two different ones */
 };
 
 struct rd {
@@ -160,16 +163,33 @@ static void readelf_plt(const char *path, struct rd *rd)
 		if (strspn(line, "0123456789abcdef") == 8 &&
 		    sscanf(line, "%llx %llx %llx %7s", &off, &len, &id, kind) == 4)
 			continue;
-		const char *e = strstr(line, "DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): ");
-		if (!e || sscanf(e,
-				 "DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): %d; DW_OP_breg16 "
-				 "(rip): 0; DW_OP_lit15; DW_OP_and; DW_OP_lit%d; DW_OP_ge; "
-				 "DW_OP_lit3; DW_OP_shl; DW_OP_plus)",
-				 &n, &k) != 2)
+		const char *e = strstr(line, "DW_CFA_def_cfa_expression (");
+		struct rd_fde *fde = NULL;
+		char tail[64];
+		if (!e)
 			continue;
-		for (size_t i = 0; i < rd->nfdes; i++)
+		for (size_t i = 0; i < rd->nfdes && !fde; i++)
 			if (rd->fdes[i].off == off)
-				rd->fdes[i].plt_off = n, rd->fdes[i].plt_from = k;
+				fde = &rd->fdes[i];
+		if (!fde)
+			continue;
+		if (sscanf(e,
+			   "DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): %d; DW_OP_breg16 "
+			   "(rip): 0; DW_OP_lit15; DW_OP_and; DW_OP_lit%d; DW_OP_ge; "
+			   "DW_OP_lit3; DW_OP_shl; DW_OP_plus%63s",
+			   &n, &k, tail) == 3 &&
+		    strcmp(tail, ")") == 0 && fde->deref_off == INT_MIN) {
+			fde->plt_off = n, fde->plt_from = k;
+		} else if (sscanf(e,
+				  "DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): %d; DW_OP_deref; "
+				  "DW_OP_plus_uconst: 8%63s",
+				  &n, tail) == 2 &&
+			   strcmp(tail, ")") == 0 && fde->plt_from < 0 &&
+			   (fde->deref_off == INT_MIN || fde->deref_off == n)) {
+			fde->deref_off = n;
+		} else {
+			fde->other_exp = true;
+		}
 	}
 	pclose(f);
 }
@@ -206,7 +226,7 @@ static int readelf_frames(const char *path, struct rd *rd)
 	}
 	pclose(f); /* its status is 1 for some intact files: the entries decide */
 	for (size_t i = 0; i < rd->nfdes; i++)
-		rd->fdes[i].plt_from = -1;
+		rd->fdes[i].plt_from = -1, rd->fdes[i].deref_off = INT_MIN;
 	readelf_plt(path, rd);
 	return rd->nfdes > 0 ? 0 : -1;
 }
@@ -270,6 +290,8 @@ static bool rules_equal(const struct cfi_row *a, const struct cfi_row *e)
 struct cmp {
 	size_t rows, unsupported, gaps, missing, mismatches; /* missing, mismatches: of 2 per row */
 	size_t plt;					     /* rows of ld's lazy PLT expression */
+	size_t deref;	/* rows of the *(rsp + N) + 8 expression */
+	size_t skipped; /* expression rows of FDEs with several expressions: not compared */
 };
 
 /* entry [off, off + 4 + len) holds no flipped byte */
@@ -320,11 +342,19 @@ static void compare_rows(const struct rd *rd, const struct cfi_table *t, bool al
 				continue;
 			struct cfi_row e;
 			expect_row(&rows[k].r, cie->signal, &e);
+			if (strcmp(rows[k].r.cfa, "exp") == 0 && f->other_exp) {
+				c->skipped++; /* which expression: readelf's table does not say */
+				continue;
+			}
 			if (f->plt_from >= 0 && strcmp(rows[k].r.cfa, "exp") == 0) {
 				e.cfa = CFI_CFA_PLT; /* readelf's raw dump named the expression */
 				e.cfa_off = f->plt_off;
 				e.rbp_off = (int16_t)f->plt_from;
 				c->plt++;
+			} else if (f->deref_off != INT_MIN && strcmp(rows[k].r.cfa, "exp") == 0) {
+				e.cfa = CFI_CFA_DEREF_RSP;
+				e.cfa_off = f->deref_off;
+				c->deref++;
 			}
 			c->rows++;
 			c->unsupported += !cfi_row_supported(&e);
@@ -396,7 +426,9 @@ static void check_file(const char *path, const char *label)
 	      c.mismatches, 2 * c.rows);
 	CHECK(errors(&t.stats) == 0, "%s: %" PRIu64 " errors", label, errors(&t.stats));
 	CHECK(t.stats.fdes_used > 0, "%s: no FDE used", label);
-	printf("%s: %zu PLT rows\n", label, c.plt);
+	printf("%s: %zu PLT rows, %zu *(rsp + N) + 8 rows, %zu rows of other expressions not "
+	       "compared\n",
+	       label, c.plt, c.deref, c.skipped);
 	printf("%s: %zu FDEs, %zu readelf rows compared (%zu unsupported), %zu gaps; table "
 	       "%zu rows, %zu bytes, %" PRIu64 " merged, %" PRIu64 " unsupported, %" PRIu64
 	       " signal, %" PRIu64 " errors (%s)\n",
