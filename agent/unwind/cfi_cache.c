@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -355,7 +356,8 @@ const struct cfi_table *cfi_cache_get_fd(struct cfi_cache *c, const struct cfi_c
 	return get(c, key, NULL, fd);
 }
 
-void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
+/* Gives back a reference to t; with drop, an unreferenced table goes at once. */
+static void unref(struct cfi_cache *c, const struct cfi_table *t, bool drop)
 {
 	if (!t)
 		return;
@@ -363,22 +365,21 @@ void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
 	pthread_mutex_lock(&c->mu);
 	if (e->refs > 0)
 		e->refs--;
-	pthread_mutex_unlock(&c->mu);
-}
-
-void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t)
-{
-	if (!t)
-		return;
-	struct ent *e = (struct ent *)(void *)t;
-	pthread_mutex_lock(&c->mu);
-	if (e->refs > 0)
-		e->refs--;
-	if (e->refs == 0 && e->state == ENT_READY) {
+	if (drop && e->refs == 0 && e->state == ENT_READY) {
 		ent_remove(c, e);
 		c->st.released++;
 	}
 	pthread_mutex_unlock(&c->mu);
+}
+
+void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
+{
+	unref(c, t, false);
+}
+
+void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t)
+{
+	unref(c, t, true);
 }
 
 int cfi_cache_failed(struct cfi_cache *c, const struct cfi_cache_key *key)
