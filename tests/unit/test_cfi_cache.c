@@ -84,6 +84,39 @@ static void test_not_ready_then_ready(void)
 	cfi_cache_destroy(c);
 }
 
+/* release drops a table nobody else holds at once; failed() names negative entries */
+static void built(void *arg)
+{
+	__atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_release_and_failed(void)
+{
+	int nbuilt = 0;
+	struct cfi_cache_opts o = {.on_built = built, .on_built_arg = &nbuilt};
+	struct cfi_cache *c = cfi_cache_new(&o);
+	struct cfi_cache_key k, bad;
+	struct cfi_cache_stats st;
+	CHECK(file_key(self_path, &k) == 0, "stat %s", self_path);
+	const struct cfi_table *t1 = wait_ready(c, &k, self_path);
+	const struct cfi_table *t2 = cfi_cache_get(c, &k, self_path);
+	CHECK(t1 && t1 == t2, "two references to one table");
+	cfi_cache_release(c, t1);
+	cfi_cache_stats(c, &st);
+	CHECK(st.tables == 1 && st.released == 0, "held by the other reference: kept");
+	cfi_cache_release(c, t2);
+	cfi_cache_stats(c, &st);
+	CHECK(st.tables == 0 && st.bytes == 0 && st.released == 1, "released: gone at once");
+	CHECK(!cfi_cache_failed(c, &k), "a released table is no failure");
+	cfi_cache_key_file(&bad, 0, 3, 0, 0);
+	CHECK(!cfi_cache_failed(c, &bad), "unknown: no failure");
+	CHECK(cfi_cache_get(c, &bad, "/nonexistent/c") == NULL, "not ready");
+	CHECK(wait_stat(c, offsetof(struct cfi_cache_stats, build_failures), 1) == 0, "fails");
+	CHECK(cfi_cache_failed(c, &bad), "failed: a negative entry");
+	CHECK(__atomic_load_n(&nbuilt, __ATOMIC_SEQ_CST) == 2, "told of both builds (%d)", nbuilt);
+	cfi_cache_destroy(c);
+}
+
 static void test_sharing(void)
 {
 	const char *a = "/lib/x86_64-linux-gnu/liblzma.so.5", *b = LIBDIR "liblzma.so.5";
@@ -285,6 +318,7 @@ int main(int argc, char **argv)
 	if (!realpath(argv[0], self_path))
 		snprintf(self_path, sizeof(self_path), "%s", argv[0]);
 	test_not_ready_then_ready();
+	test_release_and_failed();
 	test_sharing();
 	test_not_elf();
 	test_negative_bound();
