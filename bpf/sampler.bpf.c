@@ -345,9 +345,10 @@ static __always_inline bool is_kernel_thread(void)
 struct uw_state {
 	__u64 ip, sp, bp;
 	__u32 exact;
-	__u32 how;  /* what the step did: enum uw_how */
-	__u32 last; /* the mapping of the last frame looked up (a hint) */
-	__u32 pad;
+	__u32 how;	/* what the step did: enum uw_how */
+	__u32 last;	/* the mapping of the last frame looked up (a hint) */
+	__u32 leaf;	/* 1: the interrupted frame, whose registers are in regs */
+	__u64 regs[15]; /* its general registers, as struct pt_regs lays out r15 .. di */
 };
 
 enum uw_how {
@@ -446,6 +447,7 @@ static __always_inline int uw_frame_pointer(struct uw_state *st, int how)
 	st->sp = bp + 16;
 	st->bp = fp[0];
 	st->exact = 0;
+	st->leaf = 0;
 	st->how = how;
 	return 0;
 }
@@ -466,6 +468,7 @@ static __always_inline int uw_signal(struct uw_state *st)
 	st->bp = r[0];
 	st->sp = r[5];
 	st->ip = r[6];
+	st->leaf = 0;  /* its other registers are not read */
 	st->exact = 1; /* the interrupted instruction, not a return address */
 	st->how = UW_CFI;
 	return 0;
@@ -482,7 +485,7 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 	const struct tp_unwind_table *t;
 	struct tp_unwind_row *r = NULL;
 	__u64 pc, cfa, ra = 0, bp;
-	__u32 slot;
+	__u32 slot, reg;
 
 	if (!p || !st)
 		return 1;
@@ -508,6 +511,12 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 		break;
 	case TP_UW_CFA_PLT:
 		cfa = st->sp + r->cfa_off + ((st->ip & 15) >= (__u64)r->rbp_off8 ? 8 : 0);
+		break;
+	case TP_UW_CFA_REG:
+		reg = ((__u16)r->cfa_off >> 8) & 0xf;
+		if (!st->leaf || reg > 14) /* another register of a caller is not known */
+			return uw_frame_pointer(st, UW_FP);
+		cfa = st->regs[reg] + (__s8)(r->cfa_off & 0xff);
 		break;
 	case TP_UW_CFA_DEREF:
 		if (bpf_probe_read_user(&cfa, sizeof(cfa), (void *)(st->sp + r->cfa_off))) {
@@ -544,6 +553,7 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 	st->sp = cfa;
 	st->bp = bp;
 	st->exact = 0;
+	st->leaf = 0;
 	st->how = UW_CFI;
 	return 0;
 }
@@ -565,6 +575,22 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool use
 		st.ip = ctx->regs.ip;
 		st.sp = ctx->regs.sp;
 		st.bp = ctx->regs.bp;
+		/* the context allows loads only, field by field */
+		st.regs[0] = ctx->regs.r15;
+		st.regs[1] = ctx->regs.r14;
+		st.regs[2] = ctx->regs.r13;
+		st.regs[3] = ctx->regs.r12;
+		st.regs[4] = ctx->regs.bp;
+		st.regs[5] = ctx->regs.bx;
+		st.regs[6] = ctx->regs.r11;
+		st.regs[7] = ctx->regs.r10;
+		st.regs[8] = ctx->regs.r9;
+		st.regs[9] = ctx->regs.r8;
+		st.regs[10] = ctx->regs.ax;
+		st.regs[11] = ctx->regs.cx;
+		st.regs[12] = ctx->regs.dx;
+		st.regs[13] = ctx->regs.si;
+		st.regs[14] = ctx->regs.di;
 	} else {
 		struct pt_regs *regs =
 		    (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -572,7 +598,9 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool use
 		st.ip = BPF_CORE_READ(regs, ip);
 		st.sp = BPF_CORE_READ(regs, sp);
 		st.bp = BPF_CORE_READ(regs, bp);
+		bpf_probe_read_kernel(st.regs, sizeof(st.regs), regs);
 	}
+	st.leaf = 1;
 	if (!st.ip)
 		return 0;
 	st.exact = 1;

@@ -169,12 +169,14 @@ enum tp_counter {
 #define TP_UNWIND_MAP_SEARCH 8 /* steps of the mapping search (2^8 > MAX_MAPS) */
 
 /* struct tp_unwind_row.rule */
-#define TP_UW_CFA_MASK	 0x07u /* how the CFA is found: */
-#define TP_UW_CFA_NONE	 0x00u /* no rule: the frame pointer is taken */
-#define TP_UW_CFA_RSP	 0x01u /* CFA = rsp + cfa_off */
-#define TP_UW_CFA_RBP	 0x02u /* CFA = rbp + cfa_off */
-#define TP_UW_CFA_PLT	 0x03u /* CFA = rsp + cfa_off, + 8 when (ip & 15) >= rbp_off8 (PLT) */
-#define TP_UW_CFA_DEREF	 0x04u /* CFA = *(rsp + cfa_off) + 8 (rsp saved in the frame) */
+#define TP_UW_CFA_MASK	0x07u /* how the CFA is found: */
+#define TP_UW_CFA_NONE	0x00u /* no rule: the frame pointer is taken */
+#define TP_UW_CFA_RSP	0x01u /* CFA = rsp + cfa_off */
+#define TP_UW_CFA_RBP	0x02u /* CFA = rbp + cfa_off */
+#define TP_UW_CFA_PLT	0x03u /* CFA = rsp + cfa_off, + 8 when (ip & 15) >= rbp_off8 (PLT) */
+#define TP_UW_CFA_DEREF 0x04u /* CFA = *(rsp + cfa_off) + 8 (rsp saved in the frame) */
+#define TP_UW_CFA_REG	0x05u /* interrupted frame only: CFA = register + offset, */
+/* cfa_off = register's index in struct pt_regs (r15 = 0 .. di = 14) << 8 | (__u8)offset */
 #define TP_UW_RBP_MASK	 0x18u /* where the caller's rbp is: */
 #define TP_UW_RBP_SAME	 0x00u /* unchanged */
 #define TP_UW_RBP_AT_CFA 0x08u /* at CFA + 8 * rbp_off8 */

@@ -388,6 +388,8 @@ static void rule_cfa(Dwarf_Frame *fr, struct cfi_row *r)
 		r->cfa = CFI_CFA_RSP;
 	else if (ops[0].number == X86_64_RBP)
 		r->cfa = CFI_CFA_RBP;
+	else if (ops[0].number < 16)
+		r->cfa = (uint8_t)(CFI_CFA_REG0 + ops[0].number);
 	else
 		return;
 	r->cfa_off = (int32_t)off;

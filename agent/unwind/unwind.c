@@ -98,6 +98,29 @@ static uint64_t thread_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* struct pt_regs's index (r15 = 0 .. di = 14) of DWARF register n (0-15); -1: rsp */
+static const int8_t pt_index[16] = {10, 12, 11, 5, 13, 14, 4, -1, 9, 8, 7, 6, 3, 2, 1, 0};
+
+/* A CFA in another register (the interrupted frame only): TP_UW_CFA_REG. */
+static int reg_row(const struct cfi_row *in, struct tp_unwind_row *out)
+{
+	int idx = pt_index[in->cfa - CFI_CFA_REG0];
+
+	if (idx < 0 || in->cfa_off < INT8_MIN || in->cfa_off > INT8_MAX)
+		return -1;
+	if (cfi_row_rbp(in) == CFI_RBP_AT_CFA) {
+		if (in->rbp_off % 8 || in->rbp_off / 8 < INT8_MIN || in->rbp_off / 8 > INT8_MAX)
+			return -1;
+		out->rbp_off8 = (int8_t)(in->rbp_off / 8);
+		out->rule = TP_UW_RBP_AT_CFA;
+	} else if (cfi_row_rbp(in) == CFI_RBP_UNDEFINED) {
+		out->rule = TP_UW_RBP_UNDEF;
+	}
+	out->rule |= TP_UW_CFA_REG;
+	out->cfa_off = (int16_t)(idx << 8 | (uint8_t)(int8_t)in->cfa_off);
+	return 0;
+}
+
 int unwind_row_convert(const struct cfi_row *in, struct tp_unwind_row *out)
 {
 	enum cfi_rbp rbp = cfi_row_rbp(in);
@@ -120,6 +143,9 @@ int unwind_row_convert(const struct cfi_row *in, struct tp_unwind_row *out)
 		return 0;
 	if (in->cfa_off < INT16_MIN || in->cfa_off > INT16_MAX)
 		return -1;
+	if (in->cfa >= CFI_CFA_REG0 && in->cfa < CFI_CFA_REG0 + 16 &&
+	    cfi_row_ra(in) == CFI_RA_CFA_MINUS_8 && rbp != CFI_RBP_UNSUPPORTED)
+		return reg_row(in, out);
 	if (in->cfa == CFI_CFA_PLT) {
 		out->cfa_off = (int16_t)in->cfa_off;
 		out->rbp_off8 = (int8_t)in->rbp_off; /* the byte from which the push ran */

@@ -260,6 +260,19 @@ static void expect_row(const struct rd_rule *r, bool signal, struct cfi_row *e)
 	} else if (strncmp(r->cfa, "rbp", 3) == 0 && (r->cfa[3] == '+' || r->cfa[3] == '-')) {
 		e->cfa = CFI_CFA_RBP;
 		e->cfa_off = (int32_t)strtol(r->cfa + 3, NULL, 10);
+	} else {
+		/* another register, by readelf's name: CFI_CFA_REG0 + its DWARF number */
+		static const char *const names[16] = {"rax", "rdx", "rcx", "rbx", "rsi", "rdi",
+						      "rbp", "rsp", "r8",  "r9",  "r10", "r11",
+						      "r12", "r13", "r14", "r15"};
+		for (int n = 0; n < 16; n++) {
+			size_t len = strlen(names[n]);
+			if (strncmp(r->cfa, names[n], len) == 0 &&
+			    (r->cfa[len] == '+' || r->cfa[len] == '-')) {
+				e->cfa = (uint8_t)(CFI_CFA_REG0 + n);
+				e->cfa_off = (int32_t)strtol(r->cfa + len, NULL, 10);
+			}
+		}
 	}
 	unsigned rbp = CFI_RBP_UNSUPPORTED;
 	if (r->rbp[0] == '\0' || strcmp(r->rbp, "u") == 0 || strcmp(r->rbp, "s") == 0) {
