@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -227,6 +228,8 @@ static void *worker_main(void *arg)
 		if (fd >= 0)
 			close(fd);
 		free(path);
+		/* libdw's allocations of a large file's build: back to the system */
+		malloc_trim(0);
 
 		pthread_mutex_lock(&c->mu);
 		e->table = t;
@@ -380,6 +383,24 @@ void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
 void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t)
 {
 	unref(c, t, true);
+}
+
+void cfi_cache_reject(struct cfi_cache *c, const struct cfi_table *t)
+{
+	if (!t)
+		return;
+	struct ent *e = (struct ent *)(void *)t;
+	pthread_mutex_lock(&c->mu);
+	if (e->refs > 0)
+		e->refs--;
+	if (e->refs == 0 && e->state == ENT_READY) {
+		list_unlink(&c->lru, e);
+		c->st.bytes -= cfi_table_bytes(&e->table);
+		c->st.tables--;
+		c->st.rejected++;
+		fail(c, e); /* frees the rows, files the entry as negative */
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
 int cfi_cache_failed(struct cfi_cache *c, const struct cfi_cache_key *key)

@@ -75,6 +75,7 @@ struct cfi_cache_stats {
 	uint64_t bytes;		 /* bytes of the tables in the cache */
 	uint64_t tables;	 /* tables in the cache */
 	uint64_t released;	 /* tables dropped at once by cfi_cache_release */
+	uint64_t rejected;	 /* tables turned negative by cfi_cache_reject */
 };
 
 struct cfi_cache;
@@ -103,6 +104,14 @@ void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t);
  * (its user copied it elsewhere): a later get builds it again.
  */
 void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t);
+
+/*
+ * Gives back t and turns it into a negative entry (its user cannot use
+ * it: too large for where it goes, no room there): the next gets of its
+ * key return NULL, and cfi_cache_failed() says so, for retry_ms.
+ * Counted in rejected. t must not be held by another reference.
+ */
+void cfi_cache_reject(struct cfi_cache *c, const struct cfi_table *t);
 
 /* Whether key's last build failed and is not to be retried yet (a negative entry). */
 int cfi_cache_failed(struct cfi_cache *c, const struct cfi_cache_key *key);

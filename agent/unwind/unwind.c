@@ -35,6 +35,7 @@
 #define DEF_RETRY_MS 50u
 #define DEF_TRIES    50u
 #define NBUCKETS     4096u
+#define STAGE_MAX    (16u << 20) /* the cache's budget: tables built, not placed yet */
 
 /* An executable segment: file offset range and vaddr - offset. */
 struct seg {
@@ -547,7 +548,10 @@ static uint32_t slot_of(struct unwind *u, pid_t pid, const struct procmem_map *m
 	t = cfi_cache_get_fd(u->cache, &key, fd);
 	if (t) {
 		i = place(u, &key, t, fd);
-		cfi_cache_release(u->cache, t);
+		if (i != NO_SLOT)
+			cfi_cache_release(u->cache, t);
+		else /* not placeable now (too large, no room): not built again for a while */
+			cfi_cache_reject(u->cache, t);
 	} else {
 		*pending = !cfi_cache_failed(u->cache, &key);
 	}
@@ -789,8 +793,19 @@ struct unwind *unwind_new(const struct unwind_maps *maps, const struct unwind_op
 		u->opts.retry_ms = DEF_RETRY_MS;
 	if (!u->opts.max_tries)
 		u->opts.max_tries = DEF_TRIES;
-	if (!u->opts.cache.budget_bytes) /* a table fits here when it fits the area */
-		u->opts.cache.budget_bytes = maps->nrows * sizeof(struct cfi_row);
+	/*
+	 * The cache only stages tables until they are placed (then released):
+	 * a table fits it when it fits the area, up to STAGE_MAX bytes, so
+	 * tables built for processes gone before they were placed do not
+	 * pile up in the agent's memory.
+	 */
+	if (!u->opts.cache.budget_bytes)
+		u->opts.cache.budget_bytes = maps->nrows * sizeof(struct cfi_row) < STAGE_MAX
+						 ? maps->nrows * sizeof(struct cfi_row)
+						 : STAGE_MAX;
+	/* and a build never makes more rows than that: a larger file's table is cut (counted) */
+	if (!u->opts.cache.build.max_rows)
+		u->opts.cache.build.max_rows = u->opts.cache.budget_bytes / sizeof(struct cfi_row);
 	u->st.rows_cap = maps->nrows;
 	u->opts.cache.on_built = on_built;
 	u->opts.cache.on_built_arg = u;

@@ -33,9 +33,10 @@ struct unwind_maps {
 };
 
 struct unwind_opts {
-	struct cfi_cache_opts cache; /* zero: defaults (the budget: 1.5 x the area) */
-	uint32_t retry_ms;	     /* a pending process is tried again after this (50) */
-	uint32_t max_tries;	     /* ... at most this often, until its maps change (50) */
+	struct cfi_cache_opts cache; /* zero: defaults (budget and rows a build makes: the */
+	/* area's, at most 16 MiB of builder rows) */
+	uint32_t retry_ms;  /* a pending process is tried again after this (50) */
+	uint32_t max_tries; /* ... at most this often, until its maps change (50) */
 	/* called from the cache's thread when a table was built: the user's loop should run */
 	/* unwind_tick soon (e.g. wake its poll); NULL: ticks come every retry_ms anyway */
 	void (*wake)(void *arg);

@@ -108,12 +108,22 @@ static void test_release_and_failed(void)
 	cfi_cache_stats(c, &st);
 	CHECK(st.tables == 0 && st.bytes == 0 && st.released == 1, "released: gone at once");
 	CHECK(!cfi_cache_failed(c, &k), "a released table is no failure");
+	const struct cfi_table *t3 = wait_ready(c, &k, self_path);
+	CHECK(t3 != NULL, "built again after release");
+	cfi_cache_reject(c, t3);
+	cfi_cache_stats(c, &st);
+	CHECK(st.tables == 0 && st.rejected == 1, "rejected: gone, counted");
+	CHECK(cfi_cache_failed(c, &k), "rejected: a negative entry");
+	CHECK(cfi_cache_get(c, &k, self_path) == NULL, "rejected: not built again at once");
 	cfi_cache_key_file(&bad, 0, 3, 0, 0);
 	CHECK(!cfi_cache_failed(c, &bad), "unknown: no failure");
 	CHECK(cfi_cache_get(c, &bad, "/nonexistent/c") == NULL, "not ready");
 	CHECK(wait_stat(c, offsetof(struct cfi_cache_stats, build_failures), 1) == 0, "fails");
 	CHECK(cfi_cache_failed(c, &bad), "failed: a negative entry");
-	CHECK(__atomic_load_n(&nbuilt, __ATOMIC_SEQ_CST) == 2, "told of both builds (%d)", nbuilt);
+	/* the worker tells after it filed the build: wait for it a little */
+	for (int i = 0; i < 1000 && __atomic_load_n(&nbuilt, __ATOMIC_SEQ_CST) < 3; i++)
+		usleep(1000);
+	CHECK(__atomic_load_n(&nbuilt, __ATOMIC_SEQ_CST) == 3, "told of every build (%d)", nbuilt);
 	cfi_cache_destroy(c);
 }
 
