@@ -263,7 +263,7 @@ static const struct tp_option settings[] = {
 	"BPF ring buffer size (rounded up to a power of two); auto: 128K per CPU, at least 1M"),
     NUM("symbol-cache-bytes", TP_OPT_BYTES, symbol_cache_bytes, 1 << 20, (double)(1ull << 40),
 	"32M", "memory for cached symbol tables"),
-    NUM("unwind-table-bytes", TP_OPT_BYTES, unwind_table_bytes, 0, 1 << 30, "32M",
+    NUM("unwind-table-bytes", TP_OPT_BYTES, unwind_table_bytes, 0, 1 << 30, "30M",
 	"kernel memory for the unwind tables of sampled code built without frame pointers "
 	"(CFI unwinding, 8 bytes a row); 0: frame pointers only"),
     NUM("max-keys", TP_OPT_COUNT, max_keys, 1024, 1 << 24, "200000",

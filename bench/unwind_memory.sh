@@ -15,13 +15,13 @@
 #
 # usage: sudo bench/unwind_memory.sh
 # environment: DIRS ("/usr/lib/x86_64-linux-gnu /usr/bin /usr/sbin"),
-# BATCH (100), BATCH_SECONDS (2), FREQUENCY (99), TABLE_BYTES (32M),
+# BATCH (100), BATCH_SECONDS (2), FREQUENCY (99), TABLE_BYTES (30M),
 # TRACEPROF_BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
 dirs=${DIRS:-/usr/lib/x86_64-linux-gnu /usr/bin /usr/sbin}
-batch=${BATCH:-100} secs=${BATCH_SECONDS:-2} hz=${FREQUENCY:-99} table=${TABLE_BYTES:-32M}
+batch=${BATCH:-100} secs=${BATCH_SECONDS:-2} hz=${FREQUENCY:-99} table=${TABLE_BYTES:-30M}
 . "$root/bench/lib.sh"
 bench_setup unwmem
 # every 64-bit ELF file once (by device and inode), largest first does not matter
@@ -67,7 +67,7 @@ cur=$(awk '/^VmRSS/ { print $2 }' /proc/"$agent"/status)
 maps=$(bpf_map_kb "$agent")
 kill -TERM "$agent"
 wait "$agent" || true
-mapped=$(awk '{ m += $3; s += $6 } END { print m + 0, s + 0 }' "$work/map.log")
+mapped=$(awk '{ m += $2; s += $5 } END { print m + 0, s + 0 }' "$work/map.log")
 echo "unwind memory: $nfiles ELF files under $dirs, mapped (and skipped) $mapped, in batches of $batch for $secs s each ($((t1 - t0)) s); agent at $hz Hz, unwind-table-bytes $table"
 echo
 echo "| figure | value |"
