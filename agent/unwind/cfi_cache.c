@@ -359,8 +359,15 @@ const struct cfi_table *cfi_cache_get_fd(struct cfi_cache *c, const struct cfi_c
 	return get(c, key, NULL, fd);
 }
 
-/* Gives back a reference to t; with drop, an unreferenced table goes at once. */
-static void unref(struct cfi_cache *c, const struct cfi_table *t, bool drop)
+/* What unref() does with a table nobody holds any more. */
+enum unref_then {
+	KEEP,	/* stays in the LRU list */
+	DROP,	/* freed at once (released) */
+	REJECT, /* freed, its key a negative entry (rejected) */
+};
+
+/* Gives back a reference to t, then what `then` says. */
+static void unref(struct cfi_cache *c, const struct cfi_table *t, enum unref_then then)
 {
 	if (!t)
 		return;
@@ -368,39 +375,34 @@ static void unref(struct cfi_cache *c, const struct cfi_table *t, bool drop)
 	pthread_mutex_lock(&c->mu);
 	if (e->refs > 0)
 		e->refs--;
-	if (drop && e->refs == 0 && e->state == ENT_READY) {
-		ent_remove(c, e);
-		c->st.released++;
+	if (then != KEEP && e->refs == 0 && e->state == ENT_READY) {
+		if (then == DROP) {
+			ent_remove(c, e);
+			c->st.released++;
+		} else {
+			list_unlink(&c->lru, e);
+			c->st.bytes -= cfi_table_bytes(&e->table);
+			c->st.tables--;
+			c->st.rejected++;
+			fail(c, e); /* frees the rows, files the entry as negative */
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
 }
 
 void cfi_cache_put(struct cfi_cache *c, const struct cfi_table *t)
 {
-	unref(c, t, false);
+	unref(c, t, KEEP);
 }
 
 void cfi_cache_release(struct cfi_cache *c, const struct cfi_table *t)
 {
-	unref(c, t, true);
+	unref(c, t, DROP);
 }
 
 void cfi_cache_reject(struct cfi_cache *c, const struct cfi_table *t)
 {
-	if (!t)
-		return;
-	struct ent *e = (struct ent *)(void *)t;
-	pthread_mutex_lock(&c->mu);
-	if (e->refs > 0)
-		e->refs--;
-	if (e->refs == 0 && e->state == ENT_READY) {
-		list_unlink(&c->lru, e);
-		c->st.bytes -= cfi_table_bytes(&e->table);
-		c->st.tables--;
-		c->st.rejected++;
-		fail(c, e); /* frees the rows, files the entry as negative */
-	}
-	pthread_mutex_unlock(&c->mu);
+	unref(c, t, REJECT);
 }
 
 int cfi_cache_failed(struct cfi_cache *c, const struct cfi_cache_key *key)
