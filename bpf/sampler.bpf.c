@@ -158,6 +158,30 @@ struct {
 	__type(value, struct tp_unwind_table);
 } unwind_tables SEC(".maps");
 
+/*
+ * Per CPU: the rows of recently walked frames, by (address, process, list
+ * generation): a frame seen again costs one lookup here instead of the
+ * mapping, table, index and rows (cold after the interrupted task ran).
+ */
+#define UW_CACHE_SLOTS 512
+struct uw_cache_ent {
+	__u64 pc;
+	__u32 tgid;
+	__u32 gen;
+	struct tp_unwind_row row;
+};
+
+struct uw_cache {
+	struct uw_cache_ent e[UW_CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct uw_cache);
+} uw_cache SEC(".maps");
+
 /* tgid -> its executable mappings with tables; no entry: frame pointers only. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -348,6 +372,7 @@ struct uw_state {
 	__u32 how;	/* what the step did: enum uw_how */
 	__u32 last;	/* the mapping of the last frame looked up (a hint) */
 	__u32 leaf;	/* 1: the interrupted frame, whose registers are in regs */
+	__u32 tgid;	/* the process (keys the row cache, with its list's gen) */
 	__u64 regs[15]; /* its general registers, as struct pt_regs lays out r15 .. di */
 };
 
@@ -485,11 +510,21 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 	const struct tp_unwind_table *t;
 	struct tp_unwind_row *r = NULL;
 	__u64 pc, cfa, ra = 0, bp;
-	__u32 slot, reg;
+	__u32 slot, reg, zero = 0;
+	struct uw_cache_ent *ce = NULL;
+	struct uw_cache *cache;
 
 	if (!p || !st)
 		return 1;
 	pc = st->exact ? st->ip : st->ip - 1;
+	cache = bpf_map_lookup_elem(&uw_cache, &zero);
+	if (cache) {
+		ce = &cache->e[(pc ^ (pc >> 9) ^ st->tgid) & (UW_CACHE_SLOTS - 1)];
+		if (ce->pc == pc && ce->tgid == st->tgid && ce->gen == p->gen && p->gen) {
+			r = &ce->row;
+			goto have_row;
+		}
+	}
 	m = uw_map(p, pc, &st->last);
 	if (!m)
 		return uw_frame_pointer(st, UW_FP);
@@ -500,6 +535,13 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 	r = uw_row(t, pc - m->bias);
 	if (!r)
 		return uw_frame_pointer(st, UW_FP);
+	if (ce) {
+		ce->pc = pc;
+		ce->tgid = st->tgid;
+		ce->gen = p->gen;
+		ce->row = *r;
+	}
+have_row:
 	if (r->rule & TP_UW_SIGNAL)
 		return uw_signal(st);
 	switch (r->rule & TP_UW_CFA_MASK) {
@@ -532,18 +574,35 @@ __noinline int unwind_step(const struct tp_unwind_proc *p, struct uw_state *st)
 		st->how = UW_ROOT;
 		return 1;
 	}
-	if (cfa <= st->sp || bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+	if (cfa <= st->sp) {
 		st->how = UW_CUT;
 		return 1;
 	}
 	bp = st->bp;
-	if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_AT_CFA) {
-		if (bpf_probe_read_user(&bp, sizeof(bp), (void *)(cfa + 8 * (__s64)r->rbp_off8))) {
+	if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_AT_CFA && r->rbp_off8 == -2) {
+		/* the usual frame: rbp pushed right after the call, both in one read */
+		__u64 pair[2];
+
+		if (bpf_probe_read_user(pair, sizeof(pair), (void *)(cfa - 16))) {
 			st->how = UW_CUT;
 			return 1;
 		}
-	} else if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_UNDEF) {
-		bp = 0;
+		bp = pair[0];
+		ra = pair[1];
+	} else {
+		if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8))) {
+			st->how = UW_CUT;
+			return 1;
+		}
+		if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_AT_CFA) {
+			if (bpf_probe_read_user(&bp, sizeof(bp),
+						(void *)(cfa + 8 * (__s64)r->rbp_off8))) {
+				st->how = UW_CUT;
+				return 1;
+			}
+		} else if ((r->rule & TP_UW_RBP_MASK) == TP_UW_RBP_UNDEF) {
+			bp = 0;
+		}
 	}
 	if (!ra) {
 		st->how = UW_FP_END;
@@ -601,6 +660,7 @@ static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool use
 		bpf_probe_read_kernel(st.regs, sizeof(st.regs), regs);
 	}
 	st.leaf = 1;
+	st.tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!st.ip)
 		return 0;
 	st.exact = 1;

@@ -219,8 +219,8 @@ struct tp_unwind_map {
 
 /* A process's executable mappings with tables (hash "unwind_procs", key tgid). */
 struct tp_unwind_proc {
-	__u32 n;	/* mappings, sorted by start, not overlapping */
-	__u32 reserved; /* zero */
+	__u32 n;   /* mappings, sorted by start, not overlapping */
+	__u32 gen; /* changes whenever the agent writes the list (keys the walker's cache) */
 	struct tp_unwind_map maps[TP_UNWIND_MAX_MAPS];
 };
 

@@ -30,8 +30,7 @@ enum cfi_cfa {
 	CFI_CFA_UNSUPPORTED, /* an expression or another register */
 	CFI_CFA_PLT,	     /* lazy PLT: rsp + cfa_off, + 8 from byte rbp_off of the entry */
 	CFI_CFA_DEREF_RSP,   /* *(rsp + cfa_off) + 8: the caller's rsp saved on the stack */
-	CFI_CFA_REG0 = 16,   /* 16 + n: CFA = DWARF register n (0-15, not rsp, rbp) + cfa_off; */
-			     /* a walker knows those registers in the interrupted frame only */
+	CFI_CFA_REG0 = 16,   /* + n: DWARF register n (0-15) + cfa_off, for the leaf only */
 };
 
 /* Where the caller's rbp is (bits CFI_RBP_MASK of struct cfi_row.flags). */

@@ -78,6 +78,7 @@ struct unwind {
 	struct uproc *procs; /* open addressing by pid */
 	size_t pcap, pn;
 	struct tp_unwind_proc *buf; /* the list being written */
+	uint32_t next_gen;	    /* the next list's generation (never 0) */
 	atomic_uint built;	    /* builds finished (the cache's thread counts) */
 	unsigned built_seen;	    /* ... as of the last tick */
 	struct unwind_stats st;
@@ -644,6 +645,7 @@ static int note_now(struct unwind *u, struct uproc *p)
 		bpf_map_delete_elem(u->m.procs_fd, &p->pid);
 		return 0;
 	}
+	u->buf->gen = ++u->next_gen ? u->next_gen : ++u->next_gen;
 	if (bpf_map_update_elem(u->m.procs_fd, &p->pid, u->buf, BPF_ANY)) {
 		u->st.map_errors++;
 		return -errno;
