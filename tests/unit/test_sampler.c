@@ -993,7 +993,7 @@ static void test_kernel_stacks(void)
  * stacks needed and walks again when a stack fills that. A child that
  * alternates between a stack DEEP_FRAMES deep and one SHALLOW_FRAMES deep
  * (descend() calling itself through a volatile pointer, so the compiler
- * keeps every level) must show every level in every sample taken in its
+ * keeps every level) must show every level in the samples taken in its
  * spin at the bottom: never a stack cut at the first size asked.
  */
 #define DEEP_FRAMES    100
@@ -1085,8 +1085,17 @@ static void test_deep_stacks(void)
 	CHECK(t.in_spin >= 30, "deep stacks: samples at the bottom: %d", t.in_spin);
 	CHECK(t.deep >= 5 && t.shallow >= 5,
 	      "deep stacks: both depths seen whole (%d deep, %d shallow)", t.deep, t.shallow);
-	CHECK(t.other == 0, "deep stacks: none cut short: %d (the first with %d levels)", t.other,
-	      t.other_at);
+	/*
+	 * A stack cut at the size asked would be every deep one after a
+	 * shallow run (12 of 297 with the walk again removed); a rare cut
+	 * elsewhere is the kernel's: it reads the stack without faulting,
+	 * so a stack page not present at that instant (being migrated, say)
+	 * ends the walk (seen once in CI: 72 of 100 levels).
+	 */
+	CHECK(t.other * 100 <= t.in_spin,
+	      "deep stacks: none cut short but the rare unreadable page: %d of %d (the first "
+	      "with %d levels)",
+	      t.other, t.in_spin, t.other_at);
 	CHECK(sampler_get_stats(s, &st) == 0 && st.counters[TP_CNT_STACK_RETAKE] > 0,
 	      "deep stacks: walked again after a shallow one (%llu)",
 	      (unsigned long long)st.counters[TP_CNT_STACK_RETAKE]);
