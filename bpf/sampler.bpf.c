@@ -796,7 +796,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 		s->trace_flags = 0;
 	}
 	s->hz = hz;
-	__builtin_memset(s->reserved, 0, sizeof(s->reserved));
+	s->off_us = 0;
 
 	/* a sample of user mode has no kernel frames: skip the helper call */
 	if (!user_mode)

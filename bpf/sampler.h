@@ -71,6 +71,9 @@ enum tp_record_kind {
 			   /* no frames, ips[0] = pid's start time (task->start_boottime, ns) */
 	TP_REC_MAPS = 4,   /* process pid's loader loaded or unloaded objects (its debug */
 			   /* rendezvous, _dl_debug_state); header only, no frames */
+	TP_REC_OFFCPU = 5, /* thread tid was off CPU for off_us µs (docs/offcpu.md): the */
+			   /* context it carried when it left, flags TP_SAMPLE_OFF_*, the */
+			   /* frames where it left (none for TP_SAMPLE_OFF_SHORT); hz 0 */
 };
 
 /* Least time between two TP_REC_MAPS records of one process (a dlopen storm). */
@@ -87,6 +90,15 @@ enum tp_record_kind {
 /* The CFI walk of the user stack was cut (TP_CNT_UW_CUT) or truncated (TP_CNT_UW_TRUNC). */
 #define TP_SAMPLE_UW_CUT   0x4
 #define TP_SAMPLE_UW_TRUNC 0x8
+/*
+ * TP_REC_OFFCPU: what the interval was. Blocked: from leaving the CPU in
+ * a sleeping state until woken; runqueue: runnable (woken, or preempted)
+ * until it ran. SHORT: the sum of the thread's intervals of that kind each
+ * below the threshold, since its last such record, in one context.
+ */
+#define TP_SAMPLE_OFF_BLOCKED 0x10
+#define TP_SAMPLE_OFF_RUNQ    0x20
+#define TP_SAMPLE_OFF_SHORT   0x40
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096
@@ -106,7 +118,7 @@ struct tp_sample {
 	__u16 user_n;	   /* user frames */
 	__u16 kind;	   /* enum tp_record_kind */
 	__u16 flags;	   /* TP_SAMPLE_RAISED, TP_SAMPLE_BASE */
-	__u8 reserved[4];  /* zero; the header stays 64 bytes */
+	__u32 off_us;	   /* TP_REC_OFFCPU: the interval in µs; else zero (64-byte header) */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 

@@ -186,6 +186,27 @@ unsigned sampler_raised_hz(const struct sampler *s);
 int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t n);
 
 /*
+ * Off-CPU capture (docs/offcpu.md). OFF: the scheduler programs are
+ * detached (no cost on any context switch). REQUESTS: threads of the
+ * processes the target filter wants, while they carry a request context
+ * (tagged) when they leave the CPU. ALL: every thread of those processes.
+ * An interval of min_us or more comes as a TP_REC_OFFCPU record with its
+ * stack; shorter ones are summed per thread, kind and context into
+ * TP_SAMPLE_OFF_SHORT records without frames. Records reach the sample
+ * callback of sampler_poll (sample->kind tells them apart). -EINVAL for a
+ * bad mode or min_us outside [SAMPLER_OFFCPU_MIN_US_LO, _HI].
+ */
+enum sampler_offcpu_mode {
+	SAMPLER_OFFCPU_OFF = 0,
+	SAMPLER_OFFCPU_REQUESTS = 1,
+	SAMPLER_OFFCPU_ALL = 2,
+};
+#define SAMPLER_OFFCPU_MIN_US_LO      1
+#define SAMPLER_OFFCPU_MIN_US_HI      10000000
+#define SAMPLER_OFFCPU_MIN_US_DEFAULT 1000
+int sampler_set_offcpu(struct sampler *s, enum sampler_offcpu_mode mode, uint32_t min_us);
+
+/*
  * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user
  * stacks with, for the module that fills them; the fds are the sampler's
  * (not to be closed). -ENOTSUP without unwinding (opts.unwind_bytes 0).

@@ -105,6 +105,26 @@ struct store_request {
 	int status_code;	 /* HTTP status, 0 when unknown */
 };
 
+/*
+ * Off-CPU time (docs/offcpu.md), for traceprof.offcpu: one row = the
+ * intervals of one kind of one span (or of no request, trace_id zero)
+ * from one source in one time bucket. us[i] microseconds were spent off
+ * CPU with stack stacks[i]; stack id 0 stands for intervals without a
+ * stack (each below the capture threshold, or whose stack was not taken).
+ */
+#define STORE_OFFCPU_BLOCKED 1 /* sleeping until woken (lock, I/O, sleep, a downstream call) */
+#define STORE_OFFCPU_RUNQ    2 /* runnable, waiting for a CPU */
+struct store_offcpu_row {
+	int64_t bucket_us;	/* start of the time bucket, microseconds since the Unix epoch */
+	uint64_t source_id;	/* ids_source() of an added source */
+	uint8_t trace_id[16];	/* all zero: outside any request */
+	uint64_t span_id;	/* 0 when trace_id is zero */
+	uint8_t kind;		/* STORE_OFFCPU_BLOCKED or STORE_OFFCPU_RUNQ */
+	uint32_t n;		/* entries in stacks and us, >= 1 */
+	const uint64_t *stacks; /* stack ids (0: no stack), borrowed during the call */
+	const uint32_t *us;	/* microseconds off CPU with each stack, >= 1 */
+};
+
 struct store_stats {
 	uint64_t sample_rows_written;	  /* samples rows committed */
 	uint64_t samples_written;	  /* sum of counts in those rows */
@@ -117,6 +137,8 @@ struct store_stats {
 	uint64_t bytes_sent;		  /* COPY payload bytes */
 	uint64_t trigger_rows_written;	  /* trigger_samples rows committed */
 	uint64_t trigger_samples_written; /* sum of counts in those rows */
+	uint64_t offcpu_rows_written;	  /* offcpu rows committed */
+	uint64_t offcpu_us_written;	  /* sum of their durations (µs) */
 };
 
 /*
@@ -179,6 +201,13 @@ int store_add_request(struct store *st, const struct store_request *req);
  */
 int store_add_trigger_samples(struct store *st, const char *trigger_id,
 			      const struct store_sample_row *row);
+/*
+ * Off-CPU rows (struct store_offcpu_row), copied; validated like sample
+ * rows (-EINVAL, counted in rows_invalid: source 0, n 0 or over the row
+ * limit, a span without a trace, a kind other than the two, a zero
+ * duration), buffered and flushed in the same transaction as the others.
+ */
+int store_add_offcpu(struct store *st, const struct store_offcpu_row *row);
 
 /*
  * Whether s is text the store accepts: well-formed UTF-8 as PostgreSQL
