@@ -18,7 +18,7 @@ static int set_spec_value(void *obj, const struct tp_option *o, const char *v, c
 {
 	(void)err;
 	(void)errlen;
-	*TP_OPT_PTR(obj, o, const char *) = v;
+	*TP_OPT_PTR(obj, o, const char *) = v ? v : "true"; /* a boolean's flag takes no value */
 	return 0;
 }
 
@@ -35,7 +35,14 @@ static void spec_help(const struct trigger_spec_field *sf, char *buf, size_t len
 		manifest_format_duration((uint64_t)sf->max * 1000, d, sizeof(d));
 		n += (size_t)snprintf(buf + n, len - n, ", at most %s", d);
 	}
-	if (n < len && sf->default_text)
+	if (n < len && sf->type == TRIGGER_SPEC_DURATION_US) {
+		char lo[32];
+
+		manifest_format_duration((uint64_t)sf->min, lo, sizeof(lo));
+		manifest_format_duration((uint64_t)sf->max, d, sizeof(d));
+		n += (size_t)snprintf(buf + n, len - n, ", %s-%s", lo, d);
+	}
+	if (n < len && sf->default_text && sf->type != TRIGGER_SPEC_BOOL)
 		snprintf(buf + n, len - n, " (default %s)", sf->default_text);
 }
 
@@ -58,6 +65,7 @@ size_t trig_spec_options(struct tp_option *rows, size_t max)
 		    .max = (double)sf->max,
 		    .arg = sf->flag_arg,
 		    .help = help[i],
+		    .flags = sf->type == TRIGGER_SPEC_BOOL ? TP_OPT_NOARG : 0,
 		    .parse = set_spec_value,
 		    .data = sf,
 		};

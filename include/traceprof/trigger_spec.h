@@ -36,6 +36,19 @@
 #define TRIGGER_SPEC_TIMEOUT_MIN_MS	1
 #define TRIGGER_SPEC_TIMEOUT_MAX_MS	(10 * 60 * 1000)
 #define TRIGGER_SPEC_TIMEOUT_DEFAULT_MS (5 * 60 * 1000)
+/*
+ * spec.sampling.offCPUThreshold, in µs: off-CPU intervals at least this
+ * long are recorded with their stack, shorter ones summed without. 10 µs
+ * at least (shorter thresholds would record nearly every context switch),
+ * 10 s at most (the sampler's own bound, SAMPLER_OFFCPU_MIN_US_HI).
+ * Set only with spec.sampling.offCPU: true (an error otherwise); the
+ * default applies when offCPU is true and no threshold is given, so the
+ * CRD states it in the description, not as a default the API server
+ * would fill into every trigger.
+ */
+#define TRIGGER_SPEC_OFFCPU_MIN_US     10
+#define TRIGGER_SPEC_OFFCPU_MAX_US     (10 * 1000 * 1000)
+#define TRIGGER_SPEC_OFFCPU_DEFAULT_US 1000
 /* string lengths (bytes) */
 #define TRIGGER_SPEC_SERVICE_MAX     255
 #define TRIGGER_SPEC_STATUS_MAX	     100
@@ -49,23 +62,26 @@
 #define TRIGGER_SPEC_NAME_MAX	     63 /* metadata.name and namespace: DNS-1123 label */
 
 enum trigger_spec_type {
-	TRIGGER_SPEC_STRING,   /* a string of 1..max_len bytes, no control characters */
-	TRIGGER_SPEC_UINT,     /* an integer of min..max */
-	TRIGGER_SPEC_DURATION, /* a Go duration ("300ms", "1.5s"); min..max in ms when max > 0 */
-	TRIGGER_SPEC_STATUS,   /* a status pattern ("5xx", "4xx,503"), normalized */
-	TRIGGER_SPEC_METHOD,   /* an HTTP method: letters, upper-cased */
-	TRIGGER_SPEC_SELECTOR, /* a label selector (matchLabels, matchExpressions) */
-	TRIGGER_SPEC_PIDS,     /* a list of process ids, min..max each */
-	TRIGGER_SPEC_PATHS,    /* a list of absolute paths of at most max_len bytes */
+	TRIGGER_SPEC_STRING,	  /* a string of 1..max_len bytes, no control characters */
+	TRIGGER_SPEC_UINT,	  /* an integer of min..max */
+	TRIGGER_SPEC_DURATION,	  /* a Go duration ("300ms", "1.5s"); min..max in ms when max > 0 */
+	TRIGGER_SPEC_DURATION_US, /* a Go duration kept in µs (uint32_t), min..max in µs */
+	TRIGGER_SPEC_BOOL,	  /* true or false (a YAML boolean, not a string) */
+	TRIGGER_SPEC_STATUS,	  /* a status pattern ("5xx", "4xx,503"), normalized */
+	TRIGGER_SPEC_METHOD,	  /* an HTTP method: letters, upper-cased */
+	TRIGGER_SPEC_SELECTOR,	  /* a label selector (matchLabels, matchExpressions) */
+	TRIGGER_SPEC_PIDS,	  /* a list of process ids, min..max each */
+	TRIGGER_SPEC_PATHS,	  /* a list of absolute paths of at most max_len bytes */
 };
 
 /* One field of spec. */
 struct trigger_spec_field {
 	const char *path;	     /* in the manifest and the JSON: "spec.match.minDuration" */
 	enum trigger_spec_type type; /* what its value is */
-	int64_t min, max;	     /* bounds of a number (a duration's in ms); 0, 0: none */
+	int64_t min, max;	     /* bounds of a number (a DURATION's in ms); 0, 0: none */
 	size_t max_len;		     /* a string's longest text, a list's most entries */
-	const char *default_text;    /* the default as the CRD writes it, or NULL */
+	const char *default_text;    /* the default (the CRD writes it unless only_with), or NULL */
+	const char *only_with;	     /* a BOOL field's path: set only when it is true, else NULL */
 	bool required;		     /* required by itself (service or selector: see below) */
 	const char *flag;	     /* `traceprof trigger create --FLAG`, or NULL */
 	const char *flag_arg;	     /* the flag's argument in the help ("D", "N") */
@@ -76,7 +92,7 @@ struct trigger_spec_field {
 };
 
 /* The fields of spec, in the order the validator checks them. */
-#define TRIGGER_SPEC_N_FIELDS 12 /* entries of trigger_spec_fields */
+#define TRIGGER_SPEC_N_FIELDS 14 /* entries of trigger_spec_fields */
 extern const struct trigger_spec_field trigger_spec_fields[TRIGGER_SPEC_N_FIELDS];
 extern const size_t trigger_spec_n_fields;
 

@@ -602,10 +602,15 @@ static bool dup_into(struct walk *w, const char *field, const char *s, char **ou
 	return true;
 }
 
-/* A duration field: kept in µs, or checked against its bounds and kept in ms. */
+/*
+ * A duration field: kept in µs, or checked against its bounds and kept in
+ * ms (DURATION), or checked against bounds in µs and kept in µs as uint32_t
+ * (DURATION_US).
+ */
 static bool parse_duration(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
 			   struct manifest_trigger *t)
 {
+	uint64_t scale = f->type == TRIGGER_SPEC_DURATION_US ? 1 : 1000; /* µs per bound unit */
 	char *at = (char *)t + f->offset;
 	uint64_t u;
 
@@ -613,14 +618,16 @@ static bool parse_duration(struct walk *w, const struct trigger_spec_field *f, y
 		return false;
 	if (f->max == 0) {
 		*(uint64_t *)at = u;
-	} else if (u < (uint64_t)f->min * 1000 || u > (uint64_t)f->max * 1000) {
+	} else if (u < (uint64_t)f->min * scale || u > (uint64_t)f->max * scale) {
 		char lo[32], hi[32];
 
-		manifest_format_duration((uint64_t)f->min * 1000, lo, sizeof(lo));
-		manifest_format_duration((uint64_t)f->max * 1000, hi, sizeof(hi));
+		manifest_format_duration((uint64_t)f->min * scale, lo, sizeof(lo));
+		manifest_format_duration((uint64_t)f->max * scale, hi, sizeof(hi));
 		walk_fail(w, f->path, "must be at least %s and at most %s, got %s", lo, hi,
 			  excerpt(w, scalar(v), false));
 		return false;
+	} else if (f->type == TRIGGER_SPEC_DURATION_US) {
+		*(uint32_t *)at = (uint32_t)u;
 	} else {
 		*(uint64_t *)at = u / 1000;
 	}
@@ -674,6 +681,19 @@ static bool parse_method(struct walk *w, const struct trigger_spec_field *f, yam
 	return true;
 }
 
+/* A boolean field: a plain true or false, never a string ("true" quoted). */
+static bool parse_bool(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
+		       bool *out)
+{
+	if (!is_plain_bool(v)) {
+		walk_fail(w, f->path, "must be true or false, got %s%s", kind_of(v),
+			  v->type == YAML_SCALAR_NODE && !is_plain(v) ? " (do not quote it)" : "");
+		return false;
+	}
+	*out = tolower((unsigned char)scalar(v)[0]) == 't';
+	return true;
+}
+
 /* One field of the table (trigger_spec.h) from its node v into t. */
 static bool parse_field(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
 			struct manifest_trigger *t)
@@ -692,7 +712,10 @@ static bool parse_field(struct walk *w, const struct trigger_spec_field *f, yaml
 		*(uint32_t *)at = (uint32_t)u;
 		return true;
 	case TRIGGER_SPEC_DURATION:
+	case TRIGGER_SPEC_DURATION_US:
 		return parse_duration(w, f, v, t);
+	case TRIGGER_SPEC_BOOL:
+		return parse_bool(w, f, v, (bool *)at);
 	case TRIGGER_SPEC_STATUS:
 		return parse_status(w, f, v, (char **)at);
 	case TRIGGER_SPEC_METHOD:
@@ -766,8 +789,15 @@ static bool parse_fields(struct walk *w, yaml_node_t *spec, struct manifest_trig
 			if (holder && holder != spec && !check_known(w, holder, parent))
 				return false;
 		}
-		if (holder && (v = field_of(w, holder, key)) && !parse_field(w, f, v, t))
+		if (!holder || !(v = field_of(w, holder, key)))
+			continue;
+		if (!parse_field(w, f, v, t))
 			return false;
+		if (f->only_with &&
+		    !*(const bool *)((const char *)t + trigger_spec_field(f->only_with)->offset)) {
+			walk_fail(w, f->path, "set only with %s: true", f->only_with);
+			return false;
+		}
 	}
 	return true;
 }
@@ -777,6 +807,7 @@ static bool parse_spec(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 	t->frequency_hz = TRIGGER_SPEC_HZ_DEFAULT;
 	t->max_requests = TRIGGER_SPEC_REQUESTS_DEFAULT;
 	t->timeout_ms = TRIGGER_SPEC_TIMEOUT_DEFAULT_MS;
+	t->offcpu_threshold_us = TRIGGER_SPEC_OFFCPU_DEFAULT_US;
 	if (!check_known(w, n, "spec") || !parse_fields(w, n, t))
 		return false;
 	if (w->opts && w->opts->local) {

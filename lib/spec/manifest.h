@@ -45,14 +45,16 @@ struct manifest_trigger {
 	size_t n_pids;	       /* entries of pids */
 	char **cgroup_paths;   /* spec.targets.cgroupPaths */
 	size_t n_cgroup_paths; /* entries of cgroup_paths */
-	uint64_t min_duration_us; /* spec.match.minDuration, 0 = unset */
-	uint64_t max_duration_us; /* spec.match.maxDuration, 0 = unset */
-	char *status;		  /* spec.match.status, normalized, or NULL */
-	char *route;		  /* spec.match.route glob, or NULL */
-	char *method;		  /* spec.match.method, upper case, or NULL */
-	uint32_t frequency_hz;	  /* spec.sampling.frequencyHz, 1..100 */
-	uint32_t max_requests;	  /* spec.maxRequests, 1..1000 */
-	uint64_t timeout_ms;	  /* spec.timeout, 1 ms..10 min */
+	uint64_t min_duration_us;     /* spec.match.minDuration, 0 = unset */
+	uint64_t max_duration_us;     /* spec.match.maxDuration, 0 = unset */
+	char *status;		      /* spec.match.status, normalized, or NULL */
+	char *route;		      /* spec.match.route glob, or NULL */
+	char *method;		      /* spec.match.method, upper case, or NULL */
+	uint32_t frequency_hz;	      /* spec.sampling.frequencyHz, 1..100 */
+	bool offcpu;		      /* spec.sampling.offCPU */
+	uint32_t offcpu_threshold_us; /* spec.sampling.offCPUThreshold, 10 µs..10 s */
+	uint32_t max_requests;	      /* spec.maxRequests, 1..1000 */
+	uint64_t timeout_ms;	      /* spec.timeout, 1 ms..10 min */
 	char *id; /* trigger id fixed by the source (Kubernetes: namespace/name/uid prefix); NULL:
 		     minted at first sight. Owned: manifest_trigger_clear frees it. */
 };

@@ -147,11 +147,17 @@ int manifest_parse_status(const char *s, char *out, size_t len)
 	}
 }
 
-/* Whether field f of t is written: set, or always (service, and the fields with a default). */
+/*
+ * Whether field f of t is written: set, or always (service, the fields with
+ * a default; one with only_with only when that field is true).
+ */
 static bool spec_json_has(const struct trigger_spec_field *f, const struct manifest_trigger *t)
 {
 	const char *src = (const char *)t + f->offset;
 
+	if (f->only_with &&
+	    !*(const bool *)((const char *)t + trigger_spec_field(f->only_with)->offset))
+		return false;
 	if (f->default_text || f->offset == offsetof(struct manifest_trigger, service))
 		return true;
 	switch (f->type) {
@@ -198,6 +204,13 @@ static void spec_json_value(struct jsonbuf *b, const struct trigger_spec_field *
 		manifest_format_duration(*(const uint64_t *)src * (f->max ? 1000 : 1), d,
 					 sizeof(d));
 		jsonbuf_printf(b, "\"%s\"", d);
+		break;
+	case TRIGGER_SPEC_DURATION_US:
+		manifest_format_duration(*(const uint32_t *)src, d, sizeof(d));
+		jsonbuf_printf(b, "\"%s\"", d);
+		break;
+	case TRIGGER_SPEC_BOOL:
+		jsonbuf_printf(b, "%s", *(const bool *)src ? "true" : "false");
 		break;
 	default:
 		jsonbuf_str(b, *(char *const *)src);
@@ -274,7 +287,7 @@ static void *proto_at(ProtobufCMessage *m, const char *path, const ProtobufCFiel
 
 /*
  * The scalar fields of the spec table into p, each where the table says
- * (strings, numbers, durations in µs). Lists, the selector (resolved to
+ * (strings, numbers, durations in µs, booleans). Lists, the selector (resolved to
  * pods by the controller) and the timeout (the caller's deadline) are not
  * scalars and are filled by the caller.
  */
@@ -300,6 +313,8 @@ static void proto_scalars(Traceprof__Control__V1__Trigger *p, const struct manif
 			*(uint32_t *)at = *(const uint32_t *)src;
 		else if (fd->type == PROTOBUF_C_TYPE_UINT64)
 			*(uint64_t *)at = *(const uint64_t *)src;
+		else if (fd->type == PROTOBUF_C_TYPE_BOOL)
+			*(protobuf_c_boolean *)at = *(const bool *)src;
 		else
 			*oom = true;
 	}

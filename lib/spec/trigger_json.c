@@ -231,6 +231,8 @@ static json_t *value_of(const struct trigger_spec_field *f, const char *v, char 
 			return NULL;
 		}
 		return json_integer(n);
+	case TRIGGER_SPEC_BOOL: /* the flag takes no value: given means true */
+		return json_boolean(strcmp(v, "true") == 0);
 	case TRIGGER_SPEC_SELECTOR:
 		sel = json_object();
 		labels = json_object();

@@ -5,7 +5,9 @@
  *
  * Where a value is kept (offset, in struct manifest_trigger): a string as
  * char *, a number as uint32_t, a duration as uint64_t microseconds, or
- * milliseconds when it has bounds (spec.timeout), a selector as its
+ * milliseconds when it has bounds (spec.timeout), a DURATION_US as
+ * uint32_t microseconds (spec.sampling.offCPUThreshold), a boolean as
+ * bool, a selector as its
  * canonical JSON, pids as uint32_t * and paths as char ** (with their
  * counts next to them).
  */
@@ -102,6 +104,25 @@ const struct trigger_spec_field trigger_spec_fields[TRIGGER_SPEC_N_FIELDS] = {
      .proto = "frequency_hz",
      .sql = "frequency_hz",
      .offset = AT(frequency_hz)},
+    {.path = "spec.sampling.offCPU",
+     .type = TRIGGER_SPEC_BOOL,
+     .default_text = "false",
+     .flag = "offcpu",
+     .help = "also capture off-CPU time (blocked, waiting for a CPU)",
+     .proto = "offcpu",
+     .offset = AT(offcpu)},
+    {.path = "spec.sampling.offCPUThreshold",
+     .type = TRIGGER_SPEC_DURATION_US,
+     .min = TRIGGER_SPEC_OFFCPU_MIN_US,
+     .max = TRIGGER_SPEC_OFFCPU_MAX_US,
+     .max_len = TRIGGER_SPEC_DURATION_MAX,
+     .default_text = "1ms",
+     .only_with = "spec.sampling.offCPU",
+     .flag = "offcpu-threshold",
+     .flag_arg = "D",
+     .help = "off-CPU stacks from D up",
+     .proto = "offcpu_threshold_us",
+     .offset = AT(offcpu_threshold_us)},
     {.path = "spec.maxRequests",
      .type = TRIGGER_SPEC_UINT,
      .min = TRIGGER_SPEC_REQUESTS_MIN,

@@ -430,6 +430,80 @@ out:
 	manifest_list_free(&l);
 }
 
+#define SAMPLING(x) HEAD "metadata: {name: a}\nspec: {service: s, sampling: {" x "}}\n"
+
+/* One valid manifest's off-CPU fields: parsed, as JSON, back, and in the proto. */
+static void expect_offcpu(const char *text, bool on, uint32_t us, const char *json_has)
+{
+	struct manifest_list l;
+	struct manifest_trigger back = {0};
+	Traceprof__Control__V1__Trigger *p;
+	char err[256] = "", *json;
+
+	parse(&l, text);
+	CHECK(l.n == 1, "refused: %s: %s", text, l.n_errors ? l.errors[0].message : "");
+	if (l.n != 1)
+		goto out;
+	CHECK(l.items[0].offcpu == on && l.items[0].offcpu_threshold_us == us,
+	      "%s: offcpu %d threshold %u us", text, l.items[0].offcpu,
+	      l.items[0].offcpu_threshold_us);
+	json = manifest_spec_json(&l.items[0]);
+	CHECK(json && strstr(json, json_has), "JSON %s lacks %s", json ? json : "", json_has);
+	CHECK(json && (on || !strstr(json, "offCPUThreshold")), "JSON %s has a threshold",
+	      json ? json : "");
+	CHECK(json &&
+		  manifest_spec_from_json(&back, "default", "a", json, &local, err, sizeof(err)) ==
+		      0 &&
+		  back.offcpu == on && back.offcpu_threshold_us == us,
+	      "round trip of %s: %s", json ? json : "", err);
+	free(json);
+	manifest_trigger_clear(&back);
+	p = manifest_to_proto(&l.items[0], "default/a/00000001", 1);
+	CHECK(p && !!p->offcpu == on && p->offcpu_threshold_us == us, "proto offcpu %d %u",
+	      p ? p->offcpu : -1, p ? p->offcpu_threshold_us : 0);
+	manifest_proto_free(p);
+out:
+	manifest_list_free(&l);
+}
+
+/* spec.sampling.offCPU and offCPUThreshold: values, bounds, and the threshold's condition. */
+static void test_offcpu(void)
+{
+	expect_offcpu(HEAD "metadata: {name: a}\nspec: {service: s}\n", false, 1000,
+		      "\"offCPU\": false}");
+	expect_offcpu(SAMPLING("offCPU: true"), true, 1000,
+		      "\"offCPU\": true, \"offCPUThreshold\": \"1ms\"");
+	expect_offcpu(SAMPLING("offCPU: True, offCPUThreshold: 250us"), true, 250,
+		      "\"offCPUThreshold\": \"250us\"");
+	expect_offcpu(SAMPLING("offCPU: true, offCPUThreshold: 10us"), true, 10, "\"10us\"");
+	expect_offcpu(SAMPLING("offCPU: true, offCPUThreshold: 10s"), true, 10000000, "\"10s\"");
+	expect_offcpu(SAMPLING("offCPU: true, offCPUThreshold: 1.5ms"), true, 1500, "\"1500us\"");
+	expect_offcpu(SAMPLING("offCPU: false"), false, 1000, "\"offCPU\": false");
+	EXPECT_ERROR(SAMPLING("offCPU: true, offCPUThreshold: 9us"),
+		     "t.yaml: spec.sampling.offCPUThreshold: must be at least 10us and at most "
+		     "10s, got 9us");
+	EXPECT_ERROR(SAMPLING("offCPU: true, offCPUThreshold: 10001ms"),
+		     "spec.sampling.offCPUThreshold", "at most 10s, got 10001ms");
+	EXPECT_ERROR(SAMPLING("offCPU: true, offCPUThreshold: \"0\""),
+		     "spec.sampling.offCPUThreshold", "at least 10us");
+	EXPECT_ERROR(SAMPLING("offCPU: true, offCPUThreshold: 5"), "spec.sampling.offCPUThreshold",
+		     "must be a duration string");
+	EXPECT_ERROR(SAMPLING("offCPU: true, offCPUThreshold: 5 ms"),
+		     "spec.sampling.offCPUThreshold", "is not a duration");
+	EXPECT_ERROR(SAMPLING("offCPUThreshold: 5ms"),
+		     "t.yaml: spec.sampling.offCPUThreshold: set only with spec.sampling.offCPU: "
+		     "true");
+	EXPECT_ERROR(SAMPLING("offCPU: false, offCPUThreshold: 5ms"),
+		     "spec.sampling.offCPUThreshold", "set only with spec.sampling.offCPU: true");
+	EXPECT_ERROR(SAMPLING("offCPU: \"true\""),
+		     "spec.sampling.offCPU: must be true or false, got a string (do not quote it)");
+	EXPECT_ERROR(SAMPLING("offCPU: yes"), "spec.sampling.offCPU",
+		     "must be true or false, got a string");
+	EXPECT_ERROR(SAMPLING("offCPU: 1"), "spec.sampling.offCPU",
+		     "must be true or false, got a number");
+	EXPECT_ERROR(SAMPLING("offCpu: true"), "spec.sampling.offCpu: unknown field");
+}
+
 /* Two definitions of one trigger: the first in file order counts. */
 static void test_duplicates(void)
 {
@@ -464,7 +538,7 @@ static void test_selector_json(void)
 	    "\"\"}, "
 	    "\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"a\", "
 	    "\"b\"]}, {\"key\": \"gpu\", \"operator\": \"Exists\"}]}, \"sampling\": "
-	    "{\"frequencyHz\": 99}, \"maxRequests\": 10, \"timeout\": \"5m\"}";
+	    "{\"frequencyHz\": 99, \"offCPU\": false}, \"maxRequests\": 10, \"timeout\": \"5m\"}";
 	struct manifest_list l = {0};
 	struct manifest_trigger back = {0};
 	char err[256] = "", *json = NULL, *again = NULL;
@@ -651,6 +725,7 @@ int main(void)
 	test_local_mode();
 	test_bounds();
 	test_json_and_proto();
+	test_offcpu();
 	test_selector_json();
 	test_duplicates();
 	test_escape();

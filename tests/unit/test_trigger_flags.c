@@ -20,16 +20,21 @@ static void rows_follow_table(void)
 
 	for (size_t i = 0; i < trigger_spec_n_fields; i++) {
 		const struct trigger_spec_field *sf = &trigger_spec_fields[i];
-		char want[64];
+		char want[128];
 
 		if (!sf->flag)
 			continue;
 		CHECK(r < n, "no row for --%s", sf->flag);
 		if (r >= n)
 			return;
-		CHECK(!strcmp(rows[r].name, sf->flag) && !strcmp(rows[r].arg, sf->flag_arg),
-		      "row %zu is --%s %s, want --%s %s", r, rows[r].name, rows[r].arg, sf->flag,
-		      sf->flag_arg);
+		CHECK(!strcmp(rows[r].name, sf->flag) &&
+			  (rows[r].arg && sf->flag_arg ? !strcmp(rows[r].arg, sf->flag_arg)
+						       : rows[r].arg == sf->flag_arg),
+		      "row %zu is --%s %s, want --%s %s", r, rows[r].name,
+		      rows[r].arg ? rows[r].arg : "", sf->flag, sf->flag_arg ? sf->flag_arg : "");
+		/* a boolean's flag takes no value, the others one */
+		CHECK(!!(rows[r].flags & TP_OPT_NOARG) == (sf->type == TRIGGER_SPEC_BOOL),
+		      "--%s: takes a value: %d", sf->flag, !(rows[r].flags & TP_OPT_NOARG));
 		CHECK(rows[r].type == TP_OPT_CUSTOM && rows[r].data == sf, "--%s: not the field's",
 		      sf->flag);
 		CHECK(!strncmp(rows[r].help, sf->help, strlen(sf->help)), "--%s help: %s", sf->flag,
@@ -43,7 +48,16 @@ static void rows_follow_table(void)
 		if (sf->type == TRIGGER_SPEC_DURATION && sf->max)
 			CHECK(strstr(rows[r].help, ", at most "), "--%s help lacks its bound: %s",
 			      sf->flag, rows[r].help);
-		if (sf->default_text) {
+		if (sf->type == TRIGGER_SPEC_DURATION_US) {
+			char lo[32], hi[32];
+
+			manifest_format_duration((uint64_t)sf->min, lo, sizeof(lo));
+			manifest_format_duration((uint64_t)sf->max, hi, sizeof(hi));
+			snprintf(want, sizeof(want), ", %s-%s", lo, hi);
+			CHECK(strstr(rows[r].help, want), "--%s help lacks \"%s\": %s", sf->flag,
+			      want, rows[r].help);
+		}
+		if (sf->default_text && sf->type != TRIGGER_SPEC_BOOL) {
 			snprintf(want, sizeof(want), " (default %s)", sf->default_text);
 			CHECK(strstr(rows[r].help, want), "--%s help lacks \"%s\": %s", sf->flag,
 			      want, rows[r].help);
@@ -78,6 +92,23 @@ static void values_kept(void)
 			CHECK(!o.spec[i], "%s set to %s", trigger_spec_fields[i].path, o.spec[i]);
 }
 
+/* --offcpu takes no value and reads as "true"; --offcpu-threshold keeps its text. */
+static void offcpu_flags(void)
+{
+	struct tp_option rows[TRIGGER_SPEC_N_FIELDS];
+	size_t n = trig_spec_options(rows, TRIGGER_SPEC_N_FIELDS);
+	const char *args[] = {"create", "--offcpu", "--offcpu-threshold", "250us", "x", NULL};
+	struct trig_opts o = {.sub = "create"};
+	struct tp_opts_result res;
+	int rc = tp_opts_getopt(rows, n, &o, 5, (char **)args, TP_OPTS_QUIET, &res);
+	size_t on = (size_t)(trigger_spec_flag("offcpu") - trigger_spec_fields);
+	size_t th = (size_t)(trigger_spec_flag("offcpu-threshold") - trigger_spec_fields);
+
+	CHECK(rc == TP_OPTS_DONE && res.next == 4, "rc %d next %d", rc, res.next);
+	CHECK(o.spec[on] && !strcmp(o.spec[on], "true"), "--offcpu: %s", o.spec[on]);
+	CHECK(o.spec[th] && !strcmp(o.spec[th], "250us"), "--offcpu-threshold: %s", o.spec[th]);
+}
+
 static void help_golden(void)
 {
 	char *got = NULL, want[16384];
@@ -100,6 +131,7 @@ int main(void)
 {
 	rows_follow_table();
 	values_kept();
+	offcpu_flags();
 	help_golden();
 	return check_done();
 }

@@ -97,6 +97,8 @@ static const char *crd_type(enum trigger_spec_type t)
 	switch (t) {
 	case TRIGGER_SPEC_UINT:
 		return "integer";
+	case TRIGGER_SPEC_BOOL:
+		return "boolean";
 	case TRIGGER_SPEC_SELECTOR:
 		return "object";
 	case TRIGGER_SPEC_PIDS:
@@ -105,6 +107,13 @@ static const char *crd_type(enum trigger_spec_type t)
 	default:
 		return "string";
 	}
+}
+
+/* The path of the object f is in ("spec.sampling"), into buf. */
+static const char *parent_of(const struct trigger_spec_field *f, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.*s", (int)(trigger_spec_key(f) - 1 - f->path), f->path);
+	return buf;
 }
 
 static void check_crd_field(const struct trigger_spec_field *f)
@@ -140,6 +149,8 @@ static void check_crd_field(const struct trigger_spec_field *f)
 			      "key"),
 			  "maxLength", TRIGGER_SPEC_LABEL_KEY_MAX);
 		break;
+	case TRIGGER_SPEC_BOOL:
+		break;
 	default:
 		check_num(f->path, s, "maxLength", (long long)f->max_len);
 	}
@@ -152,15 +163,48 @@ static void check_crd_field(const struct trigger_spec_field *f)
 		CHECK(r && strstr(r, rule), "%s: the CRD's rule \"%s\" lacks \"%s\"", f->path,
 		      r ? r : "", rule);
 	}
+	if (f->type == TRIGGER_SPEC_DURATION_US) { /* both bounds, in µs */
+		char lo[32], hi[32], rule[96];
+		const char *r = text(get(item(get(s, "x-kubernetes-validations"), 0), "rule"));
+
+		manifest_format_duration((uint64_t)f->min, lo, sizeof(lo));
+		manifest_format_duration((uint64_t)f->max, hi, sizeof(hi));
+		snprintf(rule, sizeof(rule), "duration(self) >= duration('%s') && ", lo);
+		CHECK(r && strstr(r, rule), "%s: the CRD's rule \"%s\" lacks \"%s\"", f->path,
+		      r ? r : "", rule);
+		snprintf(rule, sizeof(rule), "duration(self) <= duration('%s')", hi);
+		CHECK(r && strstr(r, rule), "%s: the CRD's rule \"%s\" lacks \"%s\"", f->path,
+		      r ? r : "", rule);
+	}
 	dflt = text(get(s, "default"));
-	CHECK((!dflt && !f->default_text) ||
-		  (dflt && f->default_text && !strcmp(dflt, f->default_text)),
-	      "%s: the CRD's default is %s, the table's %s", f->path, dflt ? dflt : "unset",
-	      f->default_text ? f->default_text : "unset");
+	if (f->only_with) {
+		/* no default the API server would fill in: it would always conflict */
+		char rule[160];
+		const char *desc = text(get(s, "description"));
+		const char *r =
+		    text(get(item(get(schema_of(parent_of(f, parent_path, sizeof(parent_path))),
+				      "x-kubernetes-validations"),
+				  0),
+			     "rule"));
+
+		CHECK(!dflt, "%s: the CRD has a default (%s), the field is set only with %s",
+		      f->path, dflt, f->only_with);
+		snprintf(rule, sizeof(rule), "!has(self.%s) || (has(self.%s) && self.%s)",
+			 trigger_spec_key(f), trigger_spec_key(trigger_spec_field(f->only_with)),
+			 trigger_spec_key(trigger_spec_field(f->only_with)));
+		CHECK(r && !strcmp(r, rule), "%s: the CRD's rule is \"%s\", want \"%s\"", f->path,
+		      r ? r : "", rule);
+		CHECK(desc && f->default_text && strstr(desc, f->default_text),
+		      "%s: the CRD's description does not state the default %s", f->path,
+		      f->default_text ? f->default_text : "");
+	} else {
+		CHECK((!dflt && !f->default_text) ||
+			  (dflt && f->default_text && !strcmp(dflt, f->default_text)),
+		      "%s: the CRD's default is %s, the table's %s", f->path, dflt ? dflt : "unset",
+		      f->default_text ? f->default_text : "unset");
+	}
 	CHECK(!get(s, "enum"), "%s: the CRD has an enum the table lacks", f->path);
-	snprintf(parent_path, sizeof(parent_path), "%.*s", (int)(trigger_spec_key(f) - 1 - f->path),
-		 f->path);
-	parent = schema_of(parent_path);
+	parent = schema_of(parent_of(f, parent_path, sizeof(parent_path)));
 	for (size_t i = 0; item(get(parent, "required"), i); i++)
 		listed |= !strcmp(text(item(get(parent, "required"), i)), trigger_spec_key(f));
 	CHECK(listed == f->required, "%s: required in the CRD: %d, in the table: %d", f->path,
@@ -315,6 +359,10 @@ static void test_agent(void)
 		  atoll(req->default_text) == TRIGGERS_DEFAULT_REQUESTS,
 	      "maxRequests: the agent's limit or default differs");
 	CHECK(to && to->max == TRIGGERS_MAX_LIFE_MS, "timeout: the agent's limit differs");
+	CHECK(TRIGGERS_OFFCPU_DEFAULT_US == TRIGGER_SPEC_OFFCPU_DEFAULT_US &&
+		  TRIGGERS_OFFCPU_MIN_US == TRIGGER_SPEC_OFFCPU_MIN_US &&
+		  TRIGGERS_OFFCPU_MAX_US == TRIGGER_SPEC_OFFCPU_MAX_US,
+	      "offCPUThreshold: the agent's limits differ");
 }
 
 /* The protobuf-c field of "criteria.route" in the Trigger message, or NULL. */
@@ -345,8 +393,11 @@ static void test_proto(void)
 		bool repeated = f->type == TRIGGER_SPEC_SELECTOR || f->type == TRIGGER_SPEC_PIDS ||
 				f->type == TRIGGER_SPEC_PATHS;
 
-		if (f->type == TRIGGER_SPEC_UINT || f->type == TRIGGER_SPEC_PIDS)
+		if (f->type == TRIGGER_SPEC_UINT || f->type == TRIGGER_SPEC_PIDS ||
+		    f->type == TRIGGER_SPEC_DURATION_US)
 			want = PROTOBUF_C_TYPE_UINT32;
+		else if (f->type == TRIGGER_SPEC_BOOL)
+			want = PROTOBUF_C_TYPE_BOOL;
 		else if (f->type == TRIGGER_SPEC_DURATION)
 			want = f->max ? PROTOBUF_C_TYPE_INT64 : PROTOBUF_C_TYPE_UINT64;
 		CHECK(fd, "%s: no field %s in the Trigger message", f->path, f->proto);
@@ -372,20 +423,25 @@ static void test_proto_comments(void)
 		char decl[96];
 		const char *at;
 
-		if (f->type != TRIGGER_SPEC_UINT)
-			continue;
+		uint64_t want_dflt = 0;
+
+		if (f->type == TRIGGER_SPEC_UINT)
+			want_dflt = (uint64_t)atoll(f->default_text);
+		else if (f->type != TRIGGER_SPEC_DURATION_US ||
+			 manifest_parse_duration(f->default_text, &want_dflt))
+			continue; /* a DURATION_US's default in µs */
 		snprintf(decl, sizeof(decl), "uint32 %s = ", f->proto);
 		at = strstr(proto, decl);
 		at = at ? strstr(at, "//") : NULL;
 		CHECK(at &&
 			  sscanf(at, "// %lld..%lld; 0 means the default, %lld", &lo, &hi, &dflt) ==
 			      3 &&
-			  lo == f->min && hi == f->max && dflt == atoll(f->default_text),
+			  lo == f->min && hi == f->max && dflt == (long long)want_dflt,
 		      "%s: the comment of %s says %lld..%lld, default %lld", f->path, f->proto, lo,
 		      hi, dflt);
 		n++;
 	}
-	CHECK(n == 2, "%zu numbers in the Trigger message", n);
+	CHECK(n == 3, "%zu numbers in the Trigger message", n);
 	free(proto);
 }
 
@@ -414,6 +470,11 @@ static void test_defaults(void)
 		  l.items[0].timeout_ms == us / 1000 &&
 		  us / 1000 == TRIGGER_SPEC_TIMEOUT_DEFAULT_MS,
 	      "timeout default %llu ms", (unsigned long long)l.items[0].timeout_ms);
+	CHECK(!l.items[0].offcpu, "offCPU default true");
+	CHECK(manifest_parse_duration(
+		  trigger_spec_field("spec.sampling.offCPUThreshold")->default_text, &us) == 0 &&
+		  l.items[0].offcpu_threshold_us == us && us == TRIGGER_SPEC_OFFCPU_DEFAULT_US,
+	      "offCPUThreshold default %u us", l.items[0].offcpu_threshold_us);
 	manifest_list_free(&l);
 }
 
