@@ -181,9 +181,10 @@ static void write_hold_stats(const struct stats_sources *s, FILE *f)
 		hs.held_bytes);
 	fprintf(f,
 		"trigger_rows_queued=%" PRIu64 "\ntrigger_rows_lost=%" PRIu64
-		"\ntrigger_raise_errors=%" PRIu64 "\ntrigger_decisions_dropped=%" PRIu64 "\n",
+		"\ntrigger_raise_errors=%" PRIu64 "\ntrigger_offcpu_errors=%" PRIu64
+		"\ntrigger_decisions_dropped=%" PRIu64 "\n",
 		s->raise->hold_rows - s->raise->hold_rows_lost, s->raise->hold_rows_lost,
-		s->raise->raise_errors, s->raise->decisions_dropped);
+		s->raise->raise_errors, s->raise->offcpu_errors, s->raise->decisions_dropped);
 }
 
 /* CFI unwinding: the kernel walker's counters and the table placement's. */

@@ -64,6 +64,19 @@ struct {
 	__type(value, __u8);
 } raised_targets SEC(".maps");
 
+/*
+ * tgid -> threshold (µs): processes whose off-CPU intervals an active
+ * trigger asked for (spec.sampling.offCPU), captured even while the global
+ * off-CPU mode is off; intervals of at least the threshold keep their
+ * stack. Written by sampler_set_offcpu_targets.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_OFFCPU_TARGETS);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_targets SEC(".maps");
+
 /* Per CPU: the accumulator that picks the base_hz/raised_hz subsample. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

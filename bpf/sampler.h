@@ -102,6 +102,8 @@ enum tp_record_kind {
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096
+/* Off-CPU target processes (tgids) of triggers at most, map "offcpu_targets". */
+#define TP_MAX_OFFCPU_TARGETS 4096
 
 /* Ring buffer record; frames follow the header: kern_n kernel, then user_n user (leaf first). */
 struct tp_sample {

@@ -85,6 +85,34 @@ static void on_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
 	pthread_mutex_unlock(&r->raise_lock);
 }
 
+/* every threshold a trigger may carry is one the sampler accepts */
+_Static_assert(TRIGGERS_OFFCPU_MIN_US >= SAMPLER_OFFCPU_MIN_US_LO &&
+		   TRIGGERS_OFFCPU_MAX_US <= SAMPLER_OFFCPU_MIN_US_HI,
+	       "trigger off-CPU thresholds within the sampler's");
+
+/*
+ * The engine's off-CPU set: the target processes of the active triggers
+ * that ask for off-CPU capture, with the smallest threshold among them
+ * (n 0: none). Called like on_raise; serialized by the same lock.
+ */
+static void on_offcpu(void *ctx, const uint32_t *tgids, size_t n, uint32_t min_us)
+{
+	struct raise *r = ctx;
+	int err;
+
+	pthread_mutex_lock(&r->raise_lock);
+	err = sampler_set_offcpu_targets(r->sampler, tgids, n, min_us);
+	if (err) {
+		r->offcpu_errors++;
+		log_warn("triggers: cannot capture off-CPU time of %zu processes: %s", n,
+			 strerror(-err));
+	} else {
+		log_info("triggers: off-CPU capture %s", n ? "on for trigger targets" : "off");
+		log_debug("triggers: off-CPU processes=%zu min_us=%u", n, min_us);
+	}
+	pthread_mutex_unlock(&r->raise_lock);
+}
+
 /*
  * The engine's verdict on one finished request of a target, from the
  * claim worker: queued for the main loop, which owns the hold.
@@ -167,6 +195,8 @@ void raise_trigger_opts(struct raise *r, struct triggers_opts *to)
 {
 	to->on_raise = on_raise;
 	to->raise_ctx = r;
+	to->on_offcpu = on_offcpu;
+	to->offcpu_ctx = r;
 	to->on_decision = on_decision;
 	to->decision_ctx = r;
 	to->sampler_figures = sampler_figures;

@@ -3,7 +3,9 @@
  * between the trigger engine, the sampler and the hold.
  *
  * The engine's raise (on whichever thread changed its state) switches the
- * sampler's raised events and their target set. Raised samples are held
+ * sampler's raised events and their target set, and its off-CPU set (the
+ * targets of active triggers with spec.sampling.offCPU) the sampler's
+ * off-CPU targets. Raised samples are held
  * per trace (raise_hold, on the main loop) until the engine's verdict on
  * the request, which the claim worker queues in a bounded ring
  * (on_decision) for the main loop to apply (raise_apply_decisions): a kept
@@ -54,6 +56,7 @@ struct raise {
 	uint64_t hold_rows;	    /* rows of kept traces */
 	uint64_t hold_rows_lost;    /* of those, not queued (no memory, bad id) */
 	uint64_t raise_errors;	    /* raises the sampler refused */
+	uint64_t offcpu_errors;	    /* off-CPU target sets the sampler refused */
 	uint64_t decisions_dropped; /* ring full: those traces' holds expire */
 };
 

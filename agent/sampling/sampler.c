@@ -84,8 +84,17 @@ struct sampler {
 	int poll_n;			/* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
-	size_t unwind_rows;	      /* rows of the unwind area; 0: no CFI unwinding */
-	struct loader_probes loaders; /* the loader rendezvous uprobe, per loader file */
+	/*
+	 * Off-CPU targets of triggers (sampler_set_offcpu_targets). The
+	 * scheduler programs must be attached while offcpu_targets_n > 0
+	 * even when the mode of sampler_set_offcpu is OFF, and may be
+	 * detached only when both are off: sampler_set_offcpu and
+	 * sampler_set_offcpu_targets each check the other's state there.
+	 */
+	size_t offcpu_targets_n;	/* processes in the offcpu_targets map */
+	uint32_t offcpu_targets_min_us; /* their threshold; 0 when none */
+	size_t unwind_rows;		/* rows of the unwind area; 0: no CFI unwinding */
+	struct loader_probes loaders;	/* the loader rendezvous uprobe, per loader file */
 };
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -870,25 +879,28 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t n)
+/*
+ * Replaces the keys of the tgid-keyed hash map with tgids[0..n) (at most
+ * max), each with the value val (vsz bytes): removals first, then every
+ * wanted key written (a changed value too). 0, -ENOSPC, -EINVAL (a tgid
+ * 0), -ENOMEM or what the kernel said.
+ */
+static int set_tgid_map(struct bpf_map *map, const uint32_t *tgids, size_t n, size_t max,
+			const void *val, size_t vsz)
 {
-	struct bpf_map *map = s->skel->maps.raised_targets;
 	uint32_t *want = NULL, *have = NULL;
 	size_t nhave = 0;
-	__u8 one = 1;
 	int err = 0;
 
-	if (n > TP_MAX_RAISED_TARGETS) {
-		log_error("too many raised targets n=%zu max=%d", n, TP_MAX_RAISED_TARGETS);
+	if (n > max)
 		return -ENOSPC;
-	}
 	if (n && !tgids)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		if (tgids[i] == 0)
 			return -EINVAL;
 	want = malloc((n ? n : 1) * sizeof(*want));
-	have = malloc(TP_MAX_RAISED_TARGETS * sizeof(*have));
+	have = malloc(max * sizeof(*have));
 	if (!want || !have) {
 		err = -ENOMEM;
 		goto out_free;
@@ -897,19 +909,81 @@ int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t 
 		memcpy(want, tgids, n * sizeof(*want));
 	qsort(want, n, sizeof(*want), cmp_u32);
 	/* keys first (deleting while walking restarts the walk), removals before additions */
-	while (nhave < TP_MAX_RAISED_TARGETS &&
-	       bpf_map__get_next_key(map, nhave ? &have[nhave - 1] : NULL, &have[nhave],
-				     sizeof(*have)) == 0)
+	while (nhave < max && bpf_map__get_next_key(map, nhave ? &have[nhave - 1] : NULL,
+						    &have[nhave], sizeof(*have)) == 0)
 		nhave++;
 	for (size_t i = 0; i < nhave; i++)
 		if (!bsearch(&have[i], want, n, sizeof(*want), cmp_u32))
 			map_delete(map, &have[i], sizeof(have[i]));
 	for (size_t i = 0; i < n && !err; i++)
-		err = map_update(map, &want[i], sizeof(want[i]), &one, sizeof(one));
-	if (err)
-		log_error("cannot set raised targets n=%zu err=%s", n, strerror(-err));
+		err = map_update(map, &want[i], sizeof(want[i]), val, vsz);
 out_free:
 	free(want);
 	free(have);
 	return err;
+}
+
+int sampler_set_raised_targets(struct sampler *s, const uint32_t *tgids, size_t n)
+{
+	__u8 one = 1;
+	int err = set_tgid_map(s->skel->maps.raised_targets, tgids, n, TP_MAX_RAISED_TARGETS, &one,
+			       sizeof(one));
+
+	if (err == -ENOSPC)
+		log_error("too many raised targets n=%zu max=%d", n, TP_MAX_RAISED_TARGETS);
+	else if (err && err != -EINVAL)
+		log_error("cannot set raised targets n=%zu err=%s", n, strerror(-err));
+	return err;
+}
+
+int sampler_set_offcpu_targets(struct sampler *s, const uint32_t *tgids, size_t n, uint32_t min_us)
+{
+	int err;
+
+	if (n && (min_us < SAMPLER_OFFCPU_MIN_US_LO || min_us > SAMPLER_OFFCPU_MIN_US_HI))
+		return -EINVAL;
+	err = set_tgid_map(s->skel->maps.offcpu_targets, tgids, n, TP_MAX_OFFCPU_TARGETS, &min_us,
+			   sizeof(min_us));
+	if (err == -ENOSPC) {
+		log_error("too many off-CPU targets n=%zu max=%d", n, TP_MAX_OFFCPU_TARGETS);
+		return err;
+	}
+	if (err) {
+		if (err != -EINVAL)
+			log_error("cannot set off-CPU targets n=%zu err=%s", n, strerror(-err));
+		return err;
+	}
+	s->offcpu_targets_n = n;
+	s->offcpu_targets_min_us = n ? min_us : 0;
+	/* the scheduler programs are to be attached from here while n > 0, whatever the mode */
+	log_debug("off-CPU targets n=%zu min_us=%u", n, s->offcpu_targets_min_us);
+	return 0;
+}
+
+int sampler_offcpu_targets(struct sampler *s, uint32_t *tgids, uint32_t *min_us, size_t max)
+{
+	struct bpf_map *map = s->skel->maps.offcpu_targets;
+	uint32_t key, prev = 0;
+	size_t n = 0;
+
+	while (n < TP_MAX_OFFCPU_TARGETS &&
+	       bpf_map__get_next_key(map, n ? &prev : NULL, &key, sizeof(key)) == 0) {
+		uint32_t v = 0;
+
+		if (n < max) {
+			int err = 0;
+
+			tgids[n] = key;
+			if (min_us)
+				err =
+				    bpf_map__lookup_elem(map, &key, sizeof(key), &v, sizeof(v), 0);
+			if (err)
+				return err;
+			if (min_us)
+				min_us[n] = v;
+		}
+		prev = key;
+		n++;
+	}
+	return (int)n;
 }

@@ -205,6 +205,22 @@ enum sampler_offcpu_mode {
 #define SAMPLER_OFFCPU_MIN_US_HI      10000000
 #define SAMPLER_OFFCPU_MIN_US_DEFAULT 1000
 int sampler_set_offcpu(struct sampler *s, enum sampler_offcpu_mode mode, uint32_t min_us);
+/*
+ * Off-CPU capture asked for by triggers (docs/offcpu.md, "From a trigger"):
+ * replaces the whole set of target processes (tgids, not 0) with
+ * tgids[0..n), each with the threshold min_us, map updates only; n 0
+ * clears it (min_us is then not read). Their threads are captured as in
+ * REQUESTS mode even while the mode of sampler_set_offcpu is OFF. -ENOSPC
+ * (nothing changed) when n exceeds TP_MAX_OFFCPU_TARGETS, -EINVAL for a
+ * tgid 0 or min_us outside [SAMPLER_OFFCPU_MIN_US_LO, _HI].
+ */
+int sampler_set_offcpu_targets(struct sampler *s, const uint32_t *tgids, size_t n, uint32_t min_us);
+/*
+ * The off-CPU target set as the kernel map holds it: up to max tgids into
+ * tgids (and their thresholds into min_us when not NULL). Returns how many
+ * (all of them, also beyond max), or -errno.
+ */
+int sampler_offcpu_targets(struct sampler *s, uint32_t *tgids, uint32_t *min_us, size_t max);
 
 /*
  * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user

@@ -174,6 +174,16 @@ static bool validate(struct trigger *tr, int64_t now, bool known)
 		return false;
 	}
 	tr->max_requests = m->max_requests ? m->max_requests : TRIGGERS_DEFAULT_REQUESTS;
+	if (m->offcpu && m->offcpu_threshold_us &&
+	    (m->offcpu_threshold_us < TRIGGERS_OFFCPU_MIN_US ||
+	     m->offcpu_threshold_us > TRIGGERS_OFFCPU_MAX_US)) {
+		snprintf(r, rl, "offcpu_threshold_us: %u is outside %d..%d", m->offcpu_threshold_us,
+			 TRIGGERS_OFFCPU_MIN_US, TRIGGERS_OFFCPU_MAX_US);
+		return false;
+	}
+	tr->offcpu_us = !m->offcpu		 ? 0
+			: m->offcpu_threshold_us ? m->offcpu_threshold_us
+						 : TRIGGERS_OFFCPU_DEFAULT_US;
 	if (!known && m->deadline_unix_ms <= now) {
 		snprintf(r, rl, "deadline_unix_ms: not in the future");
 		return false;
@@ -533,6 +543,7 @@ void triggers_free(struct triggers *t)
 		proc_entry_clear(&t->procs[i]);
 	free(t->procs);
 	free(t->raised);
+	free(t->offcpu);
 	free(t->q);
 	free(t->conninfo);
 	pthread_cond_destroy(&t->cv);

@@ -11,7 +11,8 @@
  *   triggers_apply()      set + generation -> validated triggers (Rejected
  *                         ones keep a reason naming the field)
  *   triggers_proc_add()   a process and its identity -> target sets ->
- *   triggers_proc_remove()  Pending / Active, on_raise(tgids, hz)
+ *   triggers_proc_remove()  Pending / Active, on_raise(tgids, hz),
+ *                         on_offcpu(tgids, min_us) for those asking off-CPU
  *   triggers_request()    a finished request of a target -> seen, matched,
  *                         a claim queued for the claim thread
  *   claim thread          SELECT traceprof.claim_request($1, $2) on its own
@@ -43,12 +44,23 @@
 #define TRIGGERS_MAX_REQUESTS	  TRIGGER_SPEC_REQUESTS_MAX	/* highest max_requests */
 #define TRIGGERS_DEFAULT_REQUESTS TRIGGER_SPEC_REQUESTS_DEFAULT /* max_requests 0 */
 /* a deadline is at most this after the trigger was first seen */
-#define TRIGGERS_MAX_LIFE_MS   TRIGGER_SPEC_TIMEOUT_MAX_MS
-#define TRIGGERS_CLAIM_QUEUE   1024  /* claims waiting for the database */
-#define TRIGGERS_CLAIM_HOLD_MS 60000 /* a claim is retried this long at most */
+#define TRIGGERS_MAX_LIFE_MS TRIGGER_SPEC_TIMEOUT_MAX_MS
+/* off-CPU threshold (µs): offcpu_threshold_us 0 is the default, out of bounds Rejected */
+#define TRIGGERS_OFFCPU_DEFAULT_US TRIGGER_SPEC_OFFCPU_DEFAULT_US
+#define TRIGGERS_OFFCPU_MIN_US	   TRIGGER_SPEC_OFFCPU_MIN_US
+#define TRIGGERS_OFFCPU_MAX_US	   TRIGGER_SPEC_OFFCPU_MAX_US
+#define TRIGGERS_CLAIM_QUEUE	   1024	 /* claims waiting for the database */
+#define TRIGGERS_CLAIM_HOLD_MS	   60000 /* a claim is retried this long at most */
 
 /* on_raise: the target processes of the active triggers and the raised Hz (0: none). */
 typedef void (*triggers_raise_fn)(void *ctx, const uint32_t *tgids, size_t n, unsigned hz);
+/*
+ * on_offcpu: the target processes of the active triggers that ask for
+ * off-CPU capture and the smallest threshold among them (µs); n 0 (and
+ * min_us 0): none. Called like on_raise (lock held, in order), only when
+ * the set or the threshold changed.
+ */
+typedef void (*triggers_offcpu_fn)(void *ctx, const uint32_t *tgids, size_t n, uint32_t min_us);
 /* on_decision: one finished request of a target; trigger_id NULL when not kept. */
 typedef void (*triggers_decision_fn)(void *ctx, const uint8_t trace_id[16], const char *trigger_id,
 				     bool keep);
@@ -71,6 +83,8 @@ struct triggers_opts {
 	void *clock_ctx;	      /* its argument */
 	triggers_raise_fn on_raise;   /* may be NULL */
 	void *raise_ctx;	      /* its argument */
+	triggers_offcpu_fn on_offcpu; /* may be NULL */
+	void *offcpu_ctx;	      /* its argument */
 	triggers_decision_fn on_decision; /* may be NULL */
 	void *decision_ctx;		  /* its argument */
 	/* asked for the sampler's figures when a status is built (any thread); may be NULL */

@@ -41,6 +41,7 @@ struct trigger {
 	uint64_t status_bits[10]; /* accepted HTTP status codes (bit per code) */
 	bool status_any;	  /* no status pattern */
 	unsigned hz;		  /* raised frequency */
+	uint32_t offcpu_us;	  /* off-CPU threshold (µs) while Active; 0: no off-CPU capture */
 	unsigned max_requests;	  /* requests to collect cluster-wide */
 	int64_t first_seen_ms;	  /* when this agent first saw the id */
 	int64_t active_since_ms;  /* when it last became Active here (sampling raised) */
@@ -81,6 +82,9 @@ struct triggers {
 	uint32_t *raised;	     /* last on_raise tgids */
 	size_t nraised;		     /* entries */
 	unsigned raised_hz;	     /* last on_raise hz */
+	uint32_t *offcpu;	     /* last on_offcpu tgids */
+	size_t noffcpu;		     /* entries */
+	uint32_t offcpu_us;	     /* last on_offcpu threshold (0: none) */
 	struct claim *q;	     /* claim ring */
 	size_t qhead;		     /* oldest entry */
 	size_t qlen;		     /* entries queued (the head may be in flight) */

@@ -129,7 +129,8 @@ static void update_state(struct triggers *t, struct trigger *tr)
 		tr->reason[0] = 0;
 	} else {
 		tr->state = ST(PENDING);
-		snprintf(tr->reason, sizeof(tr->reason), "no target process on this node");
+		snprintf(tr->reason, sizeof(tr->reason), "no target process on this node%s",
+			 tr->offcpu_us ? ": no off-CPU capture until one appears" : "");
 	}
 }
 
@@ -140,35 +141,79 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Recomputes the raised set; calls on_raise when it changed. Lock held. */
-void update_raise(struct triggers *t)
+/*
+ * The targets of the Active triggers (only those asking for off-CPU
+ * capture when offcpu), sorted and unique, in a new array (the caller
+ * frees it; NULL on -ENOMEM); with the highest Hz and the smallest off-CPU
+ * threshold among those triggers (0 when none).
+ */
+static uint32_t *active_targets(struct triggers *t, bool offcpu, size_t *n, unsigned *hz,
+				uint32_t *min_us)
 {
-	size_t total = 0, n = 0;
-	unsigned hz = 0;
+	size_t total = 0, k = 0;
 	uint32_t *v;
 
+	*hz = 0;
+	*min_us = 0;
 	for (size_t i = 0; i < t->n; i++)
-		if (t->set[i]->state == ST(ACTIVE))
+		if (t->set[i]->state == ST(ACTIVE) && (!offcpu || t->set[i]->offcpu_us))
 			total += t->set[i]->ntargets;
 	v = malloc((total ? total : 1) * sizeof(*v));
 	if (!v)
-		return; /* keeps the last raise; the next change retries */
+		return NULL;
 	for (size_t i = 0; i < t->n; i++) {
 		struct trigger *tr = t->set[i];
 
-		if (tr->state != ST(ACTIVE))
+		if (tr->state != ST(ACTIVE) || (offcpu && !tr->offcpu_us))
 			continue;
-		memcpy(v + n, tr->targets, tr->ntargets * sizeof(*v));
-		n += tr->ntargets;
-		if (tr->hz > hz)
-			hz = tr->hz;
+		memcpy(v + k, tr->targets, tr->ntargets * sizeof(*v));
+		k += tr->ntargets;
+		if (tr->hz > *hz)
+			*hz = tr->hz;
+		if (tr->offcpu_us && (!*min_us || tr->offcpu_us < *min_us))
+			*min_us = tr->offcpu_us;
 	}
-	qsort(v, n, sizeof(*v), cmp_u32);
-	total = n;
-	n = 0;
-	for (size_t i = 0; i < total; i++)
-		if (n == 0 || v[n - 1] != v[i])
-			v[n++] = v[i];
+	qsort(v, k, sizeof(*v), cmp_u32);
+	*n = 0;
+	for (size_t i = 0; i < k; i++)
+		if (*n == 0 || v[*n - 1] != v[i])
+			v[(*n)++] = v[i];
+	return v;
+}
+
+/* Recomputes the off-CPU set; calls on_offcpu when it or its threshold changed. Lock held. */
+static void update_offcpu(struct triggers *t)
+{
+	size_t n;
+	unsigned hz;
+	uint32_t min_us, *v = active_targets(t, true, &n, &hz, &min_us);
+
+	if (!v)
+		return; /* keeps the last set; the next change retries */
+	if (!n)
+		min_us = 0;
+	if (n == t->noffcpu && min_us == t->offcpu_us && !memcmp(v, t->offcpu, n * sizeof(*v))) {
+		free(v);
+		return;
+	}
+	free(t->offcpu);
+	t->offcpu = v;
+	t->noffcpu = n;
+	t->offcpu_us = min_us;
+	log_debug("triggers: off-CPU processes=%zu min_us=%u", n, min_us);
+	if (t->o.on_offcpu)
+		t->o.on_offcpu(t->o.offcpu_ctx, v, n, min_us);
+}
+
+/* Recomputes the raised set; calls on_raise when it changed. Lock held. */
+static void update_raised(struct triggers *t)
+{
+	size_t n;
+	unsigned hz;
+	uint32_t min_us, *v = active_targets(t, false, &n, &hz, &min_us);
+
+	if (!v)
+		return; /* keeps the last raise; the next change retries */
 	if (!n)
 		hz = 0;
 	if (n == t->nraised && hz == t->raised_hz && !memcmp(v, t->raised, n * sizeof(*v))) {
@@ -182,6 +227,13 @@ void update_raise(struct triggers *t)
 	log_debug("triggers: raise processes=%zu hz=%u", n, hz);
 	if (t->o.on_raise)
 		t->o.on_raise(t->o.raise_ctx, v, n, hz);
+}
+
+/* Recomputes the raised and off-CPU sets; calls on_raise / on_offcpu when changed. Lock held. */
+void update_raise(struct triggers *t)
+{
+	update_raised(t);
+	update_offcpu(t);
 }
 
 void resolve_targets(struct triggers *t, struct trigger *tr)

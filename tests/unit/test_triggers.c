@@ -46,14 +46,30 @@ static int64_t real_ms(void)
 
 /* What the callbacks saw. */
 struct seen {
-	pthread_mutex_t mu; /* guards the rest */
-	int raises;	    /* on_raise calls */
-	uint32_t tgids[16]; /* last tgids */
-	size_t ntgids;	    /* entries */
-	unsigned hz;	    /* last hz */
-	int decisions;	    /* on_decision calls */
-	int kept;	    /* of those, keep = true */
+	pthread_mutex_t mu;	/* guards the rest */
+	int raises;		/* on_raise calls */
+	uint32_t tgids[16];	/* last tgids */
+	size_t ntgids;		/* entries */
+	unsigned hz;		/* last hz */
+	int decisions;		/* on_decision calls */
+	int kept;		/* of those, keep = true */
+	int offcpus;		/* on_offcpu calls */
+	uint32_t off_tgids[16]; /* last off-CPU tgids */
+	size_t noff;		/* entries */
+	uint32_t off_us;	/* last off-CPU threshold */
 };
+
+static void on_offcpu(void *ctx, const uint32_t *tgids, size_t n, uint32_t min_us)
+{
+	struct seen *s = ctx;
+
+	pthread_mutex_lock(&s->mu);
+	s->offcpus++;
+	s->noff = n < 16 ? n : 16;
+	memcpy(s->off_tgids, tgids, s->noff * sizeof(*tgids));
+	s->off_us = min_us;
+	pthread_mutex_unlock(&s->mu);
+}
 
 static void on_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
 {
@@ -89,6 +105,8 @@ struct spec {
 	const char *status, *route, *method;
 	uint64_t min_us, max_us;
 	bool no_targets;
+	bool offcpu;	    /* offcpu */
+	uint32_t offcpu_us; /* offcpu_threshold_us */
 };
 
 /* Builds the messages on the heap, applies, frees them. */
@@ -113,6 +131,8 @@ static int apply(struct triggers *t, uint64_t gen, const struct spec *sp, size_t
 		tr[i].service = (char *)(sp[i].service ? sp[i].service : "pay");
 		tr[i].frequency_hz = sp[i].hz;
 		tr[i].max_requests = sp[i].max;
+		tr[i].offcpu = sp[i].offcpu;
+		tr[i].offcpu_threshold_us = sp[i].offcpu_us;
 		tr[i].deadline_unix_ms = sp[i].deadline ? sp[i].deadline : now + 300000;
 		tr[i].targets = &tg[i];
 		tr[i].criteria = &cr[i];
@@ -205,6 +225,8 @@ static struct triggers *engine(struct seen *s, bool claims, const char *conninfo
 	    .now_ms = claims ? NULL : fake_clock,
 	    .on_raise = on_raise,
 	    .raise_ctx = s,
+	    .on_offcpu = on_offcpu,
+	    .offcpu_ctx = s,
 	    .on_decision = on_decision,
 	    .decision_ctx = s,
 	};
@@ -424,6 +446,69 @@ static void test_targets_and_idempotency(void)
 	/* terminal while the id stays */
 	CHECK(apply(t, 10, sp, 1, &changed, now) == 0, "re-apply after expiry");
 	expect_state(t, "bysvc", ST(EXPIRED), NULL);
+	__atomic_store_n(&fake_now, now, __ATOMIC_SEQ_CST);
+	triggers_free(t);
+}
+
+/*
+ * Off-CPU capture: the targets of the Active triggers that ask for it,
+ * with the smallest threshold among them, reach on_offcpu; a trigger
+ * without it does not; one that ends (left the set, expired, its process
+ * gone) takes its targets out; a bad threshold is Rejected; a trigger
+ * without a target says off-CPU capture waits for one.
+ */
+static void test_offcpu(void)
+{
+	struct seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct triggers *t = engine(&s, false, NULL, 0);
+	int64_t now = fake_now;
+	bool changed;
+	struct spec sp[] = {
+	    {.id = "a", .service = "pay", .tsvc = "pay", .offcpu = true, .offcpu_us = 5000},
+	    {.id = "b", .service = "inv", .tsvc = "inv", .offcpu = true}, /* default 1 ms */
+	    {.id = "c", .service = "ship", .tsvc = "ship"},		  /* no off-CPU */
+	    {.id = "d", .service = "none", .tsvc = "none", .offcpu = true, .offcpu_us = 20},
+	    {.id = "low", .service = "x", .tsvc = "x", .offcpu = true, .offcpu_us = 9},
+	    {.id = "high", .service = "y", .tsvc = "y", .offcpu = true, .offcpu_us = 10000001},
+	    {.id = "ign", .service = "z", .tsvc = "z", .offcpu_us = 9}, /* no offcpu: not read */
+	};
+	struct triggers_proc pa = {100, "pay", "", "", ""}, pb = {200, "inv", "", "", ""};
+	struct triggers_proc pc = {300, "ship", "", "", ""};
+
+	CHECK(apply(t, 1, sp, 7, &changed, now) == 0 && changed, "apply");
+	expect_state(t, "low", ST(REJECTED), "offcpu_threshold_us: 9 is outside 10..10000000");
+	expect_state(t, "high", ST(REJECTED), "offcpu_threshold_us");
+	expect_state(t, "ign", ST(PENDING), NULL);
+	expect_state(t, "d", ST(PENDING),
+		     "no target process on this node: no off-CPU capture until one appears");
+	expect_state(t, "c", ST(PENDING), "no target process on this node");
+	CHECK(s.noff == 0, "off-CPU targets before any process: %zu", s.noff);
+	triggers_proc_add(t, &pa);
+	triggers_proc_add(t, &pb);
+	triggers_proc_add(t, &pc);
+	CHECK(s.ntgids == 3, "raised set %zu", s.ntgids);
+	CHECK(s.noff == 2 && s.off_tgids[0] == 100 && s.off_tgids[1] == 200 && s.off_us == 1000,
+	      "off-CPU set: n %zu [%u %u] min %u us", s.noff, s.off_tgids[0], s.off_tgids[1],
+	      s.off_us);
+	/* b leaves the set: a's own threshold */
+	{
+		struct spec ac[] = {sp[0], sp[2]};
+
+		CHECK(apply(t, 2, ac, 2, &changed, now) == 0 && changed, "apply a, c");
+	}
+	CHECK(s.noff == 1 && s.off_tgids[0] == 100 && s.off_us == 5000,
+	      "off-CPU set after b left: n %zu min %u us", s.noff, s.off_us);
+	/* a's process gone: nothing; back: again */
+	triggers_proc_remove(t, 100);
+	CHECK(s.noff == 0 && s.off_us == 0, "off-CPU set after the process left: %zu", s.noff);
+	triggers_proc_add(t, &pa);
+	CHECK(s.noff == 1 && s.off_us == 5000, "off-CPU set back: %zu", s.noff);
+	/* a expires: cleared, while c (no off-CPU) never was in it */
+	__atomic_store_n(&fake_now, now + 300000, __ATOMIC_SEQ_CST);
+	triggers_tick(t);
+	expect_state(t, "a", ST(EXPIRED), "deadline");
+	CHECK(s.noff == 0 && s.off_us == 0, "expired trigger still captures off-CPU: %zu", s.noff);
+	CHECK(s.ntgids == 0, "raised after expiry: %zu", s.ntgids);
 	__atomic_store_n(&fake_now, now, __ATOMIC_SEQ_CST);
 	triggers_free(t);
 }
@@ -719,6 +804,7 @@ int main(void)
 	test_patterns();
 	test_validation();
 	test_targets_and_idempotency();
+	test_offcpu();
 	test_fencing();
 	test_criteria();
 	test_claims();
