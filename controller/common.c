@@ -141,6 +141,14 @@ const Traceprof__Control__V1__TriggerStatus *ctl_agent_trigger(const struct ctl_
 	return NULL;
 }
 
+const Traceprof__Control__V1__Trigger *ctl_set_trigger(const struct ctl_set *s, const char *id)
+{
+	for (size_t i = 0; i < s->req.n_triggers; i++)
+		if (strcmp(s->req.triggers[i]->id, id) == 0)
+			return s->req.triggers[i];
+	return NULL;
+}
+
 void ctl_agent_clear(struct ctl_agent *a)
 {
 	control_client_free(a->client);

@@ -74,6 +74,14 @@ void ctl_set_clear_triggers(struct ctl_set *s);
  */
 bool ctl_set_commit(struct ctl_set *s);
 void ctl_set_free(struct ctl_set *s);
+/* The trigger id of the set, or NULL. */
+const Traceprof__Control__V1__Trigger *ctl_set_trigger(const struct ctl_set *s, const char *id);
+
+/*
+ * What the message of a trigger without a target process adds when the
+ * trigger asks for off-CPU capture: nothing is captured until one appears.
+ */
+#define CTL_NO_TARGET_OFFCPU ": no CPU or off-CPU profile until one appears"
 
 int64_t ctl_now_ms(clockid_t clk);
 

@@ -91,7 +91,7 @@ static json_t *trace_ids_array(const char *ids)
  * that targets nothing (NULL otherwise).
  */
 static json_t *status_agents(struct kstate *s, const char *id, const char *service, bool selector,
-			     size_t n_pods, char *msg, size_t msglen)
+			     bool offcpu, size_t n_pods, char *msg, size_t msglen)
 {
 	json_t *a = json_array();
 	size_t reached = 0, reporting = 0;
@@ -119,9 +119,11 @@ static json_t *status_agents(struct kstate *s, const char *id, const char *servi
 						      : (ag->down ? "Unreachable" : "Sent")));
 	}
 	if (selector && !n_pods)
-		snprintf(msg, msglen, "no running pod matches spec.selector");
+		snprintf(msg, msglen, "no running pod matches spec.selector%s",
+			 offcpu ? CTL_NO_TARGET_OFFCPU : "");
 	else if (!selector && reached && reporting == reached && !procs)
-		snprintf(msg, msglen, "no target process on any agent (service %s)", service);
+		snprintf(msg, msglen, "no target process on any agent (service %s)%s", service,
+			 offcpu ? CTL_NO_TARGET_OFFCPU : "");
 	return a;
 }
 
@@ -159,7 +161,7 @@ static json_t *compute_status(struct kstate *s, const json_t *fresh)
 		json_object_set_new(
 		    st, "targets",
 		    json_pack("{s:o, s:o}", "agents",
-			      status_agents(s, id, r->service, t.has_selector,
+			      status_agents(s, id, r->service, t.has_selector, t.offcpu,
 					    json_array_size(pods),
 					    strcmp(phase, "Active") == 0 ? msg : err, sizeof(msg)),
 			      "pods", pods));

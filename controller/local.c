@@ -418,8 +418,10 @@ static void json_targets(struct state *s, struct jsonbuf *b, const struct trigge
 	}
 	jsonbuf_printf(b, "], \"targetProcesses\": %llu, \"message\": ", sum);
 	if (strcmp(r->phase, "Active") == 0 && reached && reporting == reached && !sum) {
-		snprintf(msg, sizeof(msg), "no target process on any agent (service %s)",
-			 r->service);
+		const Traceprof__Control__V1__Trigger *tr = ctl_set_trigger(&s->set, r->id);
+
+		snprintf(msg, sizeof(msg), "no target process on any agent (service %s)%s",
+			 r->service, tr && tr->offcpu ? CTL_NO_TARGET_OFFCPU : "");
 		jsonbuf_str(b, msg);
 	} else {
 		jsonbuf_str(b, NULL);

@@ -20,6 +20,7 @@
 #     and the status file say Expired;
 #  4. a trigger for a service no process has stays Active with 0 target
 #     processes and says so in the status file, while the others work;
+#     one asking for off-CPU capture says that none happens either;
 #  5. 50 triggers for one service at once: 3 Active, 47 Rejected with the
 #     reason in the table and the status file, never more than 3 on an
 #     agent, a trigger for another service still Active within 2 s, and
@@ -129,8 +130,14 @@ start_controller
 manifest nosvc no-such-svc "match: {minDuration: 200ms}" "timeout: 2m" | put nosvc.yaml
 wait_json 5 "a trigger without targets stays Active and says so" \
 	'.triggers[] | select(.name == "nosvc") | .phase == "Active" and .targetProcesses == 0 and
-	 (.message | test("no target process on any agent")) and (.agents | length == 2) and
+	 (.message | test("no target process on any agent")) and (.message | test("off-CPU") | not) and
+	 (.agents | length == 2) and
 	 all(.agents[]; .state == "Pending" and .targetProcesses == 0 and (.reason | test("no target process")))'
+manifest nooff no-such-svc-2 "sampling: {offCPU: true, offCPUThreshold: 500us}" "timeout: 2m" | put nooff.yaml
+wait_json 5 "an off-CPU trigger without targets says nothing is captured" \
+	'.triggers[] | select(.name == "nooff") | .phase == "Active" and .targetProcesses == 0 and
+	 (.message == "no target process on any agent (service no-such-svc-2): no CPU or off-CPU profile until one appears") and
+	 all(.agents[]; .state == "Pending" and (.reason | test("no off-CPU capture until one appears")))'
 
 # ---- 2. removing the file stops the trigger; raw calls meanwhile ----
 t=$(now)
