@@ -96,6 +96,11 @@ out=$(k get tpt slow-payments -o yaml 2>&1)
 echo "$out" | grep -q '^    frequencyHz: 99$' && echo "$out" | grep -q '^  timeout: 5m$' &&
 	echo "$out" | grep -q '^  generation: 1$' && pass "defaults applied (frequencyHz 99, timeout 5m)" ||
 	fail "defaults: $out"
+echo "$out" | grep -q '^    offCPU: false$' && ! echo "$out" | grep -q 'offCPUThreshold' &&
+	pass "offCPU defaults to false, offCPUThreshold is not defaulted" || fail "off-CPU defaults: $out"
+out=$(k explain tpt.spec.sampling 2>&1)
+echo "$out" | grep -q 'offCPU.*<boolean>' && echo "$out" | grep -q 'offCPUThreshold.*<string>' &&
+	pass "explain shows offCPU and offCPUThreshold" || fail "explain off-CPU: $out"
 
 # A status change through the status subresource reaches a running watch.
 k get tpt -w >"$work/watch.out" 2>&1 &
@@ -145,7 +150,17 @@ check_bad bad-min-max.yaml 'spec.match: Invalid value: "object": minDuration mus
 check_bad bad-duration.yaml 'spec.match.minDuration: Invalid value: "5 minutes"'
 check_bad bad-status.yaml 'spec.match.status: Invalid value: "6xx"'
 check_bad bad-unknown-field.yaml 'unknown field "spec.smapling"'
+check_bad bad-offcpu-threshold.yaml 'spec.sampling.offCPUThreshold: Invalid value: "string": offCPUThreshold must be at least 10us and at most 10s'
+check_bad bad-offcpu-threshold-alone.yaml 'spec.sampling: Invalid value: "object": offCPUThreshold is set only with offCPU: true'
+check_bad bad-offcpu-string.yaml 'spec.sampling.offCPU in body must be of type boolean'
 check_bad bad-no-target.yaml 'spec: Invalid value: "object": one of spec.service or spec.selector is required'
+# A valid off-CPU trigger is stored as written.
+out=$(printf '%s\n' 'apiVersion: traceprof.dev/v1alpha1' 'kind: TraceProfileTrigger' \
+	'metadata: {name: offcpu}' 'spec: {service: payment-svc, sampling: {offCPU: true, offCPUThreshold: 500us}}' |
+	k apply -f - 2>&1) && pass "$out" || fail "apply an off-CPU trigger: $out"
+out=$(k get tpt offcpu -o jsonpath='{.spec.sampling.offCPU} {.spec.sampling.offCPUThreshold} {.spec.sampling.frequencyHz}' 2>&1)
+[ "$out" = "true 500us 99" ] && pass "off-CPU trigger stored: $out" || fail "off-CPU trigger: $out"
+out=$(k delete tpt offcpu 2>&1) || fail "delete offcpu: $out"
 out=$(k get tpt -o name 2>&1)
 [ "$out" = "traceprofiletrigger.traceprof.dev/slow-payments" ] && pass "nothing invalid stored" ||
 	fail "stored after invalid applies: $out"
