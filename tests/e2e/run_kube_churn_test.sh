@@ -8,7 +8,8 @@
 #      the new generation and the trigger completes per the new spec;
 #   3. pods coming and going: a matching pod that starts becomes a target
 #      and its requests are claimed; once it is deleted it is no target and
-#      nothing more is claimed from it;
+#      nothing more is claimed from it; before it runs the trigger says it
+#      has no pod (an off-CPU trigger also that nothing is captured);
 #   4. a watch expired while the controller was not watching: stopped, its
 #      connection cut, the spec changed and the history moved on; resumed,
 #      it gets 410, lists again and completes per the current spec;
@@ -183,6 +184,15 @@ wait_phase canary Active 30
 [ -z "$(tpt canary '{.status.targets.pods[*].name}')" ] || fail "canary has targets before its pod runs"
 [ "$(tpt canary '{.status.message}')" = "no running pod matches spec.selector" ] ||
 	fail "canary message: $(tpt canary '{.status.message}')"
+# the same for a trigger asking for off-CPU capture says none happens either
+apply_trigger ghost "  selector: {matchLabels: {role: ghost}}" "  sampling: {offCPU: true}" \
+	"  timeout: 3m"
+wait_phase ghost Active 30
+[ "$(tpt ghost '{.status.message}')" = \
+	"no running pod matches spec.selector: no CPU or off-CPU profile until one appears" ] ||
+	fail "ghost message: $(tpt ghost '{.status.message}')"
+kc delete tpt ghost >/dev/null
+echo "ok: an off-CPU trigger without a pod says nothing is captured"
 a0=$(applied)
 kube_pod_running canary-1 default "$can_cid"
 for _ in $(seq 100); do [ "$(tpt canary '{.status.targets.pods[*].name}')" = canary-1 ] && break; sleep 0.1; done
