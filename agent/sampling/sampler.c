@@ -88,8 +88,8 @@ struct sampler {
 	 * Off-CPU targets of triggers (sampler_set_offcpu_targets). The
 	 * scheduler programs must be attached while offcpu_targets_n > 0
 	 * even when the mode of sampler_set_offcpu is OFF, and may be
-	 * detached only when both are off: sampler_set_offcpu and
-	 * sampler_set_offcpu_targets each check the other's state there.
+	 * detached only when both are off, so each of the two functions
+	 * reads the other's state before it attaches or detaches them.
 	 */
 	size_t offcpu_targets_n;	/* processes in the offcpu_targets map */
 	uint32_t offcpu_targets_min_us; /* their threshold; 0 when none */

@@ -192,7 +192,8 @@ static void update_offcpu(struct triggers *t)
 		return; /* keeps the last set; the next change retries */
 	if (!n)
 		min_us = 0;
-	if (n == t->noffcpu && min_us == t->offcpu_us && !memcmp(v, t->offcpu, n * sizeof(*v))) {
+	if (n == t->noffcpu && min_us == t->offcpu_us &&
+	    (!n || !memcmp(v, t->offcpu, n * sizeof(*v)))) {
 		free(v);
 		return;
 	}
