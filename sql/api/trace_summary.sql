@@ -1,4 +1,5 @@
--- trace_summary.sql: _service_verdict, trace_summary (taken from migrations 004, 006).
+-- trace_summary.sql: _service_verdict, _service_wait_verdict, trace_summary (taken from
+-- migrations 004, 006).
 
 -- One line about one service of a trace. span_ms NULL: no span row;
 -- cpu_ms 0: no samples.
@@ -17,6 +18,34 @@ LANGUAGE sql IMMUTABLE AS $$
                 WHEN $5 THEN 'mostly waiting (' || round($4) || ' ms CPU)'
                 ELSE $6 || ' ' || round($7) || ' % (' || round($8) || ' ms CPU)'
                      || coalesce(' → ' || $9, '') END
+$$;
+
+-- The line about one service of a trace that has off-CPU rows: its span,
+-- its CPU and the function that took it, and the dominant wait: blocked
+-- time with the top blocking function and its caller (sql/api/offcpu.sql
+-- says how they are found), or the wait for a CPU when that is longer:
+-- "payment-svc: 934 ms span: 424 ms CPU in validateSignature, 480 ms
+-- blocked in pthread_mutex_lock ← ledger_append". When the top blocking
+-- function holds less than all of the blocked time (in whole ms), both
+-- figures: "490 ms blocked, 480 ms in pthread_mutex_lock ← ledger_append".
+CREATE OR REPLACE FUNCTION traceprof._service_wait_verdict(service text, span_count bigint, span_ms numeric,
+                                                cpu_ms double precision, top_function text,
+                                                blocked_ms double precision, runq_ms double precision,
+                                                blocker text, blocker_ms double precision)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT $1 || ': '
+        || CASE WHEN $2 IS NULL OR $2 = 0 THEN 'no span'
+                WHEN $2 = 1 THEN round($3) || ' ms span'
+                ELSE $2 || ' spans, ' || round($3) || ' ms' END
+        || ': '
+        || CASE WHEN coalesce($4, 0) = 0 THEN 'no CPU samples'
+                ELSE round($4) || ' ms CPU' || coalesce(' in ' || $5, '') END
+        || CASE WHEN coalesce($6, 0) = 0 AND coalesce($7, 0) = 0 THEN ''
+                WHEN coalesce($7, 0) > coalesce($6, 0) THEN ', ' || round($7) || ' ms waiting for a CPU'
+                WHEN $8 IS NULL THEN ', ' || round($6) || ' ms blocked'
+                WHEN round($9) >= round($6) THEN ', ' || round($6) || ' ms blocked in ' || $8
+                ELSE ', ' || round($6) || ' ms blocked, ' || round($9) || ' ms in ' || $8 END
 $$;
 
 -- A JSON object describing one trace: its time span, and per service its
@@ -59,6 +88,13 @@ BEGIN
                   FROM tagged r
                  GROUP BY r.service, r.stack_id) t
          GROUP BY t.service
+    ), bd AS MATERIALIZED (
+        -- per span: CPU, hotspots and off-CPU time (every blocking function)
+        SELECT x.*
+          FROM (SELECT array_agg(r.span_id) AS spans, array_agg(r.service) AS svcs,
+                       array_agg(r.stack_id) AS ids, array_agg(r.samples) AS n, array_agg(r.cpu_ms) AS ms
+                  FROM tagged r) g
+         CROSS JOIN LATERAL traceprof._trace_breakdown(tid, g.spans, g.svcs, g.ids, g.n, g.ms, 3, 1000) x
     ), per_span AS (
         SELECT jsonb_agg(jsonb_build_object(
                    'service', x.service,
@@ -70,11 +106,41 @@ BEGIN
                    'cpu_pct', round(x.cpu_pct::numeric, 1),
                    'verdict', x.verdict,
                    'hotspots', x.hotspots)
+                   || CASE WHEN x.has_offcpu THEN jsonb_build_object(
+                          'blocked_ms', round(x.blocked_ms::numeric, 1),
+                          'runq_ms', round(x.runq_ms::numeric, 1),
+                          'other_ms', round(x.other_ms::numeric, 1),
+                          'excess_ms', round(x.excess_ms::numeric, 1),
+                          'blocked_by', jsonb_path_query_array(x.blocked_by, '$[0 to 2]'))
+                      ELSE '{}' END
                    ORDER BY x.start_time NULLS LAST, x.service COLLATE "C", x.span_id NULLS LAST) AS list
-          FROM (SELECT array_agg(r.span_id) AS spans, array_agg(r.service) AS svcs,
-                       array_agg(r.stack_id) AS ids, array_agg(r.samples) AS n, array_agg(r.cpu_ms) AS ms
-                  FROM tagged r) g
-         CROSS JOIN LATERAL traceprof._trace_spans(tid, g.spans, g.svcs, g.ids, g.n, g.ms, 3) x
+          FROM bd x
+         WHERE x.start_time IS NOT NULL OR x.samples > 0 OR x.has_offcpu
+    ), off_fn AS (
+        -- per service and blocking function, over its spans
+        SELECT x.service, e->>'function' AS function, sum((e->>'ms')::float8) AS ms,
+               (array_agg(e->>'caller' ORDER BY (e->>'ms')::float8 DESC, e->>'caller' COLLATE "C"))[1] AS caller
+          FROM bd x
+         CROSS JOIN LATERAL jsonb_array_elements(x.blocked_by) e
+         WHERE x.has_offcpu
+         GROUP BY x.service, e->>'function'
+    ), off AS (
+        -- per service with off-CPU rows: the breakdown of its spans
+        SELECT x.service, sum(x.span_ms) AS span_ms, sum(x.cpu_ms) AS cpu_ms,
+               sum(x.blocked_ms) AS blocked_ms, sum(x.runq_ms) AS runq_ms,
+               sum(x.other_ms) AS other_ms, sum(x.excess_ms) AS excess_ms,
+               (SELECT jsonb_agg(jsonb_build_object('function', f.function, 'caller', f.caller,
+                                                    'ms', round(f.ms::numeric, 1))
+                                 ORDER BY f.ms DESC, f.function COLLATE "C")
+                  FROM (SELECT * FROM off_fn f WHERE f.service = x.service
+                         ORDER BY f.ms DESC, f.function COLLATE "C" LIMIT 3) f) AS blocked_by,
+               (SELECT f.function || coalesce(' ← ' || f.caller, '') FROM off_fn f
+                 WHERE f.service = x.service ORDER BY f.ms DESC, f.function COLLATE "C" LIMIT 1) AS blocker,
+               (SELECT f.ms FROM off_fn f
+                 WHERE f.service = x.service ORDER BY f.ms DESC, f.function COLLATE "C" LIMIT 1) AS blocker_ms
+          FROM bd x
+         WHERE x.service IN (SELECT y.service FROM bd y WHERE y.has_offcpu)
+         GROUP BY x.service
     ), prof AS (
         SELECT g.service, p.*,
                row_number() OVER (PARTITION BY g.service
@@ -141,14 +207,33 @@ BEGIN
           FROM spans sp
           FULL JOIN cpu c ON c.service = sp.service
           LEFT JOIN hot ON hot.service = coalesce(sp.service, c.service)
+        UNION ALL
+        -- a service with off-CPU rows only (no span row, no samples)
+        SELECT o.service, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+          FROM off o
+         WHERE NOT EXISTS (SELECT FROM spans sp WHERE sp.service = o.service)
+           AND NOT EXISTS (SELECT FROM cpu c WHERE c.service = o.service)
     ), out AS (
-        SELECT svc.*,
-               traceprof._service_verdict(svc.service, svc.span_count, svc.span_ms, svc.cpu_ms,
-                                          svc.mostly_waiting, svc.top_function, svc.top_pct,
-                                          svc.top_cpu_ms, svc.deepest) AS verdict,
+        SELECT svc.*, o.service IS NOT NULL AS has_offcpu,
+               CASE WHEN o.service IS NULL
+                    THEN traceprof._service_verdict(svc.service, svc.span_count, svc.span_ms, svc.cpu_ms,
+                                                    svc.mostly_waiting, svc.top_function, svc.top_pct,
+                                                    svc.top_cpu_ms, svc.deepest)
+                    ELSE traceprof._service_wait_verdict(svc.service, svc.span_count, svc.span_ms,
+                                                         svc.cpu_ms, svc.top_function, o.blocked_ms,
+                                                         o.runq_ms, o.blocker, o.blocker_ms) END AS verdict,
+               CASE WHEN o.service IS NOT NULL THEN jsonb_build_object(
+                   'span_ms', round(o.span_ms::numeric, 1),
+                   'cpu_ms', round(o.cpu_ms::numeric, 1),
+                   'blocked_ms', round(o.blocked_ms::numeric, 1),
+                   'runq_ms', round(o.runq_ms::numeric, 1),
+                   'other_ms', round(o.other_ms::numeric, 1),
+                   'excess_ms', round(o.excess_ms::numeric, 1),
+                   'blocked_by', coalesce(o.blocked_by, '[]')) END AS breakdown,
                row_number() OVER (ORDER BY svc.cpu_ms DESC, svc.span_ms DESC NULLS LAST,
                                   svc.service COLLATE "C") AS ord
           FROM svc
+          LEFT JOIN off o ON o.service = svc.service
     ), bounds AS (
         SELECT min(sp.start_time) AS t0,
                max(sp.start_time + sp.duration_us * interval '1 microsecond') AS t1
@@ -171,7 +256,9 @@ BEGIN
                    'mostly_waiting', o.mostly_waiting,
                    'hotspots', coalesce(o.hotspots, '[]'),
                    'hot_path', coalesce(o.hot_path, '[]'),
-                   'verdict', o.verdict) ORDER BY o.ord),
+                   'verdict', o.verdict)
+                   || CASE WHEN o.has_offcpu THEN jsonb_build_object('breakdown', o.breakdown)
+                           ELSE '{}' END ORDER BY o.ord),
                'service_spans', (SELECT coalesce(ps.list, '[]') FROM per_span ps))
       FROM bounds b, out o
      GROUP BY b.t0, b.t1);
