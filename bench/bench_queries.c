@@ -29,6 +29,11 @@ static const struct query queries[] = {
     {"trace_folded", "SELECT * FROM traceprof.trace_folded($1)"},
     {"trace_summary", "SELECT traceprof.trace_summary($1)"},
     {"trace_flamegraph", "SELECT * FROM traceprof.trace_flamegraph($1)"},
+    {"trace_folded_text", "SELECT traceprof.trace_folded_text($1)"},
+    {"trace_services", "SELECT * FROM traceprof.trace_services($1)"},
+    {"trace_stacks", "SELECT * FROM traceprof.trace_stacks($1)"},
+    {"trace_time_breakdown", "SELECT * FROM traceprof.trace_time_breakdown($1)"},
+    {"trace_offcpu_folded", "SELECT * FROM traceprof.trace_offcpu_folded($1)"},
 };
 
 static double now_ms(void)
