@@ -168,7 +168,7 @@ BEGIN
           -- the root level is skipped: entry points (main, thread starts) are never the answer
           FROM (SELECT g.service, hp.*, hp.depth > 1 AND hp.share < 0.9995 AS narrowed
                   FROM stacks g
-                 CROSS JOIN LATERAL traceprof.hot_path(g.ids, g.ms) hp) h
+                 CROSS JOIN LATERAL traceprof._hot_path(g.ids, g.ms, 0.1) hp) h
           LEFT JOIN traceprof.functions f ON f.function_id = h.function_id
          GROUP BY h.service
     ), cpu AS (
