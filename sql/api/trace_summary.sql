@@ -60,7 +60,8 @@ $$;
 -- object per row of trace_services with the span's top 3 hotspots. The
 -- trace's samples are read once, per span (_trace_span_stacks: raised rows
 -- per source when it has any), and summed per service; a span stored twice
--- counts once. NULL when the trace has neither spans nor samples.
+-- counts once. NULL when the trace has neither spans nor samples nor
+-- off-CPU rows.
 CREATE OR REPLACE FUNCTION traceprof.trace_summary(trace_id text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE

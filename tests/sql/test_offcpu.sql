@@ -201,3 +201,14 @@ SELECT t.raises($$SELECT * FROM traceprof.trace_offcpu_folded('00000000000000000
                 'trace_offcpu_folded: unknown off-CPU kind NULL', 'NULL kind');
 SELECT t.raises($$SELECT * FROM traceprof.trace_offcpu_folded('00000000000000000000000000000001', 'Blocked')$$,
                 'unknown off-CPU kind', 'kinds are exact');
+
+-- a trace with off-CPU rows only (its spans and samples not stored yet)
+INSERT INTO traceprof.offcpu (bucket, source_id, span_id, trace_id, kind, stacks, us) VALUES
+    ('2030-03-01 12:00:00+00', 2, x'b4'::int, t.tid(4), 1, '{14}', '{70000}');
+SELECT t.eq(pg_temp.rows('00000000000000000000000000000004'),
+            'payment-svc|00000000000000b4|-|0.0|70.0|0.0|-|-|-|'
+            '[{"ms": 70.0, "pct": 100.0, "caller": "ledger_append", "function": "pthread_mutex_lock"}]',
+            'off-CPU rows only: a row of their source''s service, no span');
+SELECT t.eq(traceprof.trace_summary('00000000000000000000000000000004')->>'verdict',
+            'payment-svc: no span: no CPU samples, 70 ms blocked in pthread_mutex_lock ← ledger_append',
+            'off-CPU rows only: the summary names the wait');
