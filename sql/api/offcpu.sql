@@ -71,7 +71,9 @@ END $$;
 -- the header of this file).
 CREATE OR REPLACE FUNCTION traceprof._offcpu_blockers(stack_ids bigint[])
 RETURNS TABLE (stack_id bigint, function text, caller text)
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+-- nested loops on: a caller that turned them off for its bulk joins
+-- (compare_offcpu_cohorts) would otherwise have this read all of stacks
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_nestloop = on AS $$
 #variable_conflict use_column
 BEGIN
     -- PL/pgSQL, not SQL: its plan is made once per session, where an SQL
@@ -87,7 +89,8 @@ BEGIN
          CROSS JOIN LATERAL unnest(s.function_ids) WITH ORDINALITY AS x(function_id, ord)
           LEFT JOIN traceprof.functions f ON f.function_id = x.function_id
     ), usr AS (
-        SELECT fr.*, first_value(fr.module) OVER (PARTITION BY fr.stack_id ORDER BY fr.ord DESC) AS leaf_module
+        SELECT fr.*, first_value(fr.module) OVER (PARTITION BY fr.stack_id ORDER BY fr.ord DESC) AS leaf_module,
+               lag(fr.name) OVER (PARTITION BY fr.stack_id ORDER BY fr.ord) AS parent
           FROM fr
          WHERE fr.kind <> 1
     ), edge AS (
@@ -95,7 +98,7 @@ BEGIN
           FROM usr u
          GROUP BY u.stack_id
     ), pick AS (
-        SELECT DISTINCT ON (u.stack_id) u.stack_id, u.ord, u.name
+        SELECT DISTINCT ON (u.stack_id) u.stack_id, u.ord, u.name, u.parent
           FROM usr u
           JOIN edge e ON e.stack_id = u.stack_id
          WHERE CASE WHEN e.b IS NOT NULL THEN u.ord > e.b ELSE u.name !~ '^_' END
@@ -107,8 +110,7 @@ BEGIN
     )
     SELECT st.id,
            CASE WHEN st.id = 0 THEN '[no stack]' ELSE coalesce(p.name, l.name, '[unknown]') END,
-           (SELECT u.name FROM usr u WHERE u.stack_id = p.stack_id AND u.ord < p.ord
-             ORDER BY u.ord DESC LIMIT 1)
+           p.parent -- the user frame above it
       FROM st
       LEFT JOIN pick p ON p.stack_id = st.id
       LEFT JOIN leaf l ON l.stack_id = st.id;

@@ -212,3 +212,48 @@ SELECT t.eq(pg_temp.rows('00000000000000000000000000000004'),
 SELECT t.eq(traceprof.trace_summary('00000000000000000000000000000004')->>'verdict',
             'payment-svc: no span: no CPU samples, 70 ms blocked in pthread_mutex_lock ← ledger_append',
             'off-CPU rows only: the summary names the wait');
+
+-- compare_offcpu_cohorts ----------------------------------------------------------
+-- payment-svc from 13:00: cohort a (>= 500 ms) A1, A2 and A3 (no off-CPU
+-- rows), cohort b (< 500 ms) B1, B2; blocked ms per request:
+--   A1 lock 300 recv 100 (and 50 ms runqueue: not blocked), A2 lock 500 recv 100,
+--   B1 lock 10 recv 90, B2 lock 30 recv 70.
+-- a: t = {400, 600}, lock f = {300, 500}: share 0.8, residuals -20, 20,
+--    variance 2 * 800 / 1000^2 = 0.0016; b: t = {100, 100}, lock {10, 30}:
+--    share 0.2, residuals -10, 10, variance 2 * 200 / 200^2 = 0.01;
+--    z = 0.6 / sqrt(0.0116) = 5.57086; recv the mirror image.
+INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, parent_span_id, route_id,
+                                duration_us, status_code) VALUES
+    ('2030-03-01 13:00:00+00', 2, t.tid(11), 11, NULL, 2, 800000, 200),
+    ('2030-03-01 13:00:01+00', 2, t.tid(12), 12, NULL, 2, 900000, 200),
+    ('2030-03-01 13:00:02+00', 2, t.tid(13), 13, NULL, 2, 600000, 200),
+    ('2030-03-01 13:00:03+00', 2, t.tid(21), 21, NULL, 2, 200000, 200),
+    ('2030-03-01 13:00:04+00', 2, t.tid(22), 22, NULL, 2, 300000, 200);
+INSERT INTO traceprof.offcpu (bucket, source_id, span_id, trace_id, kind, stacks, us) VALUES
+    ('2030-03-01 13:00:00+00', 2, 11, t.tid(11), 1, '{14,3}', '{300000,100000}'),
+    ('2030-03-01 13:00:00+00', 2, 11, t.tid(11), 2, '{14}', '{50000}'),
+    ('2030-03-01 13:00:01+00', 2, 12, t.tid(12), 1, '{14,3,14}', '{200000,100000,300000}'),
+    ('2030-03-01 13:00:03+00', 2, 21, t.tid(21), 1, '{3,14}', '{90000,10000}'),
+    ('2030-03-01 13:00:04+00', 2, 22, t.tid(22), 1, '{14,3}', '{30000,70000}');
+SELECT t.eq((SELECT string_agg(concat_ws('|', function, round(a_blocked_ms::numeric, 1), round(b_blocked_ms::numeric, 1),
+                                         round(a_ms_per_request::numeric, 3), round(b_ms_per_request::numeric, 3),
+                                         round(a_share::numeric, 3), round(b_share::numeric, 3),
+                                         round(delta::numeric, 3), round(z::numeric, 4)), E'\n' ORDER BY i)
+               FROM traceprof.compare_offcpu_cohorts('payment-svc', '2030-03-01 12:59', '2030-03-01 13:10',
+                                                     '{"min_duration": "500ms"}', '{"max_duration": "500ms"}')
+                    WITH ORDINALITY AS x(function, a_blocked_ms, b_blocked_ms, a_ms_per_request, b_ms_per_request,
+                                         a_share, b_share, delta, z, p_value, i)),
+            E'pthread_mutex_lock|800.0|40.0|266.667|20.000|0.800|0.200|0.600|5.5709\n'
+            'recv|200.0|160.0|66.667|80.000|0.200|0.800|-0.600|-5.5709',
+            'cohorts by blocked time per blocking function: shares, means per request, z');
+SELECT t.near((SELECT p_value FROM traceprof.compare_offcpu_cohorts('payment-svc', '2030-03-01 12:59', '2030-03-01 13:10',
+                                   '{"min_duration": "500ms"}', '{"max_duration": "500ms"}') LIMIT 1),
+              traceprof.normal_p_two_sided(0.6 / sqrt(0.0116)), 1e-12, 'p-value of z');
+SELECT t.eq((SELECT count(*) FROM traceprof.compare_offcpu_cohorts('payment-svc', '2030-03-01 14:00', '2030-03-01 15:00',
+                                   '{}', '{}')), 0::bigint, 'no requests: no rows');
+SELECT t.raises($$SELECT * FROM traceprof.compare_offcpu_cohorts('payment-svc', '2030-03-01', '2030-03-02',
+                                   '{"slow": true}', '{}')$$, 'unknown cohort key "slow" in cohort_a', 'bad cohort key');
+SELECT t.raises($$SELECT * FROM traceprof.compare_offcpu_cohorts('nope', '2030-03-01', '2030-03-02', '{}', '{}')$$,
+                'unknown service "nope"', 'unknown service');
+SELECT t.raises($$SELECT * FROM traceprof.compare_offcpu_cohorts('payment-svc', '2030-03-02', '2030-03-01', '{}', '{}')$$,
+                'need a time range', 'reversed range');
