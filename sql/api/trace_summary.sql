@@ -142,13 +142,30 @@ BEGIN
           FROM bd x
          WHERE x.service IN (SELECT y.service FROM bd y WHERE y.has_offcpu)
          GROUP BY x.service
+    ), leafs AS MATERIALIZED (
+        -- per service and distinct stack: its functions (the unknown
+        -- function when the stack is not in the dictionary) and weights
+        SELECT t.service, t.n, t.ms, coalesce(k.function_ids, ARRAY[0::bigint]) AS fns
+          FROM (SELECT r.service, r.stack_id, sum(r.samples)::bigint AS n, sum(r.cpu_ms) AS ms
+                  FROM tagged r
+                 GROUP BY r.service, r.stack_id) t
+          LEFT JOIN traceprof.stacks k ON k.stack_id = t.stack_id
     ), prof AS (
-        SELECT g.service, p.*,
-               row_number() OVER (PARTITION BY g.service
-                                  ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC,
-                                           p.function COLLATE "C") AS rank
-          FROM stacks g
-         CROSS JOIN LATERAL traceprof._function_profile(g.ids, g.n, g.ms) p
+        -- self CPU per function (the leaf of each stack), ranked as
+        -- _function_profile's rows would be; only the top 5 are shown, so
+        -- only they are looked for along the whole stacks (total CPU)
+        SELECT x.*,
+               sum(x.self_cpu_ms) OVER (PARTITION BY x.service) AS service_ms,
+               sum(x.self_samples) OVER (PARTITION BY x.service) AS service_samples,
+               row_number() OVER (PARTITION BY x.service
+                                  ORDER BY traceprof._cpu_us(x.self_cpu_ms) DESC,
+                                           x.function COLLATE "C") AS rank
+          FROM (SELECT l.service, l.fns[cardinality(l.fns)] AS function_id,
+                       coalesce(f.name, '[unknown]') AS function, coalesce(f.module, '') AS module,
+                       sum(l.n)::bigint AS self_samples, sum(l.ms) AS self_cpu_ms
+                  FROM leafs l
+                  LEFT JOIN traceprof.functions f ON f.function_id = l.fns[cardinality(l.fns)]
+                 GROUP BY 1, 2, 3, 4) x
     ), hot AS (
         -- per service, the heaviest path below the point where it narrows
         SELECT h.service, jsonb_agg(jsonb_build_object(
@@ -173,18 +190,22 @@ BEGIN
           LEFT JOIN traceprof.functions f ON f.function_id = h.function_id
          GROUP BY h.service
     ), cpu AS (
-        SELECT p.service, sum(p.self_cpu_ms) AS cpu_ms, sum(p.self_samples) AS samples,
+        SELECT p.service, min(p.service_ms) AS cpu_ms, min(p.service_samples) AS samples,
                jsonb_agg(jsonb_build_object(
                    'function', p.function, 'module', p.module,
                    'self_cpu_ms', round(p.self_cpu_ms::numeric, 1),
                    'total_cpu_ms', round(p.total_cpu_ms::numeric, 1),
-                   'self_pct', round(p.self_pct::numeric, 1),
-                   'total_pct', round(p.total_pct::numeric, 1)) ORDER BY p.rank)
-                   FILTER (WHERE p.rank <= 5 AND p.self_cpu_ms > 0) AS hotspots,
+                   'self_pct', round((100 * p.self_cpu_ms / p.service_ms)::numeric, 1),
+                   'total_pct', round((100 * p.total_cpu_ms / p.service_ms)::numeric, 1)) ORDER BY p.rank)
+                   FILTER (WHERE p.self_cpu_ms > 0) AS hotspots,
                min(p.function) FILTER (WHERE p.rank = 1) AS top_function,
-               min(p.self_pct) FILTER (WHERE p.rank = 1) AS top_pct,
+               min(100 * p.self_cpu_ms / p.service_ms) FILTER (WHERE p.rank = 1) AS top_pct,
                min(p.self_cpu_ms) FILTER (WHERE p.rank = 1) AS top_cpu_ms
-          FROM prof p
+          FROM (SELECT p.*,
+                       (SELECT sum(l.ms) FROM leafs l
+                         WHERE l.service = p.service AND l.fns @> ARRAY[p.function_id]) AS total_cpu_ms
+                  FROM prof p
+                 WHERE p.rank <= 5 AND p.service_ms > 0) p
          GROUP BY p.service
     ), spans AS (
         SELECT sp.service, count(*) AS span_count, round(sum(sp.duration_us) / 1000.0, 3) AS span_ms,
