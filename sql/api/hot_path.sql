@@ -3,39 +3,38 @@
 -- hot_path (below), ending at the first level whose share is below
 -- min_share (the share only shrinks with depth, so the levels left out are
 -- all below it): trace_summary needs the levels with at least 10 %. One
--- query: the weight of every node of the flame graph (a prefix of a stack:
--- its parent prefix and function), the heaviest child of every node (ties:
--- the smaller function id), and the walk from the root through the
--- heaviest children. A loop of one query per level, as before, cost a
--- query per level and up to 4 ms for a service of a hundred deep stacks.
+-- recursive query: each level picks, among the stacks that start with the
+-- path so far, the function with the most weight at the next depth (ties:
+-- the smaller function id). A loop of one query per level, as before, cost
+-- up to 4 ms for a service of a hundred deep stacks; grouping every prefix
+-- of every stack first, 0.28 ms; this, 0.2 ms.
 CREATE OR REPLACE FUNCTION traceprof._hot_path(stack_ids bigint[], weights double precision[],
                                     min_share double precision)
 RETURNS TABLE (depth integer, function_id bigint, weight double precision, share double precision)
 LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE st AS (
+    WITH RECURSIVE st AS MATERIALIZED (
         SELECT coalesce(s.function_ids, ARRAY[0::bigint]) AS fns, coalesce(u.w, 0) AS w
           FROM unnest(stack_ids, weights) AS u(id, w)
           LEFT JOIN traceprof.stacks s ON s.stack_id = u.id
     ), tot AS (
         SELECT sum(st.w) AS total FROM st
-    ), node AS (
-        SELECT x.d::integer AS d, st.fns[1:x.d - 1] AS parent, st.fns[x.d] AS f, sum(st.w) AS w
-          FROM st CROSS JOIN LATERAL generate_series(1, cardinality(st.fns)) AS x(d)
-         GROUP BY 1, 2, 3
-    ), best AS (
-        SELECT DISTINCT ON (n.d, n.parent) n.d, n.parent, n.f, n.w
-          FROM node n
-         ORDER BY n.d, n.parent, n.w DESC, n.f
     ), walk AS (
-        SELECT b.d, b.parent || b.f AS path, b.f, b.w FROM best b WHERE b.d = 1
+        SELECT 0 AS d, '{}'::bigint[] AS path, NULL::bigint AS f, NULL::double precision AS w
         UNION ALL
-        SELECT b.d, w.path || b.f, b.f, b.w
+        SELECT w.d + 1, w.path || c.f, c.f, c.w
           FROM walk w
-          JOIN best b ON b.d = w.d + 1 AND b.parent = w.path
+         CROSS JOIN LATERAL (
+               SELECT st.fns[w.d + 1] AS f, sum(st.w) AS w
+                 FROM st
+                WHERE cardinality(st.fns) > w.d AND st.fns[1:w.d] = w.path
+                GROUP BY 1
+                ORDER BY 2 DESC, 1
+                LIMIT 1) c
+         WHERE c.w >= min_share * (SELECT t.total FROM tot t) AND w.d < 512
     )
     SELECT w.d, w.f, w.w, w.w / t.total
       FROM walk w, tot t
-     WHERE t.total > 0 AND w.w / t.total >= min_share
+     WHERE w.d > 0 AND t.total > 0
      ORDER BY w.d
 $$;
 
