@@ -6,9 +6,10 @@
  * trace through a prepared statement, and reports client-side latency
  * percentiles (over a Unix socket, so the figure includes a round trip).
  * A warm-up pass runs first; results are printed as Markdown table rows.
- * usage: bench_queries CONNINFO [N] [any|slow] [SEED]
+ * usage: bench_queries CONNINFO [N] [any|slow] [SEED] [QUERIES]
  * With SEED (an integer) the traces are picked repeatably: two databases
- * holding the same data are timed on the same traces.
+ * holding the same data are timed on the same traces. QUERIES, a
+ * comma-separated list of names, times only those (default: all).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,11 @@ static const struct query queries[] = {
     {"trace_folded", "SELECT * FROM traceprof.trace_folded($1)"},
     {"trace_summary", "SELECT traceprof.trace_summary($1)"},
     {"trace_flamegraph", "SELECT * FROM traceprof.trace_flamegraph($1)"},
+    {"trace_folded_text", "SELECT traceprof.trace_folded_text($1)"},
+    {"trace_services", "SELECT * FROM traceprof.trace_services($1)"},
+    {"trace_stacks", "SELECT * FROM traceprof.trace_stacks($1)"},
+    {"trace_time_breakdown", "SELECT * FROM traceprof.trace_time_breakdown($1)"},
+    {"trace_offcpu_folded", "SELECT * FROM traceprof.trace_offcpu_folded($1)"},
 };
 
 static double now_ms(void)
@@ -37,6 +43,17 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Whether name is one of the comma-separated names in list. */
+static int listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0'))
+			return 1;
+	return 0;
 }
 
 static double pct(const double *sorted, int n, double p)
@@ -51,7 +68,8 @@ int main(int argc, char **argv)
 	const char *conninfo = argc > 1 ? argv[1] : "";
 	int n = argc > 2 ? atoi(argv[2]) : 2000;
 	const char *pick = argc > 3 ? argv[3] : "any";
-	const char *seed = argc > 4 ? argv[4] : NULL;
+	const char *seed = argc > 4 && *argv[4] ? argv[4] : NULL;
+	const char *only = argc > 5 ? argv[5] : NULL;
 	char repeat[64] = "";
 	PGconn *conn = PQconnectdb(conninfo);
 	PGresult *res;
@@ -105,6 +123,8 @@ int main(int argc, char **argv)
 	for (size_t q = 0; q < sizeof(queries) / sizeof(queries[0]); q++) {
 		char name[16];
 
+		if (only && !listed(only, queries[q].name))
+			continue;
 		snprintf(name, sizeof(name), "q%zu", q);
 		res = PQprepare(conn, name, queries[q].sql, 1, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {

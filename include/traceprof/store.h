@@ -216,7 +216,7 @@ int store_add_offcpu(struct store *st, const struct store_offcpu_row *row);
  */
 bool store_valid_text(const char *s);
 
-/* Rows buffered now (sample + request + trigger sample rows). */
+/* Rows buffered now (sample + request + trigger sample + off-CPU rows). */
 size_t store_pending_rows(const struct store *st);
 /*
  * Whether the transaction xid (a pg_current_xact_id() text, e.g. recorded

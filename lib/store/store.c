@@ -5,7 +5,7 @@
  * Data flow: store_add_*() validates a row (a bad row is refused and
  * counted, so it can never abort a COPY later) and appends it, already
  * encoded for COPY by store_copy.c, to one buffer per destination table:
- * five dictionaries, samples, requests and trigger_samples. store_flush() sends the buffers
+ * five dictionaries, samples, requests, trigger_samples and offcpu. store_flush() sends the buffers
  * and drops them only after COMMIT; until then they are kept for a retry.
  *
  * Workload: one store per writer thread adding 10^5..10^6 sample rows per
@@ -15,7 +15,7 @@
  * (kind, id); when it is full it is cleared, since resending an entry only
  * costs a row the server skips (ON CONFLICT DO NOTHING).
  *
- * Bounds: max_rows sample + request + trigger rows and 256 MiB of them encoded;
+ * Bounds: max_rows sample + request + trigger + offcpu rows and 256 MiB of them encoded;
  * 200000 dictionary entries and 64 MiB of them; beyond that adds return
  * -ENOBUFS (counted) until a flush succeeds.
  */
@@ -304,6 +304,7 @@ void store_free(struct store *st)
 	copybuf_release(&st->samples);
 	copybuf_release(&st->requests);
 	copybuf_release(&st->trigger_samples);
+	copybuf_release(&st->offcpu);
 	for (int k = 0; k < DICT_KINDS; k++)
 		copybuf_release(&st->dict[k]);
 	free(st->seen.ids);
@@ -647,9 +648,11 @@ int store_add_route(struct store *st, uint64_t route_id, const char *method, con
 
 static bool rows_full(const struct store *st)
 {
-	return st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows >=
+	return st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows +
+		       st->cur.offcpu_rows >=
 		   st->opts.max_rows ||
-	       st->samples.len + st->requests.len + st->trigger_samples.len >= STORE_MAX_ROW_BYTES;
+	       st->samples.len + st->requests.len + st->trigger_samples.len + st->offcpu.len >=
+		   STORE_MAX_ROW_BYTES;
 }
 
 /* Validates a sample row; *total receives its number of samples. */
@@ -721,6 +724,43 @@ int store_add_trigger_samples(struct store *st, const char *trigger_id,
 	return 0;
 }
 
+/* Validates an off-CPU row; *total receives its microseconds. */
+static bool valid_offcpu(const struct store *st, const struct store_offcpu_row *r, uint64_t *total)
+{
+	if (!r || r->n < 1 || r->n > STORE_MAX_ROW_STACKS || !r->stacks || !r->us ||
+	    r->source_id == 0 || trace_zero(r->trace_id) != (r->span_id == 0) ||
+	    (r->kind != STORE_OFFCPU_BLOCKED && r->kind != STORE_OFFCPU_RUNQ) ||
+	    !valid_time(st, r->bucket_us))
+		return false;
+	*total = 0;
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (r->us[i] < 1 || r->us[i] > INT32_MAX)
+			return false;
+		*total += r->us[i];
+	}
+	return true;
+}
+
+int store_add_offcpu(struct store *st, const struct store_offcpu_row *row)
+{
+	uint64_t total;
+	int err;
+
+	if (!st)
+		return -EINVAL;
+	if (!valid_offcpu(st, row, &total))
+		return refuse(st);
+	if (rows_full(st))
+		return refuse_full(st);
+	err = copy_put_offcpu(&st->offcpu, st->format, row);
+	if (err)
+		return err;
+	st->cur.offcpu_rows++;
+	st->cur.offcpu_us += total;
+	note_time(st, row->bucket_us);
+	return 0;
+}
+
 int store_add_request(struct store *st, const struct store_request *req)
 {
 	int err;
@@ -743,7 +783,9 @@ int store_add_request(struct store *st, const struct store_request *req)
 
 size_t store_pending_rows(const struct store *st)
 {
-	return st ? st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows : 0;
+	return st ? st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows +
+			st->cur.offcpu_rows
+		  : 0;
 }
 
 void store_get_stats(const struct store *st, struct store_stats *out)

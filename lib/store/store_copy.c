@@ -467,6 +467,61 @@ int copy_put_trigger_sample(struct copybuf *b, enum copy_format f, const char *t
 	return put_sample(b, f, r, total, trigger_id);
 }
 
+int copy_put_offcpu(struct copybuf *b, enum copy_format f, const struct store_offcpu_row *r)
+{
+	bool tagged = !trace_is_zero(r->trace_id);
+	char *p;
+	int err;
+
+	if (f == COPY_BINARY)
+		err = copybuf_reserve(b, 2 + 12 + 12 + 12 + 20 + 6 + bin_array_size(r->n, 8) +
+					     bin_array_size(r->n, 4));
+	else
+		err = copybuf_reserve(b, 160 + (TEXT_INT64_MAX + 1) * (size_t)r->n +
+					     11 * (size_t)r->n);
+	if (err)
+		return err;
+	p = b->data + b->len;
+	if (f == COPY_BINARY) {
+		p = put_be16(p, 7);
+		p = bin_ts(p, r->bucket_us);
+		p = bin_i64(p, r->source_id);
+		if (tagged) {
+			p = bin_i64(p, r->span_id);
+			p = bin_bytes(p, r->trace_id, 16);
+		} else {
+			p = bin_null(bin_null(p));
+		}
+		p = bin_i16(p, r->kind);
+		p = bin_i64_array(p, r->stacks, r->n);
+		p = bin_array_header(p, r->n, 4, INT4OID);
+		for (uint32_t i = 0; i < r->n; i++)
+			p = bin_i32(p, r->us[i]);
+	} else {
+		p = txt_tab(txt_ts(p, r->bucket_us));
+		p = txt_tab(txt_i64(p, (int64_t)r->source_id));
+		if (tagged) {
+			p = txt_tab(txt_i64(p, (int64_t)r->span_id));
+			p = txt_tab(txt_uuid(p, r->trace_id));
+		} else {
+			p = txt_tab(txt_null(p));
+			p = txt_tab(txt_null(p));
+		}
+		p = txt_tab(txt_u64(p, r->kind));
+		p = txt_tab(txt_i64_array(p, r->stacks, r->n));
+		*p++ = '{';
+		for (uint32_t i = 0; i < r->n; i++) {
+			if (i)
+				*p++ = ',';
+			p = txt_u64(p, r->us[i]);
+		}
+		*p++ = '}';
+		p = txt_end(p);
+	}
+	b->len = (size_t)(p - b->data);
+	return 0;
+}
+
 int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_request *r)
 {
 	char *p;

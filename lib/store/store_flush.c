@@ -13,7 +13,7 @@
  *      never, which also keeps the catalogs quiet); read the transaction id;
  *   3. COPY each such dictionary into its temp table, then one
  *      INSERT ... SELECT ... ON CONFLICT DO NOTHING per dictionary;
- *   4. COPY samples, requests and trigger_samples straight into the
+ *   4. COPY samples, requests, trigger_samples and offcpu straight into the
  *      partitioned parents;
  *   5. COMMIT; only now are the sent bytes dropped from the buffers.
  * A failure at any step rolls back and keeps the buffers. A connection lost
@@ -56,6 +56,7 @@ static void snapshot(const struct store *st, struct pending *m)
 	m->sample_bytes = st->samples.len;
 	m->request_bytes = st->requests.len;
 	m->trigger_bytes = st->trigger_samples.len;
+	m->offcpu_bytes = st->offcpu.len;
 	for (int k = 0; k < DICT_KINDS; k++)
 		m->dict_bytes[k] = st->dict[k].len;
 }
@@ -76,9 +77,12 @@ static void forget_written(struct store *st, const struct pending *m)
 	copybuf_drop_prefix(&st->samples, m->sample_bytes);
 	copybuf_drop_prefix(&st->requests, m->request_bytes);
 	copybuf_drop_prefix(&st->trigger_samples, m->trigger_bytes);
+	copybuf_drop_prefix(&st->offcpu, m->offcpu_bytes);
 	st->cur.sample_rows -= m->sample_rows;
 	st->cur.request_rows -= m->request_rows;
 	st->cur.trigger_rows -= m->trigger_rows;
+	st->cur.offcpu_rows -= m->offcpu_rows;
+	st->cur.offcpu_us -= m->offcpu_us;
 	st->cur.samples -= m->samples;
 	st->cur.trigger_samples -= m->trigger_samples;
 	st->stats.sample_rows_written += m->sample_rows;
@@ -86,6 +90,8 @@ static void forget_written(struct store *st, const struct pending *m)
 	st->stats.requests_written += m->request_rows;
 	st->stats.trigger_rows_written += m->trigger_rows;
 	st->stats.trigger_samples_written += m->trigger_samples;
+	st->stats.offcpu_rows_written += m->offcpu_rows;
+	st->stats.offcpu_us_written += m->offcpu_us;
 	for (int k = 0; k < DICT_KINDS; k++) {
 		copybuf_drop_prefix(&st->dict[k], m->dict_bytes[k]);
 		st->cur.dict_entries[k] -= m->dict_entries[k];
@@ -96,7 +102,9 @@ static void forget_written(struct store *st, const struct pending *m)
 	copybuf_trim(&st->samples, keep(m->sample_bytes));
 	copybuf_trim(&st->requests, keep(m->request_bytes));
 	copybuf_trim(&st->trigger_samples, keep(m->trigger_bytes));
-	if (!st->cur.sample_rows && !st->cur.request_rows && !st->cur.trigger_rows) {
+	copybuf_trim(&st->offcpu, keep(m->offcpu_bytes));
+	if (!st->cur.sample_rows && !st->cur.request_rows && !st->cur.trigger_rows &&
+	    !st->cur.offcpu_rows) {
 		st->min_us = INT64_MAX;
 		st->max_us = INT64_MIN;
 	}
@@ -289,6 +297,9 @@ static int flush_once(struct store *st)
 	if (!err && m.trigger_rows)
 		err = copy_in(st, "traceprof.trigger_samples", COPY_TRIGGER_SAMPLES_COLUMNS,
 			      &st->trigger_samples, m.trigger_bytes);
+	if (!err && m.offcpu_rows)
+		err = copy_in(st, "traceprof.offcpu", COPY_OFFCPU_COLUMNS, &st->offcpu,
+			      m.offcpu_bytes);
 	if (!err && st->opts.before_commit && st->opts.before_commit(st->opts.commit_ctx, xid)) {
 		store_set_error(st, "flush to %s: the batch was held back before COMMIT",
 				st->describe);
@@ -405,7 +416,7 @@ int store_flush(struct store *st)
 	if (!err && st->commit_unknown)
 		err = resolve_commit(st);
 	if (!err && (st->cur.sample_rows || st->cur.request_rows || st->cur.trigger_rows ||
-		     st->dict_total)) {
+		     st->cur.offcpu_rows || st->dict_total)) {
 		err = flush_once(st);
 		if (err == -EIO && st->missing_partition) {
 			/* Someone dropped a partition we had seen: look again and retry. */

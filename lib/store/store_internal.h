@@ -18,7 +18,7 @@
 #define STORE_MAX_DICT_ENTRIES	   200000      /* pending dictionary entries, all kinds */
 #define STORE_MAX_ROW_BYTES	   (256 << 20) /* encoded sample + request rows */
 #define STORE_MAX_DICT_BYTES	   (64 << 20)  /* encoded dictionary entries */
-#define STORE_MAX_ROW_STACKS	   65536       /* stacks in one sample row */
+#define STORE_MAX_ROW_STACKS	   65536       /* stacks in one sample or offcpu row */
 #define STORE_MAX_FRAMES	   512	       /* frames in one stack (schema CHECK) */
 #define STORE_MAX_STRING	   65535       /* bytes in one string */
 #define STORE_MAX_HZ		   1000
@@ -41,12 +41,15 @@ struct pending {
 	size_t sample_rows;		 /* rows in the samples buffer */
 	size_t request_rows;		 /* rows in the requests buffer */
 	size_t trigger_rows;		 /* rows in the trigger_samples buffer */
+	size_t offcpu_rows;		 /* rows in the offcpu buffer */
 	uint64_t samples;		 /* sum of counts of those sample rows */
 	uint64_t trigger_samples;	 /* sum of counts of those trigger rows */
+	uint64_t offcpu_us;		 /* sum of durations of those offcpu rows */
 	size_t dict_entries[DICT_KINDS]; /* entries per dictionary buffer */
 	size_t sample_bytes;		 /* snapshot only: samples buffer length */
 	size_t request_bytes;		 /* snapshot only: requests buffer length */
 	size_t trigger_bytes;		 /* snapshot only: trigger_samples buffer length */
+	size_t offcpu_bytes;		 /* snapshot only: offcpu buffer length */
 	size_t dict_bytes[DICT_KINDS];	 /* snapshot only: dictionary buffer lengths */
 };
 
@@ -75,6 +78,7 @@ struct store {
 	struct copybuf samples;		 /* encoded sample rows */
 	struct copybuf requests;	 /* encoded request rows */
 	struct copybuf trigger_samples;	 /* encoded trigger_samples rows */
+	struct copybuf offcpu;		 /* encoded offcpu rows */
 	struct copybuf dict[DICT_KINDS]; /* encoded dictionary entries */
 	struct pending cur;		 /* what is buffered now */
 	size_t dict_total;		 /* sum of cur.dict_entries */

@@ -25,8 +25,9 @@
 --   'waiting'  also a span with no samples at all, when its service was
 --              being profiled (it has samples within a minute of the span,
 --              in any request or none) and the span lasted at least five
---              periods of that service's highest sampling rate: a thread
---              on CPU for that long would have been sampled;
+--              periods of that service's highest sampling rate in the rows
+--              nearest the span (_service_profiled_hz): a thread on CPU for
+--              that long would have been sampled;
 --   'unknown'  no samples and no evidence that the service was profiled
 --              (no samples is not evidence of waiting then), a span too
 --              short to tell, no span row (no duration to compare with),
@@ -50,17 +51,31 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                 ELSE 'mixed' END
 $$;
 
--- The highest sampling rate of a service's samples within a minute of
--- [t0, t1], or NULL when it has none (not profiled then). Through
--- sources_service_idx and samples_source_idx.
+-- The highest sampling rate of a service's samples around [t0, t1], or
+-- NULL when it has none within a minute of it (not profiled then): per
+-- source of the service, its 32 sample rows nearest the span's start on
+-- each side (from t0 up to a minute after t1, and back to a minute before
+-- t0). Bounded: a busy service has tens of thousands of rows in those two
+-- minutes, and reading them all cost 40-80 ms per span without samples; a
+-- source's rate is the same in neighbouring rows (its agent's base rate),
+-- so the nearest rows tell it. Two short scans of samples_source_idx per
+-- source.
 CREATE OR REPLACE FUNCTION traceprof._service_profiled_hz(p_service text, t0 timestamptz, t1 timestamptz)
 RETURNS integer
 LANGUAGE sql STABLE AS $$
     SELECT max(x.hz)::integer
       FROM traceprof.sources so
-      JOIN traceprof.samples x ON x.source_id = so.source_id
+     CROSS JOIN LATERAL (
+           (SELECT s.hz FROM traceprof.samples s
+             WHERE s.source_id = so.source_id
+               AND s.bucket >= t0 AND s.bucket <= t1 + interval '1 minute'
+             ORDER BY s.bucket LIMIT 32)
+           UNION ALL
+           (SELECT s.hz FROM traceprof.samples s
+             WHERE s.source_id = so.source_id
+               AND s.bucket >= t0 - interval '1 minute' AND s.bucket < t0
+             ORDER BY s.bucket DESC LIMIT 32)) x
      WHERE so.service = p_service
-       AND x.bucket >= t0 - interval '1 minute' AND x.bucket <= t1 + interval '1 minute'
 $$;
 
 -- One row per span of the trace and per (span id, service) of samples

@@ -1,4 +1,5 @@
--- trace_summary.sql: _service_verdict, trace_summary (taken from migrations 004, 006).
+-- trace_summary.sql: _service_verdict, _service_wait_verdict, trace_summary (taken from
+-- migrations 004, 006).
 
 -- One line about one service of a trace. span_ms NULL: no span row;
 -- cpu_ms 0: no samples.
@@ -19,6 +20,34 @@ LANGUAGE sql IMMUTABLE AS $$
                      || coalesce(' → ' || $9, '') END
 $$;
 
+-- The line about one service of a trace that has off-CPU rows: its span,
+-- its CPU and the function that took it, and the dominant wait: blocked
+-- time with the top blocking function and its caller (sql/api/offcpu.sql
+-- says how they are found), or the wait for a CPU when that is longer:
+-- "payment-svc: 934 ms span: 424 ms CPU in validateSignature, 480 ms
+-- blocked in pthread_mutex_lock ← ledger_append". When the top blocking
+-- function holds less than all of the blocked time (in whole ms), both
+-- figures: "490 ms blocked, 480 ms in pthread_mutex_lock ← ledger_append".
+CREATE OR REPLACE FUNCTION traceprof._service_wait_verdict(service text, span_count bigint, span_ms numeric,
+                                                cpu_ms double precision, top_function text,
+                                                blocked_ms double precision, runq_ms double precision,
+                                                blocker text, blocker_ms double precision)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT $1 || ': '
+        || CASE WHEN $2 IS NULL OR $2 = 0 THEN 'no span'
+                WHEN $2 = 1 THEN round($3) || ' ms span'
+                ELSE $2 || ' spans, ' || round($3) || ' ms' END
+        || ': '
+        || CASE WHEN coalesce($4, 0) = 0 THEN 'no CPU samples'
+                ELSE round($4) || ' ms CPU' || coalesce(' in ' || $5, '') END
+        || CASE WHEN coalesce($6, 0) = 0 AND coalesce($7, 0) = 0 THEN ''
+                WHEN coalesce($7, 0) > coalesce($6, 0) THEN ', ' || round($7) || ' ms waiting for a CPU'
+                WHEN $8 IS NULL THEN ', ' || round($6) || ' ms blocked'
+                WHEN round($9) >= round($6) THEN ', ' || round($6) || ' ms blocked in ' || $8
+                ELSE ', ' || round($6) || ' ms blocked, ' || round($9) || ' ms in ' || $8 END
+$$;
+
 -- A JSON object describing one trace: its time span, and per service its
 -- spans, CPU, samples, top 5 self-CPU hotspots, the heaviest path below the
 -- point where its CPU narrows (hot_path: functions with at least 10 % of the
@@ -31,7 +60,8 @@ $$;
 -- object per row of trace_services with the span's top 3 hotspots. The
 -- trace's samples are read once, per span (_trace_span_stacks: raised rows
 -- per source when it has any), and summed per service; a span stored twice
--- counts once. NULL when the trace has neither spans nor samples.
+-- counts once. NULL when the trace has neither spans nor samples nor
+-- off-CPU rows.
 CREATE OR REPLACE FUNCTION traceprof.trace_summary(trace_id text) RETURNS jsonb
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
@@ -59,6 +89,13 @@ BEGIN
                   FROM tagged r
                  GROUP BY r.service, r.stack_id) t
          GROUP BY t.service
+    ), bd AS MATERIALIZED (
+        -- per span: CPU, hotspots and off-CPU time (every blocking function)
+        SELECT x.*
+          FROM (SELECT array_agg(r.span_id) AS spans, array_agg(r.service) AS svcs,
+                       array_agg(r.stack_id) AS ids, array_agg(r.samples) AS n, array_agg(r.cpu_ms) AS ms
+                  FROM tagged r) g
+         CROSS JOIN LATERAL traceprof._trace_breakdown(tid, g.spans, g.svcs, g.ids, g.n, g.ms, 3, 1000) x
     ), per_span AS (
         SELECT jsonb_agg(jsonb_build_object(
                    'service', x.service,
@@ -70,18 +107,65 @@ BEGIN
                    'cpu_pct', round(x.cpu_pct::numeric, 1),
                    'verdict', x.verdict,
                    'hotspots', x.hotspots)
+                   || CASE WHEN x.has_offcpu THEN jsonb_build_object(
+                          'blocked_ms', round(x.blocked_ms::numeric, 1),
+                          'runq_ms', round(x.runq_ms::numeric, 1),
+                          'other_ms', round(x.other_ms::numeric, 1),
+                          'excess_ms', round(x.excess_ms::numeric, 1),
+                          'blocked_by', jsonb_path_query_array(x.blocked_by, '$[0 to 2]'))
+                      ELSE '{}' END
                    ORDER BY x.start_time NULLS LAST, x.service COLLATE "C", x.span_id NULLS LAST) AS list
-          FROM (SELECT array_agg(r.span_id) AS spans, array_agg(r.service) AS svcs,
-                       array_agg(r.stack_id) AS ids, array_agg(r.samples) AS n, array_agg(r.cpu_ms) AS ms
-                  FROM tagged r) g
-         CROSS JOIN LATERAL traceprof._trace_spans(tid, g.spans, g.svcs, g.ids, g.n, g.ms, 3) x
+          FROM bd x
+         WHERE x.start_time IS NOT NULL OR x.samples > 0 OR x.has_offcpu
+    ), off_fn AS (
+        -- per service and blocking function, over its spans
+        SELECT x.service, e->>'function' AS function, sum((e->>'ms')::float8) AS ms,
+               (array_agg(e->>'caller' ORDER BY (e->>'ms')::float8 DESC, e->>'caller' COLLATE "C"))[1] AS caller
+          FROM bd x
+         CROSS JOIN LATERAL jsonb_array_elements(x.blocked_by) e
+         WHERE x.has_offcpu
+         GROUP BY x.service, e->>'function'
+    ), off AS (
+        -- per service with off-CPU rows: the breakdown of its spans
+        SELECT x.service, sum(x.span_ms) AS span_ms, sum(x.cpu_ms) AS cpu_ms,
+               sum(x.blocked_ms) AS blocked_ms, sum(x.runq_ms) AS runq_ms,
+               sum(x.other_ms) AS other_ms, sum(x.excess_ms) AS excess_ms,
+               (SELECT jsonb_agg(jsonb_build_object('function', f.function, 'caller', f.caller,
+                                                    'ms', round(f.ms::numeric, 1))
+                                 ORDER BY f.ms DESC, f.function COLLATE "C")
+                  FROM (SELECT * FROM off_fn f WHERE f.service = x.service
+                         ORDER BY f.ms DESC, f.function COLLATE "C" LIMIT 3) f) AS blocked_by,
+               (SELECT f.function || coalesce(' ← ' || f.caller, '') FROM off_fn f
+                 WHERE f.service = x.service ORDER BY f.ms DESC, f.function COLLATE "C" LIMIT 1) AS blocker,
+               (SELECT f.ms FROM off_fn f
+                 WHERE f.service = x.service ORDER BY f.ms DESC, f.function COLLATE "C" LIMIT 1) AS blocker_ms
+          FROM bd x
+         WHERE x.service IN (SELECT y.service FROM bd y WHERE y.has_offcpu)
+         GROUP BY x.service
+    ), leafs AS MATERIALIZED (
+        -- per service and distinct stack: its functions (the unknown
+        -- function when the stack is not in the dictionary) and weights
+        SELECT t.service, t.n, t.ms, coalesce(k.function_ids, ARRAY[0::bigint]) AS fns
+          FROM (SELECT r.service, r.stack_id, sum(r.samples)::bigint AS n, sum(r.cpu_ms) AS ms
+                  FROM tagged r
+                 GROUP BY r.service, r.stack_id) t
+          LEFT JOIN traceprof.stacks k ON k.stack_id = t.stack_id
     ), prof AS (
-        SELECT g.service, p.*,
-               row_number() OVER (PARTITION BY g.service
-                                  ORDER BY traceprof._cpu_us(p.self_cpu_ms) DESC,
-                                           p.function COLLATE "C") AS rank
-          FROM stacks g
-         CROSS JOIN LATERAL traceprof._function_profile(g.ids, g.n, g.ms) p
+        -- self CPU per function (the leaf of each stack), ranked as
+        -- _function_profile's rows would be; only the top 5 are shown, so
+        -- only they are looked for along the whole stacks (total CPU)
+        SELECT x.*,
+               sum(x.self_cpu_ms) OVER (PARTITION BY x.service) AS service_ms,
+               sum(x.self_samples) OVER (PARTITION BY x.service) AS service_samples,
+               row_number() OVER (PARTITION BY x.service
+                                  ORDER BY traceprof._cpu_us(x.self_cpu_ms) DESC,
+                                           x.function COLLATE "C") AS rank
+          FROM (SELECT l.service, l.fns[cardinality(l.fns)] AS function_id,
+                       coalesce(f.name, '[unknown]') AS function, coalesce(f.module, '') AS module,
+                       sum(l.n)::bigint AS self_samples, sum(l.ms) AS self_cpu_ms
+                  FROM leafs l
+                  LEFT JOIN traceprof.functions f ON f.function_id = l.fns[cardinality(l.fns)]
+                 GROUP BY 1, 2, 3, 4) x
     ), hot AS (
         -- per service, the heaviest path below the point where it narrows
         SELECT h.service, jsonb_agg(jsonb_build_object(
@@ -102,22 +186,26 @@ BEGIN
           -- the root level is skipped: entry points (main, thread starts) are never the answer
           FROM (SELECT g.service, hp.*, hp.depth > 1 AND hp.share < 0.9995 AS narrowed
                   FROM stacks g
-                 CROSS JOIN LATERAL traceprof.hot_path(g.ids, g.ms) hp) h
+                 CROSS JOIN LATERAL traceprof._hot_path(g.ids, g.ms, 0.1) hp) h
           LEFT JOIN traceprof.functions f ON f.function_id = h.function_id
          GROUP BY h.service
     ), cpu AS (
-        SELECT p.service, sum(p.self_cpu_ms) AS cpu_ms, sum(p.self_samples) AS samples,
+        SELECT p.service, min(p.service_ms) AS cpu_ms, min(p.service_samples) AS samples,
                jsonb_agg(jsonb_build_object(
                    'function', p.function, 'module', p.module,
                    'self_cpu_ms', round(p.self_cpu_ms::numeric, 1),
                    'total_cpu_ms', round(p.total_cpu_ms::numeric, 1),
-                   'self_pct', round(p.self_pct::numeric, 1),
-                   'total_pct', round(p.total_pct::numeric, 1)) ORDER BY p.rank)
-                   FILTER (WHERE p.rank <= 5 AND p.self_cpu_ms > 0) AS hotspots,
+                   'self_pct', round((100 * p.self_cpu_ms / p.service_ms)::numeric, 1),
+                   'total_pct', round((100 * p.total_cpu_ms / p.service_ms)::numeric, 1)) ORDER BY p.rank)
+                   FILTER (WHERE p.self_cpu_ms > 0) AS hotspots,
                min(p.function) FILTER (WHERE p.rank = 1) AS top_function,
-               min(p.self_pct) FILTER (WHERE p.rank = 1) AS top_pct,
+               min(100 * p.self_cpu_ms / p.service_ms) FILTER (WHERE p.rank = 1) AS top_pct,
                min(p.self_cpu_ms) FILTER (WHERE p.rank = 1) AS top_cpu_ms
-          FROM prof p
+          FROM (SELECT p.*,
+                       (SELECT sum(l.ms) FROM leafs l
+                         WHERE l.service = p.service AND l.fns @> ARRAY[p.function_id]) AS total_cpu_ms
+                  FROM prof p
+                 WHERE p.rank <= 5 AND p.service_ms > 0) p
          GROUP BY p.service
     ), spans AS (
         SELECT sp.service, count(*) AS span_count, round(sum(sp.duration_us) / 1000.0, 3) AS span_ms,
@@ -141,14 +229,33 @@ BEGIN
           FROM spans sp
           FULL JOIN cpu c ON c.service = sp.service
           LEFT JOIN hot ON hot.service = coalesce(sp.service, c.service)
+        UNION ALL
+        -- a service with off-CPU rows only (no span row, no samples)
+        SELECT o.service, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+          FROM off o
+         WHERE NOT EXISTS (SELECT FROM spans sp WHERE sp.service = o.service)
+           AND NOT EXISTS (SELECT FROM cpu c WHERE c.service = o.service)
     ), out AS (
-        SELECT svc.*,
-               traceprof._service_verdict(svc.service, svc.span_count, svc.span_ms, svc.cpu_ms,
-                                          svc.mostly_waiting, svc.top_function, svc.top_pct,
-                                          svc.top_cpu_ms, svc.deepest) AS verdict,
+        SELECT svc.*, o.service IS NOT NULL AS has_offcpu,
+               CASE WHEN o.service IS NULL
+                    THEN traceprof._service_verdict(svc.service, svc.span_count, svc.span_ms, svc.cpu_ms,
+                                                    svc.mostly_waiting, svc.top_function, svc.top_pct,
+                                                    svc.top_cpu_ms, svc.deepest)
+                    ELSE traceprof._service_wait_verdict(svc.service, svc.span_count, svc.span_ms,
+                                                         svc.cpu_ms, svc.top_function, o.blocked_ms,
+                                                         o.runq_ms, o.blocker, o.blocker_ms) END AS verdict,
+               CASE WHEN o.service IS NOT NULL THEN jsonb_build_object(
+                   'span_ms', round(o.span_ms::numeric, 1),
+                   'cpu_ms', round(o.cpu_ms::numeric, 1),
+                   'blocked_ms', round(o.blocked_ms::numeric, 1),
+                   'runq_ms', round(o.runq_ms::numeric, 1),
+                   'other_ms', round(o.other_ms::numeric, 1),
+                   'excess_ms', round(o.excess_ms::numeric, 1),
+                   'blocked_by', coalesce(o.blocked_by, '[]')) END AS breakdown,
                row_number() OVER (ORDER BY svc.cpu_ms DESC, svc.span_ms DESC NULLS LAST,
                                   svc.service COLLATE "C") AS ord
           FROM svc
+          LEFT JOIN off o ON o.service = svc.service
     ), bounds AS (
         SELECT min(sp.start_time) AS t0,
                max(sp.start_time + sp.duration_us * interval '1 microsecond') AS t1
@@ -171,7 +278,9 @@ BEGIN
                    'mostly_waiting', o.mostly_waiting,
                    'hotspots', coalesce(o.hotspots, '[]'),
                    'hot_path', coalesce(o.hot_path, '[]'),
-                   'verdict', o.verdict) ORDER BY o.ord),
+                   'verdict', o.verdict)
+                   || CASE WHEN o.has_offcpu THEN jsonb_build_object('breakdown', o.breakdown)
+                           ELSE '{}' END ORDER BY o.ord),
                'service_spans', (SELECT coalesce(ps.list, '[]') FROM per_span ps))
       FROM bounds b, out o
      GROUP BY b.t0, b.t1);

@@ -40,7 +40,8 @@ psql "$oconn" -qX -v ON_ERROR_STOP=1 -c "
 	INSERT INTO traceprof.samples (bucket, source_id, hz, stacks) VALUES (now(), 7, 19, '{0}')" >/dev/null
 
 "$tpdb" migrate --db "$oconn" >"$work/out" 2>"$work/err" || fail "migrate: $(cat "$work/err")"
-grep -q "(0 migrations applied, [1-9][0-9]* sql/api files applied)" "$work/out" ||
+# the migrations added since the release, then the API
+grep -q "([0-9]* migrations\? applied, [1-9][0-9]* sql/api files applied)" "$work/out" ||
 	fail "upgrade output: $(cat "$work/out")"
 ! grep -q "different text" "$work/err" || fail "released migrations reported as changed: $(cat "$work/err")"
 "$tpdb" migrate --db "$fconn" >/dev/null || fail "fresh migrate"
