@@ -180,6 +180,62 @@ static void ship_closed(struct agent *a)
 	}
 }
 
+/*
+ * The request of record s into trace (16 bytes) and *span: zero outside a
+ * request. Counts what the context was when count is set.
+ */
+static void record_request(struct agent *a, const struct tp_sample *s, uint8_t *trace,
+			   uint64_t *span, bool count)
+{
+	uint64_t sp = 0;
+
+	memset(trace, 0, 16);
+	*span = 0;
+	switch (s->ctx_state) {
+	case TP_CTX_TAGGED:
+		for (int i = 0; i < 8; i++)
+			sp = sp << 8 | s->span_id[i];
+		if (count)
+			a->n.tagged++;
+		/* a record with a zero trace or span id is not a request (the SDK refuses them) */
+		if (sp && memcmp(s->trace_id, (uint8_t[16]){0}, 16)) {
+			memcpy(trace, s->trace_id, 16);
+			*span = sp;
+		}
+		break;
+	case TP_CTX_INVALID:
+		if (count)
+			a->n.invalid_ctx++;
+		break;
+	case TP_CTX_FAULT:
+		if (count)
+			a->n.ctx_faults++;
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * An off-CPU interval (docs/offcpu.md): its stack symbolized as a sample's
+ * (none for a sum of short intervals), its time summed per key.
+ */
+static int on_offcpu(struct agent *a, const struct tp_sample *s, const struct proc *p, int64_t t_us)
+{
+	struct agg_offcpu o = {.time_us = t_us, .source_id = p->source_id, .us = s->off_us};
+
+	a->n.offcpu++;
+	a->n.offcpu_us += s->off_us;
+	record_request(a, s, o.trace_id, &o.span_id, false);
+	o.kind = (s->flags & TP_SAMPLE_OFF_RUNQ) ? STORE_OFFCPU_RUNQ : STORE_OFFCPU_BLOCKED;
+	if (!(s->flags & TP_SAMPLE_OFF_SHORT) && s->kern_n + s->user_n)
+		o.stack_id = stack_of(a, s, p);
+	if (agg_add_offcpu(a->agg, &o) < 0)
+		a->n.offcpu_refused++;
+	ship_closed(a);
+	return 0;
+}
+
 static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 {
 	struct agent *a = ctx;
@@ -188,44 +244,25 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	struct proc *p;
 
 	(void)len;
-	a->n.samples++;
+	if (s->kind != TP_REC_SAMPLE && s->kind != TP_REC_OFFCPU)
+		return 0;
+	if (s->kind == TP_REC_SAMPLE)
+		a->n.samples++;
 	if ((int)s->pid == a->procs.self_pid) {
-		a->n.samples_self++;
+		a->n.samples_self += s->kind == TP_REC_SAMPLE;
 		return 0;
 	}
 	p = proctable_get(&a->procs, (int)s->pid, t_us);
 	if (!p)
 		return 0;
 	proctable_sampled(&a->procs, p, t_us);
+	if (s->kind == TP_REC_OFFCPU)
+		return on_offcpu(a, s, p, t_us);
 	memset(&as, 0, sizeof(as));
 	as.time_us = t_us;
 	as.source_id = p->source_id;
 	as.hz = s->hz;
-	switch (s->ctx_state) {
-	case TP_CTX_TAGGED: {
-		uint64_t span = 0;
-
-		for (int i = 0; i < 8; i++)
-			span = span << 8 | s->span_id[i];
-		memcpy(as.trace_id, s->trace_id, 16);
-		as.span_id = span;
-		a->n.tagged++;
-		/* a record with a zero trace or span id is not a request (the SDK refuses them) */
-		if (span == 0 || !memcmp(as.trace_id, (uint8_t[16]){0}, 16)) {
-			memset(as.trace_id, 0, 16);
-			as.span_id = 0;
-		}
-		break;
-	}
-	case TP_CTX_INVALID:
-		a->n.invalid_ctx++;
-		break;
-	case TP_CTX_FAULT:
-		a->n.ctx_faults++;
-		break;
-	default:
-		break;
-	}
+	record_request(a, s, as.trace_id, &as.span_id, true);
 	as.stack_id = stack_of(a, s, p);
 	if ((s->flags & TP_SAMPLE_RAISED) && !raise_hold(&a->raise, &as, s->flags))
 		return 0;
@@ -390,6 +427,12 @@ static int open_sampler(struct agent *a)
 	if (cfg->target == CONFIG_TARGET_CGROUP &&
 	    sampler_add_target_cgroup_path(a->sampler, cfg->cgroup) != 0) {
 		log_error("cannot target cgroup %s (want a cgroup v2 directory)", cfg->cgroup);
+		return -1;
+	}
+	if (cfg->offcpu != SAMPLER_OFFCPU_OFF &&
+	    sampler_set_offcpu(a->sampler, (enum sampler_offcpu_mode)cfg->offcpu,
+			       cfg->offcpu_min_us) != 0) {
+		log_error("cannot capture off-CPU time: %s", strerror(errno));
 		return -1;
 	}
 	return 0;

@@ -215,6 +215,8 @@ static void print_db(FILE *out, const void *obj, const struct tp_option *o)
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const auto_words[] = {"auto", "on", "off", NULL}; /* enum config_auto */
+/* enum sampler_offcpu_mode */
+static const char *const offcpu_words[] = {"off", "requests", "all", NULL};
 
 #define FIELD(f) offsetof(struct agent_config, f)
 /* A number of one of the numeric types. */
@@ -268,6 +270,16 @@ static const struct tp_option settings[] = {
 	"(CFI unwinding, 8 bytes a row); 0: frame pointers only"),
     NUM("max-keys", TP_OPT_COUNT, max_keys, 1024, 1 << 24, "200000",
 	"distinct (source, trace, span, stack, Hz) keys per window; more are counted and dropped"),
+    {.name = "offcpu",
+     .type = TP_OPT_ENUM,
+     .offset = FIELD(offcpu),
+     .def = "off",
+     .help = "off-CPU time of the sampled processes (docs/offcpu.md): off; requests (threads "
+	     "while they serve a request); all (every thread)",
+     .words = offcpu_words},
+    NUM("offcpu-min-us", TP_OPT_COUNT, offcpu_min_us, 1, 10000000, "1000",
+	"off-CPU intervals at least this long (µs) are stored with their stack; shorter ones "
+	"are summed per request without one"),
     TEXT("node", node, "", "node name stored with samples; default: hostname"),
     {.name = "log-level",
      .type = TP_OPT_ENUM,

@@ -40,6 +40,8 @@ struct agent_config {
 	size_t symbol_cache_bytes; /* bound of cached symbol tables */
 	size_t unwind_table_bytes; /* kernel memory for unwind table rows; 0: frame pointers only */
 	size_t max_keys;	   /* distinct aggregation keys per window */
+	int offcpu;		   /* enum sampler_offcpu_mode: off, requests, all */
+	size_t offcpu_min_us;	   /* off-CPU intervals shorter are summed without a stack */
 	char node[256];		   /* node name recorded with every source */
 	int log_level;		   /* enum log_level */
 	double duration_s;	   /* stop after this long (0 = until SIGTERM) */

@@ -28,6 +28,17 @@
 #include "traceprof/log.h"
 #include "triggers.h"
 
+/* Off-CPU time (docs/offcpu.md): records received, their µs, what the aggregator kept. */
+static void write_offcpu_stats(const struct stats_sources *s, FILE *f, const struct agg_stats *ag)
+{
+	fprintf(f,
+		"offcpu_records=%" PRIu64 "\noffcpu_us=%" PRIu64 "\noffcpu_refused=%" PRIu64
+		"\nagg_offcpu=%" PRIu64 "\nagg_offcpu_invalid=%" PRIu64
+		"\nagg_offcpu_overflow=%" PRIu64 "\n",
+		s->counts->offcpu, s->counts->offcpu_us, s->counts->offcpu_refused, ag->offcpu,
+		ag->offcpu_invalid, ag->offcpu_overflow);
+}
+
 /* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */
 static void write_kube_stats(const struct stats_sources *s, FILE *f)
 {
@@ -310,6 +321,7 @@ void stats_write(const struct stats_sources *s)
 		"\nrequests_undelivered=%" PRIu64 "\nrequests_refused=%" PRIu64 "\n",
 		sh.requests_submitted, sh.requests_delivered, sh.requests_dropped,
 		sh.requests_invalid, sh.requests_undelivered, sh.requests_refused);
+	write_offcpu_stats(s, f, &ag);
 	write_unwind_stats(s, f, &ss);
 	write_maps_stats(s, f, &ss);
 	write_spool_stats(s, f, &sh);

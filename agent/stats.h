@@ -22,16 +22,19 @@ struct unwind;
 
 /* The sample path's counters (agent.c counts them; the file shows them). */
 struct agent_counts {
-	uint64_t samples;      /* samples received */
-	uint64_t samples_self; /* of the agent itself, skipped */
-	uint64_t tagged;       /* with a valid thread context */
-	uint64_t invalid_ctx;  /* context record present but not valid */
-	uint64_t ctx_faults;   /* context unreadable */
-	uint64_t stack_hits;   /* raw stack cache hits */
-	uint64_t stack_misses; /* symbolized stacks */
-	uint64_t agg_refused;  /* samples the aggregator refused */
-	uint64_t sym_renewals; /* symbolizers replaced to bound interned names */
-	uint64_t loop_passes;  /* main loop passes (its wake-ups) */
+	uint64_t samples;	 /* samples received */
+	uint64_t samples_self;	 /* of the agent itself, skipped */
+	uint64_t tagged;	 /* with a valid thread context */
+	uint64_t invalid_ctx;	 /* context record present but not valid */
+	uint64_t ctx_faults;	 /* context unreadable */
+	uint64_t stack_hits;	 /* raw stack cache hits */
+	uint64_t stack_misses;	 /* symbolized stacks */
+	uint64_t agg_refused;	 /* samples the aggregator refused */
+	uint64_t offcpu;	 /* off-CPU records received (docs/offcpu.md) */
+	uint64_t offcpu_us;	 /* their time, µs */
+	uint64_t offcpu_refused; /* of those, refused by the aggregator */
+	uint64_t sym_renewals;	 /* symbolizers replaced to bound interned names */
+	uint64_t loop_passes;	 /* main loop passes (its wake-ups) */
 	/* the main thread's CPU time, where it goes (ns; CLOCK_THREAD_CPUTIME_ID) */
 	uint64_t cpu_symbolize_ns; /* symbolizing stacks first seen */
 	uint64_t cpu_poll_ns;	   /* reading the ring (samples, symbolizing included) */

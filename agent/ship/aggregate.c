@@ -11,12 +11,13 @@
  * allocating.
  *
  * At a close (once per window, not per sample) the used slots are copied
- * and sorted by (source, trace, span, hz, stack), which makes each row a
- * run; the dictionary closure is walked with a per-entry mark; the window
- * is built in one allocation sized first. The dictionary lives in
- * agg_dict.c.
+ * and sorted by (kind, source, trace, span, hz, stack), which makes each
+ * row a run (CPU sample rows first, then off-CPU rows, whose keys carry
+ * a kind and count microseconds); the dictionary closure is walked with a per-entry mark; the
+ * window is built in one allocation sized first. The dictionary lives in agg_dict.c.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +31,9 @@ struct slot {
 	uint64_t source;   /* source id */
 	uint64_t span;	   /* span id, 0 untagged */
 	uint64_t trace[2]; /* trace id bytes, as two words */
-	uint16_t hz;	   /* sampling frequency */
-	uint32_t count;	   /* samples; 0 = empty slot */
+	uint16_t hz;	   /* sampling frequency (0 for off-CPU keys) */
+	uint8_t kind;	   /* 0: CPU samples; STORE_OFFCPU_*: off-CPU time */
+	uint32_t count;	   /* samples, or off-CPU µs; 0 = empty slot */
 };
 
 struct agg {
@@ -63,13 +65,15 @@ static inline uint64_t rotl(uint64_t x, int r)
 static inline uint64_t slot_hash(const struct slot *k)
 {
 	return agg_mix64(k->stack ^ rotl(k->source, 21) ^ rotl(k->span, 42) ^ k->trace[0] ^
-			 rotl(k->trace[1], 11) ^ (uint64_t)k->hz * 0x9e3779b97f4a7c15ULL);
+			 rotl(k->trace[1], 11) ^
+			 ((uint64_t)k->hz | (uint64_t)k->kind << 16) * 0x9e3779b97f4a7c15ULL);
 }
 
 static inline bool slot_eq(const struct slot *a, const struct slot *b)
 {
 	return a->stack == b->stack && a->source == b->source && a->span == b->span &&
-	       a->trace[0] == b->trace[0] && a->trace[1] == b->trace[1] && a->hz == b->hz;
+	       a->trace[0] == b->trace[0] && a->trace[1] == b->trace[1] && a->hz == b->hz &&
+	       a->kind == b->kind;
 }
 
 /* ---- creation ---- */
@@ -235,19 +239,18 @@ static int64_t floor_to(int64_t t, int64_t w)
 
 static int close_window(struct agg *a);
 
-int agg_add(struct agg *a, const struct agg_sample *s)
+/*
+ * Adds weight to key k at time t_us: opens or closes the window as the time
+ * says. Returns 0 or 1 (a window closed) or -ENOMEM as agg_add; *dropped is
+ * set when the key did not fit.
+ */
+static int add_key(struct agg *a, int64_t t_us, struct slot *k, uint32_t weight, bool *dropped)
 {
-	struct slot k;
-	int64_t w;
+	int64_t w = floor_to(t_us, a->o.window_us);
 	size_t i;
 	int ret = 0;
 
-	if (!a || !s || !sample_ok(s)) {
-		if (a)
-			a->st.samples_invalid++;
-		return -EINVAL;
-	}
-	w = floor_to(s->time_us, a->o.window_us);
+	*dropped = false;
 	if (!a->open) {
 		a->open = true;
 		a->start_us = w;
@@ -258,37 +261,85 @@ int agg_add(struct agg *a, const struct agg_sample *s)
 	} else if (w < a->start_us) {
 		a->st.samples_late++;
 	}
-	k.stack = s->stack_id;
-	k.source = s->source_id;
-	k.span = s->span_id;
-	memcpy(k.trace, s->trace_id, 16);
-	k.hz = s->hz;
-	for (i = slot_hash(&k) & (a->cap - 1); a->slots[i].count; i = (i + 1) & (a->cap - 1)) {
-		if (slot_eq(&a->slots[i], &k)) {
-			a->slots[i].count++;
-			a->st.samples++;
+	for (i = slot_hash(k) & (a->cap - 1); a->slots[i].count; i = (i + 1) & (a->cap - 1)) {
+		if (slot_eq(&a->slots[i], k)) {
+			uint32_t c = a->slots[i].count;
+
+			/* INT32_MAX: the store's integer arrays */
+			a->slots[i].count = c > INT32_MAX - weight ? INT32_MAX : c + weight;
 			return ret;
 		}
 	}
 	if (a->nkeys >= a->o.max_keys) {
-		a->st.samples_overflow++;
+		*dropped = true;
 		a->win_overflow++;
 		return ret;
 	}
 	if ((size_t)(a->nkeys + 1) * 2 > a->cap && a->cap < a->cap_max) {
 		if (table_grow(a)) {
-			a->st.samples_overflow++;
+			*dropped = true;
 			a->win_overflow++;
 			return ret ? ret : -ENOMEM;
 		}
-		for (i = slot_hash(&k) & (a->cap - 1); a->slots[i].count;
-		     i = (i + 1) & (a->cap - 1))
+		for (i = slot_hash(k) & (a->cap - 1); a->slots[i].count; i = (i + 1) & (a->cap - 1))
 			;
 	}
-	k.count = 1;
-	a->slots[i] = k;
+	k->count = weight > INT32_MAX ? INT32_MAX : weight;
+	a->slots[i] = *k;
 	a->used[a->nkeys++] = (uint32_t)i;
-	a->st.samples++;
+	return ret;
+}
+
+int agg_add(struct agg *a, const struct agg_sample *s)
+{
+	struct slot k = {0};
+	bool dropped;
+	int ret;
+
+	if (!a || !s || !sample_ok(s)) {
+		if (a)
+			a->st.samples_invalid++;
+		return -EINVAL;
+	}
+	k.stack = s->stack_id;
+	k.source = s->source_id;
+	k.span = s->span_id;
+	memcpy(k.trace, s->trace_id, 16);
+	k.hz = s->hz;
+	ret = add_key(a, s->time_us, &k, 1, &dropped);
+	if (dropped)
+		a->st.samples_overflow++;
+	else
+		a->st.samples++;
+	return ret;
+}
+
+int agg_add_offcpu(struct agg *a, const struct agg_offcpu *o)
+{
+	struct slot k = {0};
+	bool untagged = true, dropped;
+	int ret;
+
+	if (o)
+		for (int i = 0; i < 16; i++)
+			untagged = untagged && !o->trace_id[i];
+	if (!a || !o || !o->source_id || !o->us ||
+	    (o->kind != STORE_OFFCPU_BLOCKED && o->kind != STORE_OFFCPU_RUNQ) ||
+	    untagged != (o->span_id == 0)) {
+		if (a)
+			a->st.offcpu_invalid++;
+		return -EINVAL;
+	}
+	k.stack = o->stack_id;
+	k.source = o->source_id;
+	k.span = o->span_id;
+	memcpy(k.trace, o->trace_id, 16);
+	k.kind = o->kind;
+	ret = add_key(a, o->time_us, &k, o->us, &dropped);
+	if (dropped)
+		a->st.offcpu_overflow++;
+	else
+		a->st.offcpu++;
 	return ret;
 }
 
@@ -349,6 +400,7 @@ static int cmp_slot(const void *pa, const void *pb)
 #define CMP_FIELD(f)                                                                               \
 	if (x->f != y->f)                                                                          \
 		return x->f < y->f ? -1 : 1;
+	CMP_FIELD(kind)
 	CMP_FIELD(source)
 	CMP_FIELD(trace[0])
 	CMP_FIELD(trace[1])
@@ -361,8 +413,8 @@ static int cmp_slot(const void *pa, const void *pb)
 
 static bool same_row(const struct slot *x, const struct slot *y)
 {
-	return x->source == y->source && x->trace[0] == y->trace[0] && x->trace[1] == y->trace[1] &&
-	       x->span == y->span && x->hz == y->hz;
+	return x->kind == y->kind && x->source == y->source && x->trace[0] == y->trace[0] &&
+	       x->trace[1] == y->trace[1] && x->span == y->span && x->hz == y->hz;
 }
 
 /* Collects the dictionary closure of the sorted keys. Returns missing ids or -ENOMEM. */
@@ -378,6 +430,8 @@ static int64_t closure(struct agg *a, const struct slot *keys, uint32_t n)
 				return m;
 			missing += m;
 		}
+		if (!keys[i].stack)
+			continue; /* off-CPU time without a stack */
 		m = agg_dict_mark_stack(&a->dict, a->seq, keys[i].stack);
 		if (m < 0)
 			return m;
@@ -432,18 +486,53 @@ static void fill_rows(struct agg_window *w, const struct slot *keys, uint32_t n,
 	}
 }
 
-/* Sizes and allocates the window for n sorted keys and the dictionary closure. */
+/* The off-CPU rows of the sorted keys: as fill_rows, into w->offcpu. */
+static void fill_offcpu(struct agg_window *w, const struct slot *keys, uint32_t n, uint64_t *stk,
+			uint32_t *us)
+{
+	struct store_offcpu_row *r = w->offcpu - 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || r->n == AGG_ROW_MAX_STACKS) {
+			r++;
+			r->bucket_us = w->start_us;
+			r->source_id = keys[i].source;
+			memcpy(r->trace_id, keys[i].trace, 16);
+			r->span_id = keys[i].span;
+			r->kind = keys[i].kind;
+			r->n = 0;
+			r->stacks = stk;
+			r->us = us;
+		}
+		stk[0] = keys[i].stack;
+		us[0] = keys[i].count;
+		stk++;
+		us++;
+		r->n++;
+		w->offcpu_us += keys[i].count;
+	}
+}
+
+/*
+ * Sizes and allocates the window for n sorted keys and the dictionary
+ * closure. The keys of CPU samples sort first (kind 0), then off-CPU ones.
+ */
 static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t n, size_t extra)
 {
-	size_t nrows = count_rows(keys, n), bytes;
+	uint32_t ncpu = 0;
+	size_t nrows, noff, bytes;
 	struct agg_dict_size ds;
 	struct agg_window *w;
 	uint64_t *u64;
 	uint32_t *cnt;
 	char *p;
 
+	while (ncpu < n && !keys[ncpu].kind)
+		ncpu++;
+	nrows = count_rows(keys, ncpu);
+	noff = count_rows(keys + ncpu, n - ncpu);
 	agg_dict_closure_size(&a->dict, &ds);
-	bytes = round8(sizeof(*w)) + nrows * sizeof(*w->rows) +
+	bytes = round8(sizeof(*w)) + nrows * sizeof(*w->rows) + noff * sizeof(*w->offcpu) +
 		ds.entries[AGG_DICT_SOURCES] * sizeof(*w->sources) +
 		ds.entries[AGG_DICT_FUNCTIONS] * sizeof(*w->functions) +
 		ds.entries[AGG_DICT_FRAMES] * sizeof(*w->frames) +
@@ -454,6 +543,7 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	if (!w)
 		return NULL;
 	w->nrows = nrows;
+	w->noffcpu = noff;
 	w->nsources = ds.entries[AGG_DICT_SOURCES];
 	w->nfunctions = ds.entries[AGG_DICT_FUNCTIONS];
 	w->nframes = ds.entries[AGG_DICT_FRAMES];
@@ -462,6 +552,8 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	p = (char *)w + round8(sizeof(*w));
 	w->rows = (struct store_sample_row *)p;
 	p += nrows * sizeof(*w->rows);
+	w->offcpu = (struct store_offcpu_row *)p;
+	p += noff * sizeof(*w->offcpu);
 	w->sources = (struct agg_source *)p;
 	p += w->nsources * sizeof(*w->sources);
 	w->functions = (struct agg_function *)p;
@@ -478,7 +570,8 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	w->window_us = a->o.window_us;
 	w->seq = a->seq;
 	w->bytes = bytes;
-	fill_rows(w, keys, n, u64, cnt);
+	fill_rows(w, keys, ncpu, u64, cnt);
+	fill_offcpu(w, keys + ncpu, n - ncpu, u64 + ncpu, cnt + ncpu);
 	agg_dict_fill(&a->dict, w, u64 + n, p);
 	return w;
 }
@@ -512,6 +605,7 @@ struct agg_window *agg_trigger_window(struct agg *a, const char *trigger_id,
 			keys[k].span = rows[i].span_id;
 			memcpy(keys[k].trace, rows[i].trace_id, 16);
 			keys[k].hz = rows[i].hz;
+			keys[k].kind = 0;
 			keys[k].count = rows[i].counts ? rows[i].counts[j] : 1;
 		}
 	qsort(keys, nkeys, sizeof(*keys), cmp_slot);

@@ -69,6 +69,23 @@ struct agg_sample {
 	uint16_t hz;	      /* sampling frequency, 1..1000 */
 };
 
+/*
+ * Off-CPU time of one thread (docs/offcpu.md): us microseconds of kind
+ * STORE_OFFCPU_BLOCKED or STORE_OFFCPU_RUNQ, with stack stack_id (0: none,
+ * else a registered stack). Summed per (source, trace, span, kind, stack)
+ * into the window's offcpu rows, in the same windows and with the same
+ * dictionary as samples.
+ */
+struct agg_offcpu {
+	int64_t time_us;      /* when the interval ended, as agg_sample.time_us */
+	uint64_t source_id;   /* ids_source() of a registered source */
+	uint8_t trace_id[16]; /* all zero: outside any request */
+	uint64_t span_id;     /* 0 when untagged */
+	uint64_t stack_id;    /* ids_stack() of the frame ids, or 0 */
+	uint8_t kind;	      /* STORE_OFFCPU_BLOCKED or STORE_OFFCPU_RUNQ */
+	uint32_t us;	      /* microseconds, >= 1 */
+};
+
 /* Dictionary entries as a window carries them; strings point into the window. */
 struct agg_function {
 	uint64_t id;	    /* ids_function() */
@@ -110,32 +127,35 @@ struct agg_route {
  * and the sources and routes they reference), so one queue carries both.
  */
 struct agg_window {
-	uint64_t seq;			/* windows closed before this one by its aggregator */
-	int64_t start_us;		/* window start = bucket of every row */
-	int64_t window_us;		/* window length */
-	size_t nrows;			/* sample rows */
-	struct store_sample_row *rows;	/* sorted by source, trace, span, hz; stacks by id */
-	uint64_t nsamples;		/* sum of counts over all rows */
-	size_t nsources;		/* sources referenced by the rows */
-	struct agg_source *sources;	/* them */
-	size_t nfunctions;		/* functions of the frames */
-	struct agg_function *functions; /* them */
-	size_t nframes;			/* frames of the stacks */
-	struct agg_frame *frames;	/* them */
-	size_t nstacks;			/* stacks referenced by the rows */
-	struct agg_stack *stacks;	/* them */
-	size_t nroutes;			/* routes referenced by the requests */
-	struct agg_route *routes;	/* them */
-	size_t nrequests;		/* request rows (OTLP batches; 0 for sample windows) */
-	struct store_request *requests; /* them */
-	const char *trigger_id;		/* set: the rows are raised samples of this trigger's
-					   claimed requests (traceprof.trigger_samples) */
-	uint64_t missing_entries;	/* ids referenced but not registered (left out) */
-	uint64_t samples_overflow;	/* samples this window dropped at max_keys */
-	size_t bytes;			/* memory owned, for queue accounting */
-	uint64_t spool_id;		/* its file in the spool (spool.h); 0: not spooled */
-	bool spool_replayed;		/* read back from the spool at start (a previous run's) */
-	struct agg_window *next;	/* link for the current holder's list */
+	uint64_t seq;			 /* windows closed before this one by its aggregator */
+	int64_t start_us;		 /* window start = bucket of every row */
+	int64_t window_us;		 /* window length */
+	size_t nrows;			 /* sample rows */
+	struct store_sample_row *rows;	 /* sorted by source, trace, span, hz; stacks by id */
+	uint64_t nsamples;		 /* sum of counts over all rows */
+	size_t noffcpu;			 /* off-CPU rows */
+	struct store_offcpu_row *offcpu; /* sorted by source, trace, span, kind; stacks by id */
+	uint64_t offcpu_us;		 /* sum of their durations */
+	size_t nsources;		 /* sources referenced by the rows */
+	struct agg_source *sources;	 /* them */
+	size_t nfunctions;		 /* functions of the frames */
+	struct agg_function *functions;	 /* them */
+	size_t nframes;			 /* frames of the stacks */
+	struct agg_frame *frames;	 /* them */
+	size_t nstacks;			 /* stacks referenced by the rows */
+	struct agg_stack *stacks;	 /* them */
+	size_t nroutes;			 /* routes referenced by the requests */
+	struct agg_route *routes;	 /* them */
+	size_t nrequests;		 /* request rows (OTLP batches; 0 for sample windows) */
+	struct store_request *requests;	 /* them */
+	const char *trigger_id;		 /* set: the rows are raised samples of this trigger's
+					    claimed requests (traceprof.trigger_samples) */
+	uint64_t missing_entries;	 /* ids referenced but not registered (left out) */
+	uint64_t samples_overflow;	 /* samples this window dropped at max_keys */
+	size_t bytes;			 /* memory owned, for queue accounting */
+	uint64_t spool_id;		 /* its file in the spool (spool.h); 0: not spooled */
+	bool spool_replayed;		 /* read back from the spool at start (a previous run's) */
+	struct agg_window *next;	 /* link for the current holder's list */
 };
 
 struct agg_stats {
@@ -150,6 +170,9 @@ struct agg_stats {
 	uint64_t dict_evicted;	   /* entries swept as idle */
 	uint64_t missing_entries;  /* referenced ids that were not registered */
 	uint64_t trigger_windows;  /* windows of raised samples built (agg_trigger_window) */
+	uint64_t offcpu;	   /* off-CPU intervals counted into windows */
+	uint64_t offcpu_invalid;   /* refused: kind, us 0, span without trace, source 0 */
+	uint64_t offcpu_overflow;  /* dropped: window already had max_keys keys */
 };
 
 /* Returns NULL with errno EINVAL (bad opts) or ENOMEM. Free with agg_free(). */
@@ -183,6 +206,13 @@ bool agg_has_source(const struct agg *a, uint64_t id);
  * lost and counted; the sample itself is counted).
  */
 int agg_add(struct agg *a, const struct agg_sample *s);
+/*
+ * Adds one off-CPU interval; returns as agg_add (invalid ones counted in
+ * offcpu_invalid, keys over max_keys in offcpu_overflow). A key's sum
+ * saturates at INT32_MAX µs, the largest the store keeps (35 minutes in
+ * one window: over a hundred threads of one span blocked in one stack).
+ */
+int agg_add_offcpu(struct agg *a, const struct agg_offcpu *o);
 /* Closes the open window when now_us >= its end + close_grace_us. Returns 1 if closed. */
 int agg_tick(struct agg *a, int64_t now_us);
 /* When agg_tick() will close the open window (end + grace), INT64_MAX when none is open. */

@@ -92,6 +92,12 @@ static bool past(const struct timespec *t)
 
 /* ---- accounting (called with mu held) ---- */
 
+/* Rows of w to store: sample rows, then off-CPU rows (one position for both). */
+static size_t win_rows(const struct agg_window *w)
+{
+	return w->nrows + w->noffcpu;
+}
+
 static uint64_t row_samples(const struct store_sample_row *r)
 {
 	uint64_t n = 0;
@@ -146,7 +152,7 @@ static struct agg_window *pop_head(struct shipper *s)
 static void count_dropped(struct shipper *s, const struct agg_window *w)
 {
 	s->stats.windows_dropped++;
-	s->stats.rows_dropped += w->nrows;
+	s->stats.rows_dropped += win_rows(w);
 	s->stats.samples_dropped += w->nsamples;
 	s->stats.requests_dropped += w->nrequests;
 }
@@ -156,7 +162,7 @@ static void count_dropped(struct shipper *s, const struct agg_window *w)
 static void count_submitted(struct shipper *s, const struct agg_window *w)
 {
 	s->stats.windows_submitted++;
-	s->stats.rows_submitted += w->nrows;
+	s->stats.rows_submitted += win_rows(w);
 	s->stats.samples_submitted += w->nsamples;
 	s->stats.requests_submitted += w->nrequests;
 }
@@ -444,6 +450,7 @@ static int add_dict(struct store *st, const struct agg_window *w, size_t i)
  */
 static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 {
+	static const struct store_sample_row none; /* an off-CPU row's samples: none */
 	struct progress *p = &s->prog;
 	uint64_t inv_rows = 0, inv_samples = 0, inv_dict = 0, inv_reqs = 0;
 	bool full = false;
@@ -463,11 +470,16 @@ static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 		}
 		p->dict_pos++;
 	}
-	while (!rc && !full && p->row_pos < w->nrows) {
-		const struct store_sample_row *r = &w->rows[p->row_pos];
+	while (!rc && !full && p->row_pos < win_rows(w)) {
+		const struct store_sample_row *r =
+		    p->row_pos < w->nrows ? &w->rows[p->row_pos] : &none;
 
-		rc = w->trigger_id ? store_add_trigger_samples(s->st, w->trigger_id, r)
-				   : store_add_samples(s->st, r);
+		if (p->row_pos >= w->nrows)
+			rc = store_add_offcpu(s->st, &w->offcpu[p->row_pos - w->nrows]);
+		else if (w->trigger_id)
+			rc = store_add_trigger_samples(s->st, w->trigger_id, r);
+		else
+			rc = store_add_samples(s->st, r);
 		if (rc == -ENOBUFS) {
 			full = true;
 			break;
@@ -484,7 +496,7 @@ static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 		}
 		p->row_pos++;
 	}
-	while (!rc && !full && p->row_pos == w->nrows && p->req_pos < w->nrequests) {
+	while (!rc && !full && p->row_pos == win_rows(w) && p->req_pos < w->nrequests) {
 		rc = store_add_request(s->st, &w->requests[p->req_pos]);
 		if (rc == -ENOBUFS) {
 			full = true;
@@ -562,9 +574,9 @@ static int resume_replayed(struct shipper *s, struct agg_window *w)
 		if (st != 1)
 			continue; /* aborted, or unknown: the rows are not there */
 		p->dict_pos = c[i].dict_pos <= dict_total(w) ? c[i].dict_pos : dict_total(w);
-		p->row_pos = c[i].row_pos <= w->nrows ? c[i].row_pos : w->nrows;
+		p->row_pos = c[i].row_pos <= win_rows(w) ? c[i].row_pos : win_rows(w);
 		p->req_pos = c[i].req_pos <= w->nrequests ? c[i].req_pos : w->nrequests;
-		for (size_t r = 0; r < p->row_pos; r++)
+		for (size_t r = 0; r < p->row_pos && r < w->nrows; r++)
 			samples += row_samples(&w->rows[r]);
 		p->rows_done = p->row_pos;
 		p->samples_done = samples;
@@ -577,7 +589,7 @@ static int resume_replayed(struct shipper *s, struct agg_window *w)
 		pthread_mutex_unlock(&s->mu);
 		log_info("shipper: spooled window %016llx was stored up to transaction %s before "
 			 "the restart; resuming after it rows=%zu/%zu requests=%zu/%zu",
-			 (unsigned long long)w->spool_id, c[i].xid, p->row_pos, w->nrows,
+			 (unsigned long long)w->spool_id, c[i].xid, p->row_pos, win_rows(w),
 			 p->req_pos, w->nrequests);
 		break;
 	}
@@ -614,7 +626,7 @@ static int deliver(struct shipper *s, struct agg_window *w)
 		s->stats.requests_delivered += p->reqs_pending;
 		p->reqs_done += p->reqs_pending;
 		p->reqs_pending = 0;
-		if (p->dict_pos == dict_total(w) && p->row_pos == w->nrows &&
+		if (p->dict_pos == dict_total(w) && p->row_pos == win_rows(w) &&
 		    p->req_pos == w->nrequests) {
 			done = pop_head(s);
 			s->stats.windows_delivered++;
@@ -659,7 +671,7 @@ static void count_undelivered(struct shipper *s)
 		bool head = w == s->head && s->prog.w == w;
 
 		s->stats.windows_undelivered++;
-		s->stats.rows_undelivered += w->nrows - (head ? s->prog.rows_done : 0);
+		s->stats.rows_undelivered += win_rows(w) - (head ? s->prog.rows_done : 0);
 		s->stats.samples_undelivered += w->nsamples - (head ? s->prog.samples_done : 0);
 		s->stats.requests_undelivered += w->nrequests - (head ? s->prog.reqs_done : 0);
 	}

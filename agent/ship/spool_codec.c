@@ -6,7 +6,9 @@
  * the machine): a header (magic, the body's length, its checksum), the
  * window's fields, the counts of its arrays, then the arrays: sample rows
  * (with their stack ids and counts), sources, functions, frames, stacks,
- * routes, request rows. A string is a 32-bit length and its bytes; the
+ * routes, request rows, off-CPU rows (files of the first format,
+ * "TPSPOOL1", have none and are still read). A string is a 32-bit length
+ * and its bytes; the
  * length 0xffffffff stands for NULL. Reading one back checks the checksum,
  * then every count against the bytes left before allocating: one
  * allocation of at most the window's fixed part plus twice the file's
@@ -18,9 +20,10 @@
 
 #include "spool.h"
 
-#define WIN_MAGIC "TPSPOOL1"
-#define HEADER	  SPOOL_FILE_HEADER /* magic, body length, checksum */
-#define STR_NULL  0xffffffffu	    /* string length that stands for NULL */
+#define WIN_MAGIC    "TPSPOOL2"
+#define WIN_MAGIC_V1 "TPSPOOL1"	       /* before off-CPU rows: read, never written */
+#define HEADER	     SPOOL_FILE_HEADER /* magic, body length, checksum */
+#define STR_NULL     0xffffffffu       /* string length that stands for NULL */
 
 /* ---- encoding ---- */
 
@@ -106,6 +109,22 @@ static void put_rows(struct wbuf *b, const struct agg_window *w)
 		put(b, r->stacks, (size_t)r->n * 8);
 		if (has_counts)
 			put(b, r->counts, (size_t)r->n * 4);
+	}
+}
+
+static void put_offcpu(struct wbuf *b, const struct agg_window *w)
+{
+	for (size_t i = 0; i < w->noffcpu; i++) {
+		const struct store_offcpu_row *r = &w->offcpu[i];
+
+		put_u64(b, (uint64_t)r->bucket_us);
+		put_u64(b, r->source_id);
+		put(b, r->trace_id, 16);
+		put_u64(b, r->span_id);
+		put(b, &r->kind, 1);
+		put_u32(b, r->n);
+		put(b, r->stacks, (size_t)r->n * 8);
+		put(b, r->us, (size_t)r->n * 4);
 	}
 }
 
@@ -196,9 +215,11 @@ int spool_encode(const struct agg_window *w, char **out, size_t *len)
 	put_u64(&b, w->nstacks);
 	put_u64(&b, w->nroutes);
 	put_u64(&b, w->nrequests);
+	put_u64(&b, w->noffcpu);
 	put_rows(&b, w);
 	put_dicts(&b, w);
 	put_requests(&b, w);
+	put_offcpu(&b, w);
 	if (b.oom) {
 		free(b.p);
 		return -ENOMEM;
@@ -316,6 +337,24 @@ static void get_rows(struct rbuf *r, struct agg_window *w)
 	}
 }
 
+static void get_offcpu(struct rbuf *r, struct agg_window *w)
+{
+	for (size_t i = 0; i < w->noffcpu && !r->bad; i++) {
+		struct store_offcpu_row *row = &w->offcpu[i];
+
+		row->bucket_us = (int64_t)get_u64(r);
+		row->source_id = get_u64(r);
+		get(r, row->trace_id, 16);
+		row->span_id = get_u64(r);
+		get(r, &row->kind, 1);
+		row->n = get_u32(r);
+		row->stacks = get_array(r, row->n, 8);
+		row->us = get_array(r, row->n, 4);
+		for (uint32_t j = 0; row->us && j < row->n; j++)
+			w->offcpu_us += row->us[j];
+	}
+}
+
 static const char *get_str_or_empty(struct rbuf *r)
 {
 	const char *s = get_str(r);
@@ -390,24 +429,33 @@ enum {
 	MIN_STACK = 8 + 4,
 	MIN_ROUTE = 8 + 4 + 4,
 	MIN_REQUEST = 6 * 8 + 16 + 4,
+	MIN_OFFCPU = 8 + 8 + 16 + 8 + 1 + 4,
 };
 
 struct agg_window *spool_decode(const char *buf, size_t len)
 {
 	struct rbuf r;
 	struct agg_window h = {0}, *w;
-	uint64_t body, sum, n[7];
-	static const size_t min[7] = {MIN_ROW,	 MIN_SOURCE, MIN_FUNCTION, MIN_FRAME,
-				      MIN_STACK, MIN_ROUTE,  MIN_REQUEST};
-	static const size_t elem[7] = {sizeof(struct store_sample_row), sizeof(struct agg_source),
-				       sizeof(struct agg_function),	sizeof(struct agg_frame),
-				       sizeof(struct agg_stack),	sizeof(struct agg_route),
-				       sizeof(struct store_request)};
+	uint64_t body, sum, n[8] = {0};
+	static const size_t min[8] = {MIN_ROW,	 MIN_SOURCE, MIN_FUNCTION, MIN_FRAME,
+				      MIN_STACK, MIN_ROUTE,  MIN_REQUEST,  MIN_OFFCPU};
+	static const size_t elem[8] = {
+	    sizeof(struct store_sample_row), sizeof(struct agg_source),
+	    sizeof(struct agg_function),     sizeof(struct agg_frame),
+	    sizeof(struct agg_stack),	     sizeof(struct agg_route),
+	    sizeof(struct store_request),    sizeof(struct store_offcpu_row)};
+	int narrays;
 	size_t fixed, bytes, need = 0;
 	const char *trigger_at;
 	char *block;
 
-	if (!buf || len < HEADER || memcmp(buf, WIN_MAGIC, 8) != 0)
+	if (!buf || len < HEADER)
+		goto bad;
+	if (!memcmp(buf, WIN_MAGIC, 8))
+		narrays = 8;
+	else if (!memcmp(buf, WIN_MAGIC_V1, 8))
+		narrays = 7;
+	else
 		goto bad;
 	memcpy(&body, buf + 8, 8);
 	memcpy(&sum, buf + 16, 8);
@@ -431,7 +479,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 			r.left -= tl;
 		}
 	}
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < narrays; i++) {
 		n[i] = get_u64(&r);
 		if (r.bad || n[i] > r.left / min[i])
 			goto bad;
@@ -440,7 +488,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	if (need > r.left)
 		goto bad;
 	fixed = (sizeof(*w) + 7) & ~(size_t)7;
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		fixed += (n[i] * elem[i] + 7) & ~(size_t)7;
 	/* strings and arrays: at most twice their bytes in the file, with NULs and alignment */
 	bytes = fixed + 2 * body + 64;
@@ -460,6 +508,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	w->stacks = take(&r, n[4] * elem[4]);
 	w->routes = take(&r, n[5] * elem[5]);
 	w->requests = take(&r, n[6] * elem[6]);
+	w->offcpu = take(&r, n[7] * elem[7]);
 	w->nrows = n[0];
 	w->nsources = n[1];
 	w->nfunctions = n[2];
@@ -467,6 +516,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	w->nstacks = n[4];
 	w->nroutes = n[5];
 	w->nrequests = n[6];
+	w->noffcpu = n[7];
 	{
 		struct rbuf t = r;
 
@@ -479,6 +529,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	get_rows(&r, w);
 	get_dicts(&r, w);
 	get_requests(&r, w);
+	get_offcpu(&r, w);
 	if (r.bad || r.left) {
 		free(block);
 		goto bad;

@@ -572,9 +572,93 @@ static void test_trigger_window(void)
 	agg_free(a);
 }
 
+/*
+ * Off-CPU time (docs/offcpu.md): microseconds summed per (source, trace,
+ * span, kind, stack) in the same window as the samples, kinds in rows of
+ * their own, stack 0 kept without a dictionary entry, the closure of the
+ * off-CPU stacks carried, invalid intervals refused, sums saturating.
+ */
+static void test_offcpu(void)
+{
+	struct agg *a = agg_new(&(struct agg_opts){.window_us = SEC});
+	struct agg_sample s = {.time_us = BASE, .source_id = 1, .hz = 19};
+	struct agg_offcpu o = {.time_us = BASE + 5, .source_id = 1, .span_id = 7, .us = 1500};
+	struct agg_window *w;
+	struct agg_stats st;
+	uint64_t fr[4], stk[3];
+
+	register_dict(a, fr, stk);
+	o.trace_id[15] = 0x11;
+	s.stack_id = stk[0];
+	CHECK(agg_add(a, &s) == 0, "a CPU sample");
+	o.kind = STORE_OFFCPU_BLOCKED;
+	o.stack_id = stk[1];
+	CHECK(agg_add_offcpu(a, &o) == 0, "blocked 1500 us");
+	o.us = 2500;
+	CHECK(agg_add_offcpu(a, &o) == 0, "blocked 2500 us more, same stack");
+	o.stack_id = 0;
+	o.us = 300;
+	CHECK(agg_add_offcpu(a, &o) == 0, "blocked 300 us without a stack");
+	o.kind = STORE_OFFCPU_RUNQ;
+	o.stack_id = stk[2];
+	o.us = 40;
+	CHECK(agg_add_offcpu(a, &o) == 0, "runqueue 40 us");
+	o.us = INT32_MAX - 10;
+	CHECK(agg_add_offcpu(a, &o) == 0 && agg_add_offcpu(a, &o) == 0, "runqueue: saturating");
+	o.us = 0;
+	CHECK(agg_add_offcpu(a, &o) == -EINVAL, "0 us refused");
+	o.us = 5;
+	o.kind = 3;
+	CHECK(agg_add_offcpu(a, &o) == -EINVAL, "kind 3 refused");
+	o.kind = STORE_OFFCPU_BLOCKED;
+	o.span_id = 0;
+	CHECK(agg_add_offcpu(a, &o) == -EINVAL, "trace without span refused");
+	o.span_id = 7;
+	o.source_id = 0;
+	CHECK(agg_add_offcpu(a, &o) == -EINVAL, "source 0 refused");
+	CHECK(agg_close(a) == 1 && (w = agg_take(a)) != NULL, "the window closes");
+	if (w) {
+		CHECK(w->nrows == 1 && w->nsamples == 1 && w->rows[0].stacks[0] == stk[0],
+		      "the sample row as before");
+		CHECK(w->noffcpu == 2, "two off-CPU rows (blocked, runqueue): %zu", w->noffcpu);
+		if (w->noffcpu == 2) {
+			const struct store_offcpu_row *b = &w->offcpu[0], *r = &w->offcpu[1];
+			uint32_t with = 0, without = 0;
+
+			CHECK(b->kind == STORE_OFFCPU_BLOCKED && b->span_id == 7 &&
+				  b->trace_id[15] == 0x11 && b->bucket_us == BASE && b->n == 2,
+			      "blocked row: the span, two stacks");
+			for (uint32_t i = 0; i < b->n; i++) {
+				with += b->stacks[i] == stk[1] ? b->us[i] : 0;
+				without += b->stacks[i] == 0 ? b->us[i] : 0;
+			}
+			CHECK(with == 4000 && without == 300,
+			      "blocked: 4000 us in stack 1, 300 "
+			      "without (%u, %u)",
+			      with, without);
+			CHECK(r->kind == STORE_OFFCPU_RUNQ && r->n == 1 && r->stacks[0] == stk[2] &&
+				  r->us[0] == INT32_MAX,
+			      "runqueue row: saturated at INT32_MAX (%u)", r->n ? r->us[0] : 0);
+			CHECK(w->offcpu_us == 4300 + (uint64_t)INT32_MAX, "window total %" PRIu64,
+			      w->offcpu_us);
+		}
+		CHECK(w->nstacks == 3 &&
+			  has_id(w->stacks, w->nstacks, sizeof(*w->stacks), stk[1]) &&
+			  has_id(w->stacks, w->nstacks, sizeof(*w->stacks), stk[2]) &&
+			  w->missing_entries == 0,
+		      "the window carries the off-CPU stacks, none for stack 0");
+	}
+	agg_window_free(w);
+	agg_get_stats(a, &st);
+	CHECK(st.offcpu == 6 && st.offcpu_invalid == 4 && st.samples == 1,
+	      "counted: %" PRIu64 " kept, %" PRIu64 " invalid", st.offcpu, st.offcpu_invalid);
+	agg_free(a);
+}
+
 int main(void)
 {
 	test_hz_and_invalid();
+	test_offcpu();
 	test_dictionary();
 	test_trigger_window();
 	test_no_alloc();

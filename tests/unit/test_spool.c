@@ -52,6 +52,8 @@ static int64_t now_us(void)
 static uint64_t stacks0[3] = {101, 102, 103}, stacks1[1] = {104};
 static uint32_t counts0[3] = {5, 1, 7};
 static uint64_t frames_a[2] = {201, 202}, frames_b[1] = {203};
+static uint64_t off_stacks0[2] = {104, 0}, off_stacks1[1] = {101};
+static uint32_t off_us0[2] = {1500, 320}, off_us1[1] = {77};
 
 /* A hand-built window, w, with the arrays it points into. */
 struct hand {
@@ -63,6 +65,7 @@ struct hand {
 	struct agg_stack st[2];
 	struct agg_route rt[1];
 	struct store_request rq[1];
+	struct store_offcpu_row off[2];
 };
 
 static struct agg_window *hand_window(struct hand *h)
@@ -75,6 +78,7 @@ static struct agg_window *hand_window(struct hand *h)
 	struct agg_stack *st = h->st;
 	struct agg_route *rt = h->rt;
 	struct store_request *rq = h->rq;
+	struct store_offcpu_row *off = h->off;
 
 	memset(w, 0, sizeof(*w));
 	rows[0] = (struct store_sample_row){.bucket_us = 1700000000000000LL,
@@ -122,6 +126,23 @@ static struct agg_window *hand_window(struct hand *h)
 	w->routes = rt;
 	w->nrequests = 1;
 	w->requests = rq;
+	off[0] = (struct store_offcpu_row){.bucket_us = 1700000000000000LL,
+					   .source_id = 11,
+					   .span_id = 0x55,
+					   .kind = STORE_OFFCPU_BLOCKED,
+					   .n = 2,
+					   .stacks = off_stacks0,
+					   .us = off_us0};
+	memset(off[0].trace_id, 0xab, 16);
+	off[1] = (struct store_offcpu_row){.bucket_us = 1700000000000000LL,
+					   .source_id = 12,
+					   .kind = STORE_OFFCPU_RUNQ,
+					   .n = 1,
+					   .stacks = off_stacks1,
+					   .us = off_us1};
+	w->noffcpu = 2;
+	w->offcpu = off;
+	w->offcpu_us = 1500 + 320 + 77;
 	w->trigger_id = "default/slow-checkout";
 	w->missing_entries = 3;
 	w->samples_overflow = 2;
@@ -193,6 +214,58 @@ static void check_same(const struct agg_window *a, const struct agg_window *b)
 	if (b->nrequests == 1)
 		CHECK(!memcmp(&a->requests[0], &b->requests[0], sizeof(struct store_request)),
 		      "request");
+	CHECK(b->noffcpu == a->noffcpu && b->offcpu_us == a->offcpu_us, "off-CPU rows %zu, %llu us",
+	      b->noffcpu, (unsigned long long)b->offcpu_us);
+	for (size_t i = 0; i < a->noffcpu && b->noffcpu == a->noffcpu; i++) {
+		const struct store_offcpu_row *x = &a->offcpu[i], *y = &b->offcpu[i];
+
+		CHECK(x->bucket_us == y->bucket_us && x->source_id == y->source_id &&
+			  !memcmp(x->trace_id, y->trace_id, 16) && x->span_id == y->span_id &&
+			  x->kind == y->kind && x->n == y->n &&
+			  !memcmp(x->stacks, y->stacks, x->n * sizeof(uint64_t)) &&
+			  !memcmp(x->us, y->us, x->n * sizeof(uint32_t)),
+		      "off-CPU row %zu", i);
+	}
+}
+
+/*
+ * A file of the first format (before off-CPU rows: magic TPSPOOL1, no
+ * off-CPU count) written by an earlier agent is still read after an
+ * upgrade: the same window, without off-CPU rows.
+ */
+static void test_first_format(void)
+{
+	struct hand h;
+	struct agg_window *w = hand_window(&h), *back;
+	size_t len, at = 24 + 6 * 8 + 4 + strlen(w->trigger_id) + 7 * 8;
+	uint64_t body, sum;
+	char *buf;
+
+	w->noffcpu = 0;
+	w->offcpu_us = 0;
+	if (spool_encode(w, &buf, &len) != 0) {
+		CHECK(0, "encode");
+		return;
+	}
+	memcpy(buf, "TPSPOOL1", 8);
+	memmove(buf + at, buf + at + 8, len - at - 8); /* the off-CPU count (0) out */
+	len -= 8;
+	body = len - 24;
+	sum = spool_hash(buf + 24, body);
+	memcpy(buf + 8, &body, 8);
+	memcpy(buf + 16, &sum, 8);
+	back = spool_decode(buf, len);
+	CHECK(back != NULL, "a first-format file is read");
+	if (back) {
+		CHECK(back->noffcpu == 0 && back->nrows == 2 && back->nrequests == 1 &&
+			  back->rows[0].counts && back->rows[0].counts[2] == 7 &&
+			  back->requests[0].status_code == 503,
+		      "first format: rows and requests as written, no off-CPU rows");
+		w->noffcpu = 0;
+		check_same(w, back);
+	}
+	agg_window_free(back);
+	free(buf);
 }
 
 static void test_roundtrip(void)
@@ -566,6 +639,7 @@ int main(void)
 		return 2;
 	snprintf(dir, sizeof(dir), "%s/spool", tmpl);
 	test_roundtrip();
+	test_first_format();
 	test_directory();
 	agg = agg_new(&(struct agg_opts){.window_us = SEC});
 	if (!agg)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Off-CPU time per request, end to end (docs/offcpu.md): a process of the
+# SDK in a cgroup the agent targets (--offcpu requests) serves 8 requests,
+# each waiting in nanosleep (wait_sleep, 30 ms), on a mutex another thread
+# holds (wait_lock, 40 ms) and on a pipe another thread fills (wait_pipe,
+# 20 ms); the workload prints how long each call took. Per request and
+# function, the blocked time stored in traceprof.offcpu with a stack that
+# runs that function must match the call's duration within 5 % or 1 ms
+# (the call's time is blocked, then waiting for a CPU after the wakeup,
+# then a few microseconds on the CPU: blocked alone may fall short by the
+# runqueue wait, which must then make up the rest). The threads that wait
+# outside any request (the lock's holder, the pipe's writer, an idle
+# thread sleeping 5 ms at a time) must leave no row, and an agent without
+# --offcpu must store none at all.
+# usage: run_agent_offcpu_test.sh TRACEPROF_DB AGENT OFFCPU_WORKLOAD CLUSTER_DIR
+set -euo pipefail
+tpdb=$1 agent=$2 workload=$3 cluster=$4
+. "$(dirname "$0")/lib.sh"
+needs_bpf
+needs_cgroup traceprof-offcpu-test
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_offcpu)
+requests=8
+
+# run NAME AGENT_ARGS...: the agent on the cgroup, the workload in it, the agent stopped
+run() {
+	local name=$1
+	shift
+	start_agent "$name" "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 99 \
+		--otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/$name.stats" "$@"
+	(
+		echo "$BASHPID" >"$cg/cgroup.procs"
+		exec "$workload" "$requests" >"$work/$name.out"
+	) || fail "the workload failed"
+	kill -TERM "$agent_pid"
+	wait "$agent_pid" || fail "the agent exited with status $?"
+	grep -E '^(bpf_offcpu[a-z_]*|offcpu_[a-z_]*|agg_offcpu[a-z_]*)=' "$work/$name.stats" || true
+}
+
+run off
+[ "$(q "SELECT count(*) FROM traceprof.offcpu")" = 0 ] || fail "off-CPU rows stored without --offcpu"
+echo "ok: without --offcpu nothing is stored"
+
+run on --offcpu requests
+psql "$conn" -qX -v ON_ERROR_STOP=1 \
+	-c "CREATE TABLE truth (trace_id uuid, fn text, us bigint)" >/dev/null
+sed -n 's/^trace=\([0-9a-f]*\) fn=\([a-z_]*\) us=\([0-9]*\)$/\1,\2,\3/p' "$work/on.out" |
+	psql "$conn" -qX -v ON_ERROR_STOP=1 -c "\\copy truth FROM STDIN WITH (FORMAT csv)" >/dev/null
+[ "$(q "SELECT count(*) FROM truth")" = $((requests * 3)) ] || fail "the workload did not report every wait"
+# stored off-CPU time per trace, kind and the truth's function in the stack
+stored="SELECT o.trace_id, o.kind, f.name AS fn, sum(u.us) AS us
+          FROM traceprof.offcpu o
+         CROSS JOIN LATERAL unnest(o.stacks, o.us) AS u(stack_id, us)
+          JOIN traceprof.stacks st ON st.stack_id = u.stack_id
+          JOIN traceprof.functions f ON f.function_id = ANY (st.function_ids)
+         WHERE f.name IN ('wait_sleep', 'wait_lock', 'wait_pipe')
+         GROUP BY 1, 2, 3"
+q "SELECT t.fn, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY t.us) / 1000.0, 2) AS truth_ms,
+          round(percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(b.us, 0)) / 1000.0, 2) AS blocked_ms,
+          round(percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(r.us, 0)) / 1000.0, 2) AS runq_ms
+     FROM truth t
+     LEFT JOIN ($stored) b ON b.trace_id = t.trace_id AND b.fn = t.fn AND b.kind = 1
+     LEFT JOIN ($stored) r ON r.trace_id = t.trace_id AND r.fn = t.fn AND r.kind = 2
+    GROUP BY t.fn ORDER BY t.fn" | sed 's/^/   median per request: /'
+bad=$(q "SELECT string_agg(t.trace_id || ' ' || t.fn || ': truth ' || t.us || ' us, blocked ' ||
+                           coalesce(b.us, 0) || ', runqueue of the trace ' || coalesce(rq.us, 0), '; ')
+           FROM truth t
+           LEFT JOIN ($stored) b ON b.trace_id = t.trace_id AND b.fn = t.fn AND b.kind = 1
+           LEFT JOIN (SELECT trace_id, sum(x) AS us FROM traceprof.offcpu, unnest(us) x
+                       WHERE kind = 2 GROUP BY 1) rq ON rq.trace_id = t.trace_id
+          WHERE NOT (abs(coalesce(b.us, 0) - t.us) <= greatest(0.05 * t.us, 1000)
+                     OR (coalesce(b.us, 0) <= t.us
+                         AND coalesce(b.us, 0) + coalesce(rq.us, 0) >= t.us - 1000))")
+[ -z "$bad" ] || fail "blocked time off the truth: $bad"
+echo "ok: every wait of every request stored as blocked within 5 % or 1 ms of its duration"
+outside=$(q "SELECT count(*) FROM traceprof.offcpu WHERE trace_id IS NULL")
+[ "$outside" = 0 ] || fail "$outside off-CPU rows outside requests in the requests mode"
+others=$(q "SELECT count(*) FROM traceprof.offcpu o WHERE NOT EXISTS
+              (SELECT 1 FROM truth t WHERE t.trace_id = o.trace_id)")
+[ "$others" = 0 ] || fail "$others off-CPU rows of traces the workload did not serve"
+echo "ok: nothing stored for the threads outside requests"
