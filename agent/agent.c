@@ -188,6 +188,8 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	struct proc *p;
 
 	(void)len;
+	if (s->kind != TP_REC_SAMPLE)
+		return 0; /* off-CPU records (TP_REC_OFFCPU) are not CPU samples */
 	a->n.samples++;
 	if ((int)s->pid == a->procs.self_pid) {
 		a->n.samples_self++;

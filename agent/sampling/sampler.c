@@ -28,6 +28,7 @@
 #include <bpf/libbpf.h>
 
 #include "loader_probe.h"
+#include "offcpu_attach.h"
 #include "sampler.skel.h"
 #include "tlsloc.h"
 #include "traceprof/log.h"
@@ -86,6 +87,7 @@ struct sampler {
 	int nuprobes;					/* entries used in uprobes */
 	size_t unwind_rows;	      /* rows of the unwind area; 0: no CFI unwinding */
 	struct loader_probes loaders; /* the loader rendezvous uprobe, per loader file */
+	struct offcpu_links offcpu;   /* off-CPU programs while capture is on */
 };
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -292,7 +294,9 @@ static int ring_sample(void *ctx, void *data, size_t len)
 
 	if (len < offsetof(struct tp_sample, ips))
 		return 0; /* never written by sampler.bpf.c */
-	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE) {
+	/* off-CPU records are samples of another kind: the sample callback tells them apart */
+	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE &&
+	    ((const struct tp_sample *)data)->kind != TP_REC_OFFCPU) {
 		const struct tp_sample *r = data;
 		struct sampler_event ev = {.kind = (enum tp_record_kind)r->kind,
 					   .pid = (pid_t)r->pid};
@@ -511,6 +515,7 @@ void sampler_free(struct sampler *s)
 		free(s->uprobes[i].path);
 	}
 	loader_probes_free(&s->loaders);
+	offcpu_links_free(&s->offcpu);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
@@ -784,8 +789,27 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 		st->raised_run_time_ns = info.run_time_ns;
 		st->raised_run_cnt = info.run_cnt;
 	}
+	offcpu_links_run_stats(s->skel, &st->offcpu_run_time_ns, &st->offcpu_run_cnt);
 out_free_vals:
 	free(vals);
+	return err;
+}
+
+int sampler_set_offcpu(struct sampler *s, enum sampler_offcpu_mode mode, uint32_t min_us)
+{
+	int err;
+
+	if ((unsigned)mode > SAMPLER_OFFCPU_ALL || min_us < SAMPLER_OFFCPU_MIN_US_LO ||
+	    min_us > SAMPLER_OFFCPU_MIN_US_HI) {
+		log_error("bad off-CPU capture mode=%d min_us=%u (%d..%d)", (int)mode, min_us,
+			  SAMPLER_OFFCPU_MIN_US_LO, SAMPLER_OFFCPU_MIN_US_HI);
+		return -EINVAL;
+	}
+	if ((unsigned)mode == s->offcpu.mode && min_us == s->offcpu.min_us)
+		return 0;
+	err = offcpu_links_set(&s->offcpu, s->skel, (unsigned)mode, min_us);
+	if (!err)
+		log_debug("off-CPU capture mode=%d min_us=%u", (int)mode, min_us);
 	return err;
 }
 
