@@ -7,7 +7,7 @@
  * A thread of a wanted process leaves the CPU at sched_switch (it is prev,
  * and current): the time, the kind (blocked when it leaves in a sleeping
  * state, runqueue when preempted) and the context it carries go into its
- * entry of "off_threads". sched_wakeup ends a blocked interval (the
+ * task local storage "off_threads". sched_wakeup ends a blocked interval (the
  * runqueue wait begins); sched_switch with the thread as next ends the
  * interval. Intervals of at least offcpu_min_ns become records; shorter
  * ones are summed per thread, kind and context (TP_SAMPLE_OFF_SHORT).
@@ -56,22 +56,17 @@ struct off_thread {
 	__u64 p_kips[OFF_KFRAMES];
 };
 
-/* tid -> its state; entries go when the thread exits. */
+/*
+ * Per thread: its state, task local storage (a few loads from the task, no
+ * hash: the switch path looks up two threads per context switch), made
+ * when a followed thread first leaves the CPU, freed with the thread.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, TP_OFF_MAX_THREADS);
-	__type(key, __u32);
+	__type(key, int);
 	__type(value, struct off_thread);
 } off_threads SEC(".maps");
-
-/* A zeroed entry to create one from (too large for the stack). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct off_thread);
-} off_zero SEC(".maps");
 
 static __always_inline bool same_ctx(const struct thread_ctx *a, const struct thread_ctx *b)
 {
@@ -214,49 +209,54 @@ static __always_inline void off_flush_pending(void *ctx, struct off_thread *t, _
 		c->n[TP_CNT_OFF_RECORDS]++;
 }
 
-/* The thread's entry, (re)created for this capture; NULL when the map is full. */
-static __always_inline struct off_thread *off_entry(__u32 tid, bool create)
+/* The thread's state, made (zeroed) or reset for this capture; NULL when none. */
+static __always_inline struct off_thread *off_entry(struct task_struct *task, bool create)
 {
-	struct off_thread *t = bpf_map_lookup_elem(&off_threads, &tid), *z;
-	__u32 zero = 0;
+	struct off_thread *t = bpf_task_storage_get(&off_threads, task, NULL, 0);
 
 	if (t && t->gen == offcpu_gen)
 		return t;
 	if (!t && !create)
 		return NULL;
-	z = bpf_map_lookup_elem(&off_zero, &zero);
-	if (!z)
-		return NULL;
-	if (bpf_map_update_elem(&off_threads, &tid, z, BPF_ANY)) {
-		count(TP_CNT_OFF_STATE_FULL);
-		return NULL;
+	if (!t) {
+		t = bpf_task_storage_get(&off_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t) {
+			count(TP_CNT_OFF_STATE_FULL);
+			return NULL;
+		}
+	} else {
+		__builtin_memset(t, 0, sizeof(*t)); /* left by an earlier capture */
 	}
-	t = bpf_map_lookup_elem(&off_threads, &tid);
-	if (t)
-		t->gen = offcpu_gen;
+	t->gen = offcpu_gen;
 	return t;
+}
+
+/* The thread's state of this capture, or NULL. */
+static __always_inline struct off_thread *off_find(struct task_struct *task)
+{
+	struct off_thread *t = bpf_task_storage_get(&off_threads, task, NULL, 0);
+
+	return t && t->gen == offcpu_gen ? t : NULL;
 }
 
 /* prev leaves the CPU (prev is current). */
 static __always_inline void off_switch_out(void *ctx, bool preempt, struct task_struct *prev,
-					   unsigned int prev_state)
+					   unsigned int prev_state, __u64 now)
 {
 	__u32 tgid = prev->tgid, tid = prev->pid, mode = offcpu_mode;
 	struct pt_regs *regs;
 	struct off_thread *t;
 	struct thread_ctx tc;
-	__u64 now;
 
 	if (!mode || tid == 0 || (prev->flags & PF_KTHREAD) || (prev_state & OFF_TASK_DEAD))
 		return;
 	if (!wanted(tgid))
 		return;
 	read_thread_ctx(prev, &tc);
-	t = off_entry(tid, mode == 2 || tc.state == TP_CTX_TAGGED);
+	t = off_entry(prev, mode == 2 || tc.state == TP_CTX_TAGGED);
 	if (!t)
 		return;
 	t->tgid = tgid;
-	now = bpf_ktime_get_ns();
 	if (t->p_time) /* blocked again before a syscall exit: maybe the same syscall */
 		off_flush_pending(ctx, t, tid);
 	if (!same_ctx(&t->sums, &tc)) {
@@ -274,8 +274,8 @@ static __always_inline void off_switch_out(void *ctx, bool preempt, struct task_
 	t->t_wake = 0;
 	t->kind = preempt || prev_state == 0 ? TP_SAMPLE_OFF_RUNQ : TP_SAMPLE_OFF_BLOCKED;
 	t->cur = tc;
-	t->uip = BPF_CORE_READ(regs, ip);
-	t->usp = BPF_CORE_READ(regs, sp);
+	t->uip = regs->ip; /* a BTF pointer: plain loads */
+	t->usp = regs->sp;
 }
 
 /* An interval of kind k (0 blocked, 1 runqueue) ended at end: summed, or recorded. */
@@ -287,17 +287,16 @@ static __always_inline void off_short(struct off_thread *t, __u32 tid, __u64 now
 }
 
 /* next runs again (current is still the previous task). */
-static __always_inline void off_switch_in(struct task_struct *next)
+static __always_inline void off_switch_in(struct task_struct *next, __u64 now)
 {
 	__u32 tid = next->pid;
-	__u64 now, wake, blocked, runq, min = offcpu_min_ns;
+	__u64 wake, blocked, runq, min = offcpu_min_ns;
 	struct off_thread *t;
 	long got;
 
-	t = bpf_map_lookup_elem(&off_threads, &tid);
-	if (!t || t->gen != offcpu_gen || !t->t_off)
+	t = off_find(next);
+	if (!t || !t->t_off)
 		return;
-	now = bpf_ktime_get_ns();
 	wake = t->t_off;
 	if (t->kind == TP_SAMPLE_OFF_BLOCKED) {
 		wake = t->t_wake;
@@ -333,19 +332,19 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_off_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	off_switch_out(ctx, preempt, prev, prev_state);
-	off_switch_in(next);
+	__u64 now = bpf_ktime_get_ns();
+
+	off_switch_out(ctx, preempt, prev, prev_state, now);
+	off_switch_in(next, now);
 	return 0;
 }
 
 /* A blocked thread is woken: runnable from now. */
 static __always_inline void off_wakeup(struct task_struct *p)
 {
-	__u32 tid = p->pid;
-	struct off_thread *t = bpf_map_lookup_elem(&off_threads, &tid);
+	struct off_thread *t = off_find(p);
 
-	if (!t || t->gen != offcpu_gen || !t->t_off || t->kind != TP_SAMPLE_OFF_BLOCKED ||
-	    t->t_wake)
+	if (!t || !t->t_off || t->kind != TP_SAMPLE_OFF_BLOCKED || t->t_wake)
 		return;
 	t->t_wake = bpf_ktime_get_ns();
 }
@@ -365,12 +364,12 @@ int BPF_PROG(on_off_wakeup, struct task_struct *p)
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_off_wakeup_new, struct task_struct *p)
 {
-	__u32 tid = p->pid, tgid = p->tgid;
+	__u32 tgid = p->tgid;
 	struct off_thread *t;
 
 	if (offcpu_mode != 2 || (p->flags & PF_KTHREAD) || !wanted(tgid))
 		return 0;
-	t = off_entry(tid, true);
+	t = off_entry(p, true);
 	if (!t)
 		return 0;
 	t->tgid = tgid;
@@ -387,15 +386,17 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(on_off_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 tid = task->pid;
-	struct off_thread *t = bpf_map_lookup_elem(&off_threads, &tid);
+	struct off_thread *t = bpf_task_storage_get(&off_threads, task, NULL, 0);
 
 	if (t && t->p_time && t->gen == offcpu_gen)
-		off_flush_pending(ctx, t, tid);
+		off_flush_pending(ctx, t, task->pid);
 	return 0;
 }
 
-/* A thread exits (current): what it has pending and summed goes out, its entry goes. */
+/*
+ * A thread exits (current): what it has pending and summed goes out; its
+ * state goes with its task (and is stale for a later capture anyway).
+ */
 static __always_inline void off_thread_exit(void *ctx, struct task_struct *task)
 {
 	__u32 tid = task->pid;
@@ -404,14 +405,12 @@ static __always_inline void off_thread_exit(void *ctx, struct task_struct *task)
 
 	if (!offcpu_mode)
 		return;
-	t = bpf_map_lookup_elem(&off_threads, &tid);
+	t = off_find(task);
 	if (!t)
 		return;
-	if (t->gen == offcpu_gen) {
-		now = bpf_ktime_get_ns();
-		off_flush_pending(ctx, t, tid);
-		off_flush_short(t, tid, now, 0);
-		off_flush_short(t, tid, now, 1);
-	}
-	bpf_map_delete_elem(&off_threads, &tid);
+	now = bpf_ktime_get_ns();
+	off_flush_pending(ctx, t, tid);
+	off_flush_short(t, tid, now, 0);
+	off_flush_short(t, tid, now, 1);
+	t->gen = 0; /* its last switch-out (TASK_DEAD) finds nothing to do */
 }

@@ -100,9 +100,6 @@ enum tp_record_kind {
 #define TP_SAMPLE_OFF_RUNQ    0x20
 #define TP_SAMPLE_OFF_SHORT   0x40
 
-/* Threads followed by off-CPU capture at most (map "off_threads", allocated as used). */
-#define TP_OFF_MAX_THREADS 16384
-
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096
 
@@ -168,7 +165,7 @@ enum tp_counter {
 	TP_CNT_OFF_SHORT = 27,	     /* TP_SAMPLE_OFF_SHORT records (sums of short intervals) */
 	TP_CNT_OFF_LOST = 28,	     /* off-CPU records lost: ring buffer full */
 	TP_CNT_OFF_LOST_US = 29,     /* the µs those records held */
-	TP_CNT_OFF_STATE_FULL = 30,  /* switch-outs not followed: "off_threads" full */
+	TP_CNT_OFF_STATE_FULL = 30,  /* switch-outs not followed: no "off_threads" state made */
 	TP_CNT_OFF_NO_WAKEUP = 31,   /* blocked intervals whose wakeup was not seen (all blocked) */
 	TP_CNT_OFF_USTACK_LOST = 32, /* blocked records without user frames: back in user mode */
 	/* by another path than its syscall's exit */
