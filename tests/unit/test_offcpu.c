@@ -312,6 +312,9 @@ struct tally {
 	int n_kern[NREQ];    /* long blocked records with kernel frames */
 	int untagged;	     /* records of the child outside requests */
 	int untagged_fn;     /* of those, blocked in fn_untagged */
+	int ut_long;	     /* long blocked records of the untagged thread */
+	int ut_user_n;	     /* the last one's user frames */
+	uint64_t ut_ip[3];   /* and its first ones */
 	int64_t untagged_us; /* their blocked time */
 	int bad;	     /* malformed: flags, frames, ids */
 	int total;	     /* off-CPU records of any process */
@@ -361,6 +364,13 @@ static int tally_rec(void *arg, const struct tp_sample *s, size_t len)
 			t->untagged_us += s->off_us;
 		if (blocked && !(s->flags & TP_SAMPLE_OFF_SHORT) && in_fn(s, (uint64_t)fn_untagged))
 			t->untagged_fn++;
+		if (blocked && !(s->flags & TP_SAMPLE_OFF_SHORT) &&
+		    s->tid == (uint32_t)ctl->untagged) {
+			t->ut_long++;
+			t->ut_user_n = s->user_n;
+			for (int i = 0; i < 3 && i < s->user_n; i++)
+				t->ut_ip[i] = s->ips[s->kern_n + i];
+		}
 		return 0;
 	}
 	r = s->span_id[7];
@@ -421,26 +431,39 @@ static void check_request(const struct tally *t, int r, const char *what)
 	       " long=%d short=%d with_fn=%d with_kernel=%d\n",
 	       what, truth, t->blocked_us[r], t->runq_us[r], t->n_long[r], t->n_short[r],
 	       t->n_fn[r], t->n_kern[r]);
+	int64_t tol = truth / 20 > 1000 ? truth / 20 : 1000;
+
 	if (r == R_SHORT) {
 		/*
-		 * 200 sleeps: their wakeup latency (runqueue) is partly in the
-		 * thread's CPU time here, so blocked is checked against wall -
-		 * CPU and the whole off-CPU time against the wall time
+		 * 200 sleeps: each blocks at least its 100 µs; the off-CPU
+		 * time covers wall - CPU (nothing lost) and stays within the
+		 * wall time; blocked alone is at most wall - CPU (the rest is
+		 * the runqueue wait after each wakeup, large on a loaded host)
 		 */
-		CHECK(near(t->blocked_us[r], truth),
-		      "%s: blocked %" PRId64 " us, wall - CPU %" PRId64 " us", what,
-		      t->blocked_us[r], truth);
-		CHECK(got <= ctl->wall_us[r] + 1000 && got >= truth - truth / 20,
-		      "%s: off-CPU %" PRId64 " us within wall %" PRId64 " us", what, got,
-		      ctl->wall_us[r]);
+		CHECK(t->blocked_us[r] >= SHORT_N * 100 && t->blocked_us[r] <= truth + tol,
+		      "%s: blocked %" PRId64 " us, at least %d, wall - CPU %" PRId64 " us", what,
+		      t->blocked_us[r], SHORT_N * 100, truth);
+		CHECK(got >= truth - tol && got <= ctl->wall_us[r] + 1000,
+		      "%s: off-CPU %" PRId64 " us, wall - CPU %" PRId64 " us, wall %" PRId64 " us",
+		      what, got, truth, ctl->wall_us[r]);
 		CHECK(t->n_short[r] > 0, "%s: short intervals summed into SHORT records", what);
 		return;
 	}
-	CHECK(near(got, truth), "%s: off-CPU %" PRId64 " us, truth %" PRId64 " us", what, got,
-	      truth);
-	CHECK(near(t->blocked_us[r], truth - t->runq_us[r]) && t->blocked_us[r] > truth / 2,
+	/*
+	 * The truth is the call; the request also holds the code around it,
+	 * where a loaded host preempts the thread (runqueue time of the
+	 * request, not of the call). So: blocked is the call's time (within
+	 * 5 % or 1 ms) less at most its runqueue wait after the wakeup, and
+	 * the whole off-CPU time covers the call.
+	 */
+	CHECK(t->blocked_us[r] <= truth + tol && t->blocked_us[r] + t->runq_us[r] >= truth - tol,
 	      "%s: blocked %" PRId64 " us (runq %" PRId64 "), truth %" PRId64 " us", what,
 	      t->blocked_us[r], t->runq_us[r], truth);
+	CHECK(t->blocked_us[r] > truth / 2, "%s: blocked %" PRId64 " us, mostly blocked", what,
+	      t->blocked_us[r]);
+	CHECK(near(got, truth) || t->runq_us[r] > tol,
+	      "%s: off-CPU %" PRId64 " us, truth %" PRId64 " us (no runqueue wait to explain it)",
+	      what, got, truth);
 	CHECK(t->n_long[r] >= 1, "%s: a blocked record of its own", what);
 	CHECK(t->n_fn[r] >= 1, "%s: the blocked stack holds the function", what);
 	CHECK(t->n_kern[r] >= 1, "%s: with kernel frames", what);
@@ -456,10 +479,22 @@ static void check_runq(const struct tally *t, int r)
 	       r - R_RUNQ_A, wall, ctl->cpu_us[r], t->runq_us[r], t->blocked_us[r]);
 	CHECK(t->runq_us[r] >= truth - tol && t->runq_us[r] <= truth + tol,
 	      "runqueue wait %" PRId64 " us, wall - cpu %" PRId64 " us", t->runq_us[r], truth);
-	CHECK(t->runq_us[r] > wall / 4 && t->runq_us[r] < wall * 3 / 4,
-	      "two threads on one CPU wait about half their wall time: %" PRId64 " of %" PRId64
+	CHECK(t->runq_us[r] > wall / 4 && t->runq_us[r] < wall,
+	      "a thread sharing one CPU waits a good part of its wall time: %" PRId64 " of %" PRId64
 	      " us",
 	      t->runq_us[r], wall);
+}
+
+/* Only one of the two runs at a time: together they wait at least about one wall time. */
+static void check_runq_pair(const struct tally *t)
+{
+	int64_t wall = (ctl->wall_us[R_RUNQ_A] + ctl->wall_us[R_RUNQ_B]) / 2;
+	int64_t both = t->runq_us[R_RUNQ_A] + t->runq_us[R_RUNQ_B];
+
+	CHECK(both >= wall * 9 / 10 && both <= 2 * wall,
+	      "two threads on one CPU: %" PRId64 " us of runqueue wait together, wall %" PRId64
+	      " us",
+	      both, wall);
 }
 
 static pid_t spawn(void)
@@ -560,6 +595,7 @@ static void test_offcpu(void)
 		CHECK(t->n_fn[R_FSYNC] >= 1, "fsync: the blocked stack holds the function");
 	check_runq(t, R_RUNQ_A);
 	check_runq(t, R_RUNQ_B);
+	check_runq_pair(t);
 	CHECK(t->untagged == 0, "requests only: nothing of threads outside requests (%d)",
 	      t->untagged);
 	print_counters(s);
@@ -569,7 +605,10 @@ static void test_offcpu(void)
 	round_run(s, 3, t);
 	printf("  untagged truth=%" PRId64 " us blocked=%" PRId64 " records=%d in_fn=%d\n",
 	       ctl->untagged_truth, t->untagged_us, t->untagged, t->untagged_fn);
-	CHECK(t->untagged_fn >= 1, "all threads: the untagged sleep, in fn_untagged");
+	CHECK(t->untagged_fn >= 1,
+	      "all threads: the untagged sleep, in fn_untagged (%p): %d records, the last with "
+	      "%d user frames %#" PRIx64 " %#" PRIx64 " %#" PRIx64,
+	      (void *)fn_untagged, t->ut_long, t->ut_user_n, t->ut_ip[0], t->ut_ip[1], t->ut_ip[2]);
 	CHECK(t->untagged_us >= ctl->untagged_truth * 9 / 10,
 	      "all threads: the untagged thread's blocked time is there");
 	check_request(t, R_SLEEP, "sleep");
