@@ -68,6 +68,15 @@ struct {
 	__type(value, struct off_thread);
 } off_threads SEC(".maps");
 
+/* The user ip and sp a thread entered the kernel with (its saved registers). */
+#if defined(__TARGET_ARCH_x86)
+#define user_ip(regs) ((regs)->ip) /* a BTF pointer: plain loads */
+#define user_sp(regs) ((regs)->sp)
+#else
+#define user_ip(regs) PT_REGS_IP_CORE(regs)
+#define user_sp(regs) PT_REGS_SP_CORE(regs)
+#endif
+
 static __always_inline bool same_ctx(const struct thread_ctx *a, const struct thread_ctx *b)
 {
 	__u64 x[3], y[3];
@@ -186,7 +195,7 @@ static __always_inline void off_flush_pending(void *ctx, struct off_thread *t, _
 	if (kn > OFF_KFRAMES)
 		kn = OFF_KFRAMES;
 	__builtin_memcpy(s->ips, t->p_kips, sizeof(t->p_kips));
-	if (BPF_CORE_READ(regs, ip) == t->p_uip && BPF_CORE_READ(regs, sp) == t->p_usp) {
+	if (user_ip(regs) == t->p_uip && user_sp(regs) == t->p_usp) {
 #if defined(__TARGET_ARCH_x86)
 		const struct tp_unwind_proc *uw = bpf_map_lookup_elem(&unwind_procs, &t->tgid);
 
@@ -274,8 +283,8 @@ static __always_inline void off_switch_out(void *ctx, bool preempt, struct task_
 	t->t_wake = 0;
 	t->kind = preempt || prev_state == 0 ? TP_SAMPLE_OFF_RUNQ : TP_SAMPLE_OFF_BLOCKED;
 	t->cur = tc;
-	t->uip = regs->ip; /* a BTF pointer: plain loads */
-	t->usp = regs->sp;
+	t->uip = user_ip(regs);
+	t->usp = user_sp(regs);
 }
 
 /* An interval of kind k (0 blocked, 1 runqueue) ended at end: summed, or recorded. */
