@@ -252,6 +252,15 @@ static void write_maps_stats(const struct stats_sources *s, FILE *f, const struc
 		"\nmaps_looks=%" PRIu64 "\nmaps_deferred=%" PRIu64 "\ntls_not_ready=%" PRIu64 "\n",
 		ps->maps_events, ps->maps_coalesced, ps->maps_unknown, ps->maps_looks,
 		ps->maps_deferred, ps->tls_not_ready);
+	fprintf(f,
+		"bpf_off_records=%" PRIu64 "\nbpf_off_short=%" PRIu64 "\nbpf_off_lost=%" PRIu64
+		"\nbpf_off_lost_us=%" PRIu64 "\nbpf_off_state_full=%" PRIu64
+		"\nbpf_off_no_wakeup=%" PRIu64 "\nbpf_off_ustack_lost=%" PRIu64
+		"\nbpf_off_run_time_ns=%" PRIu64 "\nbpf_off_run_cnt=%" PRIu64 "\n",
+		ss->counters[TP_CNT_OFF_RECORDS], ss->counters[TP_CNT_OFF_SHORT],
+		ss->counters[TP_CNT_OFF_LOST], ss->counters[TP_CNT_OFF_LOST_US],
+		ss->counters[TP_CNT_OFF_STATE_FULL], ss->counters[TP_CNT_OFF_NO_WAKEUP],
+		ss->counters[TP_CNT_OFF_USTACK_LOST], ss->offcpu_run_time_ns, ss->offcpu_run_cnt);
 }
 
 void stats_write(const struct stats_sources *s)

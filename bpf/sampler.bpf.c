@@ -66,9 +66,10 @@ struct {
 
 /*
  * tgid -> threshold (µs): processes whose off-CPU intervals an active
- * trigger asked for (spec.sampling.offCPU), captured even while the global
- * off-CPU mode is off; intervals of at least the threshold keep their
- * stack. Written by sampler_set_offcpu_targets.
+ * trigger asked for (spec.sampling.offCPU), captured in the requests mode
+ * even while the global off-CPU mode is off (offcpu.bpf.c). The threshold
+ * in force is the sampler's one, offcpu_min_ns (the smallest asked for).
+ * Written by sampler_set_offcpu_targets.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -634,16 +635,19 @@ have_row:
  * The user stack of a process with unwind tables p, walked with them into
  * out (room for TP_MAX_FRAMES frames, leaf first); returns the frames. The
  * registers are the interrupted ones (user mode) or those the thread had
- * when it entered the kernel.
+ * when it entered the kernel (user_mode false: any program's context, the
+ * current thread's; the off-CPU programs walk that way).
  */
-static __always_inline __u32 walk_user(struct bpf_perf_event_data *ctx, bool user_mode,
-				       const struct tp_unwind_proc *p, __u64 *out,
-				       struct counter_set *c, __u16 *sflags)
+static __always_inline __u32 walk_user(void *pctx, bool user_mode, const struct tp_unwind_proc *p,
+				       __u64 *out, struct counter_set *c, __u16 *sflags)
 {
 	__u32 n = 1, i, cfi = 0, fp = 0, notab = 0;
 	struct uw_state st = {};
 
 	if (user_mode) {
+		/* only a perf_event program's context has the interrupted registers */
+		struct bpf_perf_event_data *ctx = pctx;
+
 		st.ip = ctx->regs.ip;
 		st.sp = ctx->regs.sp;
 		st.bp = ctx->regs.bp;
@@ -739,8 +743,8 @@ static __always_inline void count_kept(struct counter_set *c, const struct threa
  */
 #define TP_ASK_MIN    32
 #define TP_ASK_MARGIN 8
-static __always_inline __u32 take_stack(struct bpf_perf_event_data *ctx, __u64 *buf, __u64 flags,
-					struct counter_set *c, int which)
+static __always_inline __u32 take_stack(void *ctx, __u64 *buf, __u64 flags, struct counter_set *c,
+					int which)
 {
 	__u32 ask = c ? c->ask[which & 1] : TP_MAX_FRAMES, n;
 	long got, size;
@@ -954,6 +958,9 @@ static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u
 	return r;
 }
 
+/* Off-CPU capture: its maps and programs (uses the helpers above). */
+#include "offcpu.bpf.c"
+
 /*
  * Per process, on its thread-group leader: when its last TP_REC_MAPS
  * record was emitted, or when it started its program (bpf_ktime_get_ns).
@@ -1062,6 +1069,7 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	__u32 tid = task->pid, tgid = task->tgid;
 	struct tp_sample *r;
 
+	off_thread_exit(ctx, task);
 	/* signal->live reaches 0 when the last thread of the group exits */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;

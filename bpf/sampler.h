@@ -162,7 +162,16 @@ enum tp_counter {
 	TP_CNT_UW_NOT_READY = 23,  /* of those, in a file whose table was not there (yet) */
 	TP_CNT_MAPS = 24,	   /* TP_REC_MAPS records emitted (loader rendezvous of a target) */
 	TP_CNT_MAPS_LIMITED = 25,  /* rendezvous calls skipped: within TP_MAPS_GAP_NS of a record */
-	TP_CNT_MAX = 26,
+	/* off-CPU capture (offcpu.bpf.c, docs/offcpu.md) */
+	TP_CNT_OFF_RECORDS = 26,     /* TP_REC_OFFCPU records of one interval (>= threshold) */
+	TP_CNT_OFF_SHORT = 27,	     /* TP_SAMPLE_OFF_SHORT records (sums of short intervals) */
+	TP_CNT_OFF_LOST = 28,	     /* off-CPU records lost: ring buffer full */
+	TP_CNT_OFF_LOST_US = 29,     /* the µs those records held */
+	TP_CNT_OFF_STATE_FULL = 30,  /* switch-outs not followed: no "off_threads" state made */
+	TP_CNT_OFF_NO_WAKEUP = 31,   /* blocked intervals whose wakeup was not seen (all blocked) */
+	TP_CNT_OFF_USTACK_LOST = 32, /* blocked records without user frames: back in user mode */
+	/* by another path than its syscall's exit */
+	TP_CNT_MAX = 33,
 };
 
 /*

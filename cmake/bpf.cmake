@@ -4,14 +4,15 @@
 # bench/ (the benchmarks' probes):
 #
 #   include("${PROJECT_SOURCE_DIR}/cmake/bpf.cmake")
-#   traceprof_bpf_object(NAME [SKEL_TARGET target])
+#   traceprof_bpf_object(NAME [SKEL_TARGET target] [INCLUDES file...])
 #
 # compiles NAME.bpf.c of the calling folder (which includes "vmlinux.h"
 # and "NAME.h", its header shared with user space) into NAME.bpf.o and
 # generates include/NAME.skel.h in the folder's build directory; the
 # custom target NAME_bpf_gen makes both. SKEL_TARGET also defines an
 # INTERFACE library to link for the skeleton: its directory and the
-# source root on the include path, libbpf and libelf. vmlinux.h is made
+# source root on the include path, libbpf and libelf. INCLUDES: files of
+# the folder that NAME.bpf.c includes (rebuilt when they change). vmlinux.h is made
 # once, in bpf/'s build directory (target traceprof_vmlinux_h).
 find_program(BPFTOOL bpftool HINTS /usr/sbin /usr/local/sbin REQUIRED)
 find_program(BPF_CLANG NAMES clang clang-14 REQUIRED)
@@ -38,7 +39,11 @@ if(NOT TARGET traceprof_vmlinux_h)
 endif()
 
 function(traceprof_bpf_object name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "SKEL_TARGET" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "SKEL_TARGET" "INCLUDES")
+  set(extra "")
+  foreach(inc IN LISTS arg_INCLUDES)
+    list(APPEND extra "${CMAKE_CURRENT_SOURCE_DIR}/${inc}")
+  endforeach()
   set(src "${CMAKE_CURRENT_SOURCE_DIR}/${name}.bpf.c")
   set(obj "${CMAKE_CURRENT_BINARY_DIR}/${name}.bpf.o")
   set(skel_dir "${CMAKE_CURRENT_BINARY_DIR}/include")
@@ -48,7 +53,8 @@ function(traceprof_bpf_object name)
     COMMAND "${BPF_CLANG}" -g -O2 -target bpf -D__TARGET_ARCH_${TRACEPROF_BPF_ARCH}
             -Wall -Werror -I "${TRACEPROF_VMLINUX_DIR}" -I "${CMAKE_CURRENT_SOURCE_DIR}"
             -c "${src}" -o "${obj}"
-    DEPENDS "${src}" "${CMAKE_CURRENT_SOURCE_DIR}/${name}.h" "${TRACEPROF_VMLINUX_DIR}/vmlinux.h"
+    DEPENDS "${src}" "${CMAKE_CURRENT_SOURCE_DIR}/${name}.h" ${extra}
+            "${TRACEPROF_VMLINUX_DIR}/vmlinux.h"
     COMMENT "Compiling BPF object ${name}.bpf.o"
     VERBATIM)
   add_custom_command(

@@ -28,6 +28,7 @@
 #include <bpf/libbpf.h>
 
 #include "loader_probe.h"
+#include "offcpu_attach.h"
 #include "sampler.skel.h"
 #include "tlsloc.h"
 #include "traceprof/log.h"
@@ -93,8 +94,11 @@ struct sampler {
 	 */
 	size_t offcpu_targets_n;	/* processes in the offcpu_targets map */
 	uint32_t offcpu_targets_min_us; /* their threshold; 0 when none */
+	unsigned offcpu_mode;		/* sampler_set_offcpu's mode */
+	uint32_t offcpu_min_us;		/* and threshold */
 	size_t unwind_rows;		/* rows of the unwind area; 0: no CFI unwinding */
 	struct loader_probes loaders;	/* the loader rendezvous uprobe, per loader file */
+	struct offcpu_links offcpu;	/* off-CPU programs while capture is on */
 };
 
 static int libbpf_to_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -301,7 +305,9 @@ static int ring_sample(void *ctx, void *data, size_t len)
 
 	if (len < offsetof(struct tp_sample, ips))
 		return 0; /* never written by sampler.bpf.c */
-	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE) {
+	/* off-CPU records are samples of another kind: the sample callback tells them apart */
+	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE &&
+	    ((const struct tp_sample *)data)->kind != TP_REC_OFFCPU) {
 		const struct tp_sample *r = data;
 		struct sampler_event ev = {.kind = (enum tp_record_kind)r->kind,
 					   .pid = (pid_t)r->pid};
@@ -520,6 +526,7 @@ void sampler_free(struct sampler *s)
 		free(s->uprobes[i].path);
 	}
 	loader_probes_free(&s->loaders);
+	offcpu_links_free(&s->offcpu);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
@@ -793,8 +800,50 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 		st->raised_run_time_ns = info.run_time_ns;
 		st->raised_run_cnt = info.run_cnt;
 	}
+	offcpu_links_run_stats(s->skel, &st->offcpu_run_time_ns, &st->offcpu_run_cnt);
 out_free_vals:
 	free(vals);
+	return err;
+}
+
+/*
+ * What sampler_set_offcpu and the trigger targets ask for together: the
+ * programs attached while either is on, one threshold (the smaller of
+ * the two), the filter's processes in the mode asked for, the targets'
+ * in the requests mode.
+ */
+static int offcpu_apply(struct sampler *s)
+{
+	bool targets = s->offcpu_targets_n > 0;
+	uint32_t min_us = 0;
+
+	if (s->offcpu_mode)
+		min_us = s->offcpu_min_us;
+	if (targets && (!min_us || s->offcpu_targets_min_us < min_us))
+		min_us = s->offcpu_targets_min_us;
+	if (!min_us)
+		min_us = SAMPLER_OFFCPU_MIN_US_DEFAULT;
+	if (s->offcpu_mode == s->offcpu.mode && targets == s->offcpu.targets &&
+	    min_us == s->offcpu.min_us && (s->offcpu.attached || (!s->offcpu_mode && !targets)))
+		return 0;
+	return offcpu_links_set(&s->offcpu, s->skel, s->offcpu_mode, targets, min_us);
+}
+
+int sampler_set_offcpu(struct sampler *s, enum sampler_offcpu_mode mode, uint32_t min_us)
+{
+	int err;
+
+	if ((unsigned)mode > SAMPLER_OFFCPU_ALL || min_us < SAMPLER_OFFCPU_MIN_US_LO ||
+	    min_us > SAMPLER_OFFCPU_MIN_US_HI) {
+		log_error("bad off-CPU capture mode=%d min_us=%u (%d..%d)", (int)mode, min_us,
+			  SAMPLER_OFFCPU_MIN_US_LO, SAMPLER_OFFCPU_MIN_US_HI);
+		return -EINVAL;
+	}
+	s->offcpu_mode = (unsigned)mode;
+	s->offcpu_min_us = min_us;
+	err = offcpu_apply(s);
+	if (!err)
+		log_debug("off-CPU capture mode=%d min_us=%u", (int)mode, min_us);
 	return err;
 }
 
@@ -955,9 +1004,9 @@ int sampler_set_offcpu_targets(struct sampler *s, const uint32_t *tgids, size_t 
 	}
 	s->offcpu_targets_n = n;
 	s->offcpu_targets_min_us = n ? min_us : 0;
-	/* the scheduler programs are to be attached from here while n > 0, whatever the mode */
 	log_debug("off-CPU targets n=%zu min_us=%u", n, s->offcpu_targets_min_us);
-	return 0;
+	/* the scheduler programs stay attached while n > 0, whatever the mode */
+	return offcpu_apply(s);
 }
 
 int sampler_offcpu_targets(struct sampler *s, uint32_t *tgids, uint32_t *min_us, size_t max)

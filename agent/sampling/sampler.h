@@ -50,6 +50,8 @@ struct sampler_stats {
 	uint64_t run_cnt;	       /* on_cpu_clock runs (kernel.bpf_stats_enabled=1) */
 	uint64_t raised_run_time_ns;   /* on_cpu_clock_raised run time (same switch) */
 	uint64_t raised_run_cnt;       /* on_cpu_clock_raised runs (same switch) */
+	uint64_t offcpu_run_time_ns;   /* the off-CPU programs' run time, summed (same switch) */
+	uint64_t offcpu_run_cnt;       /* their runs (same switch) */
 	uint64_t loaders_probed;       /* loader files with the rendezvous uprobe attached */
 	uint64_t loaders_no_symbol;    /* loader files without _dl_debug_state */
 	uint64_t loaders_failed;       /* tries that failed (no CAP_SYS_ADMIN, unreadable) */
