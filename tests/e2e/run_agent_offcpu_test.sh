@@ -7,8 +7,9 @@
 # function, the blocked time stored in traceprof.offcpu with a stack that
 # runs that function must match the call's duration within 5 % or 1 ms
 # (the call's time is blocked, then waiting for a CPU after the wakeup,
-# then a few microseconds on the CPU: blocked alone may fall short by the
-# runqueue wait, which must then make up the rest). The threads that wait
+# then a few microseconds on the CPU: on a busy machine blocked alone may
+# fall short by the runqueue wait, by at most a fifth, which the trace's
+# runqueue time must then make up). The threads that wait
 # outside any request (the lock's holder, the pipe's writer, an idle
 # thread sleeping 5 ms at a time) must leave no row, and an agent without
 # --offcpu must store none at all.
@@ -54,9 +55,9 @@ stored="SELECT o.trace_id, o.kind, f.name AS fn, sum(u.us) AS us
           JOIN traceprof.functions f ON f.function_id = ANY (st.function_ids)
          WHERE f.name IN ('wait_sleep', 'wait_lock', 'wait_pipe')
          GROUP BY 1, 2, 3"
-q "SELECT t.fn, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY t.us) / 1000.0, 2) AS truth_ms,
-          round(percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(b.us, 0)) / 1000.0, 2) AS blocked_ms,
-          round(percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(r.us, 0)) / 1000.0, 2) AS runq_ms
+q "SELECT t.fn, round((percentile_cont(0.5) WITHIN GROUP (ORDER BY t.us))::numeric / 1000, 2) AS truth_ms,
+          round((percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(b.us, 0)))::numeric / 1000, 2) AS blocked_ms,
+          round((percentile_cont(0.5) WITHIN GROUP (ORDER BY coalesce(r.us, 0)))::numeric / 1000, 2) AS runq_ms
      FROM truth t
      LEFT JOIN ($stored) b ON b.trace_id = t.trace_id AND b.fn = t.fn AND b.kind = 1
      LEFT JOIN ($stored) r ON r.trace_id = t.trace_id AND r.fn = t.fn AND r.kind = 2
@@ -68,7 +69,7 @@ bad=$(q "SELECT string_agg(t.trace_id || ' ' || t.fn || ': truth ' || t.us || ' 
            LEFT JOIN (SELECT trace_id, sum(x) AS us FROM traceprof.offcpu, unnest(us) x
                        WHERE kind = 2 GROUP BY 1) rq ON rq.trace_id = t.trace_id
           WHERE NOT (abs(coalesce(b.us, 0) - t.us) <= greatest(0.05 * t.us, 1000)
-                     OR (coalesce(b.us, 0) <= t.us
+                     OR (coalesce(b.us, 0) BETWEEN 0.8 * t.us AND t.us
                          AND coalesce(b.us, 0) + coalesce(rq.us, 0) >= t.us - 1000))")
 [ -z "$bad" ] || fail "blocked time off the truth: $bad"
 echo "ok: every wait of every request stored as blocked within 5 % or 1 ms of its duration"
