@@ -2,13 +2,14 @@
  * offcpu_workload - requests that wait for known durations in known
  * functions, for the agent's off-CPU test (run_agent_offcpu_test.sh).
  *
- * usage: offcpu_workload REQUESTS
+ * usage: offcpu_workload REQUESTS [TAG [WARMUP_MS]]
  *
  * Publishes its service ("offcpu-workload", traceprof SDK), burns CPU for
- * 2 s (time for the agent to find its thread context), then serves
- * REQUESTS requests one after the other on a worker thread. Each request
- * attaches its own trace id (0ff0c0 followed by its number, span
- * 00000000000000NN) and waits three times:
+ * WARMUP_MS (default 2000: time for the agent to find its thread
+ * context), then serves REQUESTS requests one after the other on a worker
+ * thread. Each request attaches its own trace id (0ff0c0, the byte TAG
+ * (0..255, default 0), then its number; span 00000000000000NN) and waits
+ * three times:
  *
  *   wait_sleep  nanosleep for 30 ms;
  *   wait_lock   a mutex that a holder thread keeps for 40 ms;
@@ -39,6 +40,7 @@ static int holding;	  /* the holder has the lock */
 static int fds[2];	  /* the pipe */
 static volatile int stop; /* the idle thread ends */
 static long requests;	  /* to serve */
+static int tag;		  /* the trace ids' fourth byte */
 
 static int64_t now_us(void)
 {
@@ -154,7 +156,7 @@ static void *serve(void *arg)
 {
 	(void)arg;
 	for (long r = 0; r < requests; r++) {
-		uint8_t tid[16] = {0x0f, 0xf0, 0xc0}, sid[8] = {0};
+		uint8_t tid[16] = {0x0f, 0xf0, 0xc0, (uint8_t)tag}, sid[8] = {0};
 		int64_t t;
 
 		tid[15] = (uint8_t)(r + 1);
@@ -185,16 +187,19 @@ static void *serve(void *arg)
 int main(int argc, char **argv)
 {
 	pthread_t th[4];
+	long warmup = argc > 3 ? atol(argv[3]) : 2000;
 
-	if (argc != 2 || (requests = atol(argv[1])) < 1 || requests > 10000) {
-		fprintf(stderr, "usage: offcpu_workload REQUESTS\n");
+	if (argc < 2 || argc > 4 || (requests = atol(argv[1])) < 1 || requests > 10000 ||
+	    (argc > 2 && ((tag = atoi(argv[2])) < 0 || tag > 255)) || warmup < 0 ||
+	    warmup > 600000) {
+		fprintf(stderr, "usage: offcpu_workload REQUESTS [TAG [WARMUP_MS]]\n");
 		return 2;
 	}
 	if (pipe(fds) || tp_sdk_process_publish("offcpu-workload", NULL, 0)) {
 		fprintf(stderr, "offcpu_workload: cannot publish the process context\n");
 		return 1;
 	}
-	burn_cpu(2000);
+	burn_cpu((int)warmup);
 	if (pthread_create(&th[0], NULL, holder, NULL) ||
 	    pthread_create(&th[1], NULL, writer, NULL) ||
 	    pthread_create(&th[2], NULL, idle, NULL) || pthread_create(&th[3], NULL, serve, NULL)) {

@@ -12,10 +12,13 @@
 # runqueue time must then make up). The threads that wait
 # outside any request (the lock's holder, the pipe's writer, an idle
 # thread sleeping 5 ms at a time) must leave no row, and an agent without
-# --offcpu must store none at all.
-# usage: run_agent_offcpu_test.sh TRACEPROF_DB AGENT OFFCPU_WORKLOAD CLUSTER_DIR
+# --offcpu must store none at all. Then through a trigger: the agent's own
+# mode off, traceprof-controller (local mode) hands it a trigger with
+# spec.sampling.offCPU: true that targets one of two such processes; only
+# the target's requests may have off-CPU rows, and it must have them.
+# usage: run_agent_offcpu_test.sh TRACEPROF_DB AGENT OFFCPU_WORKLOAD CONTROLLER CLUSTER_DIR
 set -euo pipefail
-tpdb=$1 agent=$2 workload=$3 cluster=$4
+tpdb=$1 agent=$2 workload=$3 ctl=$4 cluster=$5
 . "$(dirname "$0")/lib.sh"
 needs_bpf
 needs_cgroup traceprof-offcpu-test
@@ -79,3 +82,52 @@ others=$(q "SELECT count(*) FROM traceprof.offcpu o WHERE NOT EXISTS
               (SELECT 1 FROM truth t WHERE t.trace_id = o.trace_id)")
 [ "$others" = 0 ] || fail "$others off-CPU rows of traces the workload did not serve"
 echo "ok: nothing stored for the threads outside requests"
+
+# 3. From a trigger: two processes, the trigger targets the first
+q "TRUNCATE traceprof.offcpu"
+port=$(free_port)
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token")
+mkdir "$work/triggers"
+start_agent trig "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --otlp-grpc "" \
+	--otlp-http "" --control-listen "127.0.0.1:$port" --control-token-file "$work/token" \
+	--stats-file "$work/trig.stats"
+# spawn TAG: a workload of 4 requests after 5 s of warm-up, in the cgroup; its pid in $spawned
+spawn() {
+	(
+		echo "$BASHPID" >"$cg/cgroup.procs"
+		exec "$workload" 4 "$1" 5000 >"$work/trig-$1.out"
+	) &
+	spawned=$!
+	pids+=("$spawned")
+}
+spawn 1
+target=$spawned
+spawn 2
+other=$spawned
+# by pid only: a service name matching the processes would target both
+manifest offcpu offcpu-by-pid "targets: {pids: [$target]}" "sampling: {offCPU: true}" \
+	"timeout: 1m" >"$work/triggers/offcpu.yaml"
+"$ctl" --triggers-dir "$work/triggers" --db "$(as_role controller)" --agent "127.0.0.1:$port" \
+	--agent-token-file "$work/token" --status-file "$work/status.json" 2>"$work/ctl.log" &
+pids+=($!)
+wait "$target" || fail "the target workload failed"
+wait "$other" || fail "the other workload failed"
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "the agent exited with status $?"
+grep -E '^(bpf_off_records|offcpu_records|trigger_offcpu_errors)=' "$work/trig.stats" || true
+# rows per workload: the trace ids' fourth byte
+per_tag="SELECT substr(replace(trace_id::text, '-', ''), 7, 2) AS tag, count(*) AS n
+           FROM traceprof.offcpu GROUP BY 1"
+got=$(q "SELECT coalesce(string_agg(tag || ':' || n, ' ' ORDER BY tag), '') FROM ($per_tag) x")
+echo "   off-CPU rows by workload tag: $got"
+[ "$(q "SELECT count(*) FROM ($per_tag) x WHERE tag = '01'")" = 1 ] ||
+	fail "the trigger's target has no off-CPU rows ($got)"
+[ "$(q "SELECT count(*) FROM ($per_tag) x WHERE tag <> '01'")" = 0 ] ||
+	fail "off-CPU rows of a process the trigger did not target ($got)"
+locks=$(q "SELECT count(DISTINCT o.trace_id) FROM traceprof.offcpu o
+            CROSS JOIN LATERAL unnest(o.stacks) AS u(stack_id)
+            JOIN traceprof.stacks st ON st.stack_id = u.stack_id
+            JOIN traceprof.functions f ON f.function_id = ANY (st.function_ids)
+           WHERE o.kind = 1 AND f.name = 'wait_lock'")
+[ "$locks" = 4 ] || fail "$locks of the target's 4 requests have their wait_lock stack"
+echo "ok: a trigger with offCPU: true captures its target's requests, and only them"
