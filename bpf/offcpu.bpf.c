@@ -100,16 +100,7 @@ static __always_inline void off_header(struct tp_sample *s, const struct off_thr
 	s->cgroup_id = 0;
 	s->pid = t->tgid;
 	s->tid = tid;
-	s->ctx_state = tc->state;
-	if (tc->state == TP_CTX_TAGGED) {
-		__builtin_memcpy(s->trace_id, tc->hdr.trace_id, sizeof(s->trace_id));
-		__builtin_memcpy(s->span_id, tc->hdr.span_id, sizeof(s->span_id));
-		s->trace_flags = tc->hdr.trace_flags;
-	} else {
-		__builtin_memset(s->trace_id, 0, sizeof(s->trace_id));
-		__builtin_memset(s->span_id, 0, sizeof(s->span_id));
-		s->trace_flags = 0;
-	}
+	record_ctx(s, tc);
 	s->hz = 0;
 	s->kern_n = 0;
 	s->user_n = 0;

@@ -771,6 +771,21 @@ static __always_inline __u32 take_stack(void *ctx, __u64 *buf, __u64 flags, stru
 	return n;
 }
 
+/* The request context tc into record s (zero outside a request); also off-CPU records. */
+static __always_inline void record_ctx(struct tp_sample *s, const struct thread_ctx *tc)
+{
+	s->ctx_state = tc->state;
+	if (tc->state == TP_CTX_TAGGED) {
+		__builtin_memcpy(s->trace_id, tc->hdr.trace_id, sizeof(s->trace_id));
+		__builtin_memcpy(s->span_id, tc->hdr.span_id, sizeof(s->span_id));
+		s->trace_flags = tc->hdr.trace_flags;
+	} else {
+		__builtin_memset(s->trace_id, 0, sizeof(s->trace_id));
+		__builtin_memset(s->span_id, 0, sizeof(s->span_id));
+		s->trace_flags = 0;
+	}
+}
+
 /*
  * One sample into the ring. The stacks are taken straight into the ring
  * record, reserved at its largest: TP_SAMPLE_USER_BYTES when the sample
@@ -802,16 +817,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	s->cgroup_id = filter_mode == TP_FILTER_CGROUP ? bpf_get_current_cgroup_id() : 0;
 	s->pid = tgid;
 	s->tid = tid;
-	s->ctx_state = tc->state;
-	if (tc->state == TP_CTX_TAGGED) {
-		__builtin_memcpy(s->trace_id, tc->hdr.trace_id, sizeof(s->trace_id));
-		__builtin_memcpy(s->span_id, tc->hdr.span_id, sizeof(s->span_id));
-		s->trace_flags = tc->hdr.trace_flags;
-	} else {
-		__builtin_memset(s->trace_id, 0, sizeof(s->trace_id));
-		__builtin_memset(s->span_id, 0, sizeof(s->span_id));
-		s->trace_flags = 0;
-	}
+	record_ctx(s, tc);
 	s->hz = hz;
 	s->off_us = 0;
 

@@ -460,56 +460,49 @@ static size_t count_rows(const struct slot *keys, uint32_t n)
 	return rows;
 }
 
+/*
+ * The rows of the sorted keys, CPU sample rows (off false: w->rows,
+ * counts) or off-CPU rows (w->offcpu, microseconds), their stack ids into
+ * stk and their counts into cnt.
+ */
 static void fill_rows(struct agg_window *w, const struct slot *keys, uint32_t n, uint64_t *stk,
-		      uint32_t *cnt)
+		      uint32_t *cnt, bool off)
 {
 	struct store_sample_row *r = w->rows - 1;
+	struct store_offcpu_row *o = w->offcpu - 1;
+	uint32_t *rn = NULL;
 
 	for (uint32_t i = 0; i < n; i++) {
-		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || r->n == AGG_ROW_MAX_STACKS) {
-			r++;
-			r->bucket_us = w->start_us;
-			r->source_id = keys[i].source;
-			memcpy(r->trace_id, keys[i].trace, 16);
-			r->span_id = keys[i].span;
-			r->hz = keys[i].hz;
-			r->n = 0;
-			r->stacks = stk;
-			r->counts = cnt;
+		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || *rn == AGG_ROW_MAX_STACKS) {
+			if (off) {
+				o++;
+				*o = (struct store_offcpu_row){.bucket_us = w->start_us,
+							       .source_id = keys[i].source,
+							       .span_id = keys[i].span,
+							       .kind = keys[i].kind,
+							       .stacks = stk,
+							       .us = cnt};
+				memcpy(o->trace_id, keys[i].trace, 16);
+				rn = &o->n;
+			} else {
+				r++;
+				*r = (struct store_sample_row){.bucket_us = w->start_us,
+							       .source_id = keys[i].source,
+							       .span_id = keys[i].span,
+							       .hz = keys[i].hz,
+							       .stacks = stk,
+							       .counts = cnt};
+				memcpy(r->trace_id, keys[i].trace, 16);
+				rn = &r->n;
+			}
 		}
-		stk[0] = keys[i].stack;
-		cnt[0] = keys[i].count;
-		stk++;
-		cnt++;
-		r->n++;
-		w->nsamples += keys[i].count;
-	}
-}
-
-/* The off-CPU rows of the sorted keys: as fill_rows, into w->offcpu. */
-static void fill_offcpu(struct agg_window *w, const struct slot *keys, uint32_t n, uint64_t *stk,
-			uint32_t *us)
-{
-	struct store_offcpu_row *r = w->offcpu - 1;
-
-	for (uint32_t i = 0; i < n; i++) {
-		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || r->n == AGG_ROW_MAX_STACKS) {
-			r++;
-			r->bucket_us = w->start_us;
-			r->source_id = keys[i].source;
-			memcpy(r->trace_id, keys[i].trace, 16);
-			r->span_id = keys[i].span;
-			r->kind = keys[i].kind;
-			r->n = 0;
-			r->stacks = stk;
-			r->us = us;
-		}
-		stk[0] = keys[i].stack;
-		us[0] = keys[i].count;
-		stk++;
-		us++;
-		r->n++;
-		w->offcpu_us += keys[i].count;
+		*stk++ = keys[i].stack;
+		*cnt++ = keys[i].count;
+		(*rn)++;
+		if (off)
+			w->offcpu_us += keys[i].count;
+		else
+			w->nsamples += keys[i].count;
 	}
 }
 
@@ -570,8 +563,8 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	w->window_us = a->o.window_us;
 	w->seq = a->seq;
 	w->bytes = bytes;
-	fill_rows(w, keys, ncpu, u64, cnt);
-	fill_offcpu(w, keys + ncpu, n - ncpu, u64 + ncpu, cnt + ncpu);
+	fill_rows(w, keys, ncpu, u64, cnt, false);
+	fill_rows(w, keys + ncpu, n - ncpu, u64 + ncpu, cnt + ncpu, true);
 	agg_dict_fill(&a->dict, w, u64 + n, p);
 	return w;
 }
