@@ -356,6 +356,30 @@ static bool counts_all_one(const uint32_t *counts, uint32_t n)
 
 /* ---- rows ---- */
 
+/* A sample or off-CPU row's first columns, binary: bucket, source, span and trace (NULL: none). */
+static char *bin_row_head(char *p, int64_t bucket_us, uint64_t source_id, uint64_t span_id,
+			  const uint8_t *trace_id)
+{
+	p = bin_ts(p, bucket_us);
+	p = bin_i64(p, source_id);
+	if (!trace_id)
+		return bin_null(bin_null(p));
+	p = bin_i64(p, span_id);
+	return bin_bytes(p, trace_id, 16);
+}
+
+/* The same as text, each column followed by a tab. */
+static char *txt_row_head(char *p, int64_t bucket_us, uint64_t source_id, uint64_t span_id,
+			  const uint8_t *trace_id)
+{
+	p = txt_tab(txt_ts(p, bucket_us));
+	p = txt_tab(txt_i64(p, (int64_t)source_id));
+	if (!trace_id)
+		return txt_tab(txt_null(txt_tab(txt_null(p))));
+	p = txt_tab(txt_i64(p, (int64_t)span_id));
+	return txt_tab(txt_uuid(p, trace_id));
+}
+
 /* A samples row, or with trigger_id a trigger_samples row (the same columns and trigger_id last).
  */
 static int put_sample(struct copybuf *b, enum copy_format f, const struct store_sample_row *r,
@@ -385,14 +409,8 @@ static int put_sample(struct copybuf *b, enum copy_format f, const struct store_
 	p = b->data + b->len;
 	if (f == COPY_BINARY) {
 		p = put_be16(p, trigger_id ? 8 : 7);
-		p = bin_ts(p, r->bucket_us);
-		p = bin_i64(p, r->source_id);
-		if (tagged) {
-			p = bin_i64(p, r->span_id);
-			p = bin_bytes(p, r->trace_id, 16);
-		} else {
-			p = bin_null(bin_null(p));
-		}
+		p = bin_row_head(p, r->bucket_us, r->source_id, r->span_id,
+				 tagged ? r->trace_id : NULL);
 		p = bin_i16(p, r->hz);
 		if (expand) {
 			p = bin_array_header(p, stored, 8, INT8OID);
@@ -413,15 +431,8 @@ static int put_sample(struct copybuf *b, enum copy_format f, const struct store_
 		if (trigger_id)
 			p = bin_str(p, trigger_id);
 	} else {
-		p = txt_tab(txt_ts(p, r->bucket_us));
-		p = txt_tab(txt_i64(p, (int64_t)r->source_id));
-		if (tagged) {
-			p = txt_tab(txt_i64(p, (int64_t)r->span_id));
-			p = txt_tab(txt_uuid(p, r->trace_id));
-		} else {
-			p = txt_tab(txt_null(p));
-			p = txt_tab(txt_null(p));
-		}
+		p = txt_row_head(p, r->bucket_us, r->source_id, r->span_id,
+				 tagged ? r->trace_id : NULL);
 		p = txt_tab(txt_u64(p, r->hz));
 		if (expand) {
 			*p++ = '{';
@@ -484,29 +495,16 @@ int copy_put_offcpu(struct copybuf *b, enum copy_format f, const struct store_of
 	p = b->data + b->len;
 	if (f == COPY_BINARY) {
 		p = put_be16(p, 7);
-		p = bin_ts(p, r->bucket_us);
-		p = bin_i64(p, r->source_id);
-		if (tagged) {
-			p = bin_i64(p, r->span_id);
-			p = bin_bytes(p, r->trace_id, 16);
-		} else {
-			p = bin_null(bin_null(p));
-		}
+		p = bin_row_head(p, r->bucket_us, r->source_id, r->span_id,
+				 tagged ? r->trace_id : NULL);
 		p = bin_i16(p, r->kind);
 		p = bin_i64_array(p, r->stacks, r->n);
 		p = bin_array_header(p, r->n, 4, INT4OID);
 		for (uint32_t i = 0; i < r->n; i++)
 			p = bin_i32(p, r->us[i]);
 	} else {
-		p = txt_tab(txt_ts(p, r->bucket_us));
-		p = txt_tab(txt_i64(p, (int64_t)r->source_id));
-		if (tagged) {
-			p = txt_tab(txt_i64(p, (int64_t)r->span_id));
-			p = txt_tab(txt_uuid(p, r->trace_id));
-		} else {
-			p = txt_tab(txt_null(p));
-			p = txt_tab(txt_null(p));
-		}
+		p = txt_row_head(p, r->bucket_us, r->source_id, r->span_id,
+				 tagged ? r->trace_id : NULL);
 		p = txt_tab(txt_u64(p, r->kind));
 		p = txt_tab(txt_i64_array(p, r->stacks, r->n));
 		*p++ = '{';
