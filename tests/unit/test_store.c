@@ -70,28 +70,6 @@ static struct store *open_capturing(const char *ci, const struct store_opts *opt
 	return st;
 }
 
-static struct store *open_store(const char *ci, bool text, size_t max_rows, const char *app)
-{
-	struct store_opts o = {.max_rows = max_rows, .text_copy = text, .app_name = app};
-	struct store *st = store_open(ci, &o);
-
-	if (!st) {
-		fprintf(stderr, "store_open failed: %s\n", strerror(errno));
-		exit(2);
-	}
-	return st;
-}
-
-/* The first value of a query as a string the caller frees. */
-static char *query_text(PGconn *conn, const char *sql)
-{
-	PGresult *res = testdb_exec(conn, sql);
-	char *v = strdup(PQntuples(res) ? PQgetvalue(res, 0, 0) : "(no rows)");
-
-	PQclear(res);
-	return v;
-}
-
 static void make_trace(uint8_t id[16], unsigned seed)
 {
 	for (int i = 0; i < 16; i++)
@@ -199,7 +177,7 @@ static void write_fixture(struct store *st, struct fixture *fx)
 
 static void expect_text(PGconn *conn, const char *sql, const char *want, const char *what)
 {
-	char *got = query_text(conn, sql);
+	char *got = testdb_text(conn, sql);
 
 	CHECK(strcmp(got, want) == 0, "%s:\n  got  %s\n  want %s", what, got, want);
 	free(got);
@@ -270,7 +248,7 @@ static void check_fixture(PGconn *conn, const struct fixture *fx, const char *fm
 /* Every table, canonical text: equal dumps mean equal rows. */
 static char *dump_all(PGconn *conn)
 {
-	return query_text(
+	return testdb_text(
 	    conn, "SELECT string_agg(t, E'\\n' ORDER BY t) FROM ("
 		  " SELECT s::text AS t FROM traceprof.samples s"
 		  " UNION ALL SELECT r::text FROM traceprof.requests r"
@@ -297,7 +275,7 @@ static void test_round_trip(void)
 		const char *ci = text ? ci_txt : ci_bin;
 		const char *fmt = text ? "text COPY" : "binary COPY";
 
-		st = open_store(ci, text, 0, NULL);
+		st = testdb_store(ci, text, 0, NULL);
 		write_fixture(st, &fx);
 		CHECK(store_flush(st) == 0, "%s flush: %s", fmt, store_last_error(st));
 		CHECK(store_pending_rows(st) == 0, "nothing pending after flush");
@@ -339,8 +317,8 @@ static void test_dictionary(void)
 	PGconn *conn;
 
 	CHECK(testdb_create("tp_store_dict", ci, sizeof(ci)) == 0, "db dict");
-	a = open_store(ci, false, 0, NULL);
-	b = open_store(ci, true, 0, NULL);
+	a = testdb_store(ci, false, 0, NULL);
+	b = testdb_store(ci, true, 0, NULL);
 	for (int i = 0; i < 3; i++) {
 		CHECK(store_add_function(a, 11, "f", "", 0) == 0, "function again is fine");
 		CHECK(store_add_stack(a, 12, frames, 1) == 0, "stack again is fine");
@@ -426,7 +404,7 @@ static void test_invalid(void)
 	make_trace(ok.trace_id, 2);
 	make_trace(q0.trace_id, 3);
 	CHECK(testdb_create("tp_store_invalid", ci, sizeof(ci)) == 0, "db invalid");
-	st = open_store(ci, false, 0, NULL);
+	st = testdb_store(ci, false, 0, NULL);
 #define BAD(call, what)                                                                            \
 	do {                                                                                       \
 		CHECK((call) == -EINVAL, "refused: %s", what);                                     \
@@ -556,7 +534,7 @@ static void test_bounds_and_partitions(void)
 
 	CHECK(testdb_create("tp_store_bounds", ci, sizeof(ci)) == 0, "db bounds");
 	conn = testdb_connect(ci);
-	st = open_store(ci, true, 10, NULL);
+	st = testdb_store(ci, true, 10, NULL);
 	add_rows(st, 12, now_us() - 60 * SEC, 1, &n);
 	CHECK(n == 10, "10 of 12 rows fit (%d)", n);
 	make_trace(q.trace_id, 5);
@@ -614,7 +592,7 @@ static void test_killed_connection(void)
 
 	CHECK(testdb_create("tp_store_kill", ci, sizeof(ci)) == 0, "db kill");
 	conn = testdb_connect(ci);
-	st = open_store(ci, false, 0, "tp_kill_test");
+	st = testdb_store(ci, false, 0, "tp_kill_test");
 	add_rows(st, 1000, now_us() - 60 * SEC, 1, &n);
 	CHECK(store_add_route(st, 9, "GET", "/a") == 0, "route");
 	terminate(conn, "tp_kill_test");
@@ -654,7 +632,7 @@ static void test_lost_commit(void)
 		return;
 	}
 	conn = testdb_connect(ci);
-	st = open_store(via, false, 0, NULL);
+	st = testdb_store(via, false, 0, NULL);
 
 	/* Committed, reply lost: the next flush finds it committed and does not resend. */
 	add_rows(st, 300, now_us() - 60 * SEC, 1, &n);

@@ -30,27 +30,6 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * SEC + ts.tv_nsec / 1000;
 }
 
-static struct store *open_store(const char *ci, bool text, size_t max_rows, const char *app)
-{
-	struct store_opts o = {.max_rows = max_rows, .text_copy = text, .app_name = app};
-	struct store *st = store_open(ci, &o);
-
-	if (!st) {
-		fprintf(stderr, "store_open failed: %s\n", strerror(errno));
-		exit(2);
-	}
-	return st;
-}
-
-static char *query_text(PGconn *conn, const char *sql)
-{
-	PGresult *res = testdb_exec(conn, sql);
-	char *v = strdup(PQntuples(res) ? PQgetvalue(res, 0, 0) : "(no rows)");
-
-	PQclear(res);
-	return v;
-}
-
 static void make_trace(uint8_t id[16], unsigned seed)
 {
 	for (int i = 0; i < 16; i++)
@@ -131,7 +110,7 @@ static void test_round_trip(void)
 	CHECK(testdb_create("tp_soff_txt", ci[1], sizeof(ci[1])) == 0, "db txt");
 	for (int text = 0; text < 2; text++) {
 		const char *fmt = text ? "text COPY" : "binary COPY";
-		struct store *st = open_store(ci[text], text, 0, NULL);
+		struct store *st = testdb_store(ci[text], text, 0, NULL);
 		struct store_offcpu_row u = r;
 		uint64_t one = 0;
 		uint32_t one_us = 3;
@@ -164,7 +143,7 @@ static void test_round_trip(void)
 			 "%lld|5|NULL|NULL|2|{0}|{3}",
 			 (long long)base, tr, (long long)(int64_t)stacks[0],
 			 (long long)(int64_t)stacks[2], (long long)base + 1);
-		dump[text] = query_text(conn, OFFCPU_ROWS_SQL);
+		dump[text] = testdb_text(conn, OFFCPU_ROWS_SQL);
 		CHECK(strcmp(dump[text], want) == 0, "%s rows:\n  got  %s\n  want %s", fmt,
 		      dump[text], want);
 		PQfinish(conn);
@@ -195,7 +174,7 @@ static void test_invalid(void)
 
 	make_trace(ok.trace_id, 2);
 	CHECK(testdb_create("tp_soff_invalid", ci, sizeof(ci)) == 0, "db invalid");
-	st = open_store(ci, false, 0, NULL);
+	st = testdb_store(ci, false, 0, NULL);
 #define BAD(row, what)                                                                             \
 	do {                                                                                       \
 		CHECK(store_add_offcpu(st, row) == -EINVAL, "refused: %s", what);                  \
@@ -260,7 +239,7 @@ static void test_bounds_and_partitions(void)
 
 	CHECK(testdb_create("tp_soff_bounds", ci, sizeof(ci)) == 0, "db bounds");
 	conn = testdb_connect(ci);
-	st = open_store(ci, true, 10, NULL);
+	st = testdb_store(ci, true, 10, NULL);
 	add_sample_rows(st, 6, now_us() - 60 * SEC, 1, &n);
 	add_offcpu_rows(st, 6, now_us() - 60 * SEC, 1, &m);
 	CHECK(n == 6 && m == 4, "offcpu rows share the 10-row bound (%d + %d)", n, m);
@@ -296,7 +275,7 @@ static void test_killed_connection(void)
 
 	CHECK(testdb_create("tp_soff_kill", ci, sizeof(ci)) == 0, "db kill");
 	conn = testdb_connect(ci);
-	st = open_store(ci, false, 0, "tp_soff_kill");
+	st = testdb_store(ci, false, 0, "tp_soff_kill");
 	add_sample_rows(st, 500, now_us() - 60 * SEC, 1, &n);
 	add_offcpu_rows(st, 500, now_us() - 60 * SEC, 1, &m);
 	CHECK(testdb_scalar(conn, "SELECT count(pg_terminate_backend(pid, 10000)) FROM "

@@ -36,31 +36,9 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * SEC + ts.tv_nsec / 1000;
 }
 
-static struct store *open_store(const char *ci, bool text, size_t max_rows, const char *app)
-{
-	struct store_opts o = {.max_rows = max_rows, .text_copy = text, .app_name = app};
-	struct store *st = store_open(ci, &o);
-
-	if (!st) {
-		fprintf(stderr, "store_open failed: %s\n", strerror(errno));
-		exit(2);
-	}
-	return st;
-}
-
-/* The first value of a query as a string the caller frees. */
-static char *query_text(PGconn *conn, const char *sql)
-{
-	PGresult *res = testdb_exec(conn, sql);
-	char *v = strdup(PQntuples(res) ? PQgetvalue(res, 0, 0) : "(no rows)");
-
-	PQclear(res);
-	return v;
-}
-
 static void expect_text(PGconn *conn, const char *sql, const char *want, const char *what)
 {
-	char *got = query_text(conn, sql);
+	char *got = testdb_text(conn, sql);
 
 	CHECK(strcmp(got, want) == 0, "%s:\n  got  %s\n  want %s", what, got, want);
 	free(got);
@@ -146,7 +124,7 @@ static void test_round_trip(void)
 	CHECK(testdb_create("tp_strig_txt", ci[1], sizeof(ci[1])) == 0, "db txt");
 	for (int text = 0; text < 2; text++) {
 		const char *fmt = text ? "text COPY" : "binary COPY";
-		struct store *st = open_store(ci[text], text, 0, NULL);
+		struct store *st = testdb_store(ci[text], text, 0, NULL);
 		PGconn *conn;
 		char sql[256];
 
@@ -204,7 +182,7 @@ static void test_round_trip(void)
 			 tr);
 		CHECK(testdb_scalar(conn, sql) == 1, "%s: trace_profile reads one trigger's rows",
 		      fmt);
-		dump[text] = query_text(conn, TRIGGER_ROWS_SQL);
+		dump[text] = testdb_text(conn, TRIGGER_ROWS_SQL);
 		PQfinish(conn);
 	}
 	CHECK(strcmp(dump[0], dump[1]) == 0, "binary and text COPY give identical rows");
@@ -234,7 +212,7 @@ static void test_invalid(void)
 	memset(long_id, 'x', 201);
 	long_id[201] = '\0';
 	CHECK(testdb_create("tp_strig_invalid", ci, sizeof(ci)) == 0, "db invalid");
-	st = open_store(ci, false, 0, NULL);
+	st = testdb_store(ci, false, 0, NULL);
 #define BAD(id, row, what)                                                                         \
 	do {                                                                                       \
 		CHECK(store_add_trigger_samples(st, id, row) == -EINVAL, "refused: %s", what);     \
@@ -293,7 +271,7 @@ static void test_bounds_and_partitions(void)
 
 	CHECK(testdb_create("tp_strig_bounds", ci, sizeof(ci)) == 0, "db bounds");
 	conn = testdb_connect(ci);
-	st = open_store(ci, true, 10, NULL);
+	st = testdb_store(ci, true, 10, NULL);
 	add_sample_rows(st, 6, now_us() - 60 * SEC, 1, &n);
 	add_trigger_rows(st, TRIGGER, 6, now_us() - 60 * SEC, 1, &m);
 	CHECK(n == 6 && m == 4, "trigger rows share the 10-row bound (%d + %d)", n, m);
@@ -330,7 +308,7 @@ static void test_killed_connection(void)
 
 	CHECK(testdb_create("tp_strig_kill", ci, sizeof(ci)) == 0, "db kill");
 	conn = testdb_connect(ci);
-	st = open_store(ci, false, 0, "tp_strig_kill");
+	st = testdb_store(ci, false, 0, "tp_strig_kill");
 	add_sample_rows(st, 500, now_us() - 60 * SEC, 1, &n);
 	add_trigger_rows(st, TRIGGER, 500, now_us() - 60 * SEC, 1, &m);
 	CHECK(testdb_scalar(conn, "SELECT count(pg_terminate_backend(pid, 10000)) FROM "
@@ -369,7 +347,7 @@ static void test_lost_commit(void)
 		return;
 	}
 	conn = testdb_connect(ci);
-	st = open_store(via, false, 0, NULL);
+	st = testdb_store(via, false, 0, NULL);
 
 	add_trigger_rows(st, TRIGGER, 300, now_us() - 60 * SEC, 1, &m);
 	pgproxy_set_mode(proxy, PGPROXY_LOSE_COMMIT_REPLY);

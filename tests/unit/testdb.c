@@ -2,13 +2,16 @@
  * testdb.c - fresh databases in the shared test cluster, and the harness
  * counters of check.h.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "testdb.h"
 #include "traceprof/migrate.h"
 #include "traceprof/pgcluster.h"
+#include "traceprof/store.h"
 
 int check_passed;
 int check_failed;
@@ -87,4 +90,25 @@ int testdb_create(const char *name, char *conninfo, size_t len)
 	rc = migrate_apply(conn, NULL);
 	PQfinish(conn);
 	return rc;
+}
+
+char *testdb_text(PGconn *conn, const char *sql)
+{
+	PGresult *res = testdb_exec(conn, sql);
+	char *v = strdup(PQntuples(res) ? PQgetvalue(res, 0, 0) : "(no rows)");
+
+	PQclear(res);
+	return v;
+}
+
+struct store *testdb_store(const char *conninfo, bool text, size_t max_rows, const char *app)
+{
+	struct store_opts o = {.max_rows = max_rows, .text_copy = text, .app_name = app};
+	struct store *st = store_open(conninfo, &o);
+
+	if (!st) {
+		fprintf(stderr, "store_open failed: %s\n", strerror(errno));
+		exit(2);
+	}
+	return st;
 }

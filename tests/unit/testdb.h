@@ -5,6 +5,7 @@
 #ifndef TRACEPROF_TESTDB_H
 #define TRACEPROF_TESTDB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <libpq-fe.h>
@@ -17,5 +18,11 @@ PGconn *testdb_connect(const char *conninfo);
 PGresult *testdb_exec(PGconn *conn, const char *sql);
 /* Runs a query returning one value as a long long; exits on error. */
 long long testdb_scalar(PGconn *conn, const char *sql);
+/* Runs a query returning one value as text, "(no rows)" when none; the caller frees it. */
+char *testdb_text(PGconn *conn, const char *sql);
+
+struct store;
+/* A store on conninfo (text or binary COPY, its row bound, application name); exits on failure. */
+struct store *testdb_store(const char *conninfo, bool text, size_t max_rows, const char *app);
 
 #endif
