@@ -181,6 +181,24 @@ static uint32_t *active_targets(struct triggers *t, bool offcpu, size_t *n, unsi
 	return v;
 }
 
+/*
+ * Replaces the set *cur (*ncur processes, *param its rate or threshold)
+ * with v (n, param), taking v; false, v freed, when nothing changed.
+ */
+static bool replace_set(uint32_t **cur, size_t *ncur, unsigned *cur_param, uint32_t *v, size_t n,
+			unsigned param)
+{
+	if (n == *ncur && param == *cur_param && (!n || !memcmp(v, *cur, n * sizeof(*v)))) {
+		free(v);
+		return false;
+	}
+	free(*cur);
+	*cur = v;
+	*ncur = n;
+	*cur_param = param;
+	return true;
+}
+
 /* Recomputes the off-CPU set; calls on_offcpu when it or its threshold changed. Lock held. */
 static void update_offcpu(struct triggers *t)
 {
@@ -190,20 +208,11 @@ static void update_offcpu(struct triggers *t)
 
 	if (!v)
 		return; /* keeps the last set; the next change retries */
-	if (!n)
-		min_us = 0;
-	if (n == t->noffcpu && min_us == t->offcpu_us &&
-	    (!n || !memcmp(v, t->offcpu, n * sizeof(*v)))) {
-		free(v);
+	if (!replace_set(&t->offcpu, &t->noffcpu, &t->offcpu_us, v, n, n ? min_us : 0))
 		return;
-	}
-	free(t->offcpu);
-	t->offcpu = v;
-	t->noffcpu = n;
-	t->offcpu_us = min_us;
-	log_debug("triggers: off-CPU processes=%zu min_us=%u", n, min_us);
+	log_debug("triggers: off-CPU processes=%zu min_us=%u", n, t->offcpu_us);
 	if (t->o.on_offcpu)
-		t->o.on_offcpu(t->o.offcpu_ctx, v, n, min_us);
+		t->o.on_offcpu(t->o.offcpu_ctx, v, n, t->offcpu_us);
 }
 
 /* Recomputes the raised set; calls on_raise when it changed. Lock held. */
@@ -215,19 +224,11 @@ static void update_raised(struct triggers *t)
 
 	if (!v)
 		return; /* keeps the last raise; the next change retries */
-	if (!n)
-		hz = 0;
-	if (n == t->nraised && hz == t->raised_hz && !memcmp(v, t->raised, n * sizeof(*v))) {
-		free(v);
+	if (!replace_set(&t->raised, &t->nraised, &t->raised_hz, v, n, n ? hz : 0))
 		return;
-	}
-	free(t->raised);
-	t->raised = v;
-	t->nraised = n;
-	t->raised_hz = hz;
-	log_debug("triggers: raise processes=%zu hz=%u", n, hz);
+	log_debug("triggers: raise processes=%zu hz=%u", n, t->raised_hz);
 	if (t->o.on_raise)
-		t->o.on_raise(t->o.raise_ctx, v, n, hz);
+		t->o.on_raise(t->o.raise_ctx, v, n, t->raised_hz);
 }
 
 /* Recomputes the raised and off-CPU sets; calls on_raise / on_offcpu when changed. Lock held. */
