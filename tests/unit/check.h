@@ -24,5 +24,10 @@ extern int check_failed; /* checks that did not */
 	} while (0)
 
 int check_done(void);
+/*
+ * 77 (ctest's skip) with the reason printed when the BPF sampler cannot
+ * load here (not root, no kernel BTF); 0 when it can.
+ */
+int check_skip_without_bpf(void);
 
 #endif

@@ -159,16 +159,8 @@ int main(void)
 {
 	struct sampler_opts o = {.hz = 19, .ring_bytes = 1 << 20, .filter = TP_FILTER_PIDS};
 	struct sampler *s;
-	struct stat st;
-
-	if (geteuid() != 0) {
-		printf("skipped: the BPF sampler needs root\n");
+	if (check_skip_without_bpf())
 		return 77;
-	}
-	if (stat("/sys/kernel/btf/vmlinux", &st)) {
-		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
-		return 77;
-	}
 	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? TP_LOG_DEBUG : TP_LOG_WARN);
 	s = sampler_open(&o);
 	CHECK(s != NULL, "sampler_open: %s", strerror(errno));

@@ -340,16 +340,8 @@ out:
 
 int main(void)
 {
-	struct stat st;
-
-	if (geteuid() != 0) {
-		printf("skipped: the BPF sampler needs root\n");
+	if (check_skip_without_bpf())
 		return 77;
-	}
-	if (stat("/sys/kernel/btf/vmlinux", &st)) {
-		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
-		return 77;
-	}
 	log_set_level(getenv("TRACEPROF_TEST_VERBOSE") ? TP_LOG_DEBUG : TP_LOG_WARN);
 	test_raise();
 	return check_done();

@@ -285,14 +285,8 @@ static void test_deep(void)
 
 int main(void)
 {
-	if (geteuid() != 0) {
-		printf("skipped: the BPF sampler needs root\n");
+	if (check_skip_without_bpf())
 		return 77;
-	}
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
-		return 77;
-	}
 	log_set_level(TP_LOG_WARN);
 	test_libc();
 	test_signal();

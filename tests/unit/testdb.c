@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "testdb.h"
@@ -111,4 +112,17 @@ struct store *testdb_store(const char *conninfo, bool text, size_t max_rows, con
 		exit(2);
 	}
 	return st;
+}
+
+int check_skip_without_bpf(void)
+{
+	if (geteuid() != 0) {
+		printf("skipped: the BPF sampler needs root\n");
+		return 77;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+		printf("skipped: no kernel BTF (/sys/kernel/btf/vmlinux)\n");
+		return 77;
+	}
+	return 0;
 }
