@@ -635,6 +635,21 @@ static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64
 	return due <= mono ? 0 : (int)((due - mono + 999) / 1000);
 }
 
+/* A trigger's new targets: their unwind tables now, not at their first sample read. */
+static void note_new_targets(struct agent *a)
+{
+	uint32_t tgids[64];
+	size_t n;
+
+	while ((n = raise_take_targets(&a->raise, tgids, 64)) > 0)
+		for (size_t i = 0; i < n; i++) {
+			struct proc *p = proctable_find(&a->procs, (int)tgids[i]);
+
+			if (p && !p->unwind_noted)
+				proctable_note_unwind(&a->procs, p);
+		}
+}
+
 int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_t *stats_now)
 {
 	int64_t t0 = agent_clock_us(CLOCK_MONOTONIC), next_sweep = t0 + SWEEP_EVERY_US;
@@ -664,6 +679,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		real = mono + a->mono_to_real_us;
 		agg_tick(a->agg, real);
 		raise_apply_decisions(&a->raise);
+		note_new_targets(a);
 		raise_expire(&a->raise, real);
 		ship_closed(a);
 		note_spool_state(a);

@@ -607,6 +607,7 @@ int proctable_on_event(void *ctx, const struct sampler_event *ev)
 	enum tp_record_kind kind = ev->kind;
 	pid_t pid = ev->pid;
 	struct proc *p = proc_slot(t, pid, false);
+	bool noted;
 
 	if (pid == t->self_pid)
 		return 0;
@@ -643,6 +644,7 @@ int proctable_on_event(void *ctx, const struct sampler_event *ev)
 	if (kind != TP_REC_EXEC)
 		return 0;
 	t->st.execs++;
+	noted = p && p->unwind_noted;
 	if (p) {
 		sampler_forget_pid(t->sampler, pid);
 		sym_forget_process(t->sym, pid);
@@ -650,7 +652,14 @@ int proctable_on_event(void *ctx, const struct sampler_event *ev)
 			sampler_add_target_pid(t->sampler, pid);
 		proc_remove(t, p);
 	}
-	proctable_get(t, pid, agent_clock_us(CLOCK_REALTIME));
+	p = proctable_get(t, pid, agent_clock_us(CLOCK_REALTIME));
+	/*
+	 * It ran and now runs a new program: its tables now, not at its next
+	 * sample read (also when the record comes after a look at the new
+	 * program, whose list proc_remove dropped).
+	 */
+	if (noted && p && !p->unwind_noted)
+		proctable_note_unwind(t, p);
 	return 0;
 }
 

@@ -57,6 +57,34 @@ void raise_free(struct raise *r)
  * by raise_lock. A rate at or below the base rate raises nothing: the base
  * events already sample those threads that often.
  */
+/*
+ * New targets' unwind tables are asked for by the main loop at once,
+ * rather than at their first sample it reads (seconds later when the
+ * ring fills slowly): a trigger wants their stacks now.
+ */
+static void queue_targets(struct raise *r, const uint32_t *tgids, size_t n)
+{
+	pthread_mutex_lock(&r->decide_lock);
+	for (size_t i = 0; i < n && r->nnote < RAISE_NOTE_MAX; i++)
+		r->note[r->nnote++] = tgids[i];
+	pthread_mutex_unlock(&r->decide_lock);
+	if (n)
+		sampler_wake(r->sampler);
+}
+
+size_t raise_take_targets(struct raise *r, uint32_t *tgids, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&r->decide_lock);
+	n = r->nnote < max ? r->nnote : max;
+	memcpy(tgids, r->note, n * sizeof(*tgids));
+	memmove(r->note, r->note + n, (r->nnote - n) * sizeof(*tgids));
+	r->nnote -= n;
+	pthread_mutex_unlock(&r->decide_lock);
+	return n;
+}
+
 static void on_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
 {
 	struct raise *r = ctx;
@@ -79,6 +107,8 @@ static void on_raise(void *ctx, const uint32_t *tgids, size_t n, unsigned hz)
 		log_warn("triggers: cannot raise sampling to %u Hz for %zu processes: %s", hz, n,
 			 strerror(-err));
 	} else {
+		if (want && n)
+			queue_targets(r, tgids, n);
 		log_info("triggers: sampling %s", want && n ? "raised" : "back at the base rate");
 		log_debug("triggers: raised hz=%u processes=%zu", want && n ? want : 0, n);
 	}
@@ -107,6 +137,7 @@ static void on_offcpu(void *ctx, const uint32_t *tgids, size_t n, uint32_t min_u
 		log_warn("triggers: cannot capture off-CPU time of %zu processes: %s", n,
 			 strerror(-err));
 	} else {
+		queue_targets(r, tgids, n);
 		log_info("triggers: off-CPU capture %s", n ? "on for trigger targets" : "off");
 		log_debug("triggers: off-CPU processes=%zu min_us=%u", n, min_us);
 	}

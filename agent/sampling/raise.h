@@ -28,6 +28,9 @@ struct shipper;
 struct triggers;
 struct triggers_opts;
 
+/* Targets queued for raise_take_targets (the sampler's largest target set). */
+#define RAISE_NOTE_MAX TP_MAX_RAISED_TARGETS
+
 /* The trigger engine's verdict on one request, on its way to the main loop. */
 #define RAISE_DECISIONS_MAX 4096
 struct raise_decision {
@@ -50,6 +53,13 @@ struct raise {
 	struct raise_decision decisions[RAISE_DECISIONS_MAX]; /* claim worker -> main loop */
 	size_t decide_head;				      /* oldest queued decision */
 	size_t ndecisions;				      /* queued */
+	/*
+	 * Processes that became raised or off-CPU targets, for the main loop
+	 * to ask their unwind tables for at once (raise_take_targets), under
+	 * decide_lock; beyond RAISE_NOTE_MAX they wait for their first sample.
+	 */
+	uint32_t note[RAISE_NOTE_MAX];
+	size_t nnote;
 	/* counters (stats file) */
 	uint64_t raised;	    /* samples of the raised events received */
 	uint64_t raised_unheld;	    /* of those, refused by the hold */
@@ -87,6 +97,11 @@ static inline bool raise_hold(struct raise *r, struct agg_sample *as, unsigned f
 
 /* Main loop: applies the queued verdicts to the hold. */
 void raise_apply_decisions(struct raise *r);
+/*
+ * Main loop: the processes that became targets since the last call, at
+ * most max into tgids; returns how many.
+ */
+size_t raise_take_targets(struct raise *r, uint32_t *tgids, size_t max);
 /* Main loop: held traces without a verdict expire (now_us: realtime). */
 void raise_expire(struct raise *r, int64_t now_us);
 /* Main loop, every pass: the engine's deadlines (it wakes the loop at the earliest). */

@@ -19,6 +19,10 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
+	# TRACEPROF_KEEP_WORK=DIR keeps the work folder (logs, stats) there
+	if [ -n "${TRACEPROF_KEEP_WORK:-}" ]; then
+		mkdir -p "$TRACEPROF_KEEP_WORK" && cp -r "$work" "$TRACEPROF_KEEP_WORK/" || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT

@@ -114,7 +114,7 @@ wait "$target" || fail "the target workload failed"
 wait "$other" || fail "the other workload failed"
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
-grep -E '^(bpf_off_records|offcpu_records|trigger_offcpu_errors)=' "$work/trig.stats" || true
+grep -E "^(bpf_off_records|offcpu_records|trigger_offcpu_errors|bpf_off_ustack_lost|bpf_uw_frames_not_ready|unwind_maps_pending|cfi_builds)=" "$work/trig.stats" || true
 # rows per workload: the trace ids' fourth byte
 per_tag="SELECT substr(replace(trace_id::text, '-', ''), 7, 2) AS tag, count(*) AS n
            FROM traceprof.offcpu GROUP BY 1"
@@ -130,7 +130,8 @@ locks=$(q "SELECT count(DISTINCT o.trace_id) FROM traceprof.offcpu o
             JOIN traceprof.functions f ON f.function_id = ANY (st.function_ids)
            WHERE o.kind = 1 AND f.name = 'wait_lock'")
 blocked=$(q "SELECT count(DISTINCT trace_id) FROM traceprof.offcpu WHERE kind = 1")
-# the stacks themselves are checked above; here that the trigger's requests are captured
 echo "   the target's requests with blocked time: $blocked of 4 ($locks with the wait_lock stack)"
 [ "$blocked" = 4 ] || fail "$blocked of the target's 4 requests have blocked time"
+# whole stacks: a trigger's targets get their unwind tables when they become targets
+[ "$locks" = 4 ] || fail "$locks of the target's 4 requests have their wait_lock stack"
 echo "ok: a trigger with offCPU: true captures its target's requests, and only them"
