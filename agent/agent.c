@@ -37,6 +37,7 @@
 #include "endpoints.h"
 #include "kubepods.h"
 #include "proctable.h"
+#include "obi_map.h"
 #include "raise.h"
 #include "sampler.h"
 #include "shipper.h"
@@ -73,6 +74,7 @@ struct agent {
 	struct proctable procs;		      /* the processes sampled */
 	struct unwind *unwind;		      /* their unwind tables, or NULL */
 	struct raise raise;		      /* raised sampling: hold, verdicts */
+	struct obi_map obi;		      /* OBI's trace map, when pinned */
 	struct endpoints ep;		      /* OTLP, AgentControl, triggers, Kubernetes */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	uint64_t stacks_evictions;	      /* agg_dict_evictions() they are valid for */
@@ -435,6 +437,8 @@ static int open_sampler(struct agent *a)
 		log_error("cannot capture off-CPU time: %s", strerror(errno));
 		return -1;
 	}
+	obi_map_init(&a->obi, cfg->obi_map);
+	obi_map_tick(&a->obi, a->sampler, agent_clock_us(CLOCK_MONOTONIC));
 	return 0;
 }
 
@@ -557,6 +561,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	    .unwind = a->unwind,
 	    .raise = &a->raise,
 	    .ep = &a->ep,
+	    .obi = &a->obi.st,
 	};
 
 	stats_write(&s);
@@ -695,6 +700,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		}
 		if (a->unwind)
 			unwind_tick(a->unwind, mono);
+		obi_map_tick(&a->obi, a->sampler, mono);
 		if (real >= a->procs.next_recheck_us)
 			proctable_recheck(&a->procs, real);
 		if (a->procs.ndying)

@@ -280,6 +280,10 @@ static const struct tp_option settings[] = {
     NUM("offcpu-min-us", TP_OPT_COUNT, offcpu_min_us, 1, 10000000, "1000",
 	"off-CPU intervals at least this long (µs) are stored with their stack; shorter ones "
 	"are summed per request without one"),
+    TEXT("obi-map", obi_map, "auto",
+	 "OBI's pinned trace map (traces_ctx_v1), read for threads without a thread context: "
+	 "a path under the BPF filesystem; auto: /sys/fs/bpf/traces_ctx_v1 or "
+	 "/sys/fs/bpf/*/traces_ctx_v1, looked for every 10 s; empty: off"),
     TEXT("node", node, "", "node name stored with samples; default: hostname"),
     {.name = "log-level",
      .type = TP_OPT_ENUM,

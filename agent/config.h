@@ -42,6 +42,7 @@ struct agent_config {
 	size_t max_keys;	   /* distinct aggregation keys per window */
 	int offcpu;		   /* enum sampler_offcpu_mode: off, requests, all */
 	size_t offcpu_min_us;	   /* off-CPU intervals shorter are summed without a stack */
+	char obi_map[4096];	   /* OBI's pinned trace map: a path, "auto" or "" (off) */
 	char node[256];		   /* node name recorded with every source */
 	int log_level;		   /* enum log_level */
 	double duration_s;	   /* stop after this long (0 = until SIGTERM) */

@@ -14,6 +14,7 @@
 
 #include "aggregate.h"
 #include "endpoints.h"
+#include "obi_map.h"
 #include "kubepods.h"
 #include "otlp.h"
 #include "otlp_grpc.h"
@@ -37,6 +38,20 @@ static void write_offcpu_stats(const struct stats_sources *s, FILE *f, const str
 		"\nagg_offcpu_overflow=%" PRIu64 "\n",
 		s->counts->offcpu, s->counts->offcpu_us, s->counts->offcpu_refused, ag->offcpu,
 		ag->offcpu_invalid, ag->offcpu_overflow);
+}
+
+/* Context sources other than the thread context: OBI's trace map (obi_map.h). */
+static void write_obi_stats(const struct stats_sources *s, FILE *f, const struct sampler_stats *ss)
+{
+	const struct obi_map_stats *o = s->obi;
+
+	if (!o)
+		return;
+	fprintf(
+	    f,
+	    "obi_map_installed=%" PRIu64 "\nobi_map_changes=%" PRIu64 "\nobi_map_lost=%" PRIu64
+	    "\nobi_map_refused=%" PRIu64 "\nobi_map_errors=%" PRIu64 "\nbpf_ctx_obi=%" PRIu64 "\n",
+	    o->installed, o->changes, o->lost, o->refused, o->errors, ss->counters[TP_CNT_CTX_OBI]);
 }
 
 /* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */
@@ -333,6 +348,7 @@ void stats_write(const struct stats_sources *s)
 	write_offcpu_stats(s, f, &ag);
 	write_unwind_stats(s, f, &ss);
 	write_maps_stats(s, f, &ss);
+	write_obi_stats(s, f, &ss);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

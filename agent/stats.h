@@ -19,6 +19,7 @@ struct spool;
 struct spool_previous;
 struct symbolizer;
 struct unwind;
+struct obi_map_stats;
 
 /* The sample path's counters (agent.c counts them; the file shows them). */
 struct agent_counts {
@@ -56,6 +57,7 @@ struct stats_sources {
 	struct unwind *unwind; /* NULL: no CFI unwinding */
 	struct raise *raise;
 	struct endpoints *ep;
+	const struct obi_map_stats *obi; /* OBI's trace map (obi_map.h) */
 };
 
 /* Writes the file (path.tmp, then renamed over path); a failure is logged. */

@@ -218,6 +218,7 @@ struct ctx_header {
 struct thread_ctx {
 	struct ctx_header hdr; /* meaningful when state == TP_CTX_TAGGED */
 	__u8 state;	       /* enum tp_ctx_state */
+	__u8 obi;	       /* 1: the context came from OBI's trace map */
 };
 
 /* The arm64 layout of the thread pointer, for CO-RE on arm64 kernels. */
@@ -318,7 +319,7 @@ static __always_inline __u64 tls_slot_addr(struct task_struct *task, const struc
  * read at all outside a request. (A uprobe handler and this program never
  * nest on a CPU: the kernel runs one BPF tracing program at a time there.)
  */
-static __always_inline void read_thread_ctx(struct task_struct *task, struct thread_ctx *tc)
+static __always_inline void read_tls_ctx(struct task_struct *task, struct thread_ctx *tc)
 {
 	__u64 record = 0, *known, slot;
 	struct tp_tls_loc *loc;
@@ -349,6 +350,58 @@ static __always_inline void read_thread_ctx(struct task_struct *task, struct thr
 		return;
 	}
 	tc->state = tc->hdr.valid == 1 ? TP_CTX_TAGGED : TP_CTX_INVALID;
+}
+
+/*
+ * OBI's trace map, when the agent found one (obi_on): the map itself is
+ * OBI's, put in this array by the agent, so it can come, go and be
+ * replaced while the sampler runs. The template has OBI's layout; the
+ * kernel refuses a map of another type, key or value size.
+ */
+struct obi_inner {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TP_OBI_MAX_ENTRIES);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct tp_obi_ctx));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct obi_inner);
+} obi_maps SEC(".maps");
+
+volatile __u32 obi_on = 0; /* 1: obi_maps holds OBI's map */
+
+/*
+ * The thread's request context: its OTEP 4947 record first (the SDK or
+ * another writer), then OBI's trace map for a thread without one.
+ */
+static __always_inline void read_thread_ctx(struct task_struct *task, struct thread_ctx *tc)
+{
+	struct tp_obi_ctx *o;
+	__u32 zero = 0;
+	__u64 key;
+	void *m;
+
+	tc->obi = 0;
+	read_tls_ctx(task, tc);
+	if (tc->state == TP_CTX_TAGGED || !obi_on)
+		return;
+	m = bpf_map_lookup_elem(&obi_maps, &zero);
+	if (!m)
+		return;
+	key = ((__u64)task->tgid << 32) | (__u32)task->pid;
+	o = bpf_map_lookup_elem(m, &key);
+	if (!o)
+		return;
+	__builtin_memcpy(tc->hdr.trace_id, o->trace_id, sizeof(o->trace_id));
+	__builtin_memcpy(tc->hdr.span_id, o->span_id, sizeof(o->span_id));
+	tc->hdr.valid = 1;
+	tc->hdr.trace_flags = 0;
+	tc->state = TP_CTX_TAGGED;
+	tc->obi = 1;
 }
 
 /* Whether the sample interrupted user mode (then the kernel stack is empty). */
@@ -724,6 +777,8 @@ static __always_inline void count_kept(struct counter_set *c, const struct threa
 	c->n[TP_CNT_SAMPLES]++;
 	if (tc->state == TP_CTX_TAGGED)
 		c->n[TP_CNT_TAGGED]++;
+	if (tc->obi)
+		c->n[TP_CNT_CTX_OBI]++;
 	else if (tc->state == TP_CTX_FAULT)
 		c->n[TP_CNT_CTX_FAULT]++;
 }
@@ -838,7 +893,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 		c->n[TP_CNT_NO_USTACK]++;
 	s->kern_n = kn;
 	s->user_n = un;
-	s->flags = sflags;
+	s->flags = sflags | (tc->obi ? TP_SAMPLE_CTX_OBI : 0);
 
 	/*
 	 * A wakeup per sample costs more than the rest of the program (an

@@ -99,6 +99,21 @@ enum tp_record_kind {
 #define TP_SAMPLE_OFF_BLOCKED 0x10
 #define TP_SAMPLE_OFF_RUNQ    0x20
 #define TP_SAMPLE_OFF_SHORT   0x40
+/* The record's context came from OBI's trace map (docs/agent.md, "OBI's trace map"). */
+#define TP_SAMPLE_CTX_OBI 0x80
+
+/*
+ * OBI's trace map ("traces_ctx_v1", pinned by OpenTelemetry eBPF
+ * Instrumentation): an LRU hash from bpf_get_current_pid_tgid() (tgid in
+ * the high 32 bits, thread id in the low) to the trace context the thread
+ * serves. The sampler reads it through "obi_maps", an array of one map the
+ * agent fills with the pinned map it found.
+ */
+struct tp_obi_ctx {
+	__u8 trace_id[16];
+	__u8 span_id[8];
+};
+#define TP_OBI_MAX_ENTRIES (1u << 14)
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096
@@ -171,7 +186,8 @@ enum tp_counter {
 	TP_CNT_OFF_NO_WAKEUP = 31,   /* blocked intervals whose wakeup was not seen (all blocked) */
 	TP_CNT_OFF_USTACK_LOST = 32, /* blocked records without user frames: back in user mode */
 	/* by another path than its syscall's exit */
-	TP_CNT_MAX = 33,
+	TP_CNT_CTX_OBI = 33, /* samples tagged from OBI's trace map (also in TP_CNT_TAGGED) */
+	TP_CNT_MAX = 34,
 };
 
 /*

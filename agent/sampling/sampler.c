@@ -743,6 +743,23 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 	return err < 0 ? err : s->poll_n;
 }
 
+int sampler_set_obi_map(struct sampler *s, int fd)
+{
+	int outer = bpf_map__fd(s->skel->maps.obi_maps);
+	uint32_t zero = 0;
+
+	if (fd < 0) {
+		s->skel->bss->obi_on = 0;
+		if (bpf_map_delete_elem(outer, &zero) && errno != ENOENT)
+			return -errno;
+		return 0;
+	}
+	if (bpf_map_update_elem(outer, &zero, &fd, BPF_ANY))
+		return -errno;
+	s->skel->bss->obi_on = 1;
+	return 0;
+}
+
 void sampler_wake(struct sampler *s)
 {
 	uint64_t one = 1;

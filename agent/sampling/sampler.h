@@ -225,6 +225,15 @@ int sampler_set_offcpu_targets(struct sampler *s, const uint32_t *tgids, size_t 
 int sampler_offcpu_targets(struct sampler *s, uint32_t *tgids, uint32_t *min_us, size_t max);
 
 /*
+ * OBI's trace map as a context source for threads without a thread
+ * context (docs/agent.md, "OBI's trace map"): fd, a map with its layout
+ * (struct tp_obi_ctx), is read from now on; fd < 0 stops reading it. The
+ * sampler keeps its own reference: the caller may close fd. -EINVAL when
+ * the kernel refuses the map (another type, key or value size).
+ */
+int sampler_set_obi_map(struct sampler *s, int fd);
+
+/*
  * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user
  * stacks with, for the module that fills them; the fds are the sampler's
  * (not to be closed). -ENOTSUP without unwinding (opts.unwind_bytes 0).
