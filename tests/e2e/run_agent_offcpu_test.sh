@@ -8,7 +8,8 @@
 # runs that function must match the call's duration within 5 % or 1 ms
 # (the call's time is blocked, then waiting for a CPU after the wakeup,
 # then a few microseconds on the CPU: on a busy machine blocked alone may
-# fall short by the runqueue wait, by at most a fifth, which the trace's
+# fall short by the runqueue wait, by up to 70 % next to a test that keeps
+# both CPUs busy (a 30 ms sleep took 63 ms once, 33 of them runnable), which the trace's
 # runqueue time must then make up). The threads that wait
 # outside any request (the lock's holder, the pipe's writer, an idle
 # thread sleeping 5 ms at a time) must leave no row, and an agent without
@@ -72,7 +73,7 @@ bad=$(q "SELECT string_agg(t.trace_id || ' ' || t.fn || ': truth ' || t.us || ' 
            LEFT JOIN (SELECT trace_id, sum(x) AS us FROM traceprof.offcpu, unnest(us) x
                        WHERE kind = 2 GROUP BY 1) rq ON rq.trace_id = t.trace_id
           WHERE NOT (abs(coalesce(b.us, 0) - t.us) <= greatest(0.05 * t.us, 1000)
-                     OR (coalesce(b.us, 0) BETWEEN 0.8 * t.us AND t.us
+                     OR (coalesce(b.us, 0) BETWEEN 0.3 * t.us AND t.us
                          AND coalesce(b.us, 0) + coalesce(rq.us, 0) >= t.us - 1000))")
 [ -z "$bad" ] || fail "blocked time off the truth: $bad"
 echo "ok: every wait of every request stored as blocked within 5 % or 1 ms of its duration"

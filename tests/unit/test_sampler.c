@@ -929,14 +929,18 @@ static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
 			     strstr(name, "read_zero") || strstr(name, "read_iter_zero");
 		/*
 		 * What only runs while a sample is taken: perf's overflow path
-		 * and the stack walk, anywhere, or the program at the leaf. (A
-		 * timer interrupt's frames are not: the read may be
-		 * interrupted in the softirq work of another interrupt's exit,
-		 * and a BPF LSM hook is part of the read path.)
+		 * and the stack walk, anywhere, or the sampling program at the
+		 * leaf. (A timer interrupt's frames are not: the read may be
+		 * interrupted in the softirq work of another interrupt's exit;
+		 * nor are other BPF programs: a BPF LSM hook, or another
+		 * tracer's program on the system call's exit, such as an agent
+		 * of another test capturing off-CPU time, are part of the read
+		 * path.)
 		 */
 		if (strstr(name, "perf_swevent_hrtimer") || strstr(name, "perf_event_overflow") ||
 		    strstr(name, "bpf_overflow_handler") || strstr(name, "bpf_get_stack") ||
-		    strstr(name, "perf_callchain") || (i == 0 && strstr(name, "bpf_prog"))) {
+		    strstr(name, "perf_callchain") ||
+		    (i == 0 && strstr(name, "bpf_prog") && strstr(name, "on_cpu_clock"))) {
 			own = true;
 			if (!t->bad[0])
 				snprintf(t->bad, sizeof(t->bad), "%s (frame %d)", name, i);
