@@ -238,8 +238,8 @@ static bool any_array(struct pb any, struct pb *arr, bool *bad)
 }
 
 /*
- * One KeyValue into ctx. strict (the merged form): a KeyValue without key
- * or value is malformed; otherwise it is skipped. In ProcessContext
+ * One KeyValue into ctx. strict (the merged form): a KeyValue without a key
+ * is malformed; otherwise it is skipped, as is one without a value. In ProcessContext
  * attributes, only threadlocal.* entries are kept.
  */
 static int decode_kv(struct pb kv, struct procctx *ctx, enum kv_place place, bool strict)
@@ -262,8 +262,8 @@ static int decode_kv(struct pb kv, struct procctx *ctx, enum kv_place place, boo
 		}
 	}
 	err = bad ? -EBADMSG : 0;
-	if (!err && strict && (!key || !*key || !have_value))
-		err = -EBADMSG;
+	if (!err && strict && (!key || !*key))
+		err = -EBADMSG; /* a value alone is no attribute: not this form */
 	if (err || !key || !*key || !have_value)
 		goto out_free; /* a KeyValue without key or value carries nothing */
 	if (place == IN_ATTRIBUTES && strncmp(key, TL_PREFIX, strlen(TL_PREFIX)))

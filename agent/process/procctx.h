@@ -88,7 +88,7 @@ int procctx_read(pid_t pid, struct procctx *ctx);
 /*
  * Decodes a payload of len bytes into ctx (overwritten; free with
  * procctx_clear; on error ctx holds nothing): first as a merged
- * ProcessContext, strictly (every KeyValue needs a key and a value); when
+ * ProcessContext, strictly (every KeyValue needs a key); when
  * that fails, as a draft Resource (ctx->form says which). Resource
  * attributes with string, bool, int or double values are kept; other value
  * types are skipped; threadlocal.attribute_key_map (an array of strings)

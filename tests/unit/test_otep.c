@@ -168,6 +168,15 @@ static void test_payload_forms(void)
 	      "unknown fields skipped");
 	procctx_clear(&ctx);
 
+	/* a KeyValue with a key and no value is skipped; the form stays merged */
+	static const char keyonly[] = RESOURCE_SHOP "\x12\x05"
+						    "\x0a\x03"
+						    "abc";
+	CHECK(procctx_decode(LIT(keyonly), &ctx) == 0 && ctx.form == PROCCTX_FORM_MERGED &&
+		  ctx.service_name && !strcmp(ctx.service_name, "shop"),
+	      "a key without a value skipped");
+	procctx_clear(&ctx);
+
 	/* a truncated payload is an error, counted */
 	CHECK(procctx_decode((const uint8_t *)merged, 20, &ctx) == -EBADMSG, "truncated: -EBADMSG");
 	procctx_stats_get(&after);
