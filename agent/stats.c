@@ -19,6 +19,7 @@
 #include "otlp.h"
 #include "otlp_grpc.h"
 #include "otlp_http.h"
+#include "procctx.h"
 #include "proctable.h"
 #include "raise.h"
 #include "sampler.h"
@@ -52,6 +53,22 @@ static void write_obi_stats(const struct stats_sources *s, FILE *f, const struct
 	    "obi_map_installed=%" PRIu64 "\nobi_map_changes=%" PRIu64 "\nobi_map_lost=%" PRIu64
 	    "\nobi_map_refused=%" PRIu64 "\nobi_map_errors=%" PRIu64 "\nbpf_ctx_obi=%" PRIu64 "\n",
 	    o->installed, o->changes, o->lost, o->refused, o->errors, ss->counters[TP_CNT_CTX_OBI]);
+}
+
+/* Process contexts read (OTEP 4719), by payload form, and their retries. */
+static void write_procctx_stats(FILE *f)
+{
+	struct procctx_stats p;
+
+	procctx_stats_get(&p);
+	fprintf(f,
+		"procctx_merged=%" PRIu64 "\nprocctx_draft=%" PRIu64 "\nprocctx_updating=%" PRIu64
+		"\nprocctx_changed=%" PRIu64 "\nprocctx_gave_up=%" PRIu64
+		"\nprocctx_bad_payload=%" PRIu64 "\nprocctx_key_refreshes=%" PRIu64
+		"\nprocctx_key_refresh_limited=%" PRIu64 "\nprocctx_key_map_rewritten=%" PRIu64
+		"\n",
+		p.reads_merged, p.reads_draft, p.updating, p.changed, p.gave_up, p.bad_payload,
+		p.key_refreshes, p.key_refresh_limited, p.key_map_rewritten);
 }
 
 /* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */
@@ -349,6 +366,7 @@ void stats_write(const struct stats_sources *s)
 	write_unwind_stats(s, f, &ss);
 	write_maps_stats(s, f, &ss);
 	write_obi_stats(s, f, &ss);
+	write_procctx_stats(f);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

@@ -6,8 +6,11 @@
  * /proc/<pid>/maps as /memfd:OTEL_CTX), or a shared anonymous mapping named
  * with prctl (shown as [anon_shmem:OTEL_CTX]) where memfd is refused. It
  * holds a 32-byte header and, right after it, the payload: a protobuf
- * opentelemetry.proto.resource.v1.Resource. The signature is written last at
- * creation; an update zeroes published_at_ns, rewrites payload and size, then
+ * ProcessContext { Resource resource = 1; repeated KeyValue attributes = 2 }
+ * with the caller's resource attributes in resource and the threadlocal.*
+ * reference data in attributes. The signature is written last at creation;
+ * an update zeroes monotonic_published_at_ns (CLOCK_BOOTTIME), rewrites
+ * payload and size, then
  * writes a new, strictly larger timestamp, with full CPU fences between
  * (readers run concurrently on other CPUs). A payload that outgrows the
  * mapping gets a new mapping (the old one is unmapped first).
@@ -43,9 +46,11 @@
 
 #define CTX_NAME	  "OTEL_CTX"
 #define CTX_VERSION	  2
-#define SCHEMA_VERSION	  "tlsdesc_v1_dev"
+#define SCHEMA_VERSION	  "tls_v1"
 #define MAX_KEYS	  256
 #define RESOURCE_ATTRS	  1 /* Resource.attributes */
+#define PCTX_RESOURCE	  1 /* ProcessContext.resource */
+#define PCTX_ATTRS	  2 /* ProcessContext.attributes */
 #define KEYVALUE_KEY	  1 /* KeyValue.key */
 #define KEYVALUE_VALUE	  2 /* KeyValue.value */
 #define ANYVALUE_STRING	  1 /* AnyValue.string_value */
@@ -54,11 +59,11 @@
 
 /* The OTEP 4719 header, at the start of the mapping. */
 struct ctx_header {
-	char signature[8];	  /* "OTEL_CTX", written last */
-	uint32_t version;	  /* CTX_VERSION */
-	uint32_t payload_size;	  /* bytes of protobuf at payload */
-	uint64_t published_at_ns; /* CLOCK_REALTIME ns; 0 while an update runs */
-	const uint8_t *payload;	  /* the payload: right after this header */
+	char signature[8];		    /* "OTEL_CTX", written last */
+	uint32_t version;		    /* CTX_VERSION */
+	uint32_t payload_size;		    /* bytes of protobuf at payload */
+	uint64_t monotonic_published_at_ns; /* CLOCK_BOOTTIME ns; 0 in updates */
+	const uint8_t *payload;		    /* the payload: right after this header */
 };
 _Static_assert(sizeof(struct ctx_header) == 32, "header is 32 bytes on LP64");
 
@@ -80,7 +85,7 @@ static char *service_name_copy;	   /* the published service.name, or NULL; owned
 static struct ctx_header *mapping; /* the published mapping, or NULL */
 static size_t mapping_size;	   /* bytes mapped */
 static pid_t mapping_pid;	   /* process that created it (not inherited by a child) */
-static uint64_t last_published_ns; /* published_at_ns last written */
+static uint64_t last_published_ns; /* timestamp last written */
 
 static void pb_put(struct pb *b, const void *data, size_t n)
 {
@@ -124,14 +129,14 @@ static size_t len_field_size(size_t len)
 	return 1 + pb_varint_size(len) + len;
 }
 
-/* Resource.attributes += KeyValue{key, AnyValue{string_value}}. */
-static void pb_attr_string(struct pb *b, const char *key, const char *value)
+/* field (a repeated KeyValue) += KeyValue{key, AnyValue{string_value}}. */
+static void pb_attr_string(struct pb *b, unsigned field, const char *key, const char *value)
 {
 	size_t klen = strlen(key), vlen = strlen(value);
 	size_t any = len_field_size(vlen);
 	size_t kv = len_field_size(klen) + len_field_size(any);
 
-	pb_len_field(b, RESOURCE_ATTRS, kv);
+	pb_len_field(b, field, kv);
 	pb_len_field(b, KEYVALUE_KEY, klen);
 	pb_put(b, key, klen);
 	pb_len_field(b, KEYVALUE_VALUE, any);
@@ -139,8 +144,9 @@ static void pb_attr_string(struct pb *b, const char *key, const char *value)
 	pb_put(b, value, vlen);
 }
 
-/* Resource.attributes += KeyValue{key, AnyValue{array_value{string_value...}}}. */
-static void pb_attr_string_array(struct pb *b, const char *key, char *const *values, size_t n)
+/* field += KeyValue{key, AnyValue{array_value{string_value...}}}. */
+static void pb_attr_string_array(struct pb *b, unsigned field, const char *key, char *const *values,
+				 size_t n)
 {
 	size_t klen = strlen(key), arr = 0, any, kv;
 
@@ -148,7 +154,7 @@ static void pb_attr_string_array(struct pb *b, const char *key, char *const *val
 		arr += len_field_size(len_field_size(strlen(values[i])));
 	any = len_field_size(arr);
 	kv = len_field_size(klen) + len_field_size(any);
-	pb_len_field(b, RESOURCE_ATTRS, kv);
+	pb_len_field(b, field, kv);
 	pb_len_field(b, KEYVALUE_KEY, klen);
 	pb_put(b, key, klen);
 	pb_len_field(b, KEYVALUE_VALUE, any);
@@ -167,7 +173,8 @@ static uint64_t next_timestamp(void)
 	struct timespec ts;
 	uint64_t ns;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	/* boot time: monotonic across suspend, comparable between processes */
+	clock_gettime(CLOCK_BOOTTIME, &ts);
 	ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	/* readers compare timestamps to detect an update: never reuse one */
 	if (ns <= last_published_ns)
@@ -197,7 +204,7 @@ static void unmap_locked(void)
 {
 	if (!mapping)
 		return;
-	*(volatile uint64_t *)&mapping->published_at_ns = 0;
+	*(volatile uint64_t *)&mapping->monotonic_published_at_ns = 0;
 	atomic_thread_fence(memory_order_seq_cst);
 	munmap(mapping, mapping_size);
 	mapping = NULL;
@@ -241,7 +248,7 @@ static int create_locked(const struct pb *payload)
 	h->version = CTX_VERSION;
 	h->payload_size = (uint32_t)payload->len;
 	h->payload = (const uint8_t *)(h + 1);
-	h->published_at_ns = next_timestamp();
+	h->monotonic_published_at_ns = next_timestamp();
 	atomic_thread_fence(memory_order_seq_cst);
 	memcpy(&sig, CTX_NAME, sizeof(sig));
 	*(volatile uint64_t *)h->signature = sig;
@@ -268,13 +275,13 @@ static int update_locked(const struct pb *payload)
 		unmap_locked();
 		return create_locked(payload);
 	}
-	*(volatile uint64_t *)&h->published_at_ns = 0;
+	*(volatile uint64_t *)&h->monotonic_published_at_ns = 0;
 	atomic_thread_fence(memory_order_seq_cst);
 	memcpy(h + 1, payload->p, payload->len);
 	*(volatile uint32_t *)&h->payload_size = (uint32_t)payload->len;
 	*(const uint8_t *volatile *)&h->payload = (const uint8_t *)(h + 1);
 	atomic_thread_fence(memory_order_seq_cst);
-	*(volatile uint64_t *)&h->published_at_ns = next_timestamp();
+	*(volatile uint64_t *)&h->monotonic_published_at_ns = next_timestamp();
 	atomic_thread_fence(memory_order_seq_cst);
 	name_mapping(h, mapping_size); /* unconditional, result ignored (see the spec) */
 	return 0;
@@ -286,9 +293,10 @@ static int publish_locked(void)
 	struct pb payload = {0};
 	int err;
 
+	pb_len_field(&payload, PCTX_RESOURCE, resource.len);
 	pb_put(&payload, resource.p, resource.len);
-	pb_attr_string(&payload, "threadlocal.schema_version", SCHEMA_VERSION);
-	pb_attr_string_array(&payload, "threadlocal.attribute_key_map", keys,
+	pb_attr_string(&payload, PCTX_ATTRS, "threadlocal.schema_version", SCHEMA_VERSION);
+	pb_attr_string_array(&payload, PCTX_ATTRS, "threadlocal.attribute_key_map", keys,
 			     atomic_load(&tp_sdk_nkeys));
 	if (payload.failed) {
 		free(payload.p);
@@ -312,9 +320,9 @@ TP_SDK_EXPORT int tp_sdk_process_publish(const char *service_name, const struct 
 	for (size_t i = 0; i < n; i++)
 		if (!attrs[i].key || !*attrs[i].key || !attrs[i].value)
 			return -EINVAL;
-	pb_attr_string(&enc, "service.name", service_name);
+	pb_attr_string(&enc, RESOURCE_ATTRS, "service.name", service_name);
 	for (size_t i = 0; i < n; i++)
-		pb_attr_string(&enc, attrs[i].key, attrs[i].value);
+		pb_attr_string(&enc, RESOURCE_ATTRS, attrs[i].key, attrs[i].value);
 	if (enc.failed) {
 		free(enc.p);
 		return -ENOMEM;

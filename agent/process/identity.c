@@ -382,6 +382,7 @@ static int from_procctx(pid_t pid, struct identity *id)
 	}
 	if (!err)
 		err = set_attrs(id, keys, values, ctx.nattrs);
+	id->ctx_form = (int)ctx.form;
 	if (!err && ctx.service_name && ctx.service_name[0])
 		set_name(id, ctx.service_name, strlen(ctx.service_name), IDENTITY_FROM_PROCCTX);
 	free(keys);

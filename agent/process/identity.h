@@ -41,8 +41,9 @@ struct identity_attr {
  * identity_clear.
  */
 struct identity {
-	char service_name[IDENTITY_NAME_MAX];		  /* never empty after identity_read */
-	enum identity_source source;			  /* where service_name came from */
+	char service_name[IDENTITY_NAME_MAX]; /* never empty after identity_read */
+	enum identity_source source;	      /* where service_name came from */
+	int ctx_form; /* enum procctx_form of the process context found, or 0 (none) */
 	char container_id[IDENTITY_CONTAINER_ID_LEN + 1]; /* lower case hex, or "" */
 	char pod_uid[IDENTITY_POD_UID_LEN + 1];		  /* Kubernetes pod UID, or "" */
 	char build_id[2 * BUILDID_MAX + 1];		  /* GNU build id in hex, or "" */

@@ -2,15 +2,20 @@
  * procctx.c - finding, reading and decoding an OTEP 4719 process context.
  *
  * Layout (host endianness, 64-bit): signature "OTEL_CTX" (8 bytes), version
- * (u32, 2), payload size (u32), published_at_ns (u64, 0 while the writer
- * updates), payload pointer (u64). Reading protocol: read the header; a
+ * (u32, 2), payload size (u32), monotonic_published_at_ns (u64 at offset
+ * 16, 0 while the writer updates; the drafts called it published_at_ns and
+ * used the real-time clock: the reader only compares it), payload pointer
+ * (u64 at 24). Reading protocol: read the header; a
  * zero timestamp means an update is running, so retry; read the payload;
  * read the timestamp again and retry when it changed. Retries are
  * immediate (with a yield): an update is a few stores, and a process that
  * updates without end is answered with -EAGAIN rather than waited for.
  *
  * The decoder walks the protobuf with explicit bounds at every level and
- * copies only what it keeps; unknown fields are skipped by wire type.
+ * copies only what it keeps; unknown fields are skipped by wire type. The
+ * payload is tried as a merged ProcessContext first, strictly, then as a
+ * draft Resource: a draft KeyValue's key read as a KeyValue message fails
+ * (an attribute name is no protobuf), so the forms do not mix up.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,6 +40,9 @@
 #define WIRE_LEN       2
 #define WIRE_FIXED32   5
 #define RESOURCE_ATTRS 1 /* Resource.attributes */
+#define PCTX_RESOURCE  1 /* ProcessContext.resource */
+#define PCTX_ATTRS     2 /* ProcessContext.attributes */
+#define TL_PREFIX      "threadlocal."
 #define KV_KEY	       1 /* KeyValue.key */
 #define KV_VALUE       2 /* KeyValue.value */
 #define ANY_STRING     1 /* AnyValue.string_value */
@@ -43,6 +51,13 @@
 #define ANY_DOUBLE     4 /* AnyValue.double_value */
 #define ANY_ARRAY      5 /* AnyValue.array_value */
 #define ARRAY_VALUES   1 /* ArrayValue.values */
+
+static struct procctx_stats stats; /* updated with relaxed atomic adds */
+
+#define COUNT(field) __atomic_add_fetch(&stats.field, 1, __ATOMIC_RELAXED)
+
+/* Where a KeyValue sits: Resource.attributes or ProcessContext.attributes. */
+enum kv_place { IN_RESOURCE, IN_ATTRIBUTES };
 
 /* A bounded view of protobuf bytes. */
 struct pb {
@@ -222,7 +237,12 @@ static bool any_array(struct pb any, struct pb *arr, bool *bad)
 	return found && !*bad;
 }
 
-static int decode_kv(struct pb kv, struct procctx *ctx)
+/*
+ * One KeyValue into ctx. strict (the merged form): a KeyValue without a key
+ * is malformed; otherwise it is skipped, as is one without a value. In ProcessContext
+ * attributes, only threadlocal.* entries are kept.
+ */
+static int decode_kv(struct pb kv, struct procctx *ctx, enum kv_place place, bool strict)
 {
 	struct pb_field f;
 	struct pb value = {0}, arr;
@@ -242,8 +262,12 @@ static int decode_kv(struct pb kv, struct procctx *ctx)
 		}
 	}
 	err = bad ? -EBADMSG : 0;
+	if (!err && strict && (!key || !*key))
+		err = -EBADMSG; /* a value alone is no attribute: not this form */
 	if (err || !key || !*key || !have_value)
 		goto out_free; /* a KeyValue without key or value carries nothing */
+	if (place == IN_ATTRIBUTES && strncmp(key, TL_PREFIX, strlen(TL_PREFIX)))
+		goto out_free; /* coordination data of other specs: not resource attributes */
 	if (!strcmp(key, KEY_MAP_ATTR)) {
 		if (any_array(value, &arr, &bad))
 			err = decode_key_map(arr, ctx);
@@ -269,34 +293,89 @@ out_free:
 	return err;
 }
 
-int procctx_decode(const uint8_t *payload, size_t len, struct procctx *ctx)
+/* Resource.attributes into ctx; strict: only KeyValues in field 1. */
+static int decode_resource(struct pb b, struct procctx *ctx, bool strict)
 {
-	struct pb b = {.p = payload, .end = payload + len};
 	struct pb_field f;
 	bool bad = false;
 	int err = 0;
 
+	while (!err && pb_next(&b, &f, &bad)) {
+		if (f.num == RESOURCE_ATTRS && f.wire == WIRE_LEN)
+			err = decode_kv(f.bytes, ctx, IN_RESOURCE, strict);
+		else if (f.num == RESOURCE_ATTRS && strict)
+			err = -EBADMSG;
+	}
+	return !err && bad ? -EBADMSG : err;
+}
+
+/* ProcessContext { Resource resource = 1; repeated KeyValue attributes = 2 }. */
+static int decode_merged(struct pb b, struct procctx *ctx)
+{
+	struct pb_field f;
+	bool bad = false;
+	int err = 0;
+
+	while (!err && pb_next(&b, &f, &bad)) {
+		if ((f.num == PCTX_RESOURCE || f.num == PCTX_ATTRS) && f.wire != WIRE_LEN)
+			err = -EBADMSG;
+		else if (f.num == PCTX_RESOURCE)
+			err = decode_resource(f.bytes, ctx, true);
+		else if (f.num == PCTX_ATTRS)
+			err = decode_kv(f.bytes, ctx, IN_ATTRIBUTES, true);
+	}
+	return !err && bad ? -EBADMSG : err;
+}
+
+/* Frees the entries of ctx, keeping its arrays, for a second decoding. */
+static void clear_entries(struct procctx *ctx)
+{
+	for (size_t i = 0; i < ctx->nattrs; i++) {
+		free(ctx->attrs[i].key);
+		free(ctx->attrs[i].value);
+	}
+	for (size_t i = 0; i < ctx->nkeys; i++)
+		free(ctx->keys[i]);
+	ctx->nattrs = 0;
+	ctx->nkeys = 0;
+}
+
+int procctx_decode(const uint8_t *payload, size_t len, struct procctx *ctx)
+{
+	struct pb b = {.p = payload, .end = payload + len};
+	int err;
+
 	memset(ctx, 0, sizeof(*ctx));
-	if (len > PROCCTX_MAX_PAYLOAD)
+	if (len > PROCCTX_MAX_PAYLOAD) {
+		COUNT(bad_payload);
 		return -E2BIG;
+	}
 	ctx->attrs = calloc(PROCCTX_MAX_ATTRS, sizeof(*ctx->attrs));
 	ctx->keys = calloc(PROCCTX_MAX_KEYS, sizeof(*ctx->keys));
 	if (!ctx->attrs || !ctx->keys) {
 		err = -ENOMEM;
 		goto out_clear;
 	}
-	while (!err && pb_next(&b, &f, &bad))
-		if (f.num == RESOURCE_ATTRS && f.wire == WIRE_LEN)
-			err = decode_kv(f.bytes, ctx);
-	if (!err && bad)
-		err = -EBADMSG;
+	ctx->form = PROCCTX_FORM_MERGED;
+	err = decode_merged(b, ctx);
+	if (err == -EBADMSG) {
+		clear_entries(ctx);
+		ctx->form = PROCCTX_FORM_DRAFT;
+		err = decode_resource(b, ctx, false);
+	}
 	if (err)
 		goto out_clear;
 	ctx->service_name = procctx_get(ctx, SERVICE_ATTR);
 	ctx->schema_version = procctx_get(ctx, SCHEMA_ATTR);
+	if (ctx->form == PROCCTX_FORM_MERGED)
+		COUNT(reads_merged);
+	else
+		COUNT(reads_draft);
 	return 0;
 
 out_clear:
+	if (err == -EBADMSG || err == -E2BIG)
+		COUNT(bad_payload);
 	procctx_clear(ctx);
 	return err;
 }
@@ -324,13 +403,12 @@ const char *procctx_get(const struct procctx *ctx, const char *key)
 	return NULL;
 }
 
-/* True for the names a published OTEL_CTX mapping shows in /proc/<pid>/maps. */
-static bool is_ctx_mapping(const struct procmem_map *m)
+bool procctx_is_ctx_mapping(const struct procmem_map *m)
 {
 	static const char *const names[] = {
 	    "[anon_shmem:OTEL_CTX]", /* MAP_SHARED|MAP_ANONYMOUS named with prctl */
 	    "[anon:OTEL_CTX]",	     /* a private anonymous mapping named with prctl */
-	    "/memfd:OTEL_CTX",	     /* memfd_create("OTEL_CTX"), shown as deleted */
+	    "/memfd:OTEL_CTX",	     /* memfd_create("OTEL_CTX"); " (deleted)" cut by procmem */
 	};
 
 	if (m->perms[0] != 'r' || m->end - m->start < HEADER_SIZE)
@@ -361,8 +439,10 @@ static int read_once(pid_t pid, uint64_t addr, uint8_t *payload, struct procctx 
 	memcpy(&size, h + 12, 4);
 	memcpy(&ts, h + HEADER_TS_OFF, 8);
 	memcpy(&ptr, h + 24, 8);
-	if (ts == 0)
+	if (ts == 0) {
+		COUNT(updating);
 		return -EAGAIN;
+	}
 	if (version != CTX_VERSION)
 		return -EPROTONOSUPPORT;
 	if (size > PROCCTX_MAX_PAYLOAD)
@@ -372,8 +452,10 @@ static int read_once(pid_t pid, uint64_t addr, uint8_t *payload, struct procctx 
 	/* whatever happened, it counts only if no update ran meanwhile */
 	if (procmem_read(pid, addr + HEADER_TS_OFF, &ts2, sizeof(ts2)))
 		return -ENOENT;
-	if (ts2 != ts)
+	if (ts2 != ts) {
+		COUNT(changed);
 		return -EAGAIN;
+	}
 	if (err)
 		return err;
 	err = procctx_decode(payload, size, ctx);
@@ -397,7 +479,7 @@ int procctx_read(pid_t pid, struct procctx *ctx)
 	payload = NULL; /* most processes publish nothing: allocated at the first candidate */
 	err = -ENOENT;
 	for (size_t i = 0; i < maps.n && err; i++) {
-		if (!is_ctx_mapping(&maps.maps[i]))
+		if (!procctx_is_ctx_mapping(&maps.maps[i]))
 			continue;
 		if (!payload && !(payload = malloc(PROCCTX_MAX_PAYLOAD))) {
 			err = -ENOMEM;
@@ -412,7 +494,61 @@ int procctx_read(pid_t pid, struct procctx *ctx)
 	}
 	if (err == -ENODATA)
 		err = -ENOENT; /* a mapping by that name that never got a signature */
+	if (err == -EAGAIN)
+		COUNT(gave_up);
 	free(payload);
 	procmem_maps_free(&maps);
 	return err;
+}
+
+/* True when the n keys of old start the key map of fresh (an append). */
+static bool keys_appended(const struct procctx *old, const struct procctx *fresh)
+{
+	if (fresh->nkeys < old->nkeys)
+		return false;
+	for (size_t i = 0; i < old->nkeys; i++)
+		if (strcmp(old->keys[i], fresh->keys[i]))
+			return false;
+	return true;
+}
+
+int procctx_refresh_keys(pid_t pid, struct procctx *ctx, uint64_t *last_ns, uint64_t now_ns)
+{
+	struct procctx fresh;
+	int err;
+
+	if (*last_ns && now_ns - *last_ns < PROCCTX_REFRESH_MIN_NS) {
+		COUNT(key_refresh_limited);
+		return -EBUSY;
+	}
+	*last_ns = now_ns ? now_ns : 1;
+	COUNT(key_refreshes);
+	err = procctx_read(pid, &fresh);
+	if (err)
+		return err;
+	if (!keys_appended(ctx, &fresh))
+		COUNT(key_map_rewritten);
+	procctx_clear(ctx);
+	*ctx = fresh;
+	return 0;
+}
+
+void procctx_stats_get(struct procctx_stats *out)
+{
+	uint64_t *dst = (uint64_t *)out, *src = (uint64_t *)&stats;
+
+	for (size_t i = 0; i < sizeof(stats) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+const char *procctx_form_name(enum procctx_form form)
+{
+	switch (form) {
+	case PROCCTX_FORM_MERGED:
+		return "merged";
+	case PROCCTX_FORM_DRAFT:
+		return "draft";
+	default:
+		return "none";
+	}
 }

@@ -32,6 +32,7 @@
 
 #include "aggregate.h"
 #include "kubepods.h"
+#include "procctx.h"
 #include "procmem.h"
 #include "sampler.h"
 #include "symbolize.h"
@@ -398,8 +399,9 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 		note_trigger_proc(t, p->pid, &id);
 		has_ctx = id.source == IDENTITY_FROM_PROCCTX;
 		kernel_thread = id.source == IDENTITY_FROM_COMM && !id.build_id[0];
-		log_debug("process pid=%d service=%s from=%d build_id=%s", p->pid, id.service_name,
-			  (int)id.source, id.build_id);
+		log_debug("process pid=%d service=%s from=%d ctx_form=%s build_id=%s", p->pid,
+			  id.service_name, (int)id.source,
+			  procctx_form_name((enum procctx_form)id.ctx_form), id.build_id);
 		identity_clear(&id);
 	} else if (p->source_id == 0) {
 		p->source_id = ids_source("[unknown]", "", "", "", t->node, "");

@@ -53,8 +53,9 @@ struct tp_sdk_attr {
  * Process context (OTEP 4719).
  *
  * tp_sdk_process_publish publishes service_name (as service.name) and the n
- * attributes in attrs, plus the thread context reference data
- * (threadlocal.schema_version, threadlocal.attribute_key_map). The first call
+ * attributes in attrs as the ProcessContext's resource, plus the thread
+ * context reference data (threadlocal.schema_version "tls_v1",
+ * threadlocal.attribute_key_map) in its attributes. The first call
  * creates the OTEL_CTX mapping; later calls update it in place with the
  * update protocol (readers never see a torn payload). The SDK copies what it
  * needs; the caller keeps ownership of its strings. service_name must be

@@ -65,6 +65,9 @@ kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 agent_pid=''
 cat "$work/stats"
+# the SDK publishes the merged OTEP 4719 form; the agent says it found it
+[ "$(sed -n 's/^procctx_merged=//p' "$work/stats")" -ge 1 ] 2>/dev/null ||
+	fail "no process context read in the merged form (procctx_merged)"
 
 psql "$conn" -qX -v ON_ERROR_STOP=1 -f "$here/../sql/lib.sql" >/dev/null
 psql "$conn" -qX -v ON_ERROR_STOP=1 --set=VERBOSITY=verbose \

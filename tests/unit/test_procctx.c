@@ -171,7 +171,8 @@ static void test_sdk_child(void)
 	CHECK(v && !strcmp(v, "1.2.3"), "service.version");
 	v = procctx_get(&ctx, "deployment.environment.name");
 	CHECK(v && !strcmp(v, "prod"), "deployment.environment.name");
-	CHECK(ctx.schema_version && !strcmp(ctx.schema_version, "tlsdesc_v1_dev"),
+	CHECK(ctx.form == PROCCTX_FORM_MERGED && ctx.schema_version &&
+		  !strcmp(ctx.schema_version, "tls_v1"),
 	      "threadlocal.schema_version");
 	CHECK(ctx.nkeys == 0, "empty key map (%zu)", ctx.nkeys);
 	CHECK(ctx.published_at_ns != 0, "timestamp");

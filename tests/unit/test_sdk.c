@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,12 +317,14 @@ struct header {
 
 /* Decoded Resource: string attributes and the one string array. */
 struct resource {
-	int n;		  /* string attributes */
-	char key[16][64]; /* their keys */
-	char val[16][64]; /* their values */
-	int narr;	  /* strings in the array attribute */
-	char arr_key[64]; /* its key */
-	char arr[16][64]; /* its values */
+	int n;		    /* string attributes */
+	char key[16][64];   /* their keys */
+	char val[16][64];   /* their values */
+	unsigned field[16]; /* 1: in ProcessContext.resource, 2: in its attributes */
+	unsigned arr_field; /* the same for the array attribute */
+	int narr;	    /* strings in the array attribute */
+	char arr_key[64];   /* its key */
+	char arr[16][64];   /* its values */
 };
 
 static bool pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -360,48 +363,77 @@ static void copy_str(char *dst, const uint8_t *s, size_t len)
 	dst[len] = '\0';
 }
 
-static bool decode_resource(const uint8_t *p, size_t size, struct resource *r)
+/* One KeyValue into r; field: 1 when in ProcessContext.resource, 2 in attributes. */
+static bool decode_kv(const uint8_t *kv, size_t kvlen, unsigned field, struct resource *r)
 {
-	const uint8_t *end = p + size, *kv, *f;
-	size_t kvlen, flen;
+	const uint8_t *f;
+	size_t flen;
 	unsigned num;
+	char key[64] = "";
 
-	memset(r, 0, sizeof(*r));
-	while (p < end) {
-		char key[64] = "";
-
-		if (!pb_field(&p, end, &num, &kv, &kvlen) || num != 1)
+	for (const uint8_t *q = kv; q < kv + kvlen;) {
+		if (!pb_field(&q, kv + kvlen, &num, &f, &flen))
 			return false;
-		for (const uint8_t *q = kv; q < kv + kvlen;) {
-			if (!pb_field(&q, kv + kvlen, &num, &f, &flen))
+		if (num == 1) {
+			copy_str(key, f, flen);
+		} else if (num == 2) {
+			const uint8_t *a = f, *v;
+			size_t vlen;
+
+			if (!pb_field(&a, f + flen, &num, &v, &vlen))
 				return false;
-			if (num == 1) {
-				copy_str(key, f, flen);
-			} else if (num == 2) {
-				const uint8_t *a = f, *v;
-				size_t vlen;
+			if (num == 1 && r->n < 16) { /* string_value */
+				strcpy(r->key[r->n], key);
+				r->field[r->n] = field;
+				copy_str(r->val[r->n++], v, vlen);
+			} else if (num == 5) { /* array_value */
+				const uint8_t *e, *s;
+				size_t elen, slen;
 
-				if (!pb_field(&a, f + flen, &num, &v, &vlen))
-					return false;
-				if (num == 1 && r->n < 16) { /* string_value */
-					strcpy(r->key[r->n], key);
-					copy_str(r->val[r->n++], v, vlen);
-				} else if (num == 5) { /* array_value */
-					const uint8_t *e, *s;
-					size_t elen, slen;
-
-					strcpy(r->arr_key, key);
-					for (const uint8_t *w = v; w < v + vlen && r->narr < 16;) {
-						if (!pb_field(&w, v + vlen, &num, &e, &elen) ||
-						    !pb_field(&e, e + elen, &num, &s, &slen))
-							return false;
-						copy_str(r->arr[r->narr++], s, slen);
-					}
+				strcpy(r->arr_key, key);
+				r->arr_field = field;
+				for (const uint8_t *w = v; w < v + vlen && r->narr < 16;) {
+					if (!pb_field(&w, v + vlen, &num, &e, &elen) ||
+					    !pb_field(&e, e + elen, &num, &s, &slen))
+						return false;
+					copy_str(r->arr[r->narr++], s, slen);
 				}
 			}
 		}
 	}
 	return true;
+}
+
+/* ProcessContext { Resource resource = 1; repeated KeyValue attributes = 2 }. */
+static bool decode_resource(const uint8_t *p, size_t size, struct resource *r)
+{
+	const uint8_t *end = p + size, *m, *kv;
+	size_t mlen, kvlen;
+	unsigned num;
+
+	memset(r, 0, sizeof(*r));
+	while (p < end) {
+		if (!pb_field(&p, end, &num, &m, &mlen))
+			return false;
+		if (num == 2 && !decode_kv(m, mlen, 2, r))
+			return false;
+		if (num != 1)
+			continue;
+		for (const uint8_t *q = m; q < m + mlen;)
+			if (!pb_field(&q, m + mlen, &num, &kv, &kvlen) || num != 1 ||
+			    !decode_kv(kv, kvlen, 1, r))
+				return false;
+	}
+	return true;
+}
+
+/* The field (1: resource, 2: attributes) that holds key, or 0. */
+static unsigned attr_field(const struct resource *r, const char *key)
+{
+	for (int i = 0; i < r->n; i++)
+		if (!strcmp(r->key[i], key))
+			return r->field[i];
+	return 0;
 }
 
 static const char *attr(const struct resource *r, const char *key)
@@ -438,7 +470,8 @@ static void test_process_context(void)
 	struct header h;
 	struct resource *r = malloc(sizeof(*r));
 	uintptr_t at;
-	uint64_t first_ns;
+	uint64_t first_ns, now_ns;
+	struct timespec now;
 	int count, mem = open("/proc/self/mem", O_RDONLY), status;
 	pid_t pid;
 
@@ -457,8 +490,16 @@ static void test_process_context(void)
 	CHECK(attr(r, "service.instance.id") && !strcmp(attr(r, "service.instance.id"), "7c1f"),
 	      "custom attribute");
 	CHECK(attr(r, "threadlocal.schema_version") &&
-		  !strcmp(attr(r, "threadlocal.schema_version"), "tlsdesc_v1_dev"),
+		  !strcmp(attr(r, "threadlocal.schema_version"), "tls_v1"),
 	      "schema version");
+	CHECK(attr_field(r, "service.name") == 1 && attr_field(r, "service.instance.id") == 1,
+	      "resource attributes in ProcessContext.resource");
+	CHECK(attr_field(r, "threadlocal.schema_version") == 2 && r->arr_field == 2,
+	      "threadlocal.* in ProcessContext.attributes");
+	clock_gettime(CLOCK_BOOTTIME, &now);
+	now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	CHECK(h.published_at_ns <= now_ns && h.published_at_ns + 60000000000ull > now_ns,
+	      "monotonic_published_at_ns on CLOCK_BOOTTIME");
 	CHECK(!strcmp(r->arr_key, "threadlocal.attribute_key_map") && r->narr == 2 &&
 		  !strcmp(r->arr[0], "http.route") && !strcmp(r->arr[1], "http.method"),
 	      "key map in index order");

@@ -360,6 +360,8 @@ int main(void)
 	}
 	test_exe("exe PIE", WRITER_PIE, TLSLOC_LINK_MAP);
 	test_exe("exe non-PIE", WRITER_NOPIE, TLSLOC_LINK_MAP);
+	test_exe("exe initial-exec", WRITER_IE, TLSLOC_LINK_MAP);
+	test_exe("exe global-dynamic relaxed", WRITER_GD, TLSLOC_LINK_MAP);
 	test_exe("exe, symbol not exported", WRITER_HIDDEN, TLSLOC_LINK_MAP);
 #ifdef WRITER_STATIC
 	run_case("static exe", WRITER_STATIC, NULL, 0, TP_TLS_STATIC, TLSLOC_PT_TLS, NULL);
