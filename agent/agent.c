@@ -38,6 +38,7 @@
 #include "kubepods.h"
 #include "proctable.h"
 #include "obi_map.h"
+#include "zc_requests.h"
 #include "raise.h"
 #include "sampler.h"
 #include "shipper.h"
@@ -75,6 +76,7 @@ struct agent {
 	struct unwind *unwind;		      /* their unwind tables, or NULL */
 	struct raise raise;		      /* raised sampling: hold, verdicts */
 	struct obi_map obi;		      /* OBI's trace map, when pinned */
+	struct zc_requests zc;		      /* requests found from system calls */
 	struct endpoints ep;		      /* OTLP, AgentControl, triggers, Kubernetes */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	uint64_t stacks_evictions;	      /* agg_dict_evictions() they are valid for */
@@ -238,6 +240,43 @@ static int on_offcpu(struct agent *a, const struct tp_sample *s, const struct pr
 	return 0;
 }
 
+/* The requests found from system calls since the last pass, as one window. */
+static void ship_requests(struct agent *a)
+{
+	struct agg_window *w;
+
+	if (a->zc.n && (w = zc_requests_take(&a->zc)) != NULL)
+		shipper_submit(a->shipper, w);
+}
+
+/*
+ * A request found from system calls (docs/zero-code-http.md): a request
+ * row, shown to the trigger engine as the OTLP receiver shows its spans.
+ */
+static int on_http(struct agent *a, const struct tp_sample *s, size_t len, const struct proc *p)
+{
+	const struct store_request *r;
+
+	if (zc_requests_full(&a->zc))
+		ship_requests(a);
+	r = zc_requests_add(&a->zc, s, len, p->source_id, a->mono_to_real_us);
+	if (r && a->ep.trig) {
+		const struct zc_request_info *in = zc_requests_info(&a->zc, r);
+		struct triggers_source ts = {.pid = (uint32_t)p->pid};
+		struct triggers_request tr = {
+		    .start_us = r->start_us,
+		    .duration_us = r->duration_us,
+		    .status = r->status_code,
+		    .route = in->route,
+		    .method = in->method,
+		};
+
+		memcpy(tr.trace_id, r->trace_id, 16);
+		triggers_request(a->ep.trig, &ts, &tr);
+	}
+	return 0;
+}
+
 static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 {
 	struct agent *a = ctx;
@@ -245,8 +284,7 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	struct agg_sample as;
 	struct proc *p;
 
-	(void)len;
-	if (s->kind != TP_REC_SAMPLE && s->kind != TP_REC_OFFCPU)
+	if (s->kind != TP_REC_SAMPLE && s->kind != TP_REC_OFFCPU && s->kind != TP_REC_HTTP)
 		return 0;
 	if (s->kind == TP_REC_SAMPLE)
 		a->n.samples++;
@@ -257,6 +295,8 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	p = proctable_get(&a->procs, (int)s->pid, t_us);
 	if (!p)
 		return 0;
+	if (s->kind == TP_REC_HTTP)
+		return on_http(a, s, len, p);
 	proctable_sampled(&a->procs, p, t_us);
 	if (s->kind == TP_REC_OFFCPU)
 		return on_offcpu(a, s, p, t_us);
@@ -472,6 +512,12 @@ struct agent *agent_new(const struct agent_config *cfg)
 	a->procs.self_pid = getpid();
 	a->procs.node = a->cfg.node;
 	a->procs.target_pids = cfg->target == CONFIG_TARGET_PIDS;
+	a->procs.zerocode = cfg->zero_code_http == 1;
+	if (a->procs.zerocode && cfg->target == CONFIG_TARGET_ALL) {
+		log_error("zero-code-http needs --target pid:N or cgroup:PATH (it follows every "
+			  "system call of its processes)");
+		goto out_free;
+	}
 	a->stacks = calloc(STACK_CACHE_SIZE, sizeof(*a->stacks));
 	if (proctable_init(&a->procs) != 0 || !a->stacks)
 		goto out_free;
@@ -562,6 +608,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	    .raise = &a->raise,
 	    .ep = &a->ep,
 	    .obi = &a->obi.st,
+	    .zc = &a->zc.st,
 	};
 
 	stats_write(&s);
@@ -671,6 +718,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		int64_t mono, real;
 
 		n = sampler_poll(a->sampler, timeout, on_sample, a);
+		ship_requests(a);
 		c1 = agent_thread_cpu_ns();
 		a->n.loop_passes++;
 		a->n.cpu_poll_ns += c1 - c0;
@@ -732,6 +780,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 	raise_apply_decisions(&a->raise); /* requests already claimed keep their raised samples */
 	agg_close(a->agg);
 	ship_closed(a);
+	ship_requests(a);
 	if (shipper_stop(a->shipper, STOP_FLUSH_MS) != 0) {
 		struct shipper_stats sh;
 

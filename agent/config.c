@@ -217,6 +217,7 @@ static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL}
 static const char *const auto_words[] = {"auto", "on", "off", NULL}; /* enum config_auto */
 /* enum sampler_offcpu_mode */
 static const char *const offcpu_words[] = {"off", "requests", "all", NULL};
+static const char *const onoff_words[] = {"off", "on", NULL};
 
 #define FIELD(f) offsetof(struct agent_config, f)
 /* A number of one of the numeric types. */
@@ -280,6 +281,14 @@ static const struct tp_option settings[] = {
     NUM("offcpu-min-us", TP_OPT_COUNT, offcpu_min_us, 1, 10000000, "1000",
 	"off-CPU intervals at least this long (µs) are stored with their stack; shorter ones "
 	"are summed per request without one"),
+    {.name = "zero-code-http",
+     .type = TP_OPT_ENUM,
+     .offset = FIELD(zero_code_http),
+     .def = "off",
+     .help = "HTTP/1.x requests of the targeted processes found from their system calls "
+	     "(docs/zero-code-http.md), for services without the SDK: off or on (needs --target "
+	     "pid: or cgroup:)",
+     .words = onoff_words},
     TEXT("obi-map", obi_map, "auto",
 	 "OBI's pinned trace map (traces_ctx_v1), read for threads without a thread context: "
 	 "a path under the BPF filesystem; auto: /sys/fs/bpf/traces_ctx_v1 or "

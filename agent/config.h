@@ -43,6 +43,7 @@ struct agent_config {
 	int offcpu;		   /* enum sampler_offcpu_mode: off, requests, all */
 	size_t offcpu_min_us;	   /* off-CPU intervals shorter are summed without a stack */
 	char obi_map[4096];	   /* OBI's pinned trace map: a path, "auto" or "" (off) */
+	int zero_code_http;	   /* 1: HTTP/1.x requests of the targets from system calls */
 	char node[256];		   /* node name recorded with every source */
 	int log_level;		   /* enum log_level */
 	double duration_s;	   /* stop after this long (0 = until SIGTERM) */

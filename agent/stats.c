@@ -15,6 +15,7 @@
 #include "aggregate.h"
 #include "endpoints.h"
 #include "obi_map.h"
+#include "zc_requests.h"
 #include "kubepods.h"
 #include "otlp.h"
 #include "otlp_grpc.h"
@@ -69,6 +70,27 @@ static void write_procctx_stats(FILE *f)
 		"\n",
 		p.reads_merged, p.reads_draft, p.updating, p.changed, p.gave_up, p.bad_payload,
 		p.key_refreshes, p.key_refresh_limited, p.key_map_rewritten);
+}
+
+/* HTTP/1.x requests found from system calls (docs/zero-code-http.md). */
+static void write_zc_stats(const struct stats_sources *s, FILE *f, const struct sampler_stats *ss)
+{
+	const struct zc_requests_stats *z = s->zc;
+
+	if (!z)
+		return;
+	fprintf(f,
+		"bpf_ctx_http=%" PRIu64 "\nbpf_http_requests=%" PRIu64 "\nbpf_http_lost=%" PRIu64
+		"\nbpf_http_multiplexed=%" PRIu64 "\nbpf_http_no_state=%" PRIu64 "\n",
+		ss->counters[TP_CNT_CTX_HTTP], ss->counters[TP_CNT_HTTP_REQUESTS],
+		ss->counters[TP_CNT_HTTP_LOST], ss->counters[TP_CNT_HTTP_MULTIPLEX],
+		ss->counters[TP_CNT_HTTP_NO_STATE]);
+	fprintf(f,
+		"zc_requests=%" PRIu64 "\nzc_invalid=%" PRIu64 "\nzc_dropped=%" PRIu64
+		"\nzc_traceparent=%" PRIu64 "\nzc_unanswered=%" PRIu64 "\nzc_multiplexed=%" PRIu64
+		"\nzc_truncated=%" PRIu64 "\nzc_windows=%" PRIu64 "\n",
+		z->requests, z->invalid, z->dropped, z->traceparent, z->unanswered, z->multiplexed,
+		z->truncated, z->windows);
 }
 
 /* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */
@@ -367,6 +389,7 @@ void stats_write(const struct stats_sources *s)
 	write_maps_stats(s, f, &ss);
 	write_obi_stats(s, f, &ss);
 	write_procctx_stats(f);
+	write_zc_stats(s, f, &ss);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

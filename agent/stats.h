@@ -20,6 +20,7 @@ struct spool_previous;
 struct symbolizer;
 struct unwind;
 struct obi_map_stats;
+struct zc_requests_stats;
 
 /* The sample path's counters (agent.c counts them; the file shows them). */
 struct agent_counts {
@@ -57,7 +58,8 @@ struct stats_sources {
 	struct unwind *unwind; /* NULL: no CFI unwinding */
 	struct raise *raise;
 	struct endpoints *ep;
-	const struct obi_map_stats *obi; /* OBI's trace map (obi_map.h) */
+	const struct obi_map_stats *obi;    /* OBI's trace map (obi_map.h) */
+	const struct zc_requests_stats *zc; /* requests from system calls (zc_requests.h) */
 };
 
 /* Writes the file (path.tmp, then renamed over path); a failure is logged. */

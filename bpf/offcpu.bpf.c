@@ -104,7 +104,7 @@ static __always_inline void off_header(struct tp_sample *s, const struct off_thr
 	s->hz = 0;
 	s->kern_n = 0;
 	s->user_n = 0;
-	s->flags = flags | (tc->obi ? TP_SAMPLE_CTX_OBI : 0);
+	s->flags = flags | ctx_src_flags(tc);
 	s->off_us = ns / 1000 > 0xffffffffull ? 0xffffffffu : (__u32)(ns / 1000);
 }
 

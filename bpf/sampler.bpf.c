@@ -218,7 +218,14 @@ struct ctx_header {
 struct thread_ctx {
 	struct ctx_header hdr; /* meaningful when state == TP_CTX_TAGGED */
 	__u8 state;	       /* enum tp_ctx_state */
-	__u8 obi;	       /* 1: the context came from OBI's trace map */
+	__u8 src;	       /* where a tagged context came from: enum ctx_src */
+};
+
+/* Where a tagged context came from. */
+enum ctx_src {
+	CTX_SRC_TLS = 0,  /* the thread's OTEP 4947 record */
+	CTX_SRC_OBI = 1,  /* OBI's trace map */
+	CTX_SRC_HTTP = 2, /* a request found from the thread's system calls (zerocode.bpf.c) */
 };
 
 /* The arm64 layout of the thread pointer, for CO-RE on arm64 kernels. */
@@ -375,6 +382,65 @@ struct {
 volatile __u32 obi_on = 0; /* 1: obi_maps holds OBI's map */
 
 /*
+ * HTTP/1.x requests found from system calls (zerocode.bpf.c,
+ * docs/zero-code-http.md): per thread of a target, the call in progress and
+ * the request it serves.
+ */
+struct zc_thread {
+	/* the system call in progress, from sys_enter to sys_exit */
+	__u64 c_buf; /* its buffer (an iovec call: the first iovec's base) */
+	__u32 c_fd;
+	__u32 c_nr; /* the call's number + 1; 0: none followed */
+	/* the request open on the thread */
+	__u64 start_ns;	     /* the return of the read that brought its request line */
+	__u64 last_write_ns; /* the return of its last write to fd */
+	__u32 fd;	     /* its connection */
+	__u8 active;	     /* a request is open */
+	__u8 answered;	     /* its status line was written */
+	__u8 multiplexed;    /* the thread serves several connections at once: never tagged */
+	__u8 pad;
+	__u16 status;
+	__u16 flags; /* TP_HTTP_* */
+	__u16 target_len;
+	__u16 pad2;
+	struct ctx_header hdr; /* trace id, span id, valid, flags */
+	__u8 parent_span_id[8];
+	char method[8];
+	char target[TP_HTTP_TARGET];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct zc_thread);
+} zc_threads SEC(".maps");
+
+volatile __u32 zc_on = 0; /* 1: zerocode programs attached, zc_targets filled */
+
+/* The request a thread serves, found from its system calls, if any. */
+static __always_inline void zc_read_ctx(struct task_struct *task, struct thread_ctx *tc)
+{
+	struct zc_thread *t = bpf_task_storage_get(&zc_threads, task, NULL, 0);
+
+	if (!t || !t->active || t->multiplexed)
+		return;
+	tc->hdr = t->hdr;
+	tc->state = TP_CTX_TAGGED;
+	tc->src = CTX_SRC_HTTP;
+}
+
+/* The record flags that say where a tagged context came from. */
+static __always_inline __u16 ctx_src_flags(const struct thread_ctx *tc)
+{
+	if (tc->src == CTX_SRC_OBI)
+		return TP_SAMPLE_CTX_OBI;
+	if (tc->src == CTX_SRC_HTTP)
+		return TP_SAMPLE_CTX_HTTP;
+	return 0;
+}
+
+/*
  * The thread's request context: its OTEP 4947 record first (the SDK or
  * another writer), then OBI's trace map for a thread without one.
  */
@@ -385,23 +451,25 @@ static __always_inline void read_thread_ctx(struct task_struct *task, struct thr
 	__u64 key;
 	void *m;
 
-	tc->obi = 0;
+	tc->src = CTX_SRC_TLS;
 	read_tls_ctx(task, tc);
-	if (tc->state == TP_CTX_TAGGED || !obi_on)
+	if (tc->state == TP_CTX_TAGGED)
 		return;
-	m = bpf_map_lookup_elem(&obi_maps, &zero);
-	if (!m)
-		return;
-	key = ((__u64)task->tgid << 32) | (__u32)task->pid;
-	o = bpf_map_lookup_elem(m, &key);
-	if (!o)
-		return;
-	__builtin_memcpy(tc->hdr.trace_id, o->trace_id, sizeof(o->trace_id));
-	__builtin_memcpy(tc->hdr.span_id, o->span_id, sizeof(o->span_id));
-	tc->hdr.valid = 1;
-	tc->hdr.trace_flags = 0;
-	tc->state = TP_CTX_TAGGED;
-	tc->obi = 1;
+	if (obi_on && (m = bpf_map_lookup_elem(&obi_maps, &zero))) {
+		key = ((__u64)task->tgid << 32) | (__u32)task->pid;
+		o = bpf_map_lookup_elem(m, &key);
+		if (o) {
+			__builtin_memcpy(tc->hdr.trace_id, o->trace_id, sizeof(o->trace_id));
+			__builtin_memcpy(tc->hdr.span_id, o->span_id, sizeof(o->span_id));
+			tc->hdr.valid = 1;
+			tc->hdr.trace_flags = 0;
+			tc->state = TP_CTX_TAGGED;
+			tc->src = CTX_SRC_OBI;
+			return;
+		}
+	}
+	if (zc_on)
+		zc_read_ctx(task, tc);
 }
 
 /* Whether the sample interrupted user mode (then the kernel stack is empty). */
@@ -777,8 +845,10 @@ static __always_inline void count_kept(struct counter_set *c, const struct threa
 	c->n[TP_CNT_SAMPLES]++;
 	if (tc->state == TP_CTX_TAGGED)
 		c->n[TP_CNT_TAGGED]++;
-	if (tc->obi)
+	if (tc->src == CTX_SRC_OBI)
 		c->n[TP_CNT_CTX_OBI]++;
+	else if (tc->src == CTX_SRC_HTTP)
+		c->n[TP_CNT_CTX_HTTP]++;
 	else if (tc->state == TP_CTX_FAULT)
 		c->n[TP_CNT_CTX_FAULT]++;
 }
@@ -893,7 +963,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 		c->n[TP_CNT_NO_USTACK]++;
 	s->kern_n = kn;
 	s->user_n = un;
-	s->flags = sflags | (tc->obi ? TP_SAMPLE_CTX_OBI : 0);
+	s->flags = sflags | ctx_src_flags(tc);
 
 	/*
 	 * A wakeup per sample costs more than the rest of the program (an
@@ -1021,6 +1091,7 @@ static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u
 
 /* Off-CPU capture: its maps and programs (uses the helpers above). */
 #include "offcpu.bpf.c"
+#include "zerocode.bpf.c"
 
 /*
  * Per process, on its thread-group leader: when its last TP_REC_MAPS

@@ -74,7 +74,29 @@ enum tp_record_kind {
 	TP_REC_OFFCPU = 5, /* thread tid was off CPU for off_us µs (docs/offcpu.md): the */
 			   /* context it carried when it left, flags TP_SAMPLE_OFF_*, the */
 			   /* frames where it left (none for TP_SAMPLE_OFF_SHORT); hz 0 */
+	TP_REC_HTTP = 6,   /* thread tid answered an HTTP/1.x request found from its system */
+			   /* calls (docs/zero-code-http.md): time_ns its end, the request's */
+			   /* context, off_us the status, struct tp_http after the header */
 };
+
+/*
+ * What follows the 64-byte header of a TP_REC_HTTP record (in ips[]):
+ * the request as the thread's system calls showed it.
+ */
+#define TP_HTTP_TARGET 128
+struct tp_http {
+	__u64 start_ns;		     /* the return of the read that brought its request line */
+	__u8 parent_span_id[8];	     /* from its traceparent; zero: none (a new trace) */
+	__u32 fd;		     /* the connection */
+	__u16 flags;		     /* TP_HTTP_* */
+	__u16 target_len;	     /* bytes of target */
+	char method[8];		     /* NUL-padded */
+	char target[TP_HTTP_TARGET]; /* the request target up to '?', not NUL-terminated */
+};
+#define TP_HTTP_TRACEPARENT 0x1 /* the trace id came from the request's traceparent */
+#define TP_HTTP_UNANSWERED  0x2 /* ended without a status line (closed, or the next request) */
+#define TP_HTTP_TRUNCATED   0x4 /* the target was longer than TP_HTTP_TARGET */
+#define TP_HTTP_MULTIPLEXED 0x8 /* the thread read another connection's request meanwhile */
 
 /* Least time between two TP_REC_MAPS records of one process (a dlopen storm). */
 #define TP_MAPS_GAP_NS 20000000ull
@@ -101,6 +123,8 @@ enum tp_record_kind {
 #define TP_SAMPLE_OFF_SHORT   0x40
 /* The record's context came from OBI's trace map (docs/agent.md, "OBI's trace map"). */
 #define TP_SAMPLE_CTX_OBI 0x80
+/* The record's context came from a request found from system calls (zero-code HTTP). */
+#define TP_SAMPLE_CTX_HTTP 0x100
 
 /*
  * OBI's trace map ("traces_ctx_v1", pinned by OpenTelemetry eBPF
@@ -114,6 +138,9 @@ struct tp_obi_ctx {
 	__u8 span_id[8];
 };
 #define TP_OBI_MAX_ENTRIES (1u << 14)
+
+/* Processes whose HTTP/1.x requests are found from system calls, map "zc_targets". */
+#define TP_MAX_ZC_TARGETS 4096
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096
@@ -187,7 +214,13 @@ enum tp_counter {
 	TP_CNT_OFF_USTACK_LOST = 32, /* blocked records without user frames: back in user mode */
 	/* by another path than its syscall's exit */
 	TP_CNT_CTX_OBI = 33, /* samples tagged from OBI's trace map (also in TP_CNT_TAGGED) */
-	TP_CNT_MAX = 34,
+	/* HTTP/1.x from system calls (zerocode.bpf.c, docs/zero-code-http.md) */
+	TP_CNT_CTX_HTTP = 34,	    /* samples tagged from a request found from system calls */
+	TP_CNT_HTTP_REQUESTS = 35,  /* TP_REC_HTTP records */
+	TP_CNT_HTTP_LOST = 36,	    /* of those, lost: ring buffer full */
+	TP_CNT_HTTP_MULTIPLEX = 37, /* request heads read while another connection's was open */
+	TP_CNT_HTTP_NO_STATE = 38,  /* system calls of targets not followed: no thread state */
+	TP_CNT_MAX = 39,
 };
 
 /*

@@ -87,6 +87,7 @@ struct proctable {
 	struct kubepods *kube;	 /* pod names, or NULL */
 	const char *node;	 /* this node's name, for sources */
 	bool target_pids;	 /* processes are targets by pid (re-added after exec) */
+	bool zerocode;		 /* HTTP/1.x requests found from system calls, every process */
 	int self_pid;		 /* the agent's own pid, never looked at */
 	struct proc *procs;	 /* open-addressing table by pid */
 	size_t cap;		 /* slots (power of two) */

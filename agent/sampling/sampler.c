@@ -79,10 +79,12 @@ struct sampler {
 	void *event_ctx;		/* its context */
 	struct ring_buffer *ring;	/* the sample ring's reader; owned */
 	int wake_fd;			/* eventfd: sampler_wake ends a sampler_poll early */
-	long clock_ticks;		/* sysconf(_SC_CLK_TCK): /proc's start time unit */
-	sampler_sample_fn poll_cb;	/* callback of the sampler_poll running */
-	void *poll_ctx;			/* its context */
-	int poll_n;			/* samples delivered by this poll */
+	struct bpf_link *zc_enter;	/* zero-code HTTP programs, attached at the first process */
+	struct bpf_link *zc_exit;
+	long clock_ticks;	   /* sysconf(_SC_CLK_TCK): /proc's start time unit */
+	sampler_sample_fn poll_cb; /* callback of the sampler_poll running */
+	void *poll_ctx;		   /* its context */
+	int poll_n;		   /* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
 	/*
@@ -307,7 +309,8 @@ static int ring_sample(void *ctx, void *data, size_t len)
 		return 0; /* never written by sampler.bpf.c */
 	/* off-CPU records are samples of another kind: the sample callback tells them apart */
 	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE &&
-	    ((const struct tp_sample *)data)->kind != TP_REC_OFFCPU) {
+	    ((const struct tp_sample *)data)->kind != TP_REC_OFFCPU &&
+	    ((const struct tp_sample *)data)->kind != TP_REC_HTTP) {
 		const struct tp_sample *r = data;
 		struct sampler_event ev = {.kind = (enum tp_record_kind)r->kind,
 					   .pid = (pid_t)r->pid};
@@ -530,6 +533,8 @@ void sampler_free(struct sampler *s)
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
+	bpf_link__destroy(s->zc_enter);
+	bpf_link__destroy(s->zc_exit);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
 	if (s->wake_fd >= 0)
@@ -741,6 +746,36 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 	}
 	err = ring_buffer__consume(s->ring);
 	return err < 0 ? err : s->poll_n;
+}
+
+int sampler_zerocode_add(struct sampler *s, uint32_t tgid)
+{
+	uint8_t one = 1;
+	int err;
+
+	if (!s->zc_enter) {
+		s->zc_enter = bpf_program__attach(s->skel->progs.on_zc_enter);
+		s->zc_exit = s->zc_enter ? bpf_program__attach(s->skel->progs.on_zc_exit) : NULL;
+		if (!s->zc_exit) {
+			err = -errno;
+			log_error("cannot attach the zero-code HTTP programs err=%s",
+				  strerror(-err));
+			bpf_link__destroy(s->zc_enter);
+			s->zc_enter = NULL;
+			return err;
+		}
+		s->skel->bss->zc_on = 1;
+	}
+	err = map_update(s->skel->maps.zc_targets, &tgid, sizeof(tgid), &one, sizeof(one));
+	if (err == -ENOSPC)
+		log_warn("too many zero-code HTTP processes max=%d", TP_MAX_ZC_TARGETS);
+	return err;
+}
+
+void sampler_zerocode_remove(struct sampler *s, uint32_t tgid)
+{
+	if (s->zc_enter)
+		map_delete(s->skel->maps.zc_targets, &tgid, sizeof(tgid));
 }
 
 int sampler_set_obi_map(struct sampler *s, int fd)

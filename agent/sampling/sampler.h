@@ -234,6 +234,17 @@ int sampler_offcpu_targets(struct sampler *s, uint32_t *tgids, uint32_t *min_us,
 int sampler_set_obi_map(struct sampler *s, int fd);
 
 /*
+ * HTTP/1.x requests from system calls (docs/zero-code-http.md) for process
+ * tgid: its TP_REC_HTTP records come through the sample callback, its
+ * threads are tagged with the requests they serve. The two syscall
+ * programs are attached at the first process added. -ENOSPC beyond
+ * TP_MAX_ZC_TARGETS. sampler_zerocode_remove: the process is no longer
+ * followed (gone, or capture off for it).
+ */
+int sampler_zerocode_add(struct sampler *s, uint32_t tgid);
+void sampler_zerocode_remove(struct sampler *s, uint32_t tgid);
+
+/*
  * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user
  * stacks with, for the module that fills them; the fds are the sampler's
  * (not to be closed). -ENOTSUP without unwinding (opts.unwind_bytes 0).

@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * zerocode.bpf.c - HTTP/1.x requests found from system calls
+ * (docs/zero-code-http.md), part of the sampler's object: sampler.bpf.c
+ * declares the per-thread state (zc_threads, read by read_thread_ctx) and
+ * includes this file.
+ *
+ * Two programs on the raw syscall tracepoints, attached only while some
+ * process has zero-code capture on (zc_targets). For a target's thread,
+ * sys_enter keeps the call's fd and buffer; sys_exit of a read-like call
+ * on a TCP socket that brought a request line opens a request on the
+ * thread: its trace context (from the head's traceparent, else a new
+ * trace) tags the thread's samples from then on. The status line written
+ * back marks it answered; the thread's next read on that connection,
+ * close, shutdown or accept ends it, and a TP_REC_HTTP record carries it
+ * to the agent, which writes the request row.
+ */
+
+#define ZC_HEAD 2048 /* bytes of a request head looked at */
+#define ZC_BUF	4096 /* the scratch buffer (a power of two: indexes are masked) */
+
+/* x86-64 system call numbers */
+#define ZC_NR_READ     0
+#define ZC_NR_WRITE    1
+#define ZC_NR_CLOSE    3
+#define ZC_NR_READV    19
+#define ZC_NR_WRITEV   20
+#define ZC_NR_SENDFILE 40
+#define ZC_NR_ACCEPT   43
+#define ZC_NR_SENDTO   44
+#define ZC_NR_RECVFROM 45
+#define ZC_NR_SENDMSG  46
+#define ZC_NR_RECVMSG  47
+#define ZC_NR_SHUTDOWN 48
+#define ZC_NR_ACCEPT4  288
+
+#define ZC_S_IFMT   0170000
+#define ZC_S_IFSOCK 0140000
+#define ZC_AF_INET  2
+#define ZC_AF_INET6 10
+
+/* Processes with zero-code capture on (sampler_set_zerocode_targets). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_ZC_TARGETS);
+	__type(key, __u32);
+	__type(value, __u8);
+} zc_targets SEC(".maps");
+
+/* A request head, copied from user memory (per CPU). */
+struct zc_scratch {
+	char b[ZC_BUF];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct zc_scratch);
+} zc_scratch SEC(".maps");
+
+/* Whether fd of task is a TCP socket (IPv4 or IPv6). */
+static __always_inline bool zc_is_tcp(struct task_struct *task, __u32 fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct socket *sock;
+	struct file *f = NULL;
+	__u16 family;
+	short type;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return false;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return false;
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & ZC_S_IFMT) != ZC_S_IFSOCK)
+		return false;
+	sock = (struct socket *)BPF_CORE_READ(f, private_data);
+	if (!sock)
+		return false;
+	type = BPF_CORE_READ(sock, type);
+	family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+	return type == 1 /* SOCK_STREAM */ && (family == ZC_AF_INET || family == ZC_AF_INET6);
+}
+
+/* The length of the method the head starts with ("GET " ...: with its space), or 0. */
+static __always_inline int zc_method(const char *b)
+{
+	if (b[0] == 'G' && b[1] == 'E' && b[2] == 'T' && b[3] == ' ')
+		return 4;
+	if (b[0] == 'P' && b[1] == 'U' && b[2] == 'T' && b[3] == ' ')
+		return 4;
+	if (b[0] == 'P' && b[1] == 'O' && b[2] == 'S' && b[3] == 'T' && b[4] == ' ')
+		return 5;
+	if (b[0] == 'H' && b[1] == 'E' && b[2] == 'A' && b[3] == 'D' && b[4] == ' ')
+		return 5;
+	if (b[0] == 'P' && b[1] == 'A' && b[2] == 'T' && b[3] == 'C' && b[4] == 'H' && b[5] == ' ')
+		return 6;
+	if (b[0] == 'D' && b[1] == 'E' && b[2] == 'L' && b[3] == 'E' && b[4] == 'T' &&
+	    b[5] == 'E' && b[6] == ' ')
+		return 7;
+	if (b[0] == 'O' && b[1] == 'P' && b[2] == 'T' && b[3] == 'I' && b[4] == 'O' &&
+	    b[5] == 'N' && b[6] == 'S' && b[7] == ' ')
+		return 8;
+	return 0;
+}
+
+/* A lower-case hex digit's value, or -1. */
+static __always_inline int zc_hex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+struct zc_find {
+	const char *b;
+	__u32 n;
+	__u32 at; /* index of the value after "traceparent:", 0: not found */
+};
+
+/* bpf_loop: is "\ntraceparent:" (any case) at b[i]? */
+static long zc_find_tp(__u32 i, void *arg)
+{
+	static const char name[12] = "traceparent:";
+	struct zc_find *f = arg;
+
+	if (i + 13 > f->n)
+		return 1;
+	if (f->b[i & (ZC_BUF - 1)] != '\n')
+		return 0;
+	for (int k = 0; k < 12; k++) {
+		char c = f->b[(i + 1 + k) & (ZC_BUF - 1)];
+
+		if (c >= 'A' && c <= 'Z')
+			c += 'a' - 'A';
+		if (c != name[k])
+			return 0;
+	}
+	f->at = i + 13;
+	return 1;
+}
+
+/*
+ * The traceparent of the head b (n bytes), strict (the SDK's rules): trace
+ * id, parent span id and flags into t. Returns whether one was found.
+ */
+static __always_inline bool zc_traceparent(const char *b, __u32 n, struct zc_thread *t)
+{
+	struct zc_find f = {.b = b, .n = n};
+	__u8 x = 0, any_t = 0, any_s = 0;
+	__u32 p;
+	int h, l;
+
+	bpf_loop(ZC_HEAD, zc_find_tp, &f, 0);
+	if (!f.at)
+		return false;
+	p = f.at;
+	for (int k = 0;
+	     k < 8 && p < n && (b[p & (ZC_BUF - 1)] == ' ' || b[p & (ZC_BUF - 1)] == '\t'); k++)
+		p++;
+	if (p + 55 > n)
+		return false;
+	/* version: two hex digits, not ff; the version-00 layout is read */
+	h = zc_hex(b[p & (ZC_BUF - 1)]);
+	l = zc_hex(b[(p + 1) & (ZC_BUF - 1)]);
+	if (h < 0 || l < 0 || (h == 15 && l == 15) || b[(p + 2) & (ZC_BUF - 1)] != '-' ||
+	    b[(p + 35) & (ZC_BUF - 1)] != '-' || b[(p + 52) & (ZC_BUF - 1)] != '-')
+		return false;
+	for (int k = 0; k < 16; k++) {
+		h = zc_hex(b[(p + 3 + 2 * k) & (ZC_BUF - 1)]);
+		l = zc_hex(b[(p + 4 + 2 * k) & (ZC_BUF - 1)]);
+		if (h < 0 || l < 0)
+			return false;
+		x = (__u8)(h << 4 | l);
+		t->hdr.trace_id[k] = x;
+		any_t |= x;
+	}
+	for (int k = 0; k < 8; k++) {
+		h = zc_hex(b[(p + 36 + 2 * k) & (ZC_BUF - 1)]);
+		l = zc_hex(b[(p + 37 + 2 * k) & (ZC_BUF - 1)]);
+		if (h < 0 || l < 0)
+			return false;
+		x = (__u8)(h << 4 | l);
+		t->parent_span_id[k] = x;
+		any_s |= x;
+	}
+	h = zc_hex(b[(p + 53) & (ZC_BUF - 1)]);
+	l = zc_hex(b[(p + 54) & (ZC_BUF - 1)]);
+	if (h < 0 || l < 0 || !any_t || !any_s)
+		return false;
+	t->hdr.trace_flags = (__u8)(h << 4 | l);
+	return true;
+}
+
+static __always_inline void zc_random(__u8 *out, int n)
+{
+	__u32 v;
+
+	for (int k = 0; k < n; k += 4) {
+		v = bpf_get_prandom_u32();
+		__builtin_memcpy(out + k, &v, 4);
+	}
+	out[0] |= 1; /* never all zero */
+}
+
+/* The thread's request ends at end_ns: its record into the ring; the thread untagged. */
+static __always_inline void zc_end(struct zc_thread *t, __u64 end_ns, __u16 flags)
+{
+	struct counter_set *c = counters_here();
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct tp_sample *s;
+	struct tp_http *h;
+
+	t->active = 0;
+	s = bpf_ringbuf_reserve(&samples, 64 + sizeof(struct tp_http), 0);
+	if (!s) {
+		if (c)
+			c->n[TP_CNT_HTTP_LOST]++;
+		return;
+	}
+	s->kind = TP_REC_HTTP;
+	s->time_ns = end_ns;
+	s->cgroup_id = 0;
+	s->pid = task->tgid;
+	s->tid = task->pid;
+	__builtin_memcpy(s->trace_id, t->hdr.trace_id, sizeof(s->trace_id));
+	__builtin_memcpy(s->span_id, t->hdr.span_id, sizeof(s->span_id));
+	s->ctx_state = TP_CTX_TAGGED;
+	s->trace_flags = t->hdr.trace_flags;
+	s->hz = 0;
+	s->kern_n = 0;
+	s->user_n = 0;
+	s->flags = TP_SAMPLE_CTX_HTTP;
+	s->off_us = t->status;
+	h = (struct tp_http *)s->ips;
+	h->start_ns = t->start_ns;
+	__builtin_memcpy(h->parent_span_id, t->parent_span_id, 8);
+	h->fd = t->fd;
+	h->flags = t->flags | flags | (t->answered ? 0 : TP_HTTP_UNANSWERED);
+	h->target_len = t->target_len;
+	__builtin_memcpy(h->method, t->method, sizeof(h->method));
+	__builtin_memcpy(h->target, t->target, sizeof(h->target));
+	/*
+	 * The reader is woken for each request (samples are batched): a
+	 * trigger waits for requests to claim them, and the samples before
+	 * this record (submitted without a wakeup) would keep the kernel's
+	 * adaptive wakeup from firing.
+	 */
+	bpf_ringbuf_submit(s, BPF_RB_FORCE_WAKEUP);
+	if (c)
+		c->n[TP_CNT_HTTP_REQUESTS]++;
+}
+
+/* The end of a read-like call of the thread: maybe a request line. */
+static __always_inline void zc_read_done(struct zc_thread *t, struct task_struct *task, __u32 fd,
+					 __u64 buf, long ret)
+{
+	struct zc_scratch *sc;
+	__u32 zero = 0, n, m, k;
+	char c;
+
+	if (t->active && fd == t->fd)
+		return; /* the rest of its head, or its body */
+	if (!zc_is_tcp(task, fd))
+		return;
+	sc = bpf_map_lookup_elem(&zc_scratch, &zero);
+	if (!sc)
+		return;
+	n = ret > ZC_HEAD ? ZC_HEAD : (__u32)ret;
+	if (n < 16 || bpf_probe_read_user(sc->b, n & (ZC_BUF - 1), (void *)buf))
+		return;
+	m = zc_method(sc->b);
+	if (!m || (sc->b[m & 15] != '/' && sc->b[m & 15] != '*' && sc->b[m & 15] != 'h'))
+		return; /* not a request line: a downstream call's answer, a body */
+	if (t->active || t->multiplexed) {
+		/* a second connection's request while one is open: an event loop */
+		count(TP_CNT_HTTP_MULTIPLEX);
+		if (t->active)
+			zc_end(t, bpf_ktime_get_ns(), TP_HTTP_MULTIPLEXED);
+		t->multiplexed = 1;
+		return;
+	}
+	__builtin_memset(t->method, 0, sizeof(t->method));
+	for (k = 0; k + 1 < m && k < sizeof(t->method); k++)
+		t->method[k] = sc->b[k];
+	t->flags = 0;
+	t->target_len = 0;
+	for (k = 0; k < TP_HTTP_TARGET; k++) {
+		c = sc->b[(m + k) & (ZC_BUF - 1)];
+		if (m + k >= n || c == ' ' || c == '?' || c == '\r' || c == '\n')
+			break;
+		t->target[k] = c;
+		t->target_len = k + 1;
+	}
+	if (k == TP_HTTP_TARGET)
+		t->flags |= TP_HTTP_TRUNCATED;
+	if (zc_traceparent(sc->b, n, t)) {
+		t->flags |= TP_HTTP_TRACEPARENT;
+	} else {
+		zc_random(t->hdr.trace_id, 16);
+		__builtin_memset(t->parent_span_id, 0, 8);
+		t->hdr.trace_flags = 1;
+	}
+	zc_random(t->hdr.span_id, 8);
+	t->hdr.valid = 1;
+	t->fd = fd;
+	t->status = 0;
+	t->answered = 0;
+	t->start_ns = bpf_ktime_get_ns();
+	t->last_write_ns = t->start_ns;
+	t->active = 1;
+}
+
+/* The first iovec's base of an iovec array at iov (user memory), or 0. */
+static __always_inline __u64 zc_iov_base(__u64 iov)
+{
+	__u64 base = 0;
+
+	if (iov)
+		bpf_probe_read_user(&base, sizeof(base), (void *)iov);
+	return base;
+}
+
+/* The iovec array of a struct user_msghdr at msg (user memory), or 0. */
+static __always_inline __u64 zc_msg_iov(__u64 msg)
+{
+	__u64 iov = 0;
+
+	if (msg)
+		bpf_probe_read_user(&iov, sizeof(iov),
+				    (char *)msg + __builtin_offsetof(struct user_msghdr, msg_iov));
+	return iov;
+}
+
+/* A write-like call of the thread on fd with data at buf begins. */
+static __always_inline void zc_write(struct zc_thread *t, __u32 fd, __u64 buf)
+{
+	char h[16];
+	int st = 0;
+
+	if (!t->active || fd != t->fd || t->answered || !buf)
+		return;
+	if (bpf_probe_read_user(h, sizeof(h), (void *)buf))
+		return;
+	if (h[0] != 'H' || h[1] != 'T' || h[2] != 'T' || h[3] != 'P' || h[4] != '/' ||
+	    h[5] != '1' || h[6] != '.' || h[8] != ' ')
+		return;
+	for (int k = 9; k < 12; k++) {
+		if (h[k] < '0' || h[k] > '9')
+			return;
+		st = st * 10 + (h[k] - '0');
+	}
+	t->status = (__u16)st;
+	t->answered = 1;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, fd;
+	struct task_struct *task;
+	struct zc_thread *t;
+	__u64 a1;
+
+	switch (id) {
+	case ZC_NR_READ:
+	case ZC_NR_RECVFROM:
+	case ZC_NR_READV:
+	case ZC_NR_RECVMSG:
+	case ZC_NR_WRITE:
+	case ZC_NR_SENDTO:
+	case ZC_NR_WRITEV:
+	case ZC_NR_SENDMSG:
+	case ZC_NR_SENDFILE:
+	case ZC_NR_CLOSE:
+	case ZC_NR_SHUTDOWN:
+	case ZC_NR_ACCEPT:
+	case ZC_NR_ACCEPT4:
+		break;
+	default:
+		return 0; /* first the call (a compare), then the process (a hash lookup) */
+	}
+	if (!bpf_map_lookup_elem(&zc_targets, &tgid))
+		return 0;
+	task = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&zc_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!t) {
+		count(TP_CNT_HTTP_NO_STATE);
+		return 0;
+	}
+	fd = (__u32)BPF_CORE_READ(regs, di);
+	a1 = BPF_CORE_READ(regs, si);
+	t->c_nr = 0;
+	switch (id) {
+	case ZC_NR_READ:
+	case ZC_NR_RECVFROM:
+	case ZC_NR_READV:
+	case ZC_NR_RECVMSG:
+		/* the next request on a kept-alive connection: the answered one ends */
+		if (t->active && t->answered && fd == t->fd)
+			zc_end(t, t->last_write_ns, 0);
+		if (id == ZC_NR_READV)
+			a1 = zc_iov_base(a1);
+		else if (id == ZC_NR_RECVMSG)
+			a1 = zc_iov_base(zc_msg_iov(a1));
+		t->c_buf = a1;
+		break;
+	case ZC_NR_WRITE:
+	case ZC_NR_SENDTO:
+		zc_write(t, fd, a1);
+		break;
+	case ZC_NR_WRITEV:
+		zc_write(t, fd, zc_iov_base(a1));
+		break;
+	case ZC_NR_SENDMSG:
+		zc_write(t, fd, zc_iov_base(zc_msg_iov(a1)));
+		break;
+	case ZC_NR_SENDFILE:
+		break;
+	default: /* close, shutdown, accept */
+		if (t->active &&
+		    (id == ZC_NR_ACCEPT || id == ZC_NR_ACCEPT4 ? t->answered : fd == t->fd))
+			zc_end(t, t->answered ? t->last_write_ns : bpf_ktime_get_ns(), 0);
+		return 0;
+	}
+	t->c_fd = fd;
+	t->c_nr = (__u32)id + 1;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_zc_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tgid, nr;
+	struct task_struct *task;
+	struct zc_thread *t;
+
+	/* a call sys_enter kept state for (orig_ax: the call's number), then the process */
+	switch (BPF_CORE_READ(regs, orig_ax)) {
+	case ZC_NR_READ:
+	case ZC_NR_RECVFROM:
+	case ZC_NR_READV:
+	case ZC_NR_RECVMSG:
+	case ZC_NR_WRITE:
+	case ZC_NR_SENDTO:
+	case ZC_NR_WRITEV:
+	case ZC_NR_SENDMSG:
+	case ZC_NR_SENDFILE:
+		break;
+	default:
+		return 0;
+	}
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&zc_targets, &tgid))
+		return 0;
+	task = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&zc_threads, task, NULL, 0);
+	if (!t || !t->c_nr)
+		return 0;
+	nr = t->c_nr - 1;
+	t->c_nr = 0;
+	if (ret <= 0)
+		return 0;
+	switch (nr) {
+	case ZC_NR_READ:
+	case ZC_NR_RECVFROM:
+	case ZC_NR_READV:
+	case ZC_NR_RECVMSG:
+		zc_read_done(t, task, t->c_fd, t->c_buf, ret);
+		break;
+	default: /* a write on the request's connection: its end so far */
+		if (t->active && t->c_fd == t->fd)
+			t->last_write_ns = bpf_ktime_get_ns();
+		break;
+	}
+	return 0;
+}

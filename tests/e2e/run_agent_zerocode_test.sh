@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# HTTP/1.x requests found from system calls (docs/zero-code-http.md): an
+# unmodified Python ThreadingHTTPServer (zc_server.py: no SDK, nothing
+# OpenTelemetry) in a cgroup the agent targets with --zero-code-http on,
+# under a client with ground truth (zc_client.py): requests with a
+# traceparent and without, one with an invalid traceparent, kept-alive
+# connections and new ones, each spending 150 ms of CPU in the handler.
+# Every request must become one request row (method, path, status, the
+# traceparent's trace and parent span ids when it had a valid one, a
+# duration within the client's view), its samples must carry its trace
+# id, and no sample may carry a trace id that is not a request's.
+# usage: run_agent_zerocode_test.sh TRACEPROF_DB AGENT CLUSTER_DIR
+set -euo pipefail
+tpdb=$1 agent=$2 cluster=$3
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+needs_bpf
+needs_cgroup traceprof-zerocode-test
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_zerocode)
+n=6 ms=150
+
+(
+	echo "$BASHPID" >"$cg/cgroup.procs"
+	exec python3 "$here/zc_server.py" >"$work/server.out"
+) &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$work/server.out" ] && break; sleep 0.1; done
+port=$(head -1 "$work/server.out")
+[ -n "$port" ] || fail "the server did not start"
+start_agent zc "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 99 \
+	--zero-code-http on --otlp-grpc "" --otlp-http "" --control-listen "" \
+	--stats-file "$work/zc.stats"
+python3 "$here/zc_client.py" "$port" "$n" "$ms" >"$work/truth.csv" || fail "the client failed"
+sleep 0.5
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "the agent exited with status $?"
+grep -E '^(bpf_ctx_http|bpf_http_[a-z_]*|zc_[a-z_]*|bpf_tagged|bpf_samples)=' "$work/zc.stats" || true
+
+psql "$conn" -qX -v ON_ERROR_STOP=1 \
+	-c "CREATE TABLE truth (kind text, trace text, parent text, path text, status int, client_ms float8)" \
+	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv)" >/dev/null
+total=$(q "SELECT count(*) FROM truth")
+[ "$total" = $((2 * n + 2)) ] || fail "the client made $total requests"
+rows="SELECT replace(r.trace_id::text, '-', '') AS trace, lpad(to_hex(r.parent_span_id), 16, '0') AS parent,
+             rt.method, rt.route, r.status_code, r.duration_us, r.span_id
+        FROM traceprof.requests r LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id"
+got=$(q "SELECT count(*) FROM ($rows) x")
+echo "   request rows: $got for $total requests"
+[ "$got" = "$total" ] || fail "$got request rows for $total requests"
+bad=$(q "SELECT count(*) FROM ($rows) x WHERE x.method <> 'GET'")
+[ "$bad" = 0 ] || fail "$bad rows without the method GET"
+# with a valid traceparent: its trace and parent span ids, the path, 200
+tp=$(q "SELECT count(*) FROM truth t JOIN ($rows) x ON x.trace = t.trace AND x.parent = t.parent
+         WHERE t.kind = 'tp' AND x.route = t.path AND x.status_code = 200")
+[ "$tp" = "$n" ] || fail "$tp of the $n requests with a traceparent kept its trace and parent ids"
+# the invalid one (version ff) starts a new trace
+[ "$(q "SELECT count(*) FROM ($rows) x JOIN truth t ON x.trace = t.trace WHERE t.kind = 'bad'")" = 0 ] ||
+	fail "an invalid traceparent (version ff) was taken"
+[ "$(q "SELECT count(*) FROM ($rows) x WHERE x.route = '/missing' AND x.status_code = 404")" = 1 ] ||
+	fail "the 404 is not stored with its status"
+# durations: at least the handler's CPU, at most the client's view
+slow=$(q "SELECT count(*) FROM ($rows) x WHERE x.route LIKE '/burn/%'
+           AND (x.duration_us < $ms * 1000 OR x.duration_us > (SELECT max(client_ms) FROM truth) * 1000)")
+[ "$slow" = 0 ] || fail "$slow request durations outside [$ms ms, the client's longest]"
+q "SELECT 'duration vs client (ms, median): ' || round((percentile_cont(0.5) WITHIN GROUP (ORDER BY x.duration_us))::numeric / 1000, 1)
+          || ' vs ' || (SELECT round((percentile_cont(0.5) WITHIN GROUP (ORDER BY client_ms))::numeric, 1) FROM truth WHERE path LIKE '/burn/%')
+     FROM ($rows) x WHERE x.route LIKE '/burn/%'" | sed 's/^/   /'
+# samples: each /burn request has its own, and every tag is a request's
+per_trace="SELECT replace(trace_id::text, '-', '') AS trace,
+                  sum(coalesce((SELECT sum(c) FROM unnest(counts) c), cardinality(stacks)))::int AS n
+             FROM traceprof.samples WHERE trace_id IS NOT NULL GROUP BY 1"
+none=$(q "SELECT count(*) FROM ($rows) x WHERE x.route LIKE '/burn/%'
+           AND NOT EXISTS (SELECT FROM ($per_trace) s WHERE s.trace = x.trace)")
+[ "$none" = 0 ] || fail "$none of the /burn requests have no sample tagged with their trace id"
+stray=$(q "SELECT count(*) FROM ($per_trace) s WHERE NOT EXISTS (SELECT FROM ($rows) x WHERE x.trace = s.trace)")
+[ "$stray" = 0 ] || fail "$stray trace ids on samples that no request has"
+tagged=$(q "SELECT coalesce(sum(n), 0) FROM ($per_trace) s")
+echo "   samples tagged with the requests' trace ids: $tagged ($((2 * n + 1)) requests of $ms ms of CPU at 99 Hz)"
+[ "$tagged" -ge $(((2 * n + 1) * ms * 99 / 1000 / 2)) ] || fail "only $tagged samples tagged"
+echo "ok: an unmodified Python server's requests found from its system calls, rows and samples"

@@ -1,0 +1,43 @@
+"""The load with ground truth for e2e_agent_zerocode: requests to
+zc_server.py, some with a traceparent (known trace and parent span ids),
+some without, one with an invalid one (version ff), over kept-alive
+connections and new ones. Prints one CSV line a request:
+kind,trace_id,parent_span_id,path,status,client_ms
+
+usage: python3 zc_client.py PORT N MS
+"""
+import http.client
+import sys
+import time
+
+port, n, ms = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+keep = http.client.HTTPConnection("127.0.0.1", port)
+
+
+def get(conn, path, headers):
+    t0 = time.monotonic()
+    conn.request("GET", path, headers=headers)
+    r = conn.getresponse()
+    r.read()
+    return r.status, (time.monotonic() - t0) * 1000
+
+
+for i in range(n):
+    trace = "0c%030x" % (i + 1)
+    parent = "%016x" % (0x5000 + i)
+    conn = keep if i % 2 == 0 else http.client.HTTPConnection("127.0.0.1", port)
+    st, t = get(conn, "/burn/%d?i=%d" % (ms, i), {"traceparent": "00-%s-%s-01" % (trace, parent)})
+    print("tp,%s,%s,/burn/%d,%d,%.3f" % (trace, parent, ms, st, t), flush=True)
+    if conn is not keep:
+        conn.close()
+    conn = keep if i % 2 == 1 else http.client.HTTPConnection("127.0.0.1", port)
+    st, t = get(conn, "/burn/%d" % ms, {})
+    print("new,,,/burn/%d,%d,%.3f" % (ms, st, t), flush=True)
+    if conn is not keep:
+        conn.close()
+bad = "ff-0d%030x-%016x-01" % (1, 1)
+st, t = get(keep, "/burn/%d" % ms, {"traceparent": bad})
+print("bad,0d%030x,,/burn/%d,%d,%.3f" % (1, ms, st, t), flush=True)
+st, t = get(keep, "/missing", {})
+print("new,,,/missing,%d,%.3f" % (st, t), flush=True)
+keep.close()
