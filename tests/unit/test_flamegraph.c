@@ -56,20 +56,20 @@ static const uint32_t s_rsa[] = {0, 1, 2, 3}, s_val[] = {0, 10, 2}, s_parse[] = 
 
 /* The profile: 5 s of CPU in one service. */
 static struct tp_stack_row profile_rows[] = {
-    {s_rsa, 4, 80, 4000000, 0, 0, "checkout", NULL, NULL},
-    {s_val, 3, 4, 200000, 0, 0, "checkout", NULL, NULL},
-    {s_parse, 3, 10, 500000, 0, 0, "checkout", NULL, NULL},
-    {s_write, 4, 2, 100000, 0, 0, "checkout", NULL, NULL},
-    {s_unsym, 2, 3, 150000, 0, 0, "checkout", NULL, NULL},
-    {s_tmpl, 2, 1, 30000, 0, 0, "checkout", NULL, NULL},
-    {s_nasty, 3, 1, 20000, 0, 0, "checkout", NULL, NULL},
+    {s_rsa, 4, 80, 4000000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_val, 3, 4, 200000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_parse, 3, 10, 500000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_write, 4, 2, 100000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_unsym, 2, 3, 150000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_tmpl, 2, 1, 30000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_nasty, 3, 1, 20000, 0, 0, "checkout", NULL, NULL, 0},
 };
 #define NPROFILE (sizeof(profile_rows) / sizeof(profile_rows[0]))
 
 /* A comparison: validateSignature 80% of A and 10% of B (B ten times larger). */
 static struct tp_stack_row diff_rows[] = {
-    {s_val, 3, 800, 800, 1000, 1000, "checkout", NULL, NULL},
-    {s_parse, 3, 200, 200, 9000, 9000, "checkout", NULL, NULL},
+    {s_val, 3, 800, 800, 1000, 1000, "checkout", NULL, NULL, 0},
+    {s_parse, 3, 200, 200, 9000, 9000, "checkout", NULL, NULL, 0},
 };
 
 /* One document in memory (the caller frees). */
@@ -360,7 +360,7 @@ static void test_nasty(void)
 	memset(longname, 'x', 5000);
 	struct tp_frame_info lf[] = {{.function = longname, .name = longname, .module = ""}};
 	static const uint32_t s0[] = {0};
-	struct tp_stack_row lr[] = {{s0, 1, 1, 1, 0, 0, "s", NULL, NULL}};
+	struct tp_stack_row lr[] = {{s0, 1, 1, 1, 0, 0, "s", NULL, NULL, 0}};
 	struct tp_stackset ls = {.frames = lf, .nframes = 1, .rows = lr, .nrows = 1};
 	doc = render(&ls, NULL, &len, &rc);
 	CHECK(rc == 0 && parse(doc, &ps) && ps.nd == 2, "long name rendered");
@@ -375,9 +375,9 @@ static void test_nasty(void)
 static void test_services(void)
 {
 	struct tp_stack_row rows[] = {
-	    {s_parse, 3, 1, 300, 0, 0, "frontend", NULL, NULL},
-	    {s_rsa, 4, 1, 700, 0, 0, "payment", NULL, NULL},
-	    {s_parse, 3, 1, 100, 0, 0, "payment", NULL, NULL},
+	    {s_parse, 3, 1, 300, 0, 0, "frontend", NULL, NULL, 0},
+	    {s_rsa, 4, 1, 700, 0, 0, "payment", NULL, NULL, 0},
+	    {s_parse, 3, 1, 100, 0, 0, "payment", NULL, NULL, 0},
 	};
 	struct tp_stackset set = {.frames = frames, .nframes = NFRAMES, .rows = rows, .nrows = 3};
 	struct parsed ps;
@@ -438,12 +438,12 @@ static void test_narrow_and_bad(void)
 		stk[i][0] = N;
 		stk[i][1] = i;
 		/* leaf 0 has most of the time; the others 1 us each */
-		rows[i] = (struct tp_stack_row){stk[i], 2,    1,   i == 0 ? 1000000 : 1, 0, 0,
-						"s",	NULL, NULL};
+		rows[i] = (struct tp_stack_row){stk[i], 2,    1, i == 0 ? 1000000 : 1, 0, 0, "s",
+						NULL,	NULL, 0};
 	}
-	rows[N] = (struct tp_stack_row){bad_idx, 2, 1, 5, 0, 0, "s", NULL, NULL};
-	rows[N + 1] = (struct tp_stack_row){stk[1], 0, 1, 5, 0, 0, "s", NULL, NULL};
-	rows[N + 2] = (struct tp_stack_row){stk[1], 2, 1, -5, 0, 0, "s", NULL, NULL};
+	rows[N] = (struct tp_stack_row){bad_idx, 2, 1, 5, 0, 0, "s", NULL, NULL, 0};
+	rows[N + 1] = (struct tp_stack_row){stk[1], 0, 1, 5, 0, 0, "s", NULL, NULL, 0};
+	rows[N + 2] = (struct tp_stack_row){stk[1], 2, 1, -5, 0, 0, "s", NULL, NULL, 0};
 	struct tp_stackset set = {.frames = fr, .nframes = N + 1, .rows = rows, .nrows = N + 3};
 	struct tp_flamegraph_stats st;
 	struct tp_flamegraph_opts o = {.stats = &st};

@@ -45,12 +45,12 @@ static struct tp_frame_info frames[] = {
 static const uint32_t s0[] = {0, 1, 2, 3}, s1[] = {0, 1, 2}, s2[] = {0, 1, 4},
 		      s3[] = {0, 1, 5, 6, 7, 8}, s4[] = {0, 9}, s5[] = {0, 1, 10};
 static struct tp_stack_row rows[] = {
-    {s0, 4, 60, 3000000, 2, 100000, "checkout", T1, "00f067aa0ba902b7"},
-    {s1, 3, 10, 500000, 0, 0, "checkout", T1, "00f067aa0ba902b7"},
-    {s2, 3, 20, 1000000, 0, 0, "checkout", T2, "b7ad6b7169203331"},
-    {s3, 6, 6, 300000, 0, 0, "checkout", NULL, NULL},
-    {s4, 2, 4, 200000, 0, 0, "frontend", T3, "53995c3f42cd8ad8"},
-    {s5, 3, 0, 0, 8, 400000, "checkout", T2, "b7ad6b7169203331"}, /* cohort B only */
+    {s0, 4, 60, 3000000, 2, 100000, "checkout", T1, "00f067aa0ba902b7", 0},
+    {s1, 3, 10, 500000, 0, 0, "checkout", T1, "00f067aa0ba902b7", 0},
+    {s2, 3, 20, 1000000, 0, 0, "checkout", T2, "b7ad6b7169203331", 0},
+    {s3, 6, 6, 300000, 0, 0, "checkout", NULL, NULL, 0},
+    {s4, 2, 4, 200000, 0, 0, "frontend", T3, "53995c3f42cd8ad8", 0},
+    {s5, 3, 0, 0, 8, 400000, "checkout", T2, "b7ad6b7169203331", 0}, /* cohort B only */
 };
 
 static struct tp_stackset known_set(void)
@@ -378,7 +378,7 @@ static void test_malformed(void)
 	    {"leaf", "leaf", "shop", "", NULL, 0, 0, TP_FRAME_USER},
 	};
 	uint32_t bad[] = {0, 7}, good[] = {0, 1};
-	struct tp_stack_row row = {good, 2, 1, 100, 0, 0, "svc", NULL, NULL};
+	struct tp_stack_row row = {good, 2, 1, 100, 0, 0, "svc", NULL, NULL, 0};
 	struct tp_stackset set = {.frames = fr, .nframes = 2, .rows = &row, .nrows = 1};
 	char err[256] = "";
 
