@@ -383,6 +383,27 @@ static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGres
 	return cli_close_output(out, args->c.output);
 }
 
+/* --metric offcpu: compare_offcpu_cohorts with compare_cohorts' first five
+ * parameters, then the report. Returns the exit code. */
+static int compare_offcpu(struct cli_db *db, const struct compare_args *args,
+			  const char *const *params, PGresult *sizes, const char *sa,
+			  const char *sb, const char *a, const char *b)
+{
+	int rc;
+	PGresult *res = cli_query(db,
+				  "SELECT function, a_blocked_ms, b_blocked_ms, a_ms_per_request, "
+				  "b_ms_per_request, a_share, b_share, delta, z, p_value FROM "
+				  "traceprof.compare_offcpu_cohorts($1, $2::timestamptz, "
+				  "$3::timestamptz, $4::jsonb, $5::jsonb)",
+				  5, params, &rc);
+
+	if (!res)
+		return rc;
+	rc = offcpu_report(args, sizes, res, sa, sb, a, b);
+	PQclear(res);
+	return rc;
+}
+
 int cmd_compare(int argc, char **argv)
 {
 	struct compare_args args = {.c = {.format = CLI_FMT_TEXT}, .limit = DEFAULT_LIMIT};
@@ -451,16 +472,7 @@ int cmd_compare(int argc, char **argv)
 			goto out;
 		}
 		if (args.metric) {
-			res =
-			    cli_query(&db,
-				      "SELECT function, a_blocked_ms, b_blocked_ms, "
-				      "a_ms_per_request, b_ms_per_request, a_share, b_share, "
-				      "delta, z, p_value FROM traceprof.compare_offcpu_cohorts($1, "
-				      "$2::timestamptz, $3::timestamptz, $4::jsonb, $5::jsonb)",
-				      5, params, &rc);
-			if (!res)
-				goto out;
-			rc = offcpu_report(&args, sizes, res, sa, sb, a, b);
+			rc = compare_offcpu(&db, &args, params, sizes, sa, sb, a, b);
 			goto out;
 		}
 		res = cli_query(
