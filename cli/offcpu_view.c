@@ -115,6 +115,8 @@ struct merged {
 	uint32_t *idx;		/* the off-CPU rows' frame indices */
 	char **labels;		/* strdup'ed frame labels */
 	size_t nlabels;
+	uint32_t *slots; /* label hash -> added frame index + 1, 0 = empty */
+	size_t mask;	 /* slots - 1, a power of two over twice the labels */
 };
 
 void offcpu_set_free(struct tp_stackset *set)
@@ -126,6 +128,7 @@ void offcpu_set_free(struct tp_stackset *set)
 	for (size_t i = 0; i < m->nlabels; i++)
 		free(m->labels[i]);
 	free(m->labels);
+	free(m->slots);
 	free(m->idx);
 	free(m->set.frames);
 	free(m->set.rows);
@@ -133,20 +136,28 @@ void offcpu_set_free(struct tp_stackset *set)
 	free(m);
 }
 
-/* The index of the frame labelled name (len bytes), added when new: off-CPU
- * frames are few, a linear search over the added ones is enough. */
-static int frame_of(struct merged *m, size_t first, const char *name, size_t len, uint32_t *idx)
+/* The index of the frame labelled name (len bytes), added when new (one
+ * frame per label: off-CPU frames have no module or address to tell apart;
+ * the flame graph merges by label anyway). FNV-1a into open addressing. */
+static int frame_of(struct merged *m, const char *name, size_t len, uint32_t *idx)
 {
-	for (size_t f = first; f < m->set.nframes; f++)
-		if (strlen(m->set.frames[f].function) == len &&
-		    memcmp(m->set.frames[f].function, name, len) == 0) {
-			*idx = (uint32_t)f;
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (size_t k = 0; k < len; k++)
+		h = (h ^ (uint8_t)name[k]) * 16777619u;
+	for (i = h & m->mask; m->slots[i]; i = (i + 1) & m->mask) {
+		const char *f = m->labels[m->slots[i] - 1];
+		if (strncmp(f, name, len) == 0 && f[len] == '\0') {
+			*idx = (uint32_t)(m->set.nframes - m->nlabels + m->slots[i] - 1);
 			return 0;
 		}
+	}
 	char *s = strndup(name, len);
 	if (!s)
 		return -ENOMEM;
 	m->labels[m->nlabels++] = s;
+	m->slots[i] = (uint32_t)m->nlabels;
 	m->set.frames[m->set.nframes] =
 	    (struct tp_frame_info){.function = s, .name = s, .module = "", .build_id = ""};
 	*idx = (uint32_t)m->set.nframes++;
@@ -155,7 +166,7 @@ static int frame_of(struct merged *m, size_t first, const char *name, size_t len
 
 /* Adds row i of the folded result ("service;root;...;leaf", us) as an
  * off-CPU row; its frames go to m->idx from *used on. */
-static int add_folded(struct merged *m, size_t first, int i, size_t *used)
+static int add_folded(struct merged *m, int i, size_t *used)
 {
 	const char *stack = PQgetvalue(m->res, i, 1), *p = strchr(stack, ';');
 	bool runq = strcmp(PQgetvalue(m->res, i, 3), "runqueue") == 0;
@@ -167,11 +178,11 @@ static int add_folded(struct merged *m, size_t first, int i, size_t *used)
 	while (p) {
 		const char *s = p + 1, *e = strchr(s, ';');
 		size_t len = e ? (size_t)(e - s) : strlen(s);
-		if ((rc = frame_of(m, first, s, len, &frames[depth++])) < 0)
+		if ((rc = frame_of(m, s, len, &frames[depth++])) < 0)
 			return rc;
 		p = e;
 	}
-	if (runq && (rc = frame_of(m, first, "[runqueue]", 10, &frames[depth++])) < 0)
+	if (runq && (rc = frame_of(m, "[runqueue]", 10, &frames[depth++])) < 0)
 		return rc;
 	if (depth == 0)
 		return 0;
@@ -204,12 +215,15 @@ static int merge_rows(struct merged *m, const struct tp_stackset *cpu)
 	m->set.rows = malloc((cpu->nrows + nres + 1) * sizeof(*m->set.rows));
 	m->idx = malloc((nframes + 1) * sizeof(*m->idx));
 	m->labels = malloc((nframes + 1) * sizeof(*m->labels));
-	if (!m->set.frames || !m->set.rows || !m->idx || !m->labels)
+	for (m->mask = 15; m->mask < 2 * nframes; m->mask = 2 * m->mask + 1)
+		;
+	m->slots = calloc(m->mask + 1, sizeof(*m->slots));
+	if (!m->set.frames || !m->set.rows || !m->idx || !m->labels || !m->slots)
 		return -ENOMEM;
 	memcpy(m->set.frames, cpu->frames, cpu->nframes * sizeof(*cpu->frames));
 	memcpy(m->set.rows, cpu->rows, cpu->nrows * sizeof(*cpu->rows));
 	for (size_t i = 0; i < nres; i++) {
-		int rc = add_folded(m, cpu->nframes, (int)i, &used);
+		int rc = add_folded(m, (int)i, &used);
 		if (rc < 0)
 			return rc;
 	}
