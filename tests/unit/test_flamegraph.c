@@ -150,10 +150,9 @@ static bool parse(const char *doc, struct parsed *ps)
 	ps->fill = calloc(ps->nd + 1, sizeof(unsigned));
 	const char *r = strstr(doc, "<g id=\"frames\">");
 	for (size_t i = 0; r && i < ps->nd; i++) {
-		r = strstr(r, "<g><rect ");
+		r = strstr(r, "<rect x="); /* in <g> or <g class="off"> */
 		if (!r ||
-		    sscanf(r,
-			   "<g><rect x=\"%lf\" y=\"%*d\" width=\"%lf\" height=\"15\" fill=\"#%x\"",
+		    sscanf(r, "<rect x=\"%lf\" y=\"%*d\" width=\"%lf\" height=\"15\" fill=\"#%x\"",
 			   &ps->x[i], &ps->w[i], &ps->fill[i]) != 3)
 			return false;
 		r++;
@@ -395,6 +394,54 @@ static void test_services(void)
 	free(doc);
 }
 
+/* Off-CPU rows: weighed as time next to CPU rows, blue with class "off"
+ * where a frame's time is all off CPU, nothing else marked. */
+static void test_offcpu(void)
+{
+	static const uint32_t s_wait[] = {0, 1, 4}; /* main;handleRequest;parseJSON */
+	struct tp_stack_row rows[] = {
+	    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0},
+	    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 400},
+	};
+	struct tp_stackset set = {.frames = frames, .nframes = NFRAMES, .rows = rows, .nrows = 2};
+	struct tp_flamegraph_opts so = {.weight = TP_FLAMEGRAPH_SAMPLES};
+	struct parsed ps;
+	size_t len;
+	int rc;
+	char *doc = render(&set, NULL, &len, &rc);
+	CHECK(rc == 0 && parse(doc, &ps), "off-CPU set rendered");
+	const char *w[] = {"main", "handleRequest", "parseJSON"}, *h[] = {"main", "handleRequest"},
+		   *r[] = {"main", "handleRequest", "validateSignature", "rsaVerify"};
+	long kw = find(&ps, w, 3), kh = find(&ps, h, 2), kr = find(&ps, r, 4);
+	CHECK(ps.d[4] == 1000 && kh > 0 && ps.d[kh * 6 + 4] == 1000, "CPU + off-CPU time: 1000 us");
+	CHECK(kw > 0 && ps.d[kw * 6 + 4] == 400 && fabs(ps.w[kw] - 1180.0 * 0.4) < 0.006,
+	      "the off-CPU frame 40 %% of the width: %.2f", kw > 0 ? ps.w[kw] : -1);
+	CHECK(kw > 0 && (ps.fill[kw] & 0xff) >= 200 && (ps.fill[kw] >> 16) <= 90,
+	      "off-CPU frame blue: %06x", kw > 0 ? ps.fill[kw] : 0);
+	CHECK(kh > 0 && (ps.fill[kh] >> 16) >= 205, "a frame with CPU time keeps its colour: %06x",
+	      kh > 0 ? ps.fill[kh] : 0);
+	CHECK(kr > 0 && (ps.fill[kr] >> 16) >= 205, "a CPU-only frame warm: %06x",
+	      kr > 0 ? ps.fill[kr] : 0);
+	CHECK(count(doc, "<g class=\"off\">") == 1 && count(doc, "class=\"off\"") == 1,
+	      "class off on the off-CPU frame only: %zu", count(doc, "class=\"off\""));
+	CHECK(strstr(doc, "<g class=\"off\"><rect") && strstr(doc, ">parseJSON</text></g>"),
+	      "the marked group is a frame");
+	CHECK(strstr(doc, "width: time; blue: off CPU"), "footer says what blue is");
+	parsed_free(&ps);
+	free(doc);
+	/* by samples, off-CPU time weighs nothing */
+	doc = render(&set, &so, &len, &rc);
+	CHECK(rc == 0 && !strstr(doc, "class=\"off\"") && strstr(doc, "width: samples"),
+	      "samples: no off-CPU frame");
+	free(doc);
+	/* a set without off-CPU rows has no class and the usual footer */
+	set.nrows = 1;
+	doc = render(&set, NULL, &len, &rc);
+	CHECK(rc == 0 && !strstr(doc, "class=\"off\"") && strstr(doc, "width: CPU time"),
+	      "no off-CPU rows: unchanged");
+	free(doc);
+}
+
 static void test_diff(void)
 {
 	struct tp_stackset set = diff_set();
@@ -546,6 +593,7 @@ int main(int argc, char **argv)
 	test_nasty();
 	test_services();
 	test_diff();
+	test_offcpu();
 	test_narrow_and_bad();
 	test_errors();
 	return check_done();
