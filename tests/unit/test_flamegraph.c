@@ -396,14 +396,22 @@ static void test_services(void)
 
 /* Off-CPU rows: weighed as time next to CPU rows, blue with class "off"
  * where a frame's time is all off CPU, nothing else marked. */
+static const uint32_t s_wait[] = {0, 1, 4}; /* main;handleRequest;parseJSON */
+static struct tp_stack_row offcpu_rows[] = {
+    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0},
+    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 400},
+};
+
+static struct tp_stackset offcpu_set(void)
+{
+	struct tp_stackset s = {
+	    .frames = frames, .nframes = NFRAMES, .rows = offcpu_rows, .nrows = 2};
+	return s;
+}
+
 static void test_offcpu(void)
 {
-	static const uint32_t s_wait[] = {0, 1, 4}; /* main;handleRequest;parseJSON */
-	struct tp_stack_row rows[] = {
-	    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0},
-	    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 400},
-	};
-	struct tp_stackset set = {.frames = frames, .nframes = NFRAMES, .rows = rows, .nrows = 2};
+	struct tp_stackset set = offcpu_set();
 	struct tp_flamegraph_opts so = {.weight = TP_FLAMEGRAPH_SAMPLES};
 	struct parsed ps;
 	size_t len;
@@ -583,11 +591,12 @@ static int write_file(const char *dir, const char *name, const struct tp_stackse
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--write") == 0) {
-		struct tp_stackset p = profile_set(), d = diff_set();
+		struct tp_stackset p = profile_set(), d = diff_set(), o = offcpu_set();
 		struct tp_flamegraph_opts po = {.title = "checkout", .subtitle = "last hour"};
 		struct tp_flamegraph_opts dopt = {.weight = TP_FLAMEGRAPH_SAMPLES};
 		return write_file(argv[2], "profile.svg", &p, &po) ||
-		       write_file(argv[2], "diff.svg", &d, &dopt);
+		       write_file(argv[2], "diff.svg", &d, &dopt) ||
+		       write_file(argv[2], "offcpu.svg", &o, NULL);
 	}
 	test_profile();
 	test_nasty();
