@@ -48,8 +48,7 @@ function frac(j) {
 }
 function describe(j) {
 	var p = D[j * 6], a = D[j * 6 + 4], b = D[j * 6 + 5], md = S[D[j * 6 + 2]];
-	var off = G[j].classList.contains('off') ? ' (off CPU)' : '';
-	var s = S[D[j * 6 + 1]] + KIND[D[j * 6 + 3]] + off + (md ? ' in ' + md : '') + ': ';
+	var s = S[D[j * 6 + 1]] + KIND[D[j * 6 + 3]] + (md ? ' in ' + md : '') + ': ';
 	if (!DIFF) {
 		s += fv(a) + ', ' + pct(share(a, TA)) + ' of all';
 		if (p >= 0) s += ', ' + pct(share(a, D[p * 6 + 4])) + ' of parent';
