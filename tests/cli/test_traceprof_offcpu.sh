@@ -62,7 +62,11 @@ sed -n '/^checkout-svc:/,$p' "$work/a.txt" | diff - <(sed -n '/^checkout-svc:/,$
 	fail "the tree changed"
 "$tp" trace-profile "$I" --db "$rconn" >"$work/i.txt" || fail "trace-profile of $I"
 grep -q "time breakdown" "$work/i.txt" && fail "a breakdown for a trace without off-CPU rows"
-ok "text breakdown: parts add up, bar, blocking functions; none without off-CPU rows"
+# --service keeps that service's entry only
+"$tp" trace-profile "$A" --service payment-svc --db "$rconn" >"$work/p.txt" || fail "--service"
+[ "$(grep -c '^  [a-z-]*, span ' "$work/p.txt")" = 1 ] && grep -q "^  payment-svc, span " "$work/p.txt" ||
+	fail "--service payment-svc: $(head -8 "$work/p.txt")"
+ok "text breakdown: parts add up, bar, blocking functions; --service; none without off-CPU rows"
 
 # ---- SVG ----
 "$tp" trace-profile "$A" --format svg -o "$work/a.svg" --db "$rconn" || fail "trace-profile --format svg"
