@@ -21,6 +21,7 @@ struct compare_args {
 	struct cli_common c;
 	struct cli_range_flags rf;
 	const char *service, *ea, *eb; /* the cohort expressions */
+	const char *metric;	       /* --metric: "cpu" (NULL) or "offcpu" */
 	long limit;
 	bool exact, help;
 };
@@ -44,6 +45,12 @@ static const struct tp_option options[] = {
     CLI_OPT_RANGE(T),
     CLI_OPT_LIMIT(
 	T, "at most N functions hotter in each cohort (default " TP_OPTS_STR(DEFAULT_LIMIT) ")"),
+    {.name = "metric",
+     .type = TP_OPT_STR,
+     .offset = offsetof(T, metric),
+     .arg = "M",
+     .help = "cpu (default: CPU share through each function) or\noffcpu (blocked time per "
+	     "blocking function,\ncompare_offcpu_cohorts); wall is refused"},
     {.name = "exact",
      .type = TP_OPT_FLAG,
      .offset = offsetof(T, exact),
@@ -60,11 +67,15 @@ void help_compare(FILE *f)
 {
 	fputs("usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
 	      "                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
+	      "                         [--metric cpu|offcpu]\n"
 	      "                         [--format text|json|svg] [-o FILE] [--db CONNINFO]\n"
 	      "\n"
 	      "Which functions take a larger share of the CPU of one cohort of requests than\n"
 	      "of the other: per function the share of each cohort (inclusive: the function\n"
 	      "and what it called), the difference in points and a request-level p-value.\n"
+	      "--metric offcpu compares blocked time instead: per blocking function (the\n"
+	      "library call a thread slept in, e.g. pthread_mutex_lock) its ms per request\n"
+	      "and share of each cohort's blocked time (docs/offcpu.md).\n"
 	      "\n"
 	      "cohort expressions (conditions joined with 'and'):\n"
 	      "  duration > 1s          also >=, <, <=; units us, ms, s, m, h\n"
@@ -97,6 +108,18 @@ static int parse_compare(int argc, char **argv, struct compare_args *a, struct c
 				       "--cohort-a 'duration > 1s' --cohort-b 'duration < 100ms'");
 	if (cli_range_parse(a->rf.since, a->rf.from, a->rf.until, range))
 		return CLI_USAGE;
+	if (a->metric && strcmp(a->metric, "cpu") == 0)
+		a->metric = NULL;
+	if (a->metric && strcmp(a->metric, "wall") == 0)
+		return cli_usage_error(CMD, "--metric wall is not available: CPU time is counted "
+					    "through every function of a stack, blocked time in "
+					    "the blocking function only, so they do not add up per "
+					    "function; compare --metric cpu and --metric offcpu");
+	if (a->metric && strcmp(a->metric, "offcpu") != 0)
+		return cli_usage_error(CMD, "--metric '%.40s' is not one of cpu, offcpu",
+				       a->metric);
+	if (a->metric && a->c.format == CLI_FMT_SVG)
+		return cli_usage_error(CMD, "--format svg draws CPU stacks only: use --metric cpu");
 	return -1;
 }
 
@@ -249,6 +272,138 @@ static void text_report(FILE *out, const struct compare_args *args, PGresult *si
 		     "requests to tell)\n");
 }
 
+/* Rows of compare_offcpu_cohorts with more blocked time in A (sign 1) or
+ * B (sign -1), by |delta|. */
+static void offcpu_text_side(FILE *out, PGresult *res, int sign, long limit, const char *name,
+			     const char *expr)
+{
+	int n = 0;
+
+	fprintf(out, "\nmore blocked in %s (%s)\n", name, expr);
+	fprintf(out, "  %-32s %9s %9s %7s %7s %9s %9s\n", "FUNCTION", "A MS/REQ", "B MS/REQ", "A",
+		"B", "DELTA", "P");
+	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
+		double d = strtod(PQgetvalue(res, i, 7), NULL);
+		char p[32];
+
+		if (PQgetisnull(res, i, 7) || (sign > 0 ? d <= 0 : d >= 0))
+			continue;
+		pval(p, sizeof(p), res, i, 9);
+		fprintf(out, "  %-32s %9.1f %9.1f %6.1f%% %6.1f%% %+7.1fpt %9s\n",
+			PQgetvalue(res, i, 0), strtod(PQgetvalue(res, i, 3), NULL),
+			strtod(PQgetvalue(res, i, 4), NULL),
+			100 * strtod(PQgetvalue(res, i, 5), NULL),
+			100 * strtod(PQgetvalue(res, i, 6), NULL), 100 * d, p);
+		n++;
+	}
+	if (n == 0)
+		fprintf(out, "  (none)\n");
+}
+
+static void offcpu_json_side(FILE *out, PGresult *res, int sign, long limit)
+{
+	static const char *const keys[] = {"a_blocked_ms",
+					   "b_blocked_ms",
+					   "a_ms_per_request",
+					   "b_ms_per_request",
+					   "a_share",
+					   "b_share",
+					   "delta",
+					   "z",
+					   "p_value"};
+	int n = 0;
+
+	fputc('[', out);
+	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
+		double d = strtod(PQgetvalue(res, i, 7), NULL);
+
+		if (PQgetisnull(res, i, 7) || (sign > 0 ? d <= 0 : d >= 0))
+			continue;
+		fprintf(out, "%s\n  {\"function\": ", n ? "," : "");
+		cli_json_str(out, PQgetvalue(res, i, 0));
+		for (int col = 1; col <= 9; col++) {
+			fprintf(out, ", \"%s\": ", keys[col - 1]);
+			if (PQgetisnull(res, i, col))
+				fputs("null", out);
+			else if (col == 9)
+				fprintf(out, "%.3g", strtod(PQgetvalue(res, i, col), NULL));
+			else if (col >= 5 && col <= 7)
+				fprintf(out, "%.4f", strtod(PQgetvalue(res, i, col), NULL));
+			else
+				cli_json_num(out, strtod(PQgetvalue(res, i, col), NULL));
+		}
+		fputc('}', out);
+		n++;
+	}
+	fputs(n ? "\n ]" : "]", out);
+}
+
+/* --metric offcpu: the cohorts' requests and blocked time, then the
+ * blocking functions with more of it in each. Returns the exit code. */
+static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGresult *res,
+			 const char *sa, const char *sb, const char *a, const char *b)
+{
+	double blocked[2] = {0, 0};
+	FILE *out = cli_open_output(args->c.output);
+
+	if (!out)
+		return CLI_IO;
+	for (int i = 0; i < PQntuples(res); i++)
+		for (int k = 0; k < 2; k++)
+			blocked[k] += strtod(PQgetvalue(res, i, 1 + k), NULL);
+	if (args->c.format == CLI_FMT_JSON) {
+		fputs("{\"service\": ", out);
+		cli_json_str(out, args->service);
+		fprintf(out, ", \"metric\": \"offcpu\", \"from\": \"%s\", \"until\": \"%s\"", a, b);
+		for (int k = 0; k < 2; k++) {
+			fprintf(out, ",\n \"cohort_%c\": {\"expression\": ", k ? 'b' : 'a');
+			cli_json_str(out, k ? args->eb : args->ea);
+			fprintf(out,
+				", \"spec\": %s, \"requests\": %s, \"blocked_ms\": ", k ? sb : sa,
+				PQgetvalue(sizes, k, 1));
+			cli_json_num(out, blocked[k]);
+			fputc('}', out);
+		}
+		fputs(",\n \"more_blocked_in_a\": ", out);
+		offcpu_json_side(out, res, 1, args->limit);
+		fputs(",\n \"more_blocked_in_b\": ", out);
+		offcpu_json_side(out, res, -1, args->limit);
+		fputs("}\n", out);
+		return cli_close_output(out, args->c.output);
+	}
+	fprintf(out, "service %s, requests started %s to %s, blocked time\n", args->service, a, b);
+	for (int k = 0; k < 2; k++)
+		fprintf(out, "  %s: %-28s %s requests, %.1f ms blocked\n", k ? "B" : "A",
+			k ? args->eb : args->ea, PQgetvalue(sizes, k, 1), blocked[k]);
+	offcpu_text_side(out, res, 1, args->limit, "A", args->ea);
+	offcpu_text_side(out, res, -1, args->limit, "B", args->eb);
+	fprintf(out, "\nMS/REQ: blocked ms in the function per request of the cohort; A, B: "
+		     "share of the\ncohort's blocked time; DELTA = A - B; P: request-level "
+		     "two-sided p-value\n(n/a: too few requests to tell)\n");
+	return cli_close_output(out, args->c.output);
+}
+
+/* --metric offcpu: compare_offcpu_cohorts with compare_cohorts' first five
+ * parameters, then the report. Returns the exit code. */
+static int compare_offcpu(struct cli_db *db, const struct compare_args *args,
+			  const char *const *params, PGresult *sizes, const char *sa,
+			  const char *sb, const char *a, const char *b)
+{
+	int rc;
+	PGresult *res = cli_query(db,
+				  "SELECT function, a_blocked_ms, b_blocked_ms, a_ms_per_request, "
+				  "b_ms_per_request, a_share, b_share, delta, z, p_value FROM "
+				  "traceprof.compare_offcpu_cohorts($1, $2::timestamptz, "
+				  "$3::timestamptz, $4::jsonb, $5::jsonb)",
+				  5, params, &rc);
+
+	if (!res)
+		return rc;
+	rc = offcpu_report(args, sizes, res, sa, sb, a, b);
+	PQclear(res);
+	return rc;
+}
+
 int cmd_compare(int argc, char **argv)
 {
 	struct compare_args args = {.c = {.format = CLI_FMT_TEXT}, .limit = DEFAULT_LIMIT};
@@ -303,16 +458,21 @@ int cmd_compare(int argc, char **argv)
 		cli_time_rfc3339(range.from_us, a, sizeof(a));
 		cli_time_rfc3339(range.until_us, b, sizeof(b));
 		for (int i = 0; i < 2; i++)
-			if (strcmp(PQgetvalue(sizes, i, 2), "0") == 0) {
-				cli_error("cohort %s (%s) has no requests with samples in service "
+			if (strcmp(PQgetvalue(sizes, i, args.metric ? 1 : 2), "0") == 0) {
+				cli_error("cohort %s (%s) has no requests%s in service "
 					  "'%s' in %s between %s and %s (%s requests matched)",
-					  i ? "B" : "A", i ? eb : ea, service, db.where, a, b,
-					  PQgetvalue(sizes, i, 1));
+					  i ? "B" : "A", i ? eb : ea,
+					  args.metric ? "" : " with samples", service, db.where, a,
+					  b, PQgetvalue(sizes, i, 1));
 				rc = CLI_NO_DATA;
 				goto out;
 			}
 		if (c.format == CLI_FMT_SVG) {
 			rc = svg_diff(&db, &c, service, &range, sa, sb, ea, eb);
+			goto out;
+		}
+		if (args.metric) {
+			rc = compare_offcpu(&db, &args, params, sizes, sa, sb, a, b);
 			goto out;
 		}
 		res = cli_query(

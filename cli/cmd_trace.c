@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "offcpu_view.h"
 #include "render.h"
 #include "stackset_read.h"
 
@@ -58,6 +59,10 @@ void help_trace_profile(FILE *f)
 	      "it passed through: per service the hotspots (functions by self time) and the\n"
 	      "call tree with CPU time and percentages. Raised samples of a request claimed\n"
 	      "by a trigger are used where a source has them, as the SQL API does.\n"
+	      "Where the trace has off-CPU time (docs/offcpu.md), the text view starts with\n"
+	      "its breakdown per span (CPU + blocked + runqueue + other, a bar, the top\n"
+	      "blocking functions), the SVG draws the off-CPU stacks in blue next to the CPU\n"
+	      "ones (width: time), and pprof has a third sample type, off_cpu nanoseconds.\n"
 	      "\n"
 	      "options:\n",
 	      f);
@@ -160,7 +165,7 @@ int cmd_trace_profile(int argc, char **argv)
 	struct trace_args args = {.c = {.format = CLI_FMT_TEXT},
 				  .ro = {.min_pct = RENDER_DEFAULT_MIN_PCT}};
 	const char *service, *trace_id = NULL;
-	struct tp_stackset *set = NULL;
+	struct tp_stackset *set = NULL, *merged = NULL;
 	struct cli_db db = {0};
 	char err[1024], lower[33];
 	bool reported = false; /* by the SVG or pprof writer */
@@ -192,6 +197,12 @@ int cmd_trace_profile(int argc, char **argv)
 		rc = no_samples(&db, trace_id, service);
 		goto out;
 	}
+	/* SVG and pprof draw the off-CPU stacks with the CPU ones */
+	if (args.c.format == CLI_FMT_SVG || args.c.format == CLI_FMT_PPROF) {
+		rc = offcpu_merge_trace(&db, trace_id, service, set, &merged);
+		if (rc)
+			goto out;
+	}
 	out = cli_open_output(args.c.output);
 	if (!out) {
 		rc = CLI_IO;
@@ -201,6 +212,11 @@ int cmd_trace_profile(int argc, char **argv)
 	case CLI_FMT_TEXT:
 		fprintf(out, "trace %s%s%s\n\n", trace_id, service ? ", service " : "",
 			service ? service : "");
+		rc = offcpu_breakdown_text(out, &db, trace_id, service);
+		if (rc) { /* said what failed */
+			cli_close_output(out, args.c.output);
+			goto out;
+		}
 		rc = render_text(out, set, &args.ro);
 		break;
 	case CLI_FMT_JSON:
@@ -217,12 +233,13 @@ int cmd_trace_profile(int argc, char **argv)
 		char title[64];
 
 		snprintf(title, sizeof(title), "trace %s", trace_id);
-		rc = render_svg(out, set, title, service ? service : "all services");
+		rc = render_svg(out, merged ? merged : set, title,
+				service ? service : "all services");
 		reported = true;
 		break;
 	}
 	case CLI_FMT_PPROF:
-		rc = render_pprof(out, set);
+		rc = render_pprof(out, merged ? merged : set);
 		reported = true;
 		break;
 	default:
@@ -230,6 +247,7 @@ int cmd_trace_profile(int argc, char **argv)
 	}
 	rc = render_close(out, args.c.output, rc, reported);
 out:
+	offcpu_set_free(merged);
 	stackset_free(set);
 	cli_disconnect(&db);
 	return rc;

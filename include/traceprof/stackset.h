@@ -49,6 +49,9 @@ struct tp_stack_row {
 	const char *trace_id; /* 32 lowercase hex digits, NULL when the row
 				 aggregates several requests or none */
 	const char *span_id;  /* 16 lowercase hex digits, or NULL */
+	int64_t offcpu_us;    /* off-CPU microseconds (blocked or waiting for a
+				 CPU); an off-CPU row has samples and cpu_us 0,
+				 a CPU row offcpu_us 0 */
 };
 
 struct tp_stackset {

@@ -7,6 +7,7 @@
 #ifndef TRACEPROF_FLAMEGRAPH_INTERNAL_H
 #define TRACEPROF_FLAMEGRAPH_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -30,6 +31,7 @@ struct node {
 	uint32_t depth;	 /* 0 for the root */
 	int64_t a;	 /* weight in cohort A (or the only profile) */
 	int64_t b;	 /* weight in cohort B */
+	int64_t off;	 /* the part of a that is off-CPU time */
 };
 
 /* A set of strings by content; ids in order of first insertion. */
@@ -74,6 +76,8 @@ const char *fg_node_name(const struct fg *g, const struct node *n);
 const char *fg_node_module(const struct fg *g, const struct node *n);
 int fg_node_kind(const struct fg *g, const struct node *n);
 double fg_node_frac(const struct fg *g, const struct node *n);
+/* True when all of the node's weight is off-CPU time (drawn blue). */
+bool fg_node_offcpu(const struct node *n);
 int64_t fg_node_w100(const struct fg *g, const struct node *n);
 
 /* Writes the document; 0 or -errno with err set. */

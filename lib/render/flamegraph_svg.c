@@ -169,7 +169,7 @@ static int tree_child(struct fg *g, uint32_t parent, uint32_t fid, uint32_t *chi
 
 static bool row_ok(const struct tp_stackset *set, const struct tp_stack_row *r)
 {
-	if (r->depth == 0 || !r->frames || r->samples < 0 || r->cpu_us < 0)
+	if (r->depth == 0 || !r->frames || r->samples < 0 || r->cpu_us < 0 || r->offcpu_us < 0)
 		return false;
 	if (set->differential && (r->b_samples < 0 || r->b_cpu_us < 0))
 		return false;
@@ -214,7 +214,10 @@ static int build_tree(struct fg *g, int weight)
 			g->st.rows_dropped++;
 			continue;
 		}
-		int64_t a = weight == TP_FLAMEGRAPH_SAMPLES ? row->samples : row->cpu_us;
+		/* off-CPU time weighs as time; it has no samples */
+		int64_t off =
+		    weight == TP_FLAMEGRAPH_SAMPLES || set->differential ? 0 : row->offcpu_us;
+		int64_t a = weight == TP_FLAMEGRAPH_SAMPLES ? row->samples : row->cpu_us + off;
 		int64_t b = 0;
 		if (set->differential)
 			b = weight == TP_FLAMEGRAPH_SAMPLES ? row->b_samples : row->b_cpu_us;
@@ -226,6 +229,7 @@ static int build_tree(struct fg *g, int weight)
 		uint32_t cur = 0;
 		g->nodes[0].a += a;
 		g->nodes[0].b += b;
+		g->nodes[0].off += off;
 		for (uint32_t d = by_service ? 0 : 1; d <= depth; d++) {
 			uint32_t fid = d == 0 ? (uint32_t)g->funcs.n + g->row_svc[r]
 					      : g->frame_fid[row->frames[d - 1]];
@@ -233,6 +237,7 @@ static int build_tree(struct fg *g, int weight)
 				return rc;
 			g->nodes[cur].a += a;
 			g->nodes[cur].b += b;
+			g->nodes[cur].off += off;
 		}
 	}
 	g->st.nodes = g->nnodes;
@@ -274,6 +279,11 @@ static int sort_kids(struct fg *g)
 			qsort_r(&g->kids[g->nodes[n].kids], g->nodes[n].nkids, sizeof(*g->kids),
 				cmp_kids, g);
 	return 0;
+}
+
+bool fg_node_offcpu(const struct node *n)
+{
+	return n->off > 0 && n->off == n->a;
 }
 
 /* The node's share of the graph: its width over the root's. */

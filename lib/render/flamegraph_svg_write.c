@@ -226,6 +226,9 @@ static uint32_t frame_color(const struct fg *g, const struct node *n, double dsc
 	}
 	uint32_t h = fg_hash_str(fg_node_name(g, n));
 	uint32_t v1 = h & 0xff, v2 = (h >> 8) & 0xff, v3 = (h >> 16) & 0xff;
+	if (fg_node_offcpu(n)) /* off-CPU time only: blue */
+		return (40 + v1 * 50 / 255) << 16 | (90 + v2 * 70 / 255) << 8 |
+		       (200 + v3 * 55 / 255);
 	switch (fg_node_kind(g, n)) {
 	case KIND_ROOT:
 		return 0xe0d8c8u;
@@ -305,7 +308,9 @@ static void w_footer(struct wbuf *w, const struct fg_layout *lay, int height, co
 		xml_put_raw(w, bn);
 	} else {
 		w_str(w, lay->opts->weight == TP_FLAMEGRAPH_SAMPLES ? "width: samples"
-								    : "width: CPU time");
+			 : g->nodes[0].off > 0
+			     ? "width: time; blue: off CPU (blocked or waiting for a CPU)"
+			     : "width: CPU time");
 	}
 	if (g->nnodes > lay->drawn && lay->drawn) {
 		w_str(w, "; ");
@@ -362,7 +367,7 @@ static int w_frames(struct wbuf *w, const struct fg_layout *lay, uint32_t *order
 		char fill[6];
 		for (int k = 0; k < 6; k++)
 			fill[k] = "0123456789abcdef"[(rgb >> (20 - 4 * k)) & 0xf];
-		w_str(w, "<g><rect x=\"");
+		w_str(w, fg_node_offcpu(n) ? "<g class=\"off\"><rect x=\"" : "<g><rect x=\"");
 		w_fix2(w, v.x100);
 		w_str(w, "\" y=\"");
 		w_i64(w, y);

@@ -176,10 +176,13 @@ static int check_frame(const struct tp_frame_info *f, size_t i, char *err, size_
 	return 0;
 }
 
-static void row_values(const struct tp_stack_row *r, bool b, int64_t *samples, int64_t *cpu_us)
+/* A row's values in the cohort written; off-CPU time is cohort A's only. */
+static void row_values(const struct tp_stack_row *r, bool b, int64_t *samples, int64_t *cpu_us,
+		       int64_t *off_us)
 {
 	*samples = b ? r->b_samples : r->samples;
 	*cpu_us = b ? r->b_cpu_us : r->cpu_us;
+	*off_us = b ? 0 : r->offcpu_us;
 }
 
 /* Checks row i; marks its frames in used[] when the row is kept. */
@@ -187,7 +190,7 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 		     size_t errlen)
 {
 	const struct tp_stack_row *r = &set->rows[i];
-	int64_t samples, cpu_us;
+	int64_t samples, cpu_us, off_us;
 
 	if (r->depth == 0)
 		return fail(err, errlen, -EINVAL, "row %zu: empty stack (depth 0)", i);
@@ -199,19 +202,20 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 			    r->depth);
 	if (!r->service)
 		return fail(err, errlen, -EINVAL, "row %zu: service is NULL", i);
-	row_values(r, b, &samples, &cpu_us);
-	if (samples < 0 || cpu_us < 0)
-		return fail(err, errlen, -EINVAL, "row %zu: negative value (%lld samples, %lld us)",
-			    i, (long long)samples, (long long)cpu_us);
-	if (cpu_us > INT64_MAX / 1000)
-		return fail(err, errlen, -EINVAL, "row %zu: cpu_us %lld overflows nanoseconds", i,
-			    (long long)cpu_us);
+	row_values(r, b, &samples, &cpu_us, &off_us);
+	if (samples < 0 || cpu_us < 0 || off_us < 0)
+		return fail(err, errlen, -EINVAL,
+			    "row %zu: negative value (%lld samples, %lld us, %lld us off CPU)", i,
+			    (long long)samples, (long long)cpu_us, (long long)off_us);
+	if (cpu_us > INT64_MAX / 1000 || off_us > INT64_MAX / 1000)
+		return fail(err, errlen, -EINVAL, "row %zu: %lld us overflows nanoseconds", i,
+			    (long long)(cpu_us > off_us ? cpu_us : off_us));
 	for (uint32_t d = 0; d < r->depth; d++)
 		if (r->frames[d] >= set->nframes)
 			return fail(err, errlen, -EINVAL,
 				    "row %zu: frame index %u out of range (the set has %zu frames)",
 				    i, r->frames[d], set->nframes);
-	if (samples != 0 || cpu_us != 0) /* frames of left-out rows get no location */
+	if (samples != 0 || cpu_us != 0 || off_us != 0) /* left-out rows: no locations */
 		for (uint32_t d = 0; d < r->depth; d++)
 			used[r->frames[d]] = true;
 	return 0;
@@ -219,10 +223,10 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 
 static bool row_kept(const struct tp_stack_row *r, bool b)
 {
-	int64_t samples, cpu_us;
+	int64_t samples, cpu_us, off_us;
 
-	row_values(r, b, &samples, &cpu_us);
-	return samples != 0 || cpu_us != 0;
+	row_values(r, b, &samples, &cpu_us, &off_us);
+	return samples != 0 || cpu_us != 0 || off_us != 0;
 }
 
 /* ---- the gzip sink protobuf-c packs into ---- */
@@ -317,6 +321,7 @@ struct build {
 	bool *used;		/* [nframes]: some stack has this frame */
 	uint64_t *loc_of_frame; /* [nframes]: location id, 0 = unused */
 	size_t nused, nkept, total_depth, nlabels;
+	bool offcpu;		/* some kept row has off-CPU time: a third sample type */
 	pb_location *locs;	/* [nused] */
 	pb_location **loc_ptrs; /* [nused] */
 	pb_line *lines;		/* [nused]: one line per location */
@@ -328,7 +333,7 @@ struct build {
 	pb_sample *samples;	 /* [nkept] */
 	pb_sample **sample_ptrs; /* [nkept] */
 	uint64_t *locids;	 /* [total_depth] */
-	int64_t *values;	 /* [2 * nkept] */
+	int64_t *values;	 /* [3 * nkept] */
 	pb_label *labels;	 /* [nlabels] */
 	pb_label **label_ptrs;	 /* [nlabels] */
 };
@@ -377,7 +382,7 @@ static int build_alloc(struct build *bd)
 	bd->samples = calloc(k, sizeof(*bd->samples));
 	bd->sample_ptrs = calloc(k, sizeof(*bd->sample_ptrs));
 	bd->locids = calloc(bd->total_depth ? bd->total_depth : 1, sizeof(*bd->locids));
-	bd->values = calloc(2 * k, sizeof(*bd->values));
+	bd->values = calloc(3 * k, sizeof(*bd->values));
 	bd->labels = calloc(nl, sizeof(*bd->labels));
 	bd->label_ptrs = calloc(nl, sizeof(*bd->label_ptrs));
 	if (!bd->loc_of_frame || !bd->locs || !bd->loc_ptrs || !bd->lines || !bd->line_ptrs ||
@@ -502,7 +507,7 @@ static void add_samples(struct build *bd, int64_t k_trace, int64_t k_span, int64
 	for (size_t i = 0; i < bd->set->nrows; i++) {
 		const struct tp_stack_row *r = &bd->set->rows[i];
 		pb_sample *s = &bd->samples[n];
-		int64_t samples, cpu_us;
+		int64_t samples, cpu_us, off_us;
 
 		if (!row_kept(r, bd->b))
 			continue;
@@ -512,11 +517,12 @@ static void add_samples(struct build *bd, int64_t k_trace, int64_t k_span, int64
 		for (uint32_t d = 0; d < r->depth; d++)
 			bd->locids[depth + d] = bd->loc_of_frame[r->frames[r->depth - 1 - d]];
 		depth += r->depth;
-		row_values(r, bd->b, &samples, &cpu_us);
-		s->value = &bd->values[2 * n];
-		s->n_value = 2;
+		row_values(r, bd->b, &samples, &cpu_us, &off_us);
+		s->value = &bd->values[3 * n];
+		s->n_value = bd->offcpu ? 3 : 2;
 		s->value[0] = samples;
 		s->value[1] = cpu_us * 1000;
+		s->value[2] = off_us * 1000;
 		add_label(bd, s, &nl, k_trace, r->trace_id);
 		add_label(bd, s, &nl, k_span, r->span_id);
 		add_label(bd, s, &nl, k_service, r->service);
@@ -530,9 +536,10 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 	static const struct tp_pprof_opts defaults;
 	struct build bd = {0};
 	pb_profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	pb_value_type types[2] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+	pb_value_type types[3] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+				  PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
 				  PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
-	pb_value_type *type_ptrs[2] = {&types[0], &types[1]};
+	pb_value_type *type_ptrs[3] = {&types[0], &types[1], &types[2]};
 	pb_value_type period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
 	int64_t comments[3], k_trace, k_span, k_service, cpu, ns;
 	const char *cohort_name;
@@ -564,6 +571,8 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 		if (!row_kept(&set->rows[i], bd.b))
 			continue;
 		bd.nkept++;
+		if (!bd.b && set->rows[i].offcpu_us > 0)
+			bd.offcpu = true;
 		bd.total_depth += set->rows[i].depth;
 		bd.nlabels += !!set->rows[i].trace_id + !!set->rows[i].span_id + 1;
 	}
@@ -580,6 +589,10 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 	types[0].unit = strtab_add(&bd.st, "count");
 	types[1].type = cpu = strtab_add(&bd.st, "cpu");
 	types[1].unit = ns = strtab_add(&bd.st, "nanoseconds");
+	if (bd.offcpu) {
+		types[2].type = strtab_add(&bd.st, "off_cpu");
+		types[2].unit = ns;
+	}
 	period.type = cpu;
 	period.unit = ns;
 	k_trace = strtab_add(&bd.st, "trace_id");
@@ -595,7 +608,7 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 
 	/* pass 3: samples, then the message */
 	add_samples(&bd, k_trace, k_span, k_service);
-	prof.n_sample_type = 2;
+	prof.n_sample_type = bd.offcpu ? 3 : 2;
 	prof.sample_type = type_ptrs;
 	prof.n_sample = bd.nkept;
 	prof.sample = bd.sample_ptrs;

@@ -106,6 +106,23 @@ async function open(browser, file) {
 		check(dd === 'validateSignature in checkout: duration > 1s 80.00% (800 samples), ' +
 			'duration < 100ms 10.00% (1000 samples), delta +70.00 points', 'diff details: ' + dd);
 		check(d.errors.length === 0, 'no script errors in diff: ' + d.errors.join('; '));
+
+		// off-CPU time (parseJSON) next to CPU time: blue, weighed in time
+		const o = await open(browser, 'offcpu.svg');
+		await o.page.screenshot({ path: path.join(dir, 'offcpu.png') });
+		const off = await fillOf(frame(o.page, 'parseJSON'));
+		const warm = await fillOf(frame(o.page, 'handleRequest'));
+		check(off[2] > off[0] + 80, 'the off-CPU frame is blue: ' + off);
+		check(warm[0] > warm[2] + 80, 'a frame with CPU time stays warm: ' + warm);
+		check(await frame(o.page, 'parseJSON').getAttribute('class') === 'off', 'class off');
+		await frame(o.page, 'parseJSON').locator('rect').hover();
+		const od = await o.page.locator('#details').textContent();
+		check(od.startsWith('parseJSON in checkout: 400 ') && od.includes('40.00% of all'),
+			'off-CPU details: ' + od);
+		await frame(o.page, 'handleRequest').locator('rect').hover();
+		const hd = await o.page.locator('#details').textContent();
+		check(hd.startsWith('handleRequest in checkout: 1.0 ms'), 'CPU details: ' + hd);
+		check(o.errors.length === 0, 'no script errors in offcpu: ' + o.errors.join('; '));
 	} finally {
 		await browser.close();
 	}

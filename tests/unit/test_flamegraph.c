@@ -56,20 +56,20 @@ static const uint32_t s_rsa[] = {0, 1, 2, 3}, s_val[] = {0, 10, 2}, s_parse[] = 
 
 /* The profile: 5 s of CPU in one service. */
 static struct tp_stack_row profile_rows[] = {
-    {s_rsa, 4, 80, 4000000, 0, 0, "checkout", NULL, NULL},
-    {s_val, 3, 4, 200000, 0, 0, "checkout", NULL, NULL},
-    {s_parse, 3, 10, 500000, 0, 0, "checkout", NULL, NULL},
-    {s_write, 4, 2, 100000, 0, 0, "checkout", NULL, NULL},
-    {s_unsym, 2, 3, 150000, 0, 0, "checkout", NULL, NULL},
-    {s_tmpl, 2, 1, 30000, 0, 0, "checkout", NULL, NULL},
-    {s_nasty, 3, 1, 20000, 0, 0, "checkout", NULL, NULL},
+    {s_rsa, 4, 80, 4000000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_val, 3, 4, 200000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_parse, 3, 10, 500000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_write, 4, 2, 100000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_unsym, 2, 3, 150000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_tmpl, 2, 1, 30000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_nasty, 3, 1, 20000, 0, 0, "checkout", NULL, NULL, 0},
 };
 #define NPROFILE (sizeof(profile_rows) / sizeof(profile_rows[0]))
 
 /* A comparison: validateSignature 80% of A and 10% of B (B ten times larger). */
 static struct tp_stack_row diff_rows[] = {
-    {s_val, 3, 800, 800, 1000, 1000, "checkout", NULL, NULL},
-    {s_parse, 3, 200, 200, 9000, 9000, "checkout", NULL, NULL},
+    {s_val, 3, 800, 800, 1000, 1000, "checkout", NULL, NULL, 0},
+    {s_parse, 3, 200, 200, 9000, 9000, "checkout", NULL, NULL, 0},
 };
 
 /* One document in memory (the caller frees). */
@@ -150,10 +150,9 @@ static bool parse(const char *doc, struct parsed *ps)
 	ps->fill = calloc(ps->nd + 1, sizeof(unsigned));
 	const char *r = strstr(doc, "<g id=\"frames\">");
 	for (size_t i = 0; r && i < ps->nd; i++) {
-		r = strstr(r, "<g><rect ");
+		r = strstr(r, "<rect x="); /* in <g> or <g class="off"> */
 		if (!r ||
-		    sscanf(r,
-			   "<g><rect x=\"%lf\" y=\"%*d\" width=\"%lf\" height=\"15\" fill=\"#%x\"",
+		    sscanf(r, "<rect x=\"%lf\" y=\"%*d\" width=\"%lf\" height=\"15\" fill=\"#%x\"",
 			   &ps->x[i], &ps->w[i], &ps->fill[i]) != 3)
 			return false;
 		r++;
@@ -360,7 +359,7 @@ static void test_nasty(void)
 	memset(longname, 'x', 5000);
 	struct tp_frame_info lf[] = {{.function = longname, .name = longname, .module = ""}};
 	static const uint32_t s0[] = {0};
-	struct tp_stack_row lr[] = {{s0, 1, 1, 1, 0, 0, "s", NULL, NULL}};
+	struct tp_stack_row lr[] = {{s0, 1, 1, 1, 0, 0, "s", NULL, NULL, 0}};
 	struct tp_stackset ls = {.frames = lf, .nframes = 1, .rows = lr, .nrows = 1};
 	doc = render(&ls, NULL, &len, &rc);
 	CHECK(rc == 0 && parse(doc, &ps) && ps.nd == 2, "long name rendered");
@@ -375,9 +374,9 @@ static void test_nasty(void)
 static void test_services(void)
 {
 	struct tp_stack_row rows[] = {
-	    {s_parse, 3, 1, 300, 0, 0, "frontend", NULL, NULL},
-	    {s_rsa, 4, 1, 700, 0, 0, "payment", NULL, NULL},
-	    {s_parse, 3, 1, 100, 0, 0, "payment", NULL, NULL},
+	    {s_parse, 3, 1, 300, 0, 0, "frontend", NULL, NULL, 0},
+	    {s_rsa, 4, 1, 700, 0, 0, "payment", NULL, NULL, 0},
+	    {s_parse, 3, 1, 100, 0, 0, "payment", NULL, NULL, 0},
 	};
 	struct tp_stackset set = {.frames = frames, .nframes = NFRAMES, .rows = rows, .nrows = 3};
 	struct parsed ps;
@@ -392,6 +391,62 @@ static void test_services(void)
 	      "payment 800 us, main under it");
 	check_weights(&set, &ps, 1);
 	parsed_free(&ps);
+	free(doc);
+}
+
+/* Off-CPU rows: weighed as time next to CPU rows, blue with class "off"
+ * where a frame's time is all off CPU, nothing else marked. */
+static const uint32_t s_wait[] = {0, 1, 4}; /* main;handleRequest;parseJSON */
+static struct tp_stack_row offcpu_rows[] = {
+    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0},
+    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 400},
+};
+
+static struct tp_stackset offcpu_set(void)
+{
+	struct tp_stackset s = {
+	    .frames = frames, .nframes = NFRAMES, .rows = offcpu_rows, .nrows = 2};
+	return s;
+}
+
+static void test_offcpu(void)
+{
+	struct tp_stackset set = offcpu_set();
+	struct tp_flamegraph_opts so = {.weight = TP_FLAMEGRAPH_SAMPLES};
+	struct parsed ps;
+	size_t len;
+	int rc;
+	char *doc = render(&set, NULL, &len, &rc);
+	CHECK(rc == 0 && parse(doc, &ps), "off-CPU set rendered");
+	const char *w[] = {"main", "handleRequest", "parseJSON"}, *h[] = {"main", "handleRequest"},
+		   *r[] = {"main", "handleRequest", "validateSignature", "rsaVerify"};
+	long kw = find(&ps, w, 3), kh = find(&ps, h, 2), kr = find(&ps, r, 4);
+	CHECK(ps.d[4] == 1000 && kh > 0 && ps.d[kh * 6 + 4] == 1000, "CPU + off-CPU time: 1000 us");
+	CHECK(kw > 0 && ps.d[kw * 6 + 4] == 400 && fabs(ps.w[kw] - 1180.0 * 0.4) < 0.006,
+	      "the off-CPU frame 40 %% of the width: %.2f", kw > 0 ? ps.w[kw] : -1);
+	CHECK(kw > 0 && (ps.fill[kw] & 0xff) >= 200 && (ps.fill[kw] >> 16) <= 90,
+	      "off-CPU frame blue: %06x", kw > 0 ? ps.fill[kw] : 0);
+	CHECK(kh > 0 && (ps.fill[kh] >> 16) >= 205, "a frame with CPU time keeps its colour: %06x",
+	      kh > 0 ? ps.fill[kh] : 0);
+	CHECK(kr > 0 && (ps.fill[kr] >> 16) >= 205, "a CPU-only frame warm: %06x",
+	      kr > 0 ? ps.fill[kr] : 0);
+	CHECK(count(doc, "<g class=\"off\">") == 1 && count(doc, "class=\"off\"") == 1,
+	      "class off on the off-CPU frame only: %zu", count(doc, "class=\"off\""));
+	CHECK(strstr(doc, "<g class=\"off\"><rect") && strstr(doc, ">parseJSON</text></g>"),
+	      "the marked group is a frame");
+	CHECK(strstr(doc, "width: time; blue: off CPU"), "footer says what blue is");
+	parsed_free(&ps);
+	free(doc);
+	/* by samples, off-CPU time weighs nothing */
+	doc = render(&set, &so, &len, &rc);
+	CHECK(rc == 0 && !strstr(doc, "class=\"off\"") && strstr(doc, "width: samples"),
+	      "samples: no off-CPU frame");
+	free(doc);
+	/* a set without off-CPU rows has no class and the usual footer */
+	set.nrows = 1;
+	doc = render(&set, NULL, &len, &rc);
+	CHECK(rc == 0 && !strstr(doc, "class=\"off\"") && strstr(doc, "width: CPU time"),
+	      "no off-CPU rows: unchanged");
 	free(doc);
 }
 
@@ -438,12 +493,12 @@ static void test_narrow_and_bad(void)
 		stk[i][0] = N;
 		stk[i][1] = i;
 		/* leaf 0 has most of the time; the others 1 us each */
-		rows[i] = (struct tp_stack_row){stk[i], 2,    1,   i == 0 ? 1000000 : 1, 0, 0,
-						"s",	NULL, NULL};
+		rows[i] = (struct tp_stack_row){stk[i], 2,    1, i == 0 ? 1000000 : 1, 0, 0, "s",
+						NULL,	NULL, 0};
 	}
-	rows[N] = (struct tp_stack_row){bad_idx, 2, 1, 5, 0, 0, "s", NULL, NULL};
-	rows[N + 1] = (struct tp_stack_row){stk[1], 0, 1, 5, 0, 0, "s", NULL, NULL};
-	rows[N + 2] = (struct tp_stack_row){stk[1], 2, 1, -5, 0, 0, "s", NULL, NULL};
+	rows[N] = (struct tp_stack_row){bad_idx, 2, 1, 5, 0, 0, "s", NULL, NULL, 0};
+	rows[N + 1] = (struct tp_stack_row){stk[1], 0, 1, 5, 0, 0, "s", NULL, NULL, 0};
+	rows[N + 2] = (struct tp_stack_row){stk[1], 2, 1, -5, 0, 0, "s", NULL, NULL, 0};
 	struct tp_stackset set = {.frames = fr, .nframes = N + 1, .rows = rows, .nrows = N + 3};
 	struct tp_flamegraph_stats st;
 	struct tp_flamegraph_opts o = {.stats = &st};
@@ -536,16 +591,18 @@ static int write_file(const char *dir, const char *name, const struct tp_stackse
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--write") == 0) {
-		struct tp_stackset p = profile_set(), d = diff_set();
+		struct tp_stackset p = profile_set(), d = diff_set(), o = offcpu_set();
 		struct tp_flamegraph_opts po = {.title = "checkout", .subtitle = "last hour"};
 		struct tp_flamegraph_opts dopt = {.weight = TP_FLAMEGRAPH_SAMPLES};
 		return write_file(argv[2], "profile.svg", &p, &po) ||
-		       write_file(argv[2], "diff.svg", &d, &dopt);
+		       write_file(argv[2], "diff.svg", &d, &dopt) ||
+		       write_file(argv[2], "offcpu.svg", &o, NULL);
 	}
 	test_profile();
 	test_nasty();
 	test_services();
 	test_diff();
+	test_offcpu();
 	test_narrow_and_bad();
 	test_errors();
 	return check_done();

@@ -45,12 +45,12 @@ static struct tp_frame_info frames[] = {
 static const uint32_t s0[] = {0, 1, 2, 3}, s1[] = {0, 1, 2}, s2[] = {0, 1, 4},
 		      s3[] = {0, 1, 5, 6, 7, 8}, s4[] = {0, 9}, s5[] = {0, 1, 10};
 static struct tp_stack_row rows[] = {
-    {s0, 4, 60, 3000000, 2, 100000, "checkout", T1, "00f067aa0ba902b7"},
-    {s1, 3, 10, 500000, 0, 0, "checkout", T1, "00f067aa0ba902b7"},
-    {s2, 3, 20, 1000000, 0, 0, "checkout", T2, "b7ad6b7169203331"},
-    {s3, 6, 6, 300000, 0, 0, "checkout", NULL, NULL},
-    {s4, 2, 4, 200000, 0, 0, "frontend", T3, "53995c3f42cd8ad8"},
-    {s5, 3, 0, 0, 8, 400000, "checkout", T2, "b7ad6b7169203331"}, /* cohort B only */
+    {s0, 4, 60, 3000000, 2, 100000, "checkout", T1, "00f067aa0ba902b7", 0},
+    {s1, 3, 10, 500000, 0, 0, "checkout", T1, "00f067aa0ba902b7", 0},
+    {s2, 3, 20, 1000000, 0, 0, "checkout", T2, "b7ad6b7169203331", 0},
+    {s3, 6, 6, 300000, 0, 0, "checkout", NULL, NULL, 0},
+    {s4, 2, 4, 200000, 0, 0, "frontend", T3, "53995c3f42cd8ad8", 0},
+    {s5, 3, 0, 0, 8, 400000, "checkout", T2, "b7ad6b7169203331", 0}, /* cohort B only */
 };
 
 static struct tp_stackset known_set(void)
@@ -358,6 +358,50 @@ static void test_cohort_b(void)
 	free(buf);
 }
 
+/* Off-CPU rows: a third sample type off_cpu/nanoseconds; a CPU sample has
+ * off_cpu 0, an off-CPU one samples and cpu 0; cohort B has none. */
+static void test_offcpu(void)
+{
+	struct tp_frame_info fr[2] = {
+	    {"main", "main", "shop", "", NULL, 0, 0, TP_FRAME_USER},
+	    {"recv", "recv", "libc.so.6", "", NULL, 0, 0, TP_FRAME_USER},
+	};
+	uint32_t cpu[] = {0}, wait[] = {0, 1};
+	struct tp_stack_row r[] = {
+	    {cpu, 1, 3, 150000, 0, 0, "svc", T1, NULL, 0},
+	    {wait, 2, 0, 0, 0, 0, "svc", T1, NULL, 2500},
+	};
+	struct tp_stackset set = {.frames = fr, .nframes = 2, .rows = r, .nrows = 2};
+	char *buf = NULL, err[256] = "";
+	size_t len = 0;
+	int rc = write_mem(&set, NULL, &buf, &len, err, sizeof(err));
+	pb_profile *p = rc == 0 ? decode(buf, len) : NULL;
+
+	CHECK(p != NULL, "off-CPU set written: %d %s", rc, err);
+	if (p) {
+		check_structure(p);
+		CHECK(p->n_sample_type == 3 &&
+			  !strcmp(str(p, p->sample_type[2]->type), "off_cpu") &&
+			  !strcmp(str(p, p->sample_type[2]->unit), "nanoseconds"),
+		      "third sample type off_cpu/nanoseconds");
+		CHECK(!strcmp(str(p, p->default_sample_type), "cpu"), "default still cpu");
+		CHECK(p->n_sample == 2 && p->sample[0]->n_value == 3 &&
+			  p->sample[0]->value[0] == 3 && p->sample[0]->value[1] == 150000000LL &&
+			  p->sample[0]->value[2] == 0,
+		      "CPU sample: off_cpu 0");
+		CHECK(p->n_sample == 2 && p->sample[1]->n_value == 3 &&
+			  p->sample[1]->value[0] == 0 && p->sample[1]->value[1] == 0 &&
+			  p->sample[1]->value[2] == 2500000LL && p->sample[1]->n_location_id == 2,
+		      "off-CPU sample: 2.5 ms, samples and cpu 0, its two frames");
+		perftools__profiles__profile__free_unpacked(p, NULL);
+	}
+	free(buf);
+	r[1].offcpu_us = -1;
+	rc = write_mem(&set, NULL, &buf, &len, err, sizeof(err));
+	CHECK(rc == -EINVAL && strstr(err, "negative"), "negative off-CPU time refused: %s", err);
+	free(buf);
+}
+
 /* Writes a malformed set: -EINVAL, a message containing `want`, no bytes. */
 static void expect_refused(const struct tp_stackset *set, const char *want, const char *what)
 {
@@ -378,7 +422,7 @@ static void test_malformed(void)
 	    {"leaf", "leaf", "shop", "", NULL, 0, 0, TP_FRAME_USER},
 	};
 	uint32_t bad[] = {0, 7}, good[] = {0, 1};
-	struct tp_stack_row row = {good, 2, 1, 100, 0, 0, "svc", NULL, NULL};
+	struct tp_stack_row row = {good, 2, 1, 100, 0, 0, "svc", NULL, NULL, 0};
 	struct tp_stackset set = {.frames = fr, .nframes = 2, .rows = &row, .nrows = 1};
 	char err[256] = "";
 
@@ -468,6 +512,7 @@ int main(int argc, char **argv)
 		return rc ? 1 : 0;
 	}
 	test_known_set();
+	test_offcpu();
 	test_cohort_b();
 	test_malformed();
 	test_output_error();
