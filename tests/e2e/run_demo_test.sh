@@ -11,13 +11,13 @@
 #    and the numbers it prints are the stored ones;
 #  - the cross-service view and the verdict name payment-svc's slow path
 #    (validateSignature -> rsa_verify -> libcrypto), the frontend waiting;
+#    the cohort comparison at the base rate puts validateSignature on top;
 #  - where the time went (trace_time_breakdown): per service, CPU +
 #    blocked + runqueue + other adds up to the span; payment-svc's span is
 #    its CPU and a real wait, blocked in pthread_cond_wait under
 #    ledger_append; the frontend's span is blocked in its HTTP client
 #    (recv under pay_exchange, called by callPayment); the verdict lines
 #    name both waits;
-#    the cohort comparison at the base rate puts validateSignature on top;
 #  - the explained trace's stacks are whole (built without frame pointers):
 #    90 % or more of payment-svc's samples reach the thread's root, and its
 #    flame graph runs from the root through handle_pay and
