@@ -110,6 +110,8 @@ static inline __attribute__((always_inline)) void serve_order(const struct http_
 	if (path == PATH_SLOW && validateSignature(&order))
 		return demo_reply_error(r, 500, "signature verification failed");
 	computeTotal(&order, &total);
+	if (path == PATH_SLOW && ledger_append(&order, &total))
+		return demo_reply_error(r, 500, "ledger unavailable");
 	if (path == PATH_FAIL && chargeCard(&order, &total))
 		return demo_reply_error(r, 500, "payment gateway timeout");
 	if (serializeResponse(&order, &total, sp->trace_hex, r->buf, sizeof(r->buf), &len))

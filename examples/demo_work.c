@@ -717,6 +717,7 @@ int demo_work_init(double scale)
 	if (!(scale >= 0))
 		return -EINVAL;
 	work_scale = scale;
+	demo_ledger_init(scale);
 	for (int i = 0; i < PROMO_RULES; i++) {
 		promo_rules[i].sku_hash_mod = (uint32_t)(splitmix(&seed) % 8);
 		promo_rules[i].min_qty = (uint32_t)(2 + splitmix(&seed) % 20);

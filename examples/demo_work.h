@@ -28,6 +28,8 @@
 #define DEMO_CHARGE_CARD_MS	   5.0
 #define DEMO_GATEWAY_TIMEOUT_MS	   25.0
 #define DEMO_REFRESH_CACHE_MS	   50.0
+/* Wall milliseconds of one write of the payment ledger (no CPU: a wait). */
+#define DEMO_LEDGER_WRITE_MS 480.0
 
 #define DEMO_MAX_ITEMS 16	/* items in one order */
 #define DEMO_SKU_LEN   16	/* bytes of a SKU, NUL included */
@@ -99,6 +101,17 @@ int chargeCard(const struct demo_order *order, const struct demo_total *total);
  * bit flipped does not. Returns 0 or -EIO.
  */
 int demo_work_self_test(void);
+
+/*
+ * The slow path's wait (demo_ledger.c): appends the signed payment to the
+ * ledger and waits, off CPU, until the ledger's writer thread has written
+ * it: one write of DEMO_LEDGER_WRITE_MS times the work scale, or two when
+ * a write was already under way. Returns 0 (at once at work scale 0) or
+ * -errno when the writer cannot start.
+ */
+int ledger_append(const struct demo_order *order, const struct demo_total *total);
+/* Sets the ledger's write time from the work scale (demo_work_init calls it). */
+void demo_ledger_init(double scale);
 
 /*
  * Background work outside requests: rebuilds the inventory checksum and the
