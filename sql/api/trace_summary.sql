@@ -183,10 +183,17 @@ BEGIN
                           ORDER BY h.depth DESC)
                    FILTER (WHERE h.narrowed AND h.share >= 0.5))[1] AS deepest,
                count(*) FILTER (WHERE h.narrowed AND h.share >= 0.5) AS path_len
-          -- the root level is skipped: entry points (main, thread starts) are never the answer
-          FROM (SELECT g.service, hp.*, hp.depth > 1 AND hp.share < 0.9995 AS narrowed
-                  FROM stacks g
-                 CROSS JOIN LATERAL traceprof._hot_path(g.ids, g.ms, 0.1) hp) h
+          -- the root level is skipped: entry points (main, thread starts) are never the answer.
+          -- The path narrows where a level holds less than its parent (not less than the
+          -- whole): a few stacks cut short of the root (their own roots) leave the thread
+          -- start below the whole, and it must not be taken for the narrowing point.
+          FROM (SELECT x.*, coalesce(bool_or(x.narrows) OVER (PARTITION BY x.service ORDER BY x.depth),
+                                     false) AS narrowed
+                  FROM (SELECT g.service, hp.*,
+                               hp.depth > 1 AND hp.share < 0.9995 * lag(hp.share)
+                                   OVER (PARTITION BY g.service ORDER BY hp.depth) AS narrows
+                          FROM stacks g
+                         CROSS JOIN LATERAL traceprof._hot_path(g.ids, g.ms, 0.1) hp) x) h
           LEFT JOIN traceprof.functions f ON f.function_id = h.function_id
          GROUP BY h.service
     ), cpu AS (

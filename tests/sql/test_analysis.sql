@@ -376,3 +376,24 @@ SELECT t.eq(traceprof.trace_summary(traceprof.trace_id_text(t.tid(9300)))->'serv
               {"function": "rsa", "total_pct": 80.0, "total_cpu_ms": 800.0},
               {"function": "modexp", "total_pct": 60.0, "total_cpu_ms": 600.0}]'::jsonb,
             'hot_path in the summary');
+-- One stack cut short of the root (its own root: the unwinder lost its callers)
+-- leaves the thread start below the whole; the path narrows where a level holds
+-- less than its parent, at verify, not at the thread start:
+--   thread;start;serve;verify  30 samples
+--   thread;start;serve;log     12
+--   verify (cut)                1
+INSERT INTO traceprof.functions (function_id, name, module) VALUES
+    (9011, 'thread', 'h'), (9012, 'start', 'h'), (9013, 'serve2', 'h'), (9014, 'verify2', 'h'),
+    (9015, 'log2', 'h');
+INSERT INTO traceprof.frames (frame_id, function_id)
+SELECT function_id + 100000, function_id FROM traceprof.functions WHERE function_id BETWEEN 9011 AND 9015;
+INSERT INTO traceprof.stacks (stack_id, frame_ids) VALUES
+    (9111, '{109011,109012,109013,109014}'), (9112, '{109011,109012,109013,109015}'), (9113, '{109014}');
+INSERT INTO traceprof.sources (source_id, service) VALUES (9201, 'cut-svc');
+INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, duration_us, status_code)
+VALUES ('2030-01-02 11:00:00+00', 9201, t.tid(9301), 1, 2000000, 200);
+INSERT INTO traceprof.samples (bucket, source_id, trace_id, span_id, hz, stacks, counts)
+VALUES ('2030-01-02 11:00:00+00', 9201, t.tid(9301), 1, 20, '{9111,9112,9113}', '{30,12,1}');
+SELECT t.eq(traceprof.trace_summary(traceprof.trace_id_text(t.tid(9301)))->>'verdict',
+            'cut-svc: 2000 ms span, verify2 70 % (1500 ms CPU)',
+            'a stack cut short of the root does not make the thread start the narrowing point');
