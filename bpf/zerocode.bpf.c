@@ -358,15 +358,14 @@ static __always_inline void zc_write(struct zc_thread *t, __u32 fd, __u64 buf)
 	t->answered = 1;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
+/*
+ * Whether the programs follow system call nr: the read- and write-like
+ * ones (whose state sys_exit reads), and with data_only false also those
+ * that can end a request at their start.
+ */
+static __always_inline bool zc_followed(__u64 nr, bool data_only)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, fd;
-	struct task_struct *task;
-	struct zc_thread *t;
-	__u64 a1;
-
-	switch (id) {
+	switch (nr) {
 	case ZC_NR_READ:
 	case ZC_NR_RECVFROM:
 	case ZC_NR_READV:
@@ -376,14 +375,27 @@ int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
 	case ZC_NR_WRITEV:
 	case ZC_NR_SENDMSG:
 	case ZC_NR_SENDFILE:
+		return true;
 	case ZC_NR_CLOSE:
 	case ZC_NR_SHUTDOWN:
 	case ZC_NR_ACCEPT:
 	case ZC_NR_ACCEPT4:
-		break;
+		return !data_only;
 	default:
-		return 0; /* first the call (a compare), then the process (a hash lookup) */
+		return false;
 	}
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, fd;
+	struct task_struct *task;
+	struct zc_thread *t;
+	__u64 a1;
+
+	if (!zc_followed(id, false))
+		return 0; /* first the call (a compare), then the process (a hash lookup) */
 	if (!bpf_map_lookup_elem(&zc_targets, &tgid))
 		return 0;
 	task = bpf_get_current_task_btf();
@@ -440,20 +452,8 @@ int BPF_PROG(on_zc_exit, struct pt_regs *regs, long ret)
 	struct zc_thread *t;
 
 	/* a call sys_enter kept state for (orig_ax: the call's number), then the process */
-	switch (BPF_CORE_READ(regs, orig_ax)) {
-	case ZC_NR_READ:
-	case ZC_NR_RECVFROM:
-	case ZC_NR_READV:
-	case ZC_NR_RECVMSG:
-	case ZC_NR_WRITE:
-	case ZC_NR_SENDTO:
-	case ZC_NR_WRITEV:
-	case ZC_NR_SENDMSG:
-	case ZC_NR_SENDFILE:
-		break;
-	default:
+	if (!zc_followed(BPF_CORE_READ(regs, orig_ax), true))
 		return 0;
-	}
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!bpf_map_lookup_elem(&zc_targets, &tgid))
 		return 0;

@@ -168,31 +168,43 @@ static void text_side(FILE *out, PGresult *res, int sign, long limit, const char
 		fprintf(out, "  (none)\n");
 }
 
-static void json_side(FILE *out, PGresult *res, int sign, long limit)
+/*
+ * How a comparison's rows are written as JSON: column 0 is the function,
+ * column 1 its module when module is set; columns first..last are numbers
+ * named keys[col - first], shares (share_lo..share_hi) to 0.0001, the last
+ * a p-value (3 significant digits: they span many orders of magnitude).
+ * The sign of column delta says which side a row is hotter in.
+ */
+struct json_cols {
+	int delta, first, last, share_lo, share_hi;
+	bool module;
+	const char *const *keys;
+};
+
+static void json_functions(FILE *out, PGresult *res, int sign, long limit,
+			   const struct json_cols *c)
 {
 	int n = 0;
 
 	fputc('[', out);
 	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
-		double d = strtod(PQgetvalue(res, i, 6), NULL);
+		double d = strtod(PQgetvalue(res, i, c->delta), NULL);
 
-		if (PQgetisnull(res, i, 6) || (sign > 0 ? d <= 0 : d >= 0))
+		if (PQgetisnull(res, i, c->delta) || (sign > 0 ? d <= 0 : d >= 0))
 			continue;
 		fprintf(out, "%s\n  {\"function\": ", n ? "," : "");
 		cli_json_str(out, PQgetvalue(res, i, 0));
-		fputs(", \"module\": ", out);
-		cli_json_str(out, PQgetvalue(res, i, 1));
-		for (int col = 2; col <= 10; col++) {
-			static const char *const keys[] = {
-			    "a_cpu_ms",	    "b_cpu_ms",	    "a_share", "b_share", "delta",
-			    "a_self_share", "b_self_share", "z",       "p_value"};
-
-			fprintf(out, ", \"%s\": ", keys[col - 2]);
+		if (c->module) {
+			fputs(", \"module\": ", out);
+			cli_json_str(out, PQgetvalue(res, i, 1));
+		}
+		for (int col = c->first; col <= c->last; col++) {
+			fprintf(out, ", \"%s\": ", c->keys[col - c->first]);
 			if (PQgetisnull(res, i, col))
 				fputs("null", out);
-			else if (col == 10) /* p-values span many orders of magnitude */
+			else if (col == c->last)
 				fprintf(out, "%.3g", strtod(PQgetvalue(res, i, col), NULL));
-			else if (col >= 4 && col <= 8) /* shares: 0.01 % */
+			else if (col >= c->share_lo && col <= c->share_hi)
 				fprintf(out, "%.4f", strtod(PQgetvalue(res, i, col), NULL));
 			else
 				cli_json_num(out, strtod(PQgetvalue(res, i, col), NULL));
@@ -201,6 +213,22 @@ static void json_side(FILE *out, PGresult *res, int sign, long limit)
 		n++;
 	}
 	fputs(n ? "\n ]" : "]", out);
+}
+
+static void json_side(FILE *out, PGresult *res, int sign, long limit)
+{
+	static const char *const keys[] = {"a_cpu_ms",	   "b_cpu_ms", "a_share",
+					   "b_share",	   "delta",    "a_self_share",
+					   "b_self_share", "z",	       "p_value"};
+	static const struct json_cols cols = {.delta = 6,
+					      .first = 2,
+					      .last = 10,
+					      .share_lo = 4,
+					      .share_hi = 8,
+					      .module = true,
+					      .keys = keys};
+
+	json_functions(out, res, sign, limit, &cols);
 }
 
 static void json_cohort(FILE *out, const char *expr, const char *spec, PGresult *sizes, int row)
@@ -311,31 +339,10 @@ static void offcpu_json_side(FILE *out, PGresult *res, int sign, long limit)
 					   "delta",
 					   "z",
 					   "p_value"};
-	int n = 0;
+	static const struct json_cols cols = {
+	    .delta = 7, .first = 1, .last = 9, .share_lo = 5, .share_hi = 7, .keys = keys};
 
-	fputc('[', out);
-	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
-		double d = strtod(PQgetvalue(res, i, 7), NULL);
-
-		if (PQgetisnull(res, i, 7) || (sign > 0 ? d <= 0 : d >= 0))
-			continue;
-		fprintf(out, "%s\n  {\"function\": ", n ? "," : "");
-		cli_json_str(out, PQgetvalue(res, i, 0));
-		for (int col = 1; col <= 9; col++) {
-			fprintf(out, ", \"%s\": ", keys[col - 1]);
-			if (PQgetisnull(res, i, col))
-				fputs("null", out);
-			else if (col == 9)
-				fprintf(out, "%.3g", strtod(PQgetvalue(res, i, col), NULL));
-			else if (col >= 5 && col <= 7)
-				fprintf(out, "%.4f", strtod(PQgetvalue(res, i, col), NULL));
-			else
-				cli_json_num(out, strtod(PQgetvalue(res, i, col), NULL));
-		}
-		fputc('}', out);
-		n++;
-	}
-	fputs(n ? "\n ]" : "]", out);
+	json_functions(out, res, sign, limit, &cols);
 }
 
 /* --metric offcpu: the cohorts' requests and blocked time, then the

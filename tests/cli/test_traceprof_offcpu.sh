@@ -16,17 +16,10 @@
 set -euo pipefail
 tp=$1 tpdb=$2 cluster=$3 py=${4:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-ok() { echo "ok: $*"; }
-export PGOPTIONS='-c client_min_messages=warning'
+. "$here/lib.sh"
 
 base=$("$tpdb" conninfo "$cluster" --dbname postgres)
-psql "$base" -qX -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS tp_cli_offcpu" \
-	-c "CREATE DATABASE tp_cli_offcpu" >/dev/null
-conn=$("$tpdb" conninfo "$cluster" --dbname tp_cli_offcpu)
-"$tpdb" migrate --db "$conn" >/dev/null
+conn=$(fresh_cli_db "$tpdb" "$cluster" tp_cli_offcpu)
 # before the off-CPU rows: the text of a trace, to compare with after
 rconn=$("$tpdb" conninfo "$cluster" --dbname tp_cli_offcpu --role reader)
 psql "$conn" -qX -v ON_ERROR_STOP=1 -f "$here/dataset.sql" >/dev/null
