@@ -90,19 +90,20 @@ static void *worker(void *arg)
 		make_id(value, thread, 1, r);
 		memset(value + 16, 0, 8);
 		value[23] = (uint8_t)r;
-		if (bpf_map_update_elem(map_fd, &key, value, BPF_ANY)) {
-			perror("obi_workload: map update");
-			exit(1);
-		}
+		/* thread 2: the SDK's context is attached whenever OBI's entry is there */
 		if (thread == 2) {
 			make_id(sdk, thread, 2, r);
 			tp_sdk_attach(sdk, span, 1, NULL, 0);
 			hex(sdk, b);
 		}
+		if (bpf_map_update_elem(map_fd, &key, value, BPF_ANY)) {
+			perror("obi_workload: map update");
+			exit(1);
+		}
 		burn_ms(80);
+		bpf_map_delete_elem(map_fd, &key);
 		if (thread == 2)
 			tp_sdk_detach();
-		bpf_map_delete_elem(map_fd, &key);
 		hex(value, a);
 		printf("req obi=%s sdk=%s\n", a, b);
 		burn_ms(40);
