@@ -21,7 +21,7 @@ struct compare_args {
 	struct cli_common c;
 	struct cli_range_flags rf;
 	const char *service, *ea, *eb; /* the cohort expressions */
-	const char *metric;	       /* --metric: "cpu" (NULL) or "offcpu" */
+	const char *metric;	       /* --metric: "cpu" (NULL), "offcpu" or "wall" */
 	long limit;
 	bool exact, help;
 };
@@ -49,8 +49,9 @@ static const struct tp_option options[] = {
      .type = TP_OPT_STR,
      .offset = offsetof(T, metric),
      .arg = "M",
-     .help = "cpu (default: CPU share through each function) or\noffcpu (blocked time per "
-	     "blocking function,\ncompare_offcpu_cohorts); wall is refused"},
+     .help = "cpu (default: CPU share through each function),\noffcpu (blocked time per "
+	     "blocking function,\ncompare_offcpu_cohorts) or wall (CPU, blocked and\nrunqueue time "
+	     "through each function,\ncompare_wall_cohorts)"},
     {.name = "exact",
      .type = TP_OPT_FLAG,
      .offset = offsetof(T, exact),
@@ -67,7 +68,7 @@ void help_compare(FILE *f)
 {
 	fputs("usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
 	      "                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
-	      "                         [--metric cpu|offcpu]\n"
+	      "                         [--metric cpu|offcpu|wall]\n"
 	      "                         [--format text|json|svg] [-o FILE] [--db CONNINFO]\n"
 	      "\n"
 	      "Which functions take a larger share of the CPU of one cohort of requests than\n"
@@ -75,7 +76,9 @@ void help_compare(FILE *f)
 	      "and what it called), the difference in points and a request-level p-value.\n"
 	      "--metric offcpu compares blocked time instead: per blocking function (the\n"
 	      "library call a thread slept in, e.g. pthread_mutex_lock) its ms per request\n"
-	      "and share of each cohort's blocked time (docs/offcpu.md).\n"
+	      "and share of each cohort's blocked time (docs/offcpu.md). --metric wall\n"
+	      "compares wall time: per function the CPU and blocked time of the stacks it\n"
+	      "is on, as a share of each cohort's CPU, blocked and runqueue time.\n"
 	      "\n"
 	      "cohort expressions (conditions joined with 'and'):\n"
 	      "  duration > 1s          also >=, <, <=; units us, ms, s, m, h\n"
@@ -110,13 +113,8 @@ static int parse_compare(int argc, char **argv, struct compare_args *a, struct c
 		return CLI_USAGE;
 	if (a->metric && strcmp(a->metric, "cpu") == 0)
 		a->metric = NULL;
-	if (a->metric && strcmp(a->metric, "wall") == 0)
-		return cli_usage_error(CMD, "--metric wall is not available: CPU time is counted "
-					    "through every function of a stack, blocked time in "
-					    "the blocking function only, so they do not add up per "
-					    "function; compare --metric cpu and --metric offcpu");
-	if (a->metric && strcmp(a->metric, "offcpu") != 0)
-		return cli_usage_error(CMD, "--metric '%.40s' is not one of cpu, offcpu",
+	if (a->metric && strcmp(a->metric, "offcpu") != 0 && strcmp(a->metric, "wall") != 0)
+		return cli_usage_error(CMD, "--metric '%.40s' is not one of cpu, offcpu, wall",
 				       a->metric);
 	if (a->metric && a->c.format == CLI_FMT_SVG)
 		return cli_usage_error(CMD, "--format svg draws CPU stacks only: use --metric cpu");
@@ -300,14 +298,63 @@ static void text_report(FILE *out, const struct compare_args *args, PGresult *si
 		     "requests to tell)\n");
 }
 
+/*
+ * --metric offcpu and wall: the SQL function and the words of its report.
+ * Off-CPU time is charged to the blocking function, so the cohorts' blocked
+ * time is the sum of the rows; wall time is charged to every function on a
+ * stack, so rows do not add up to a total.
+ */
+struct time_metric {
+	const char *name;    /* "offcpu", "wall" */
+	const char *sql;     /* the comparison's query */
+	const char *more;    /* "more blocked in", "more time in" */
+	const char *json_a;  /* key of the A side's rows */
+	const char *json_b;  /* key of the B side's rows */
+	const char *keys[9]; /* JSON names of the numeric columns */
+	const char *legend;  /* the text view's last lines */
+	bool summed;	     /* the rows add up to the cohort's time */
+};
+
+static const struct time_metric metric_offcpu = {
+    .name = "offcpu",
+    .sql = "SELECT function, a_blocked_ms, b_blocked_ms, a_ms_per_request, b_ms_per_request, "
+	   "a_share, b_share, delta, z, p_value FROM traceprof.compare_offcpu_cohorts($1, "
+	   "$2::timestamptz, $3::timestamptz, $4::jsonb, $5::jsonb)",
+    .more = "more blocked in",
+    .json_a = "more_blocked_in_a",
+    .json_b = "more_blocked_in_b",
+    .keys = {"a_blocked_ms", "b_blocked_ms", "a_ms_per_request", "b_ms_per_request", "a_share",
+	     "b_share", "delta", "z", "p_value"},
+    .legend = "MS/REQ: blocked ms in the function per request of the cohort; A, B: share of "
+	      "the\ncohort's blocked time; DELTA = A - B; P: request-level two-sided p-value\n"
+	      "(n/a: too few requests to tell)\n",
+    .summed = true,
+};
+
+static const struct time_metric metric_wall = {
+    .name = "wall",
+    .sql = "SELECT function, a_ms, b_ms, a_ms_per_request, b_ms_per_request, a_share, b_share, "
+	   "delta, z, p_value FROM traceprof.compare_wall_cohorts($1, $2::timestamptz, "
+	   "$3::timestamptz, $4::jsonb, $5::jsonb)",
+    .more = "more time in",
+    .json_a = "more_time_in_a",
+    .json_b = "more_time_in_b",
+    .keys = {"a_ms", "b_ms", "a_ms_per_request", "b_ms_per_request", "a_share", "b_share", "delta",
+	     "z", "p_value"},
+    .legend = "MS/REQ: ms through the function (on CPU, blocked) per request of the cohort; A, "
+	      "B:\nshare of the cohort's wall time (CPU, blocked and runqueue); DELTA = A - B; "
+	      "P:\nrequest-level two-sided p-value (n/a: too few requests to tell)\n",
+    .summed = false,
+};
+
 /* Rows of compare_offcpu_cohorts with more blocked time in A (sign 1) or
  * B (sign -1), by |delta|. */
 static void offcpu_text_side(FILE *out, PGresult *res, int sign, long limit, const char *name,
-			     const char *expr)
+			     const char *expr, const struct time_metric *m)
 {
 	int n = 0;
 
-	fprintf(out, "\nmore blocked in %s (%s)\n", name, expr);
+	fprintf(out, "\n%s %s (%s)\n", m->more, name, expr);
 	fprintf(out, "  %-32s %9s %9s %7s %7s %9s %9s\n", "FUNCTION", "A MS/REQ", "B MS/REQ", "A",
 		"B", "DELTA", "P");
 	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
@@ -328,27 +375,20 @@ static void offcpu_text_side(FILE *out, PGresult *res, int sign, long limit, con
 		fprintf(out, "  (none)\n");
 }
 
-static void offcpu_json_side(FILE *out, PGresult *res, int sign, long limit)
+static void offcpu_json_side(FILE *out, PGresult *res, int sign, long limit,
+			     const struct time_metric *m)
 {
-	static const char *const keys[] = {"a_blocked_ms",
-					   "b_blocked_ms",
-					   "a_ms_per_request",
-					   "b_ms_per_request",
-					   "a_share",
-					   "b_share",
-					   "delta",
-					   "z",
-					   "p_value"};
-	static const struct json_cols cols = {
-	    .delta = 7, .first = 1, .last = 9, .share_lo = 5, .share_hi = 7, .keys = keys};
+	const struct json_cols cols = {
+	    .delta = 7, .first = 1, .last = 9, .share_lo = 5, .share_hi = 7, .keys = m->keys};
 
 	json_functions(out, res, sign, limit, &cols);
 }
 
-/* --metric offcpu: the cohorts' requests and blocked time, then the
- * blocking functions with more of it in each. Returns the exit code. */
+/* --metric offcpu or wall: the cohorts' requests (and blocked time), then
+ * the functions with more of it in each. Returns the exit code. */
 static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGresult *res,
-			 const char *sa, const char *sb, const char *a, const char *b)
+			 const char *sa, const char *sb, const char *a, const char *b,
+			 const struct time_metric *m)
 {
 	double blocked[2] = {0, 0};
 	FILE *out = cli_open_output(args->c.output);
@@ -361,52 +401,54 @@ static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGres
 	if (args->c.format == CLI_FMT_JSON) {
 		fputs("{\"service\": ", out);
 		cli_json_str(out, args->service);
-		fprintf(out, ", \"metric\": \"offcpu\", \"from\": \"%s\", \"until\": \"%s\"", a, b);
+		fprintf(out, ", \"metric\": \"%s\", \"from\": \"%s\", \"until\": \"%s\"", m->name,
+			a, b);
 		for (int k = 0; k < 2; k++) {
 			fprintf(out, ",\n \"cohort_%c\": {\"expression\": ", k ? 'b' : 'a');
 			cli_json_str(out, k ? args->eb : args->ea);
-			fprintf(out,
-				", \"spec\": %s, \"requests\": %s, \"blocked_ms\": ", k ? sb : sa,
+			fprintf(out, ", \"spec\": %s, \"requests\": %s", k ? sb : sa,
 				PQgetvalue(sizes, k, 1));
-			cli_json_num(out, blocked[k]);
+			if (m->summed) {
+				fputs(", \"blocked_ms\": ", out);
+				cli_json_num(out, blocked[k]);
+			}
 			fputc('}', out);
 		}
-		fputs(",\n \"more_blocked_in_a\": ", out);
-		offcpu_json_side(out, res, 1, args->limit);
-		fputs(",\n \"more_blocked_in_b\": ", out);
-		offcpu_json_side(out, res, -1, args->limit);
+		fprintf(out, ",\n \"%s\": ", m->json_a);
+		offcpu_json_side(out, res, 1, args->limit, m);
+		fprintf(out, ",\n \"%s\": ", m->json_b);
+		offcpu_json_side(out, res, -1, args->limit, m);
 		fputs("}\n", out);
 		return cli_close_output(out, args->c.output);
 	}
-	fprintf(out, "service %s, requests started %s to %s, blocked time\n", args->service, a, b);
-	for (int k = 0; k < 2; k++)
-		fprintf(out, "  %s: %-28s %s requests, %.1f ms blocked\n", k ? "B" : "A",
-			k ? args->eb : args->ea, PQgetvalue(sizes, k, 1), blocked[k]);
-	offcpu_text_side(out, res, 1, args->limit, "A", args->ea);
-	offcpu_text_side(out, res, -1, args->limit, "B", args->eb);
-	fprintf(out, "\nMS/REQ: blocked ms in the function per request of the cohort; A, B: "
-		     "share of the\ncohort's blocked time; DELTA = A - B; P: request-level "
-		     "two-sided p-value\n(n/a: too few requests to tell)\n");
+	fprintf(out, "service %s, requests started %s to %s, %s\n", args->service, a, b,
+		m->summed ? "blocked time" : "wall time");
+	for (int k = 0; k < 2; k++) {
+		fprintf(out, "  %s: %-28s %s requests", k ? "B" : "A", k ? args->eb : args->ea,
+			PQgetvalue(sizes, k, 1));
+		if (m->summed)
+			fprintf(out, ", %.1f ms blocked", blocked[k]);
+		fputc('\n', out);
+	}
+	offcpu_text_side(out, res, 1, args->limit, "A", args->ea, m);
+	offcpu_text_side(out, res, -1, args->limit, "B", args->eb, m);
+	fprintf(out, "\n%s", m->legend);
 	return cli_close_output(out, args->c.output);
 }
 
-/* --metric offcpu: compare_offcpu_cohorts with compare_cohorts' first five
+/* --metric offcpu or wall: the comparison with compare_cohorts' first five
  * parameters, then the report. Returns the exit code. */
 static int compare_offcpu(struct cli_db *db, const struct compare_args *args,
 			  const char *const *params, PGresult *sizes, const char *sa,
 			  const char *sb, const char *a, const char *b)
 {
+	const struct time_metric *m = strcmp(args->metric, "wall") ? &metric_offcpu : &metric_wall;
 	int rc;
-	PGresult *res = cli_query(db,
-				  "SELECT function, a_blocked_ms, b_blocked_ms, a_ms_per_request, "
-				  "b_ms_per_request, a_share, b_share, delta, z, p_value FROM "
-				  "traceprof.compare_offcpu_cohorts($1, $2::timestamptz, "
-				  "$3::timestamptz, $4::jsonb, $5::jsonb)",
-				  5, params, &rc);
+	PGresult *res = cli_query(db, m->sql, 5, params, &rc);
 
 	if (!res)
 		return rc;
-	rc = offcpu_report(args, sizes, res, sa, sb, a, b);
+	rc = offcpu_report(args, sizes, res, sa, sb, a, b, m);
 	PQclear(res);
 	return rc;
 }

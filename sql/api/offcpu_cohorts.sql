@@ -1,4 +1,4 @@
--- offcpu_cohorts.sql: compare_offcpu_cohorts.
+-- offcpu_cohorts.sql: _compare_time_cohorts, compare_offcpu_cohorts, compare_wall_cohorts.
 --
 -- compare_cohorts (compare_cohorts.sql) over blocked time instead of CPU:
 -- two cohorts of one service's requests, the same jsonb specs
@@ -19,9 +19,10 @@
 -- z and p are NULL when a cohort has fewer than two requests with blocked
 -- time, or when neither cohort varies between requests while the shares
 -- differ.
-CREATE OR REPLACE FUNCTION traceprof.compare_offcpu_cohorts(
-    service text, from_time timestamptz, until_time timestamptz, cohort_a jsonb, cohort_b jsonb)
-RETURNS TABLE (function text, a_blocked_ms double precision, b_blocked_ms double precision,
+CREATE OR REPLACE FUNCTION traceprof._compare_time_cohorts(
+    metric text, service text, from_time timestamptz, until_time timestamptz, cohort_a jsonb,
+    cohort_b jsonb)
+RETURNS TABLE (function text, a_ms double precision, b_ms double precision,
                a_ms_per_request double precision, b_ms_per_request double precision,
                a_share double precision, b_share double precision, delta double precision,
                z double precision, p_value double precision)
@@ -67,15 +68,26 @@ BEGIN
     ), counts AS (
         SELECT q.cohort, count(*) AS requests FROM req q GROUP BY q.cohort
     ), hits AS MATERIALIZED (
-        -- blocked ms per request and stack
+        -- ms per request and stack: blocked ('offcpu'); blocked, runqueue and CPU ('wall')
         SELECT q.cohort, q.trace_id, q.span_id, u.stack_id, sum(u.us) / 1000.0::float8 AS ms
           FROM req q
           JOIN traceprof.offcpu o ON o.trace_id = q.trace_id AND o.span_id = q.span_id
          CROSS JOIN LATERAL unnest(o.stacks, o.us) AS u(stack_id, us)
-         WHERE o.source_id = ANY ($1) AND o.kind = 1
+         WHERE o.source_id = ANY ($1) AND (o.kind = 1 OR $13 = 'wall')
            AND o.bucket >= $2 - $4
            AND o.bucket <= (SELECT max(x.end_time) FROM req x) + $4
            AND o.bucket >= q.start_time - $4 AND o.bucket <= q.end_time + $4
+         GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT q.cohort, q.trace_id, q.span_id, u.stack_id,
+               sum(coalesce(u.n, 1) * 1000.0 / s.hz)::float8 AS ms
+          FROM req q
+          JOIN traceprof.samples s ON s.trace_id = q.trace_id AND s.span_id = q.span_id
+         CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS u(stack_id, n)
+         WHERE $13 = 'wall' AND s.source_id = ANY ($1) AND s.hz > 0
+           AND s.bucket >= $2 - $4
+           AND s.bucket <= (SELECT max(x.end_time) FROM req x) + $4
+           AND s.bucket >= q.start_time - $4 AND s.bucket <= q.end_time + $4
          GROUP BY 1, 2, 3, 4
     ), per_req AS (
         SELECT h.cohort, h.trace_id, h.span_id, sum(h.ms) AS t
@@ -84,10 +96,21 @@ BEGIN
         SELECT p.cohort, count(*) AS n, sum(p.t) AS sum_t, sum(p.t * p.t) AS sum_tt
           FROM per_req p GROUP BY 1
     ), per_fn AS (
+        -- 'offcpu': the blocking function of each stack; 'wall': every function on it
         SELECT h.cohort, b.function, h.trace_id, h.span_id, sum(h.ms) AS f
           FROM hits h
           JOIN traceprof._offcpu_blockers((SELECT array_agg(DISTINCT x.stack_id) FROM hits x)) b
             ON b.stack_id = h.stack_id
+         WHERE $13 = 'offcpu'
+         GROUP BY 1, 2, 3, 4
+        UNION ALL
+        SELECT h.cohort, f.function, h.trace_id, h.span_id, sum(h.ms) AS f
+          FROM hits h
+          JOIN traceprof.stacks st ON st.stack_id = h.stack_id
+         CROSS JOIN LATERAL (SELECT DISTINCT fn.name AS function
+                               FROM unnest(st.function_ids) AS x(id)
+                               JOIN traceprof.functions fn ON fn.function_id = x.id) f
+         WHERE $13 = 'wall'
          GROUP BY 1, 2, 3, 4
     ), fsum AS (
         SELECT pf.cohort, pf.function, sum(pf.f) AS sum_f, sum(pf.f * pf.f) AS sum_ff,
@@ -118,5 +141,32 @@ BEGIN
       FROM st s
      ORDER BY abs(s.ra - s.rb) DESC NULLS LAST, s.function COLLATE "C"
     $q$ USING srcs, from_time, until_time, slack, fa.min_us, fa.max_us, fa.statuses, fa.route_ids,
-              fb.min_us, fb.max_us, fb.statuses, fb.route_ids;
+              fb.min_us, fb.max_us, fb.statuses, fb.route_ids, metric;
 END $fn$;
+
+-- Per blocking function (see above).
+CREATE OR REPLACE FUNCTION traceprof.compare_offcpu_cohorts(
+    service text, from_time timestamptz, until_time timestamptz, cohort_a jsonb, cohort_b jsonb)
+RETURNS TABLE (function text, a_blocked_ms double precision, b_blocked_ms double precision,
+               a_ms_per_request double precision, b_ms_per_request double precision,
+               a_share double precision, b_share double precision, delta double precision,
+               z double precision, p_value double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM traceprof._compare_time_cohorts('offcpu', $1, $2, $3, $4, $5)
+$$;
+
+-- The cohorts over wall time: a request's time is its CPU (its samples,
+-- 1000/hz ms each), its blocked time and its runqueue time, and each
+-- function is charged the time of every stack it is on (once a stack), as
+-- compare_cohorts charges CPU: a_ms is the cohort's time through the
+-- function, a_share its share of the cohort's time. Runqueue time has no
+-- stack: it counts in the requests' totals only. Same statistics.
+CREATE OR REPLACE FUNCTION traceprof.compare_wall_cohorts(
+    service text, from_time timestamptz, until_time timestamptz, cohort_a jsonb, cohort_b jsonb)
+RETURNS TABLE (function text, a_ms double precision, b_ms double precision,
+               a_ms_per_request double precision, b_ms_per_request double precision,
+               a_share double precision, b_share double precision, delta double precision,
+               z double precision, p_value double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM traceprof._compare_time_cohorts('wall', $1, $2, $3, $4, $5)
+$$;

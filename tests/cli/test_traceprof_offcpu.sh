@@ -10,7 +10,8 @@
 #  - pprof (the real go tool pprof): a third sample type off_cpu, its total
 #    the SQL API's, each sample either CPU or off-CPU;
 #  - compare --metric offcpu: the blocking function with more time in the
-#    slow cohort; --metric wall and unknown metrics refused.
+#    slow cohort; --metric wall the function the SQL API puts first; unknown
+#    metrics refused.
 # go is skipped (exit 77) only when it is missing and CI is not set.
 # usage: test_traceprof_offcpu.sh TRACEPROF TRACEPROF_DB CLUSTER_DIR PYTHON3
 set -euo pipefail
@@ -142,12 +143,25 @@ assert d["more_blocked_in_b"][0]["function"] == "recv" and d["cohort_b"]["blocke
 	"$work/cmp.json" || fail "compare --metric offcpu --format json"
 "$tp" "${C[@]}" --metric cpu >"$work/cpu.txt" && "$tp" "${C[@]}" >"$work/default.txt" &&
 	cmp -s "$work/cpu.txt" "$work/default.txt" || fail "--metric cpu is not the default"
+# --metric wall: the report of compare_wall_cohorts (its figures are checked in sql_test_offcpu)
+"$tp" "${C[@]}" --metric wall >"$work/wall.txt" || fail "compare --metric wall"
+grep -q "^service payment-svc, requests started .*, wall time$" "$work/wall.txt" ||
+	fail "--metric wall header: $(head -3 "$work/wall.txt")"
+top=$(awk '/^more time in A/ { getline; getline; print $1; exit }' "$work/wall.txt")
+want=$(q "SELECT function FROM traceprof.compare_wall_cohorts('payment-svc', '2030-01-02 10:00+00',
+	'2030-01-02 11:00+00', '{\"min_duration\": \"1000001us\"}', '{\"max_duration\": \"100ms\"}')
+	WHERE delta > 0 ORDER BY abs(delta) DESC, function COLLATE \"C\" LIMIT 1")
+[ -n "$top" ] && [ "$top" = "$want" ] || fail "more time in A: '$top', the SQL API says '$want'
+$(cat "$work/wall.txt")"
+"$tp" "${C[@]}" --metric wall --format json >"$work/wall.json" || fail "compare --metric wall json"
+"$py" -c 'import json,sys; d = json.load(open(sys.argv[1]))
+assert d["metric"] == "wall" and d["more_time_in_a"][0]["function"] == sys.argv[2], d
+assert all(0 <= r["a_share"] <= 1 for r in d["more_time_in_a"] + d["more_time_in_b"]), d' \
+	"$work/wall.json" "$want" || fail "compare --metric wall --format json"
 set +e
-msg=$("$tp" "${C[@]}" --metric wall 2>&1); rc=$?
-[ $rc = 2 ] && grep -q "metric wall is not available" <<<"$msg" || fail "--metric wall: $rc $msg"
 msg=$("$tp" "${C[@]}" --metric bogus 2>&1); rc=$?
-[ $rc = 2 ] && grep -q "'bogus' is not one of cpu, offcpu" <<<"$msg" || fail "--metric bogus: $rc $msg"
+[ $rc = 2 ] && grep -q "'bogus' is not one of cpu, offcpu, wall" <<<"$msg" || fail "--metric bogus: $rc $msg"
 set -e
-ok "compare --metric offcpu (text, json), cpu the default, wall and bogus refused"
+ok "compare --metric offcpu and wall (text, json), cpu the default, bogus refused"
 psql "$base" -qX -c "DROP DATABASE tp_cli_offcpu" >/dev/null
 echo PASS

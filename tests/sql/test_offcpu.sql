@@ -257,3 +257,47 @@ SELECT t.raises($$SELECT * FROM traceprof.compare_offcpu_cohorts('nope', '2030-0
                 'unknown service "nope"', 'unknown service');
 SELECT t.raises($$SELECT * FROM traceprof.compare_offcpu_cohorts('payment-svc', '2030-03-02', '2030-03-01', '{}', '{}')$$,
                 'need a time range', 'reversed range');
+
+-- compare_wall_cohorts -------------------------------------------------------------
+-- payment-svc from 16:00, CPU at 10 Hz (a sample = 100 ms), stack 11
+-- main;handlePayment;validateSignature, 13 main;handlePayment, 14 through
+-- ledger_append; runqueue time without a stack (0):
+--   a (>= 500 ms): W1 CPU 2 samples on 11, blocked 300 on 14, runqueue 50: t = 550
+--                  W2 CPU 4 samples on 11, blocked 100 on 14:              t = 500
+--   b (< 500 ms):  V1 CPU 1 sample on 13, blocked 100 on 14:              t = 200
+--                  V2 CPU 1 sample on 11, blocked 50 on 14:               t = 150
+-- validateSignature: a 600 of 1050 (0.571), b 100 of 350 (0.286), 300 and 50 ms a request;
+-- ledger_append: a 400 (0.381), b 150 (0.429); main: a 1000 (0.952: not the runqueue), b 350 (1).
+INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, parent_span_id, route_id,
+                                duration_us, status_code) VALUES
+    ('2030-03-01 16:00:00+00', 2, t.tid(31), 31, NULL, 2, 800000, 200),
+    ('2030-03-01 16:00:01+00', 2, t.tid(32), 32, NULL, 2, 900000, 200),
+    ('2030-03-01 16:00:02+00', 2, t.tid(41), 41, NULL, 2, 200000, 200),
+    ('2030-03-01 16:00:03+00', 2, t.tid(42), 42, NULL, 2, 300000, 200);
+INSERT INTO traceprof.samples (bucket, source_id, trace_id, span_id, hz, stacks, counts) VALUES
+    ('2030-03-01 16:00:00+00', 2, t.tid(31), 31, 10, '{11}', '{2}'),
+    ('2030-03-01 16:00:01+00', 2, t.tid(32), 32, 10, '{11}', '{4}'),
+    ('2030-03-01 16:00:02+00', 2, t.tid(41), 41, 10, '{13}', '{1}'),
+    ('2030-03-01 16:00:03+00', 2, t.tid(42), 42, 10, '{11}', '{1}');
+INSERT INTO traceprof.offcpu (bucket, source_id, span_id, trace_id, kind, stacks, us) VALUES
+    ('2030-03-01 16:00:00+00', 2, 31, t.tid(31), 1, '{14}', '{300000}'),
+    ('2030-03-01 16:00:00+00', 2, 31, t.tid(31), 2, '{0}', '{50000}'),
+    ('2030-03-01 16:00:01+00', 2, 32, t.tid(32), 1, '{14}', '{100000}'),
+    ('2030-03-01 16:00:02+00', 2, 41, t.tid(41), 1, '{14}', '{100000}'),
+    ('2030-03-01 16:00:03+00', 2, 42, t.tid(42), 1, '{14}', '{50000}');
+SELECT t.eq((SELECT string_agg(concat_ws('|', function, round(a_ms::numeric, 1), round(b_ms::numeric, 1),
+                                         round(a_ms_per_request::numeric, 1), round(b_ms_per_request::numeric, 1),
+                                         round(a_share::numeric, 3), round(b_share::numeric, 3),
+                                         round(delta::numeric, 3)), E'\n' ORDER BY function)
+               FROM traceprof.compare_wall_cohorts('payment-svc', '2030-03-01 15:59', '2030-03-01 16:10',
+                                                   '{"min_duration": "500ms"}', '{"max_duration": "500ms"}')
+              WHERE function IN ('validateSignature', 'ledger_append', 'main')),
+            E'ledger_append|400.0|150.0|200.0|75.0|0.381|0.429|-0.048\n'
+            'main|1000.0|350.0|500.0|175.0|0.952|1.000|-0.048\n'
+            'validateSignature|600.0|100.0|300.0|50.0|0.571|0.286|0.286',
+            'cohorts by wall time: CPU, blocked and runqueue time through each function');
+SELECT t.eq((SELECT function FROM traceprof.compare_wall_cohorts('payment-svc', '2030-03-01 15:59', '2030-03-01 16:10',
+                                   '{"min_duration": "500ms"}', '{"max_duration": "500ms"}') LIMIT 1),
+            'validateSignature', 'wall: the function with the largest share difference first');
+SELECT t.raises($$SELECT * FROM traceprof.compare_wall_cohorts('nope', '2030-03-01', '2030-03-02', '{}', '{}')$$,
+                'unknown service "nope"', 'wall: unknown service');
