@@ -24,7 +24,7 @@ const struct store_request *zc_requests_add(struct zc_requests *z, const struct 
 	static const uint8_t zero[16];
 	struct zc_request_info *in;
 	struct store_request *r;
-	size_t n;
+	bool bad = false;
 
 	if (len < 64 + sizeof(*h) || s->kind != TP_REC_HTTP || h->start_ns > s->time_ns ||
 	    !memcmp(s->trace_id, zero, 16) || !be64(s->span_id) || h->target_len > TP_HTTP_TARGET) {
@@ -38,11 +38,19 @@ const struct store_request *zc_requests_add(struct zc_requests *z, const struct 
 	r = &z->rows[z->n];
 	in = &z->info[z->n];
 	memset(r, 0, sizeof(*r));
-	memcpy(in->method, h->method, sizeof(h->method));
+	memcpy(in->method, h->method, sizeof(h->method)); /* one of zc_method's: ASCII */
 	in->method[sizeof(h->method)] = 0;
-	n = strnlen(in->method, sizeof(in->method));
-	in->method[n] = 0;
-	memcpy(in->route, h->target, h->target_len);
+	/*
+	 * A request target is printable ASCII (RFC 9112; other bytes are sent
+	 * percent-encoded): anything else, a client's garbage, becomes '?', so
+	 * the route is always text the store takes.
+	 */
+	for (size_t i = 0; i < h->target_len; i++) {
+		unsigned char c = (unsigned char)h->target[i];
+
+		bad |= c < 0x21 || c > 0x7e;
+		in->route[i] = c < 0x21 || c > 0x7e ? '?' : c;
+	}
 	in->route[h->target_len] = 0;
 	r->start_us = (int64_t)(h->start_ns / 1000) + mono_to_real_us;
 	r->duration_us = (int64_t)((s->time_ns - h->start_ns) / 1000);
@@ -57,6 +65,7 @@ const struct store_request *zc_requests_add(struct zc_requests *z, const struct 
 	z->st.unanswered += !!(h->flags & TP_HTTP_UNANSWERED);
 	z->st.multiplexed += !!(h->flags & TP_HTTP_MULTIPLEXED);
 	z->st.truncated += !!(h->flags & TP_HTTP_TRUNCATED);
+	z->st.bad_target += bad;
 	z->n++;
 	return r;
 }

@@ -28,6 +28,7 @@ struct zc_requests_stats {
 	uint64_t unanswered;  /* ended without a status line */
 	uint64_t multiplexed; /* ended because the thread read another connection's request */
 	uint64_t truncated;   /* targets cut at TP_HTTP_TARGET bytes */
+	uint64_t bad_target;  /* targets with bytes other than printable ASCII (made '?') */
 	uint64_t windows;     /* windows handed on */
 };
 
