@@ -37,41 +37,29 @@ static int open_pin(const char *path)
 
 /*
  * "auto": BPF_FS/traces_ctx_v1, else the first BPF_FS/DIR/traces_ctx_v1
- * (a loader's pin directory). Opens it into *fd; the pin's path into out.
+ * (a loader's pin directory), opened (its path into out), or -errno.
  */
-static int find_auto(char *out, size_t len, int *fd)
+static int find_auto(char *out, size_t len)
 {
 	struct dirent *de;
 	DIR *d;
-	int rc;
+	int fd;
 
 	snprintf(out, len, "%s/%s", BPF_FS, OBI_MAP_NAME);
-	rc = open_pin(out);
-	if (rc >= 0 || rc != -ENOENT) {
-		*fd = rc;
-		return rc < 0 ? rc : 0;
-	}
-	d = opendir(BPF_FS);
-	if (!d)
-		return -ENOENT;
-	rc = -ENOENT;
-	while ((de = readdir(d)) != NULL) {
+	fd = open_pin(out);
+	if (fd != -ENOENT || !(d = opendir(BPF_FS)))
+		return fd;
+	while (fd == -ENOENT && (de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.' || (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
 			continue;
 		if ((size_t)snprintf(out, len, "%s/%s/%s", BPF_FS, de->d_name, OBI_MAP_NAME) >= len)
 			continue;
-		rc = open_pin(out);
-		if (rc >= 0) {
-			*fd = rc;
-			rc = 0;
-			break;
-		}
-		if (rc != -ENOENT && rc != -ENOTDIR)
-			break;
-		rc = -ENOENT;
+		fd = open_pin(out);
+		if (fd == -ENOTDIR)
+			fd = -ENOENT;
 	}
 	closedir(d);
-	return rc;
+	return fd;
 }
 
 /* No map pinned (any more): the sampler stops reading the one it had. */
@@ -132,19 +120,19 @@ static void install(struct obi_map *o, struct sampler *s, int fd, const char *pa
 void obi_map_tick(struct obi_map *o, struct sampler *s, int64_t now_us)
 {
 	char path[sizeof(o->path)];
-	int fd = -1, rc;
+	int fd;
 
 	if (!o->path[0] || now_us < o->next_us)
 		return;
 	o->next_us = now_us + OBI_MAP_CHECK_US;
 	if (strcmp(o->path, "auto") == 0) {
-		rc = find_auto(path, sizeof(path), &fd);
+		fd = find_auto(path, sizeof(path));
 	} else {
 		snprintf(path, sizeof(path), "%s", o->path);
-		rc = fd = open_pin(path);
+		fd = open_pin(path);
 	}
-	if (rc < 0) {
-		if (rc != -ENOENT)
+	if (fd < 0) {
+		if (fd != -ENOENT)
 			o->st.errors++;
 		drop(o, s);
 		return;

@@ -7,6 +7,7 @@
 # context with the map's trace id, only while the entry is there; a thread
 # that also has an OTEP 4947 context (the SDK) keeps the SDK's. A map of
 # another layout is refused with a warning and a counter, and tags nothing.
+# Without --obi-map the agent finds a pin in a directory of /sys/fs/bpf.
 # usage: run_agent_obi_test.sh TRACEPROF_DB AGENT OBI_WORKLOAD CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 agent=$2 workload=$3 cluster=$4
@@ -15,7 +16,10 @@ needs_bpf
 needs_cgroup traceprof-obi-test
 mkdir "$work/bpf"
 mount -t bpf bpf "$work/bpf" 2>/dev/null || { echo "skip: cannot mount a BPF filesystem"; exit 77; }
+auto_dir=/sys/fs/bpf/traceprof-obi-test-$$ auto_mounted=
 obi_cleanup() {
+	rm -rf "$auto_dir" 2>/dev/null || true
+	[ -z "$auto_mounted" ] || umount /sys/fs/bpf 2>/dev/null || true
 	umount "$work/bpf" 2>/dev/null || true
 	cleanup
 }
@@ -84,3 +88,21 @@ untagged=$(q "SELECT coalesce(sum(coalesce((SELECT sum(c) FROM unnest(counts) c)
 [ "$untagged" -ge $((requests * 2 * 2)) ] || fail "only $untagged untagged samples: time outside requests was tagged"
 echo "   untagged samples (outside requests): $untagged"
 echo "ok: OBI's map tags threads without a thread context, only during their requests; the SDK's context wins"
+
+# 3. The default (auto): a pin in a directory below /sys/fs/bpf is found
+# (the BPF filesystem mounted there for the test when the machine has none)
+if ! mountpoint -q /sys/fs/bpf; then
+	mount -t bpf bpf /sys/fs/bpf || fail "cannot mount a BPF filesystem on /sys/fs/bpf"
+	auto_mounted=1
+fi
+mkdir "$auto_dir"
+"$workload" pin "$auto_dir/traces_ctx_v1" || fail "cannot pin the map under /sys/fs/bpf"
+start_agent auto "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --otlp-grpc "" \
+	--otlp-http "" --control-listen "" --stats-file "$work/auto.stats"
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "the agent exited with status $?"
+grep -q "OBI trace map found: .* path=$auto_dir/traces_ctx_v1 " "$work/auto.log" ||
+	grep -q "OBI trace map found: .* path=/sys/fs/bpf/traces_ctx_v1 " "$work/auto.log" ||
+	fail "the default obi-map did not find the pin under /sys/fs/bpf"
+grep -qx 'obi_map_installed=1' "$work/auto.stats" || fail "the map found by default is not installed"
+echo "ok: the default obi-map finds OBI's pin in a directory of /sys/fs/bpf"
