@@ -80,9 +80,10 @@ static void write_zc_stats(const struct stats_sources *s, FILE *f, const struct 
 	if (!z)
 		return;
 	fprintf(f,
-		"bpf_ctx_http=%" PRIu64 "\nbpf_http_requests=%" PRIu64 "\nbpf_http_lost=%" PRIu64
-		"\nbpf_http_multiplexed=%" PRIu64 "\nbpf_http_no_state=%" PRIu64 "\n",
-		ss->counters[TP_CNT_CTX_HTTP], ss->counters[TP_CNT_HTTP_REQUESTS],
+		"zc_attached=%" PRIu64 "\nbpf_ctx_http=%" PRIu64 "\nbpf_http_requests=%" PRIu64
+		"\nbpf_http_lost=%" PRIu64 "\nbpf_http_multiplexed=%" PRIu64
+		"\nbpf_http_no_state=%" PRIu64 "\n",
+		ss->zc_attached, ss->counters[TP_CNT_CTX_HTTP], ss->counters[TP_CNT_HTTP_REQUESTS],
 		ss->counters[TP_CNT_HTTP_LOST], ss->counters[TP_CNT_HTTP_MULTIPLEX],
 		ss->counters[TP_CNT_HTTP_NO_STATE]);
 	fprintf(f,

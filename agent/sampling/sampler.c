@@ -774,8 +774,18 @@ int sampler_zerocode_add(struct sampler *s, uint32_t tgid)
 
 void sampler_zerocode_remove(struct sampler *s, uint32_t tgid)
 {
-	if (s->zc_enter)
-		map_delete(s->skel->maps.zc_targets, &tgid, sizeof(tgid));
+	uint32_t key;
+
+	if (!s->zc_enter)
+		return;
+	map_delete(s->skel->maps.zc_targets, &tgid, sizeof(tgid));
+	/* the last one gone: the syscall programs go too (every system call pays them) */
+	if (bpf_map__get_next_key(s->skel->maps.zc_targets, NULL, &key, sizeof(key)) != -ENOENT)
+		return;
+	s->skel->bss->zc_on = 0;
+	bpf_link__destroy(s->zc_enter);
+	bpf_link__destroy(s->zc_exit);
+	s->zc_enter = s->zc_exit = NULL;
 }
 
 int sampler_set_obi_map(struct sampler *s, int fd)
@@ -831,6 +841,7 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	st->loaders_no_symbol = s->loaders.no_symbol;
 	st->loaders_failed = s->loaders.failed;
 	st->loaders_over = s->loaders.full;
+	st->zc_attached = s->zc_enter != NULL;
 	for (__u32 c = 0; c < (__u32)ncpu; c++) {
 		err = bpf_map__lookup_elem(s->skel->maps.counters, &c, sizeof(c), vals, row, 0);
 		if (err)

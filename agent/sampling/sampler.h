@@ -56,6 +56,7 @@ struct sampler_stats {
 	uint64_t loaders_no_symbol;    /* loader files without _dl_debug_state */
 	uint64_t loaders_failed;       /* tries that failed (no CAP_SYS_ADMIN, unreadable) */
 	uint64_t loaders_over;	       /* loader files not tried: too many */
+	uint64_t zc_attached;	       /* 1 while the zero-code syscall programs are attached */
 };
 
 struct sampler;
@@ -237,9 +238,10 @@ int sampler_set_obi_map(struct sampler *s, int fd);
  * HTTP/1.x requests from system calls (docs/zero-code-http.md) for process
  * tgid: its TP_REC_HTTP records come through the sample callback, its
  * threads are tagged with the requests they serve. The two syscall
- * programs are attached at the first process added. -ENOSPC beyond
- * TP_MAX_ZC_TARGETS. sampler_zerocode_remove: the process is no longer
- * followed (gone, or capture off for it).
+ * programs are attached at the first process added and detached when the
+ * last one is removed. -ENOSPC beyond TP_MAX_ZC_TARGETS.
+ * sampler_zerocode_remove: the process is no longer followed (gone, or
+ * capture off for it).
  */
 int sampler_zerocode_add(struct sampler *s, uint32_t tgid);
 void sampler_zerocode_remove(struct sampler *s, uint32_t tgid);

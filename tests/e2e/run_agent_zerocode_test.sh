@@ -27,7 +27,8 @@ n=6 ms=150
 	echo "$BASHPID" >"$cg/cgroup.procs"
 	exec python3 "$here/zc_server.py" >"$work/server.out"
 ) &
-pids+=($!)
+server=$!
+pids+=("$server")
 for _ in $(seq 50); do [ -s "$work/server.out" ] && break; sleep 0.1; done
 port=$(head -1 "$work/server.out")
 [ -n "$port" ] || fail "the server did not start"
@@ -36,6 +37,20 @@ start_agent zc "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequen
 	--stats-file "$work/zc.stats"
 python3 "$here/zc_client.py" "$port" "$n" "$ms" >"$work/truth.csv" || fail "the client failed"
 sleep 0.5
+# the syscall programs slow every system call of the machine: gone with the last target
+snapshot "$work/zc.stats"
+grep -qx 'zc_attached=1' "$work/zc.stats" || fail "the zero-code programs are not attached"
+kill "$server"
+wait "$server" 2>/dev/null || true
+# the agent forgets an exited process 1 s after it reads its exit record
+# (batched in the ring with the samples: within its loop's longest sleep)
+for _ in $(seq 15); do
+	sleep 1
+	snapshot "$work/zc.stats"
+	grep -qx 'zc_attached=0' "$work/zc.stats" && break
+done
+grep -qx 'zc_attached=0' "$work/zc.stats" || fail "the zero-code programs stay attached without a target"
+echo "ok: the zero-code programs detached when the server exited"
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 grep -E '^(bpf_ctx_http|bpf_http_[a-z_]*|zc_[a-z_]*|bpf_tagged|bpf_samples)=' "$work/zc.stats" || true
