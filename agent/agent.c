@@ -38,6 +38,7 @@
 #include "kubepods.h"
 #include "proctable.h"
 #include "obi_map.h"
+#include "zc_owners.h"
 #include "zc_requests.h"
 #include "raise.h"
 #include "sampler.h"
@@ -77,6 +78,7 @@ struct agent {
 	struct raise raise;		      /* raised sampling: hold, verdicts */
 	struct obi_map obi;		      /* OBI's trace map, when pinned */
 	struct zc_requests zc;		      /* requests found from system calls */
+	struct zc_owners zco;		      /* who asked for that capture of a process */
 	struct endpoints ep;		      /* OTLP, AgentControl, triggers, Kubernetes */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	uint64_t stacks_evictions;	      /* agg_dict_evictions() they are valid for */
@@ -459,8 +461,9 @@ static int open_sampler(struct agent *a)
 		return -1;
 	}
 	sampler_set_event_fn(a->sampler, proctable_on_event, &a->procs);
-	a->raise.sampler = a->sampler;
+	a->raise.sampler = a->zco.sampler = a->sampler;
 	a->raise.base_hz = (unsigned)cfg->frequency;
+	a->raise.zc = a->procs.zc = &a->zco;
 	if (raise_init(&a->raise, cfg->trigger_hold_bytes) != 0)
 		return -1;
 	for (int i = 0; i < cfg->npids && cfg->target == CONFIG_TARGET_PIDS; i++)
@@ -519,7 +522,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 		goto out_free;
 	}
 	a->stacks = calloc(STACK_CACHE_SIZE, sizeof(*a->stacks));
-	if (proctable_init(&a->procs) != 0 || !a->stacks)
+	if (proctable_init(&a->procs) != 0 || !a->stacks || zc_owners_init(&a->zco, NULL) != 0)
 		goto out_free;
 	sync_clocks(a);
 
@@ -799,6 +802,7 @@ void agent_free(struct agent *a)
 		return;
 	endpoints_free(&a->ep); /* servers, trigger engine, pod informer: before the sampler */
 	unwind_free(a->unwind); /* writes the sampler's maps: before it */
+	a->zco.sampler = NULL;	/* the sampler's links go with it */
 	sampler_free(a->sampler);
 	raise_free(&a->raise);
 	shipper_free(a->shipper);
@@ -806,6 +810,7 @@ void agent_free(struct agent *a)
 	agg_free(a->agg);
 	sym_free(a->sym);
 	proctable_free(&a->procs);
+	zc_owners_free(&a->zco);
 	free(a->stacks);
 	free(a);
 }

@@ -23,6 +23,7 @@
 #include "procctx.h"
 #include "proctable.h"
 #include "raise.h"
+#include "zc_owners.h"
 #include "sampler.h"
 #include "shipper.h"
 #include "spool.h"
@@ -248,9 +249,11 @@ static void write_hold_stats(const struct stats_sources *s, FILE *f)
 	fprintf(f,
 		"trigger_rows_queued=%" PRIu64 "\ntrigger_rows_lost=%" PRIu64
 		"\ntrigger_raise_errors=%" PRIu64 "\ntrigger_offcpu_errors=%" PRIu64
-		"\ntrigger_decisions_dropped=%" PRIu64 "\n",
+		"\ntrigger_zerocode_errors=%" PRIu64 "\ntrigger_decisions_dropped=%" PRIu64
+		"\nzc_refused=%" PRIu64 "\n",
 		s->raise->hold_rows - s->raise->hold_rows_lost, s->raise->hold_rows_lost,
-		s->raise->raise_errors, s->raise->offcpu_errors, s->raise->decisions_dropped);
+		s->raise->raise_errors, s->raise->offcpu_errors, s->raise->zerocode_errors,
+		s->raise->decisions_dropped, s->raise->zc ? s->raise->zc->refused : 0);
 }
 
 /* CFI unwinding: the kernel walker's counters and the table placement's. */

@@ -39,6 +39,7 @@
 #include "tlsloc.h"
 #include "traceprof/log.h"
 #include "triggers.h"
+#include "zc_owners.h"
 
 #define RECHECK_MIN_US	    1000000   /* first re-look at an incomplete process */
 #define RECHECK_FAST_US	    4000000   /* looks (x4) up to this step... */
@@ -110,8 +111,8 @@ static void proc_remove(struct proctable *t, struct proc *p)
 		triggers_proc_remove(t->trig, (uint32_t)p->pid);
 	if (t->unwind)
 		unwind_forget_process(t->unwind, p->pid);
-	if (t->zerocode)
-		sampler_zerocode_remove(t->sampler, (uint32_t)p->pid);
+	if (t->zc)
+		zc_owners_gone(t->zc, (uint32_t)p->pid);
 	if (p->exited_us)
 		t->ndying--;
 	p->pid = 0;
@@ -376,8 +377,8 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 	fp = maps_fingerprint(p->pid);
 	if (p->start_time == 0) {
 		what = "first look";
-		if (t->zerocode && sampler_zerocode_add(t->sampler, (uint32_t)p->pid) == 0)
-			log_debug("zero-code HTTP on pid=%d", p->pid);
+		if (t->zerocode && t->zc)
+			zc_owners_agent_add(t->zc, (uint32_t)p->pid);
 		t->st.procs_seen++;
 		p->start_time = procmem_start_time(p->pid);
 		sym_note_process(t->sym, p->pid);

@@ -28,6 +28,7 @@ struct sampler_event;
 struct symbolizer;
 struct triggers;
 struct unwind;
+struct zc_owners;
 
 /* What the agent knows about one process. */
 struct proc {
@@ -88,6 +89,7 @@ struct proctable {
 	const char *node;	 /* this node's name, for sources */
 	bool target_pids;	 /* processes are targets by pid (re-added after exec) */
 	bool zerocode;		 /* HTTP/1.x requests found from system calls, every process */
+	struct zc_owners *zc;	 /* who asked for that capture of a process, or NULL */
 	int self_pid;		 /* the agent's own pid, never looked at */
 	struct proc *procs;	 /* open-addressing table by pid */
 	size_t cap;		 /* slots (power of two) */

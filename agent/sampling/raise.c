@@ -14,6 +14,7 @@
 #include "shipper.h"
 #include "traceprof/log.h"
 #include "triggers.h"
+#include "zc_owners.h"
 
 /* A kept trace's rows; the integration with the store writes them to trigger_samples. */
 static void on_hold_rows(void *ctx, const char *trigger_id, const struct store_sample_row *row)
@@ -222,12 +223,33 @@ static void sampler_figures(void *ctx, struct triggers_sampler *ts)
 	ts->samples_lost = ss.counters[TP_CNT_RINGBUF_FULL];
 }
 
+/*
+ * The engine's zero-code set: the target processes of the active triggers
+ * with spec.sampling.zeroCodeHTTP. Called like on_raise.
+ */
+static void on_zerocode(void *ctx, const uint32_t *tgids, size_t n)
+{
+	struct raise *r = ctx;
+
+	pthread_mutex_lock(&r->raise_lock);
+	if (!r->zc || zc_owners_set_triggers(r->zc, tgids, n) != 0) {
+		r->zerocode_errors++;
+		log_warn("triggers: cannot capture the HTTP requests of %zu processes", n);
+	} else {
+		queue_targets(r, tgids, n);
+		log_info("triggers: zero-code HTTP %s", n ? "on for trigger targets" : "off");
+	}
+	pthread_mutex_unlock(&r->raise_lock);
+}
+
 void raise_trigger_opts(struct raise *r, struct triggers_opts *to)
 {
 	to->on_raise = on_raise;
 	to->raise_ctx = r;
 	to->on_offcpu = on_offcpu;
 	to->offcpu_ctx = r;
+	to->on_zerocode = on_zerocode;
+	to->zerocode_ctx = r;
 	to->on_decision = on_decision;
 	to->decision_ctx = r;
 	to->sampler_figures = sampler_figures;

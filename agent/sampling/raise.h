@@ -27,6 +27,7 @@
 struct shipper;
 struct triggers;
 struct triggers_opts;
+struct zc_owners;
 
 /* Targets queued for raise_take_targets (the sampler's largest target set). */
 #define RAISE_NOTE_MAX TP_MAX_RAISED_TARGETS
@@ -45,6 +46,7 @@ struct raise {
 	struct agg *agg;	     /* builds the kept traces' windows */
 	struct shipper *shipper;     /* queues them */
 	struct triggers *trig;	     /* ticked by raise_tick, or NULL */
+	struct zc_owners *zc;	     /* the triggers' zero-code targets go there, or NULL */
 	unsigned base_hz;	     /* the base sampling rate */
 	uint32_t cpus_online;	     /* at start: sysconf reads sysfs every call */
 	struct hold *hold;	     /* raised samples per trace, until decided */
@@ -67,6 +69,7 @@ struct raise {
 	uint64_t hold_rows_lost;    /* of those, not queued (no memory, bad id) */
 	uint64_t raise_errors;	    /* raises the sampler refused */
 	uint64_t offcpu_errors;	    /* off-CPU target sets the sampler refused */
+	uint64_t zerocode_errors;   /* zero-code target sets not applied (no memory) */
 	uint64_t decisions_dropped; /* ring full: those traces' holds expire */
 };
 

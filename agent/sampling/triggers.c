@@ -184,6 +184,7 @@ static bool validate(struct trigger *tr, int64_t now, bool known)
 	tr->offcpu_us = !m->offcpu		 ? 0
 			: m->offcpu_threshold_us ? m->offcpu_threshold_us
 						 : TRIGGERS_OFFCPU_DEFAULT_US;
+	tr->zerocode = m->zero_code_http;
 	if (!known && m->deadline_unix_ms <= now) {
 		snprintf(r, rl, "deadline_unix_ms: not in the future");
 		return false;
@@ -544,6 +545,7 @@ void triggers_free(struct triggers *t)
 	free(t->procs);
 	free(t->raised);
 	free(t->offcpu);
+	free(t->zerocode);
 	free(t->q);
 	free(t->conninfo);
 	pthread_cond_destroy(&t->cv);

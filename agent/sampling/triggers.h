@@ -61,6 +61,12 @@ typedef void (*triggers_raise_fn)(void *ctx, const uint32_t *tgids, size_t n, un
  * the set or the threshold changed.
  */
 typedef void (*triggers_offcpu_fn)(void *ctx, const uint32_t *tgids, size_t n, uint32_t min_us);
+/*
+ * on_zerocode: the target processes of the active triggers that ask for
+ * zero-code HTTP/1.x capture (spec.sampling.zeroCodeHTTP); n 0: none.
+ * Called like on_raise, only when the set changed.
+ */
+typedef void (*triggers_zerocode_fn)(void *ctx, const uint32_t *tgids, size_t n);
 /* on_decision: one finished request of a target; trigger_id NULL when not kept. */
 typedef void (*triggers_decision_fn)(void *ctx, const uint8_t trace_id[16], const char *trigger_id,
 				     bool keep);
@@ -85,6 +91,8 @@ struct triggers_opts {
 	void *raise_ctx;	      /* its argument */
 	triggers_offcpu_fn on_offcpu; /* may be NULL */
 	void *offcpu_ctx;	      /* its argument */
+	triggers_zerocode_fn on_zerocode; /* may be NULL */
+	void *zerocode_ctx;		  /* its argument */
 	triggers_decision_fn on_decision; /* may be NULL */
 	void *decision_ctx;		  /* its argument */
 	/* asked for the sampler's figures when a status is built (any thread); may be NULL */

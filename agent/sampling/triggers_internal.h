@@ -42,6 +42,7 @@ struct trigger {
 	bool status_any;	  /* no status pattern */
 	unsigned hz;		  /* raised frequency */
 	uint32_t offcpu_us;	  /* off-CPU threshold (µs) while Active; 0: no off-CPU capture */
+	bool zerocode;		  /* zero-code HTTP/1.x capture of its targets while Active */
 	unsigned max_requests;	  /* requests to collect cluster-wide */
 	int64_t first_seen_ms;	  /* when this agent first saw the id */
 	int64_t active_since_ms;  /* when it last became Active here (sampling raised) */
@@ -85,6 +86,9 @@ struct triggers {
 	uint32_t *offcpu;	     /* last on_offcpu tgids */
 	size_t noffcpu;		     /* entries */
 	uint32_t offcpu_us;	     /* last on_offcpu threshold (0: none) */
+	uint32_t *zerocode;	     /* last on_zerocode tgids */
+	size_t nzerocode;	     /* entries */
+	unsigned zerocode_on;	     /* 1 while nzerocode > 0 (replace_set's parameter) */
 	struct claim *q;	     /* claim ring */
 	size_t qhead;		     /* oldest entry */
 	size_t qlen;		     /* entries queued (the head may be in flight) */

@@ -141,13 +141,25 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Which Active triggers' targets a set holds. */
+enum target_set { SET_RAISED, SET_OFFCPU, SET_ZEROCODE };
+
+static bool in_set(const struct trigger *tr, enum target_set which)
+{
+	if (tr->state != ST(ACTIVE))
+		return false;
+	return which == SET_RAISED || (which == SET_OFFCPU && tr->offcpu_us) ||
+	       (which == SET_ZEROCODE && tr->zerocode);
+}
+
 /*
- * The targets of the Active triggers (only those asking for off-CPU
- * capture when offcpu), sorted and unique, in a new array (the caller
- * frees it; NULL on -ENOMEM); with the highest Hz and the smallest off-CPU
- * threshold among those triggers (0 when none).
+ * The targets of the Active triggers of a set (all of them, those asking
+ * for off-CPU capture, or those asking for zero-code capture), sorted and
+ * unique, in a new array (the caller frees it; NULL on -ENOMEM); with the
+ * highest Hz and the smallest off-CPU threshold among those triggers (0
+ * when none).
  */
-static uint32_t *active_targets(struct triggers *t, bool offcpu, size_t *n, unsigned *hz,
+static uint32_t *active_targets(struct triggers *t, enum target_set which, size_t *n, unsigned *hz,
 				uint32_t *min_us)
 {
 	size_t total = 0, k = 0;
@@ -156,7 +168,7 @@ static uint32_t *active_targets(struct triggers *t, bool offcpu, size_t *n, unsi
 	*hz = 0;
 	*min_us = 0;
 	for (size_t i = 0; i < t->n; i++)
-		if (t->set[i]->state == ST(ACTIVE) && (!offcpu || t->set[i]->offcpu_us))
+		if (in_set(t->set[i], which))
 			total += t->set[i]->ntargets;
 	v = malloc((total ? total : 1) * sizeof(*v));
 	if (!v)
@@ -164,7 +176,7 @@ static uint32_t *active_targets(struct triggers *t, bool offcpu, size_t *n, unsi
 	for (size_t i = 0; i < t->n; i++) {
 		struct trigger *tr = t->set[i];
 
-		if (tr->state != ST(ACTIVE) || (offcpu && !tr->offcpu_us))
+		if (!in_set(tr, which))
 			continue;
 		memcpy(v + k, tr->targets, tr->ntargets * sizeof(*v));
 		k += tr->ntargets;
@@ -204,7 +216,7 @@ static void update_offcpu(struct triggers *t)
 {
 	size_t n;
 	unsigned hz;
-	uint32_t min_us, *v = active_targets(t, true, &n, &hz, &min_us);
+	uint32_t min_us, *v = active_targets(t, SET_OFFCPU, &n, &hz, &min_us);
 
 	if (!v)
 		return; /* keeps the last set; the next change retries */
@@ -215,12 +227,28 @@ static void update_offcpu(struct triggers *t)
 		t->o.on_offcpu(t->o.offcpu_ctx, v, n, t->offcpu_us);
 }
 
+/* Recomputes the zero-code set; calls on_zerocode when it changed. Lock held. */
+static void update_zerocode(struct triggers *t)
+{
+	size_t n;
+	unsigned hz;
+	uint32_t min_us, *v = active_targets(t, SET_ZEROCODE, &n, &hz, &min_us);
+
+	if (!v)
+		return; /* keeps the last set; the next change retries */
+	if (!replace_set(&t->zerocode, &t->nzerocode, &t->zerocode_on, v, n, n ? 1 : 0))
+		return;
+	log_debug("triggers: zero-code processes=%zu", n);
+	if (t->o.on_zerocode)
+		t->o.on_zerocode(t->o.zerocode_ctx, v, n);
+}
+
 /* Recomputes the raised set; calls on_raise when it changed. Lock held. */
 static void update_raised(struct triggers *t)
 {
 	size_t n;
 	unsigned hz;
-	uint32_t min_us, *v = active_targets(t, false, &n, &hz, &min_us);
+	uint32_t min_us, *v = active_targets(t, SET_RAISED, &n, &hz, &min_us);
 
 	if (!v)
 		return; /* keeps the last raise; the next change retries */
@@ -231,11 +259,13 @@ static void update_raised(struct triggers *t)
 		t->o.on_raise(t->o.raise_ctx, v, n, t->raised_hz);
 }
 
-/* Recomputes the raised and off-CPU sets; calls on_raise / on_offcpu when changed. Lock held. */
+/* Recomputes the raised, off-CPU and zero-code sets; calls their callbacks when changed. Lock
+ * held. */
 void update_raise(struct triggers *t)
 {
 	update_raised(t);
 	update_offcpu(t);
+	update_zerocode(t);
 }
 
 void resolve_targets(struct triggers *t, struct trigger *tr)

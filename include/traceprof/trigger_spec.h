@@ -92,7 +92,7 @@ struct trigger_spec_field {
 };
 
 /* The fields of spec, in the order the validator checks them. */
-#define TRIGGER_SPEC_N_FIELDS 14 /* entries of trigger_spec_fields */
+#define TRIGGER_SPEC_N_FIELDS 15 /* entries of trigger_spec_fields */
 extern const struct trigger_spec_field trigger_spec_fields[TRIGGER_SPEC_N_FIELDS];
 extern const size_t trigger_spec_n_fields;
 

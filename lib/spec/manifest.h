@@ -53,6 +53,7 @@ struct manifest_trigger {
 	uint32_t frequency_hz;	      /* spec.sampling.frequencyHz, 1..100 */
 	bool offcpu;		      /* spec.sampling.offCPU */
 	uint32_t offcpu_threshold_us; /* spec.sampling.offCPUThreshold, 10 µs..10 s */
+	bool zero_code_http;	      /* spec.sampling.zeroCodeHTTP */
 	uint32_t max_requests;	      /* spec.maxRequests, 1..1000 */
 	uint64_t timeout_ms;	      /* spec.timeout, 1 ms..10 min */
 	char *id; /* trigger id fixed by the source (Kubernetes: namespace/name/uid prefix); NULL:

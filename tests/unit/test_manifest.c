@@ -470,7 +470,7 @@ out:
 static void test_offcpu(void)
 {
 	expect_offcpu(HEAD "metadata: {name: a}\nspec: {service: s}\n", false, 1000,
-		      "\"offCPU\": false}");
+		      "\"offCPU\": false, \"zeroCodeHTTP\"");
 	expect_offcpu(SAMPLING("offCPU: true"), true, 1000,
 		      "\"offCPU\": true, \"offCPUThreshold\": \"1ms\"");
 	expect_offcpu(SAMPLING("offCPU: True, offCPUThreshold: 250us"), true, 250,
@@ -502,6 +502,50 @@ static void test_offcpu(void)
 	EXPECT_ERROR(SAMPLING("offCPU: 1"), "spec.sampling.offCPU",
 		     "must be true or false, got a number");
 	EXPECT_ERROR(SAMPLING("offCpu: true"), "spec.sampling.offCpu: unknown field");
+}
+
+/* spec.sampling.zeroCodeHTTP: a boolean, in the spec JSON, its round trip and the proto. */
+static void expect_zero_code(const char *text, bool on)
+{
+	struct manifest_list l = {0};
+	struct manifest_trigger back = {0};
+	Traceprof__Control__V1__Trigger *p;
+	char err[256] = "", *json;
+	const char *has = on ? "\"zeroCodeHTTP\": true" : "\"zeroCodeHTTP\": false";
+
+	parse(&l, text);
+	CHECK(l.n == 1, "refused: %s: %s", text, l.n_errors ? l.errors[0].message : "");
+	if (l.n != 1)
+		goto out;
+	CHECK(l.items[0].zero_code_http == on, "%s: zero_code_http %d", text,
+	      l.items[0].zero_code_http);
+	json = manifest_spec_json(&l.items[0]);
+	CHECK(json && strstr(json, has), "JSON %s lacks %s", json ? json : "", has);
+	CHECK(json &&
+		  manifest_spec_from_json(&back, "default", "a", json, &local, err, sizeof(err)) ==
+		      0 &&
+		  back.zero_code_http == on,
+	      "round trip of %s: %s", json ? json : "", err);
+	free(json);
+	manifest_trigger_clear(&back);
+	p = manifest_to_proto(&l.items[0], "default/a/00000001", 1);
+	CHECK(p && !!p->zero_code_http == on, "proto zero_code_http %d",
+	      p ? p->zero_code_http : -1);
+	manifest_proto_free(p);
+out:
+	manifest_list_free(&l);
+}
+
+static void test_zero_code(void)
+{
+	expect_zero_code(HEAD "metadata: {name: a}\nspec: {service: s}\n", false);
+	expect_zero_code(SAMPLING("zeroCodeHTTP: true"), true);
+	expect_zero_code(SAMPLING("zeroCodeHTTP: false, offCPU: true"), false);
+	EXPECT_ERROR(SAMPLING("zeroCodeHTTP: \"true\""),
+		     "spec.sampling.zeroCodeHTTP: must be true or false, got a string");
+	EXPECT_ERROR(SAMPLING("zeroCodeHTTP: 1"), "spec.sampling.zeroCodeHTTP",
+		     "must be true or false, got a number");
+	EXPECT_ERROR(SAMPLING("zeroCodeHttp: true"), "spec.sampling.zeroCodeHttp: unknown field");
 }
 
 /* Two definitions of one trigger: the first in file order counts. */
@@ -538,7 +582,9 @@ static void test_selector_json(void)
 	    "\"\"}, "
 	    "\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"a\", "
 	    "\"b\"]}, {\"key\": \"gpu\", \"operator\": \"Exists\"}]}, \"sampling\": "
-	    "{\"frequencyHz\": 99, \"offCPU\": false}, \"maxRequests\": 10, \"timeout\": \"5m\"}";
+	    "{\"frequencyHz\": 99, \"offCPU\": false, \"zeroCodeHTTP\": false}, \"maxRequests\": "
+	    "10, "
+	    "\"timeout\": \"5m\"}";
 	struct manifest_list l = {0};
 	struct manifest_trigger back = {0};
 	char err[256] = "", *json = NULL, *again = NULL;
@@ -726,6 +772,7 @@ int main(void)
 	test_bounds();
 	test_json_and_proto();
 	test_offcpu();
+	test_zero_code();
 	test_selector_json();
 	test_duplicates();
 	test_escape();

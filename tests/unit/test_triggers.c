@@ -57,7 +57,21 @@ struct seen {
 	uint32_t off_tgids[16]; /* last off-CPU tgids */
 	size_t noff;		/* entries */
 	uint32_t off_us;	/* last off-CPU threshold */
+	int zcs;		/* on_zerocode calls */
+	uint32_t zc_tgids[16];	/* last zero-code tgids */
+	size_t nzc;		/* entries */
 };
+
+static void on_zerocode(void *ctx, const uint32_t *tgids, size_t n)
+{
+	struct seen *s = ctx;
+
+	pthread_mutex_lock(&s->mu);
+	s->zcs++;
+	s->nzc = n < 16 ? n : 16;
+	memcpy(s->zc_tgids, tgids, s->nzc * sizeof(*tgids));
+	pthread_mutex_unlock(&s->mu);
+}
 
 static void on_offcpu(void *ctx, const uint32_t *tgids, size_t n, uint32_t min_us)
 {
@@ -107,6 +121,7 @@ struct spec {
 	bool no_targets;
 	bool offcpu;	    /* offcpu */
 	uint32_t offcpu_us; /* offcpu_threshold_us */
+	bool zerocode;	    /* zero_code_http */
 };
 
 /* Builds the messages on the heap, applies, frees them. */
@@ -133,6 +148,7 @@ static int apply(struct triggers *t, uint64_t gen, const struct spec *sp, size_t
 		tr[i].max_requests = sp[i].max;
 		tr[i].offcpu = sp[i].offcpu;
 		tr[i].offcpu_threshold_us = sp[i].offcpu_us;
+		tr[i].zero_code_http = sp[i].zerocode;
 		tr[i].deadline_unix_ms = sp[i].deadline ? sp[i].deadline : now + 300000;
 		tr[i].targets = &tg[i];
 		tr[i].criteria = &cr[i];
@@ -227,6 +243,8 @@ static struct triggers *engine(struct seen *s, bool claims, const char *conninfo
 	    .raise_ctx = s,
 	    .on_offcpu = on_offcpu,
 	    .offcpu_ctx = s,
+	    .on_zerocode = on_zerocode,
+	    .zerocode_ctx = s,
 	    .on_decision = on_decision,
 	    .decision_ctx = s,
 	};
@@ -509,6 +527,58 @@ static void test_offcpu(void)
 	expect_state(t, "a", ST(EXPIRED), "deadline");
 	CHECK(s.noff == 0 && s.off_us == 0, "expired trigger still captures off-CPU: %zu", s.noff);
 	CHECK(s.ntgids == 0, "raised after expiry: %zu", s.ntgids);
+	__atomic_store_n(&fake_now, now, __ATOMIC_SEQ_CST);
+	triggers_free(t);
+}
+
+/*
+ * Zero-code capture: the targets of the Active triggers with
+ * zero_code_http reach on_zerocode, those of others do not; the set
+ * follows triggers leaving, processes going and expiry; an unchanged set
+ * is not announced again.
+ */
+static void test_zerocode(void)
+{
+	struct seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct triggers *t = engine(&s, false, NULL, 0);
+	int64_t now = fake_now;
+	bool changed;
+	int calls;
+	struct spec sp[] = {
+	    {.id = "a", .service = "pay", .tsvc = "pay", .zerocode = true},
+	    {.id = "b", .service = "inv", .tsvc = "inv", .zerocode = true, .offcpu = true},
+	    {.id = "c", .service = "ship", .tsvc = "ship"}, /* no zero-code */
+	};
+	struct triggers_proc pa = {100, "pay", "", "", ""}, pb = {200, "inv", "", "", ""};
+	struct triggers_proc pc = {300, "ship", "", "", ""}, pa2 = {101, "pay", "", "", ""};
+
+	CHECK(apply(t, 1, sp, 3, &changed, now) == 0 && changed, "apply");
+	CHECK(s.nzc == 0, "zero-code targets before any process: %zu", s.nzc);
+	triggers_proc_add(t, &pa);
+	triggers_proc_add(t, &pb);
+	triggers_proc_add(t, &pc);
+	triggers_proc_add(t, &pa2);
+	CHECK(s.ntgids == 4, "raised set %zu", s.ntgids);
+	CHECK(s.nzc == 3 && s.zc_tgids[0] == 100 && s.zc_tgids[1] == 101 && s.zc_tgids[2] == 200,
+	      "zero-code set: n %zu [%u %u %u]", s.nzc, s.zc_tgids[0], s.zc_tgids[1],
+	      s.zc_tgids[2]);
+	calls = s.zcs;
+	CHECK(apply(t, 2, sp, 3, &changed, now) == 0, "the same set again");
+	CHECK(s.zcs == calls, "an unchanged set is not announced again (%d calls)", s.zcs - calls);
+	{
+		struct spec bc[] = {sp[1], sp[2]};
+
+		CHECK(apply(t, 3, bc, 2, &changed, now) == 0 && changed, "a leaves");
+	}
+	CHECK(s.nzc == 1 && s.zc_tgids[0] == 200, "zero-code set after a left: n %zu", s.nzc);
+	triggers_proc_remove(t, 200);
+	CHECK(s.nzc == 0, "zero-code set after its process left: %zu", s.nzc);
+	triggers_proc_add(t, &pb);
+	CHECK(s.nzc == 1, "zero-code set back: %zu", s.nzc);
+	__atomic_store_n(&fake_now, now + 300000, __ATOMIC_SEQ_CST);
+	triggers_tick(t);
+	expect_state(t, "b", ST(EXPIRED), "deadline");
+	CHECK(s.nzc == 0, "an expired trigger still captures requests: %zu", s.nzc);
 	__atomic_store_n(&fake_now, now, __ATOMIC_SEQ_CST);
 	triggers_free(t);
 }
@@ -805,6 +875,7 @@ int main(void)
 	test_validation();
 	test_targets_and_idempotency();
 	test_offcpu();
+	test_zerocode();
 	test_fencing();
 	test_criteria();
 	test_claims();
