@@ -216,6 +216,7 @@ static int check_span(const span_t *sp, struct pending *p)
 	p->route = attr_str(sp->attributes, sp->n_attributes, K_ROUTE);
 	p->method = attr_str(sp->attributes, sp->n_attributes, K_METHOD);
 	p->req.status_code = attr_status(sp->attributes, sp->n_attributes, K_STATUS);
+	p->req.context_source = STORE_CTX_SOURCE_OTLP;
 	if (!store_valid_text(p->route) || !store_valid_text(p->method))
 		return OTLP_REJ_TEXT;
 	p->req.route_id = p->route[0] || p->method[0] ? ids_route(p->method, p->route) : 0;

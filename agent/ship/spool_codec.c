@@ -6,7 +6,9 @@
  * the machine): a header (magic, the body's length, its checksum), the
  * window's fields, the counts of its arrays, then the arrays: sample rows
  * (with their stack ids and counts), sources, functions, frames, stacks,
- * routes, request rows, off-CPU rows (files of the first format,
+ * routes, request rows (a row's status code in the low 24 bits of a 32-bit
+ * field, its context source in the top byte, 0 in files written before
+ * the store had it), off-CPU rows (files of the first format,
  * "TPSPOOL1", have none and are still read). A string is a 32-bit length
  * and its bytes; the
  * length 0xffffffff stands for NULL. Reading one back checks the checksum,
@@ -182,7 +184,8 @@ static void put_requests(struct wbuf *b, const struct agg_window *w)
 		put_u64(b, q->span_id);
 		put_u64(b, q->parent_span_id);
 		put_u64(b, q->route_id);
-		put_u32(b, (uint32_t)q->status_code);
+		/* the context source in the top byte: files written before it have 0 there */
+		put_u32(b, (uint32_t)q->status_code | (uint32_t)q->context_source << 24);
 	}
 }
 
@@ -408,6 +411,7 @@ static void get_requests(struct rbuf *r, struct agg_window *w)
 {
 	for (size_t i = 0; i < w->nrequests && !r->bad; i++) {
 		struct store_request *q = &w->requests[i];
+		uint32_t v;
 
 		q->start_us = (int64_t)get_u64(r);
 		q->duration_us = (int64_t)get_u64(r);
@@ -416,7 +420,9 @@ static void get_requests(struct rbuf *r, struct agg_window *w)
 		q->span_id = get_u64(r);
 		q->parent_span_id = get_u64(r);
 		q->route_id = get_u64(r);
-		q->status_code = (int)get_u32(r);
+		v = get_u32(r);
+		q->status_code = (int)(v & 0xffffffu);
+		q->context_source = (uint8_t)(v >> 24);
 	}
 }
 

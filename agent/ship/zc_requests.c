@@ -60,6 +60,7 @@ const struct store_request *zc_requests_add(struct zc_requests *z, const struct 
 	r->parent_span_id = be64(h->parent_span_id);
 	r->route_id = ids_route(in->method, in->route);
 	r->status_code = s->off_us <= 999 ? (int)s->off_us : 0;
+	r->context_source = STORE_CTX_SOURCE_ZEROCODE;
 	z->st.requests++;
 	z->st.traceparent += !!(h->flags & TP_HTTP_TRACEPARENT);
 	z->st.unanswered += !!(h->flags & TP_HTTP_UNANSWERED);

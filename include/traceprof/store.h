@@ -103,7 +103,13 @@ struct store_request {
 	uint64_t parent_span_id; /* 0 for a root span */
 	uint64_t route_id;	 /* ids_route() of an added route, or 0 */
 	int status_code;	 /* HTTP status, 0 when unknown */
+	uint8_t context_source;	 /* STORE_CTX_SOURCE_*: what found the request; 0 unknown */
 };
+
+/* requests.context_source (sql/014_context_source.sql); 0 is stored as NULL. */
+#define STORE_CTX_SOURCE_OTLP	  1 /* a server span received over OTLP */
+#define STORE_CTX_SOURCE_ZEROCODE 2 /* zero-code HTTP/1.x capture from system calls */
+#define STORE_CTX_SOURCE_MAX	  2
 
 /*
  * Off-CPU time (docs/offcpu.md), for traceprof.offcpu: one row = the

@@ -769,7 +769,7 @@ int store_add_request(struct store *st, const struct store_request *req)
 		return -EINVAL;
 	if (!req || req->duration_us < 0 || req->source_id == 0 || trace_zero(req->trace_id) ||
 	    req->span_id == 0 || req->status_code < 0 || req->status_code > STORE_MAX_STATUS ||
-	    !valid_time(st, req->start_us))
+	    req->context_source > STORE_CTX_SOURCE_MAX || !valid_time(st, req->start_us))
 		return refuse(st);
 	if (rows_full(st))
 		return refuse_full(st);

@@ -530,7 +530,7 @@ int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_r
 		return err;
 	p = b->data + b->len;
 	if (f == COPY_BINARY) {
-		p = put_be16(p, 8);
+		p = put_be16(p, 9);
 		p = bin_ts(p, r->start_us);
 		p = bin_i64(p, r->source_id);
 		p = bin_bytes(p, r->trace_id, 16);
@@ -539,6 +539,7 @@ int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_r
 		p = bin_i64(p, r->route_id);
 		p = bin_i64(p, (uint64_t)r->duration_us);
 		p = bin_i16(p, (uint16_t)r->status_code);
+		p = r->context_source ? bin_i16(p, r->context_source) : bin_null(p);
 	} else {
 		p = txt_tab(txt_ts(p, r->start_us));
 		p = txt_tab(txt_i64(p, (int64_t)r->source_id));
@@ -548,7 +549,8 @@ int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_r
 					      : txt_null(p));
 		p = txt_tab(txt_i64(p, (int64_t)r->route_id));
 		p = txt_tab(txt_i64(p, r->duration_us));
-		p = txt_end(txt_i64(p, r->status_code));
+		p = txt_tab(txt_i64(p, r->status_code));
+		p = txt_end(r->context_source ? txt_i64(p, r->context_source) : txt_null(p));
 	}
 	b->len = (size_t)(p - b->data);
 	return 0;

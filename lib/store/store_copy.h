@@ -28,7 +28,7 @@
 #define COPY_OFFCPU_COLUMNS	     "bucket, source_id, span_id, trace_id, kind, stacks, us"
 #define COPY_REQUESTS_COLUMNS                                                                      \
 	"start_time, source_id, trace_id, span_id, parent_span_id, route_id, duration_us, "        \
-	"status_code"
+	"status_code, context_source"
 #define COPY_FUNCTIONS_COLUMNS "function_id, name, module, kind"
 #define COPY_FRAMES_COLUMNS    "frame_id, function_id, build_id, file, line, address"
 #define COPY_STACKS_COLUMNS    "stack_id, frame_ids"

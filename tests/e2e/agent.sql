@@ -33,6 +33,9 @@ INSERT INTO exclusive VALUES
 SELECT t.ok((SELECT count(*) FROM t) = 400, 'the load generator recorded 400 requests');
 SELECT t.ok((SELECT sum(n) FROM s WHERE trace_id IS NOT NULL) >= 200,
             'at least 200 trace-tagged samples');
+SELECT t.ok((SELECT count(*) FROM traceprof.requests) > 0
+            AND NOT EXISTS (SELECT FROM traceprof.requests WHERE context_source IS DISTINCT FROM 1),
+            'request rows from spans received over OTLP say so (context_source 1)');
 
 -- Attribution: a tagged sample is right when its trace and span are the
 -- request's (ground truth) and its stack runs nothing exclusive to another

@@ -66,6 +66,10 @@ rows="SELECT replace(r.trace_id::text, '-', '') AS trace, lpad(to_hex(r.parent_s
 got=$(q "SELECT count(*) FROM ($rows) x")
 echo "   request rows: $got for $total requests (and none for the garbage)"
 [ "$got" = "$total" ] || fail "$got request rows for $total requests"
+[ "$(q "SELECT count(*) FROM traceprof.requests WHERE context_source IS DISTINCT FROM 2")" = 0 ] ||
+	fail "request rows found from system calls do not say so (context_source 2)"
+[ "$(q "SELECT count(*) FROM traceprof.requests_v WHERE context_source = 'zero-code-http'")" = "$total" ] ||
+	fail "requests_v does not name the zero-code source"
 bad=$(q "SELECT count(*) FROM ($rows) x WHERE x.method <> 'GET'")
 [ "$bad" = 0 ] || fail "$bad rows without the method GET"
 # with a valid traceparent: its trace and parent span ids, the path, 200

@@ -106,7 +106,8 @@ static struct agg_window *hand_window(struct hand *h)
 				       .span_id = 0x55,
 				       .parent_span_id = 0x44,
 				       .route_id = 401,
-				       .status_code = 503};
+				       .status_code = 503,
+				       .context_source = STORE_CTX_SOURCE_ZEROCODE};
 	memset(rq[0].trace_id, 0xab, 16);
 	w->seq = 42;
 	w->start_us = 1700000000000000LL;

@@ -164,6 +164,7 @@ static void write_fixture(struct store *st, struct fixture *fx)
 	q.span_id = fx->span;
 	q.route_id = fx->route;
 	q.status_code = 503;
+	q.context_source = STORE_CTX_SOURCE_ZEROCODE;
 	CHECK(store_add_request(st, &q) == 0, "root request");
 	q.start_us = fx->base + 8;
 	q.duration_us = 0;
@@ -171,6 +172,7 @@ static void write_fixture(struct store *st, struct fixture *fx)
 	q.span_id = 0x8000000000000001ULL;
 	q.route_id = 0;
 	q.status_code = 0;
+	q.context_source = 0; /* not recorded: NULL */
 	CHECK(store_add_request(st, &q) == 0, "child request");
 	CHECK(store_pending_rows(st) == 6, "6 rows pending (%zu)", store_pending_rows(st));
 }
@@ -207,18 +209,18 @@ static void check_fixture(PGconn *conn, const struct fixture *fx, const char *fm
 	    " coalesce(counts::text, 'NULL')), E'\\n' ORDER BY bucket) FROM traceprof.samples",
 	    want, fmt);
 	snprintf(want, sizeof(want),
-		 "%lld|%lld|%s|%s|NULL|%lld|123456|503\n"
-		 "%lld|%lld|%s|8000000000000001|%s|0|0|0",
+		 "%lld|%lld|%s|%s|NULL|%lld|123456|503|2\n"
+		 "%lld|%lld|%s|8000000000000001|%s|0|0|0|NULL",
 		 (long long)fx->base + 7, src, tr, sp, (long long)fx->route,
 		 (long long)fx->base + 8, src, tr, sp);
-	expect_text(
-	    conn,
-	    "SELECT string_agg(concat_ws('|', (extract(epoch FROM start_time) * 1000000)"
-	    "::bigint, source_id, traceprof.trace_id_text(trace_id),"
-	    " traceprof.span_id_text(span_id),"
-	    " coalesce(traceprof.span_id_text(parent_span_id), 'NULL'), route_id,"
-	    " duration_us, status_code), E'\\n' ORDER BY start_time) FROM traceprof.requests",
-	    want, fmt);
+	expect_text(conn,
+		    "SELECT string_agg(concat_ws('|', (extract(epoch FROM start_time) * 1000000)"
+		    "::bigint, source_id, traceprof.trace_id_text(trace_id),"
+		    " traceprof.span_id_text(span_id),"
+		    " coalesce(traceprof.span_id_text(parent_span_id), 'NULL'), route_id,"
+		    " duration_us, status_code, coalesce(context_source::text, 'NULL')), E'\\n'"
+		    " ORDER BY start_time) FROM traceprof.requests",
+		    want, fmt);
 	snprintf(sql, sizeof(sql), "SELECT name FROM traceprof.functions WHERE function_id = %lld",
 		 (long long)fx->fn);
 	expect_text(conn, sql, FUNC_NAME, "function name with tab, newline, backslash, UTF-8");
@@ -240,9 +242,10 @@ static void check_fixture(PGconn *conn, const struct fixture *fx, const char *fm
 	expect_text(conn, "SELECT concat_ws('|', method, route) FROM traceprof.routes",
 		    "GET|" ROUTE_PATH, "route");
 	expect_text(conn,
-		    "SELECT concat_ws('|', service, method, route, status_code, duration_ms) "
-		    "FROM traceprof.requests_v ORDER BY start_time LIMIT 1",
-		    "checkout|GET|" ROUTE_PATH "|503|123.4560000000000000", "requests_v joins");
+		    "SELECT concat_ws('|', service, method, route, status_code, duration_ms, "
+		    "context_source) FROM traceprof.requests_v ORDER BY start_time LIMIT 1",
+		    "checkout|GET|" ROUTE_PATH "|503|123.4560000000000000|zero-code-http",
+		    "requests_v joins");
 }
 
 /* Every table, canonical text: equal dumps mean equal rows. */
@@ -450,6 +453,8 @@ static void test_invalid(void)
 	BAD(store_add_request(st, &q), "status 1000");
 	q = q0, q.status_code = -1;
 	BAD(store_add_request(st, &q), "status -1");
+	q = q0, q.context_source = STORE_CTX_SOURCE_MAX + 1;
+	BAD(store_add_request(st, &q), "unknown context source");
 	q = q0, q.start_us = now - 30 * DAY;
 	BAD(store_add_request(st, &q), "request too old");
 	GOOD(store_add_request(st, &q0), "valid request");
