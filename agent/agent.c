@@ -38,6 +38,8 @@
 #include "kubepods.h"
 #include "proctable.h"
 #include "obi_map.h"
+#include "otlp_forward.h"
+#include "otlp_spans_out.h"
 #include "zc_owners.h"
 #include "zc_requests.h"
 #include "raise.h"
@@ -242,11 +244,46 @@ static int on_offcpu(struct agent *a, const struct tp_sample *s, const struct pr
 	return 0;
 }
 
+/*
+ * The requests found from system calls, as server spans to otlp-forward
+ * (docs/zero-code-http.md): one export a batch.
+ */
+static void forward_requests(struct agent *a)
+{
+	struct otlp_span_out *v = calloc(a->zc.n, sizeof(*v));
+	uint8_t *buf = NULL;
+	size_t len = 0;
+
+	for (size_t i = 0; v && i < a->zc.n; i++) {
+		const struct store_request *r = &a->zc.rows[i];
+		const struct zc_request_info *in = &a->zc.info[i];
+
+		v[i].service = in->service;
+		memcpy(v[i].trace_id, r->trace_id, 16);
+		v[i].span_id = r->span_id;
+		v[i].parent_span_id = r->parent_span_id;
+		v[i].start_unix_ns = (uint64_t)r->start_us * 1000;
+		v[i].end_unix_ns = (uint64_t)(r->start_us + r->duration_us) * 1000;
+		v[i].method = in->method;
+		v[i].path = in->route;
+		v[i].status_code = r->status_code;
+	}
+	if (v && otlp_spans_encode(v, a->zc.n, &buf, &len) == 0 &&
+	    otlp_forward_submit(a->ep.otlp_fwd, buf, len) == 0)
+		a->zc.st.forwarded += a->zc.n;
+	else
+		a->zc.st.forward_lost += a->zc.n;
+	free(buf);
+	free(v);
+}
+
 /* The requests found from system calls since the last pass, as one window. */
 static void ship_requests(struct agent *a)
 {
 	struct agg_window *w;
 
+	if (a->zc.n && a->ep.otlp_fwd)
+		forward_requests(a);
 	if (a->zc.n && (w = zc_requests_take(&a->zc)) != NULL)
 		shipper_submit(a->shipper, w);
 }
@@ -261,7 +298,8 @@ static int on_http(struct agent *a, const struct tp_sample *s, size_t len, const
 
 	if (zc_requests_full(&a->zc))
 		ship_requests(a);
-	r = zc_requests_add(&a->zc, s, len, p->source_id, a->mono_to_real_us);
+	r = zc_requests_add(&a->zc, s, len, p->source_id, agg_source_service(a->agg, p->source_id),
+			    a->mono_to_real_us);
 	if (r && a->ep.trig) {
 		const struct zc_request_info *in = zc_requests_info(&a->zc, r);
 		struct triggers_source ts = {.pid = (uint32_t)p->pid};

@@ -90,9 +90,10 @@ static void write_zc_stats(const struct stats_sources *s, FILE *f, const struct 
 	fprintf(f,
 		"zc_requests=%" PRIu64 "\nzc_invalid=%" PRIu64 "\nzc_dropped=%" PRIu64
 		"\nzc_traceparent=%" PRIu64 "\nzc_unanswered=%" PRIu64 "\nzc_multiplexed=%" PRIu64
-		"\nzc_truncated=%" PRIu64 "\nzc_bad_target=%" PRIu64 "\nzc_windows=%" PRIu64 "\n",
+		"\nzc_truncated=%" PRIu64 "\nzc_bad_target=%" PRIu64 "\nzc_windows=%" PRIu64
+		"\nzc_forwarded=%" PRIu64 "\nzc_forward_lost=%" PRIu64 "\n",
 		z->requests, z->invalid, z->dropped, z->traceparent, z->unanswered, z->multiplexed,
-		z->truncated, z->bad_target, z->windows);
+		z->truncated, z->bad_target, z->windows, z->forwarded, z->forward_lost);
 }
 
 /* The Kubernetes API side: kube_synced is 1 once the node's pods were listed. */

@@ -254,6 +254,13 @@ bool agg_dict_has(const struct agg_dict *d, int kind, uint64_t id)
 	return dmap_get(&d->map[kind], id) != NULL;
 }
 
+const char *agg_dict_source_service(const struct agg_dict *d, uint64_t id)
+{
+	const struct dsource *e = dmap_get(&d->map[AGG_DICT_SOURCES], id);
+
+	return e ? e->s[0] : NULL;
+}
+
 size_t agg_dict_entries(const struct agg_dict *d)
 {
 	size_t n = 0;

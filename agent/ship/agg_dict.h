@@ -74,6 +74,8 @@ int agg_dict_add_frame(struct agg_dict *d, uint64_t seq, uint64_t id, uint64_t f
 int agg_dict_add_stack(struct agg_dict *d, uint64_t seq, uint64_t id, const uint64_t *frame_ids,
 		       size_t n);
 bool agg_dict_has(const struct agg_dict *d, int kind, uint64_t id);
+/* The service name of a registered source, or NULL; valid until the next sweep. */
+const char *agg_dict_source_service(const struct agg_dict *d, uint64_t id);
 size_t agg_dict_entries(const struct agg_dict *d);
 /* Forgets entries no window referenced since window `oldest`. */
 void agg_dict_sweep(struct agg_dict *d, uint64_t oldest);

@@ -183,6 +183,11 @@ bool agg_has_source(const struct agg *a, uint64_t id)
 	return a && agg_dict_has(&a->dict, AGG_DICT_SOURCES, id);
 }
 
+const char *agg_source_service(const struct agg *a, uint64_t id)
+{
+	return a ? agg_dict_source_service(&a->dict, id) : NULL;
+}
+
 /* ---- the table ---- */
 
 static int table_grow(struct agg *a)

@@ -198,6 +198,8 @@ bool agg_has_stack(const struct agg *a, uint64_t id);
  */
 uint64_t agg_dict_evictions(const struct agg *a);
 bool agg_has_source(const struct agg *a, uint64_t id);
+/* The service name of a registered source, or NULL; valid until the next agg_add or agg_take. */
+const char *agg_source_service(const struct agg *a, uint64_t id);
 
 /*
  * Counts one sample. Returns 0, 1 when the sample closed the open window

@@ -3,6 +3,7 @@
  */
 #include "zc_requests.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,8 @@ static uint64_t be64(const uint8_t *b)
 }
 
 const struct store_request *zc_requests_add(struct zc_requests *z, const struct tp_sample *s,
-					    size_t len, uint64_t source_id, int64_t mono_to_real_us)
+					    size_t len, uint64_t source_id, const char *service,
+					    int64_t mono_to_real_us)
 {
 	const struct tp_http *h = (const struct tp_http *)s->ips;
 	static const uint8_t zero[16];
@@ -52,6 +54,7 @@ const struct store_request *zc_requests_add(struct zc_requests *z, const struct 
 		in->route[i] = c < 0x21 || c > 0x7e ? '?' : c;
 	}
 	in->route[h->target_len] = 0;
+	snprintf(in->service, sizeof(in->service), "%s", service ? service : "");
 	r->start_us = (int64_t)(h->start_ns / 1000) + mono_to_real_us;
 	r->duration_us = (int64_t)((s->time_ns - h->start_ns) / 1000);
 	r->source_id = source_id;

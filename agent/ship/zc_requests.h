@@ -21,20 +21,25 @@
 #define ZC_BATCH 512 /* requests per window at most */
 
 struct zc_requests_stats {
-	uint64_t requests;    /* TP_REC_HTTP records turned into rows */
-	uint64_t invalid;     /* records refused: no trace or span id, end before start */
-	uint64_t dropped;     /* rows lost: the batch was full and no window could be made */
-	uint64_t traceparent; /* of the rows, with the trace id of the request's traceparent */
-	uint64_t unanswered;  /* ended without a status line */
-	uint64_t multiplexed; /* ended because the thread read another connection's request */
-	uint64_t truncated;   /* targets cut at TP_HTTP_TARGET bytes */
-	uint64_t bad_target;  /* targets with bytes other than printable ASCII (made '?') */
-	uint64_t windows;     /* windows handed on */
+	uint64_t requests;     /* TP_REC_HTTP records turned into rows */
+	uint64_t invalid;      /* records refused: no trace or span id, end before start */
+	uint64_t dropped;      /* rows lost: the batch was full and no window could be made */
+	uint64_t traceparent;  /* of the rows, with the trace id of the request's traceparent */
+	uint64_t unanswered;   /* ended without a status line */
+	uint64_t multiplexed;  /* ended because the thread read another connection's request */
+	uint64_t truncated;    /* targets cut at TP_HTTP_TARGET bytes */
+	uint64_t bad_target;   /* targets with bytes other than printable ASCII (made '?') */
+	uint64_t windows;      /* windows handed on */
+	uint64_t forwarded;    /* spans handed to otlp-forward */
+	uint64_t forward_lost; /* spans not handed on: no memory, or the forwarder's queue full */
 };
+
+#define ZC_SERVICE_MAX 256 /* bytes of a service name kept for otlp-forward, NUL included */
 
 struct zc_request_info {
 	char method[9];
 	char route[TP_HTTP_TARGET + 1];
+	char service[ZC_SERVICE_MAX]; /* the process's service name, "" when unknown */
 };
 
 struct zc_requests {
@@ -46,12 +51,13 @@ struct zc_requests {
 
 /*
  * A TP_REC_HTTP record s (len bytes) of a process whose source is
- * source_id, times converted with mono_to_real_us: a row of the batch.
+ * source_id (service: its name, or NULL), times converted with
+ * mono_to_real_us: a row of the batch.
  * Returns the row, or NULL (invalid, or the batch is full: take a window
  * first).
  */
 const struct store_request *zc_requests_add(struct zc_requests *z, const struct tp_sample *s,
-					    size_t len, uint64_t source_id,
+					    size_t len, uint64_t source_id, const char *service,
 					    int64_t mono_to_real_us);
 /* The method and route of row r (from zc_requests_add), for the trigger engine. */
 const struct zc_request_info *zc_requests_info(const struct zc_requests *z,

@@ -13,9 +13,12 @@
 # not ASCII a route with '?' for those bytes (counted); each request's
 # samples must carry its trace id, and no sample may carry a trace id
 # that is not a request's.
-# usage: run_agent_zerocode_test.sh TRACEPROF_DB AGENT CLUSTER_DIR
+# The requests also go to otlp-forward as server spans: an OTLP/gRPC
+# receiver upstream (otlp_grpc_sink, traceprof's receiver) gets one span
+# a request with its trace and parent ids, method, path and status.
+# usage: run_agent_zerocode_test.sh TRACEPROF_DB AGENT CLUSTER_DIR OTLP_GRPC_SINK
 set -euo pipefail
-tpdb=$1 agent=$2 cluster=$3
+tpdb=$1 agent=$2 cluster=$3 sink=$4
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 needs_bpf
@@ -32,8 +35,14 @@ pids+=("$server")
 for _ in $(seq 50); do [ -s "$work/server.out" ] && break; sleep 0.1; done
 port=$(head -1 "$work/server.out")
 [ -n "$port" ] || fail "the server did not start"
+"$sink" >"$work/sink.csv" 2>"$work/sink.log" &
+pids+=($!)
+for _ in $(seq 50); do grep -qs '^listening on' "$work/sink.csv" && break; sleep 0.1; done
+sink_addr=$(sed -n 's/^listening on //p' "$work/sink.csv")
+[ -n "$sink_addr" ] || fail "the OTLP sink did not start"
 start_agent zc "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 99 \
 	--zero-code-http on --otlp-grpc "" --otlp-http "" --control-listen "" \
+	--otlp-forward "$sink_addr" \
 	--stats-file "$work/zc.stats"
 python3 "$here/zc_client.py" "$port" "$n" "$ms" >"$work/truth.csv" || fail "the client failed"
 sleep 0.5
@@ -108,3 +117,19 @@ tagged=$(q "SELECT coalesce(sum(n), 0) FROM ($per_trace) s")
 echo "   samples tagged with the requests' trace ids: $tagged ($((2 * n + 2)) requests of $ms ms of CPU at 99 Hz)"
 [ "$tagged" -ge $(((2 * n + 2) * ms * 99 / 1000 / 2)) ] || fail "only $tagged samples tagged"
 echo "ok: an unmodified Python server's requests found from its system calls, rows and samples; hostile input counted"
+
+# otlp-forward: the same requests as server spans, upstream
+grep -qx "zc_forwarded=$total" "$work/zc.stats" || fail "not $total spans forwarded: $(grep zc_forward "$work/zc.stats")"
+psql "$conn" -qX -v ON_ERROR_STOP=1 \
+	-c "CREATE TABLE up (trace text, parent text, method text, route text, status int, duration_us bigint, service text)" \
+	-c "\\copy up FROM PROGRAM 'grep -v ^listening $work/sink.csv' WITH (FORMAT csv)" >/dev/null
+[ "$(q "SELECT count(*) FROM up")" = "$total" ] || fail "the upstream got $(q "SELECT count(*) FROM up") spans for $total requests"
+same=$(q "SELECT count(*) FROM up u JOIN ($rows) x ON x.trace = u.trace AND x.route = u.route
+          AND x.method = u.method AND x.status_code = u.status AND x.duration_us = u.duration_us
+          AND coalesce(u.parent, '') = coalesce(x.parent, '')")
+[ "$same" = "$total" ] || fail "$same of the $total upstream spans match their request rows"
+[ "$(q "SELECT count(*) FROM up u JOIN truth t ON t.trace = u.trace AND t.parent = u.parent WHERE t.kind = 'tp'")" = "$n" ] ||
+	fail "upstream spans lost the traceparent's trace and parent ids"
+[ "$(q "SELECT count(*) FROM up WHERE service LIKE 'python3%'")" = "$total" ] ||
+	fail "upstream spans without the process's service name: $(q "SELECT string_agg(DISTINCT service, ',') FROM up")"
+echo "ok: otlp-forward got every request as a server span ($total)"
