@@ -39,6 +39,7 @@
 #include "proctable.h"
 #include "obi_map.h"
 #include "otlp_forward.h"
+#include "py_frames.h"
 #include "otlp_spans_out.h"
 #include "zc_owners.h"
 #include "zc_requests.h"
@@ -81,6 +82,7 @@ struct agent {
 	struct obi_map obi;		      /* OBI's trace map, when pinned */
 	struct zc_requests zc;		      /* requests found from system calls */
 	struct zc_owners zco;		      /* who asked for that capture of a process */
+	struct pycache *pyc;		      /* code objects of Python processes' frames */
 	struct endpoints ep;		      /* OTLP, AgentControl, triggers, Kubernetes */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	uint64_t stacks_evictions;	      /* agg_dict_evictions() they are valid for */
@@ -110,22 +112,78 @@ static int add_frame(struct agent *a, const struct sym_frame *f, size_t *n)
 	return 0;
 }
 
+/* py_frames_emit's callback: a Python frame onto the stack being built. */
+struct py_emit_ctx {
+	struct agent *a;
+	size_t *n;
+};
+
+static void emit_py(void *ctx, const struct sym_frame *f)
+{
+	struct py_emit_ctx *e = ctx;
+
+	add_frame(e->a, f, e->n);
+}
+
+/*
+ * Where each native frame of the interpreter's evaluation loop gets its
+ * chunk of Python frames (docs/python.md): the j-th innermost loop frame
+ * runs chunk j. evals[j] is the user-stack index of the j-th innermost;
+ * returns how many there are.
+ */
+static uint32_t eval_frames(const struct proc *p, const struct tp_sample *s, uint32_t *evals)
+{
+	const __u64 *user = s->ips + s->kern_n;
+	uint32_t e = 0;
+
+	for (uint32_t i = 0; i < s->user_n && e < TP_PY_MAX_FRAMES; i++)
+		if (py_frames_is_eval(p, user[i] - (i > 0 ? 1 : 0)))
+			evals[e++] = i;
+	return e;
+}
+
 /*
  * Symbolizes a sample's frames (root first: user, then kernel) into a
- * stack id; returns whether the aggregator has the stack registered.
+ * stack id; returns whether the aggregator has the stack registered. A
+ * Python process's evaluation-loop frames are replaced by the Python
+ * frames they ran; chunks without a loop frame (its stack was cut) go at
+ * the root.
  */
-static bool symbolize_stack(struct agent *a, const struct tp_sample *s, uint64_t *id)
+static bool symbolize_stack(struct agent *a, const struct tp_sample *s, const struct proc *p,
+			    uint64_t *id)
 {
 	const __u64 *kern = s->ips, *user = s->ips + s->kern_n;
 	struct sym_frame frames[MAX_INLINE];
+	uint32_t npy = p ? py_frames_count(s) : 0, evals[TP_PY_MAX_FRAMES], ne = 0, j;
+	struct py_chunks ch = {0};
 	size_t n = 0;
+	struct py_emit_ctx pe = {a, &n};
 
+	if (npy) {
+		py_frames_chunks(s, npy, &ch);
+		ne = eval_frames(p, s, evals);
+		a->n.py_stacks++;
+		a->n.py_eval_mismatch += ne != ch.n;
+		for (j = ch.n; j-- > ne;) /* chunks of loop frames the native walk did not reach */
+			a->n.py_unknown +=
+			    py_frames_emit(a->pyc, p, s, ch.at[j], ch.at[j + 1], emit_py, &pe);
+	}
 	for (int i = (int)s->user_n - 1; i >= 0; i--) {
 		uint64_t ip = user[i] - (i > 0 ? 1 : 0);
-		int k = sym_user(a->sym, (int)s->pid, ip, frames, MAX_INLINE);
+		int k;
 
-		for (int j = 0; j < k; j++)
-			add_frame(a, &frames[j], &n);
+		if (npy && py_frames_is_eval(p, ip)) {
+			for (j = 0; j < ne && evals[j] != (uint32_t)i; j++)
+				;
+			if (j < ch.n) {
+				a->n.py_unknown += py_frames_emit(a->pyc, p, s, ch.at[j],
+								  ch.at[j + 1], emit_py, &pe);
+				continue;
+			}
+		}
+		k = sym_user(a->sym, (int)s->pid, ip, frames, MAX_INLINE);
+		for (int f = 0; f < k; f++)
+			add_frame(a, &frames[f], &n);
 	}
 	for (int i = (int)s->kern_n - 1; i >= 0; i--) {
 		uint64_t ip = kern[i] - (i > 0 ? 1 : 0);
@@ -148,9 +206,12 @@ static bool symbolize_stack(struct agent *a, const struct tp_sample *s, uint64_t
 static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struct proc *p)
 {
 	/* kern_n in the seed: the same addresses split differently are another stack */
+	uint32_t npy = py_frames_count(s);
 	uint64_t key = ids_hash_bytes(((uint64_t)p->pid << 32) ^ ((uint64_t)s->kern_n << 16) ^
-					  p->start_time ^ (p->gen << 40),
-				      s->ips, ((size_t)s->kern_n + s->user_n) * sizeof(uint64_t)) |
+					  p->start_time ^ (p->gen << 40) ^ ((uint64_t)npy << 56),
+				      s->ips,
+				      ((size_t)s->kern_n + s->user_n + (size_t)npy * TP_PY_WORDS) *
+					  sizeof(uint64_t)) |
 		       1;
 	struct stack_slot *slot;
 	uint64_t t0, id;
@@ -168,7 +229,7 @@ static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struc
 	t0 = agent_thread_cpu_ns();
 	a->n.stack_misses++;
 	/* cached only when registered: a refused stack is tried again at its next sample */
-	slot->key = symbolize_stack(a, s, &id) ? key : 0;
+	slot->key = symbolize_stack(a, s, p, &id) ? key : 0;
 	slot->stack_id = id;
 	a->n.cpu_symbolize_ns += agent_thread_cpu_ns() - t0;
 	return id;
@@ -554,13 +615,17 @@ struct agent *agent_new(const struct agent_config *cfg)
 	a->procs.node = a->cfg.node;
 	a->procs.target_pids = cfg->target == CONFIG_TARGET_PIDS;
 	a->procs.zerocode = cfg->zero_code_http == 1;
+	a->procs.no_python = cfg->python == 0;
 	if (a->procs.zerocode && cfg->target == CONFIG_TARGET_ALL) {
 		log_error("zero-code-http needs --target pid:N or cgroup:PATH (it follows every "
 			  "system call of its processes)");
 		goto out_free;
 	}
 	a->stacks = calloc(STACK_CACHE_SIZE, sizeof(*a->stacks));
-	if (proctable_init(&a->procs) != 0 || !a->stacks || zc_owners_init(&a->zco, NULL) != 0)
+	a->pyc = pycache_new();
+	a->procs.pyc = a->pyc;
+	if (proctable_init(&a->procs) != 0 || !a->stacks || !a->pyc ||
+	    zc_owners_init(&a->zco, NULL) != 0)
 		goto out_free;
 	sync_clocks(a);
 
@@ -650,6 +715,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	    .ep = &a->ep,
 	    .obi = &a->obi.st,
 	    .zc = &a->zc.st,
+	    .pyc = a->pyc,
 	};
 
 	stats_write(&s);
@@ -849,6 +915,7 @@ void agent_free(struct agent *a)
 	sym_free(a->sym);
 	proctable_free(&a->procs);
 	zc_owners_free(&a->zco);
+	pycache_free(a->pyc);
 	free(a->stacks);
 	free(a);
 }

@@ -289,6 +289,13 @@ static const struct tp_option settings[] = {
 	     "(docs/zero-code-http.md), for services without the SDK: off or on (needs --target "
 	     "pid: or cgroup:)",
      .words = onoff_words},
+    {.name = "python",
+     .type = TP_OPT_ENUM,
+     .offset = FIELD(python),
+     .def = "on",
+     .help = "Python frames of CPython processes read with their native ones (docs/python.md): "
+	     "on or off",
+     .words = onoff_words},
     TEXT("obi-map", obi_map, "auto",
 	 "OBI's pinned trace map (traces_ctx_v1), read for threads without a thread context: "
 	 "a path under the BPF filesystem; auto: /sys/fs/bpf/traces_ctx_v1 or "

@@ -23,6 +23,7 @@
 #include "procctx.h"
 #include "proctable.h"
 #include "raise.h"
+#include "pyproc.h"
 #include "zc_owners.h"
 #include "sampler.h"
 #include "shipper.h"
@@ -71,6 +72,27 @@ static void write_procctx_stats(FILE *f)
 		"\n",
 		p.reads_merged, p.reads_draft, p.updating, p.changed, p.gave_up, p.bad_payload,
 		p.key_refreshes, p.key_refresh_limited, p.key_map_rewritten);
+}
+
+/* Python frames (docs/python.md): the sampler's walk, the processes, the symbolizing. */
+static void write_py_stats(const struct stats_sources *s, FILE *f, const struct sampler_stats *ss)
+{
+	struct pycache_stats pc = {0};
+
+	if (s->pyc)
+		pycache_get_stats(s->pyc, &pc);
+	fprintf(f,
+		"bpf_py_stacks=%" PRIu64 "\nbpf_py_no_tstate=%" PRIu64 "\nbpf_py_frames=%" PRIu64
+		"\nbpf_py_trunc=%" PRIu64 "\nbpf_py_fault=%" PRIu64 "\npy_processes=%" PRIu64
+		"\npy_unsupported=%" PRIu64 "\npy_refused=%" PRIu64 "\npy_stacks=%" PRIu64
+		"\npy_eval_mismatch=%" PRIu64 "\npy_unknown=%" PRIu64 "\npy_code_hits=%" PRIu64
+		"\npy_code_misses=%" PRIu64 "\npy_code_faults=%" PRIu64 "\npy_code_flushes=%" PRIu64
+		"\n",
+		ss->counters[TP_CNT_PY_STACKS], ss->counters[TP_CNT_PY_NO_TSTATE],
+		ss->counters[TP_CNT_PY_FRAMES], ss->counters[TP_CNT_PY_TRUNC],
+		ss->counters[TP_CNT_PY_FAULT], s->procs->st.py_found, s->procs->st.py_unsupported,
+		s->procs->st.py_refused, s->counts->py_stacks, s->counts->py_eval_mismatch,
+		s->counts->py_unknown, pc.hits, pc.misses, pc.faults, pc.flushes);
 }
 
 /* HTTP/1.x requests found from system calls (docs/zero-code-http.md). */
@@ -395,6 +417,7 @@ void stats_write(const struct stats_sources *s)
 	write_obi_stats(s, f, &ss);
 	write_procctx_stats(f);
 	write_zc_stats(s, f, &ss);
+	write_py_stats(s, f, &ss);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

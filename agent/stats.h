@@ -37,6 +37,10 @@ struct agent_counts {
 	uint64_t offcpu_refused; /* of those, refused by the aggregator */
 	uint64_t sym_renewals;	 /* symbolizers replaced to bound interned names */
 	uint64_t loop_passes;	 /* main loop passes (its wake-ups) */
+	uint64_t py_stacks;	 /* stacks symbolized with Python frames (docs/python.md) */
+	uint64_t
+	    py_eval_mismatch; /* of those, evaluation-loop frames and chunks differ in number */
+	uint64_t py_unknown;  /* Python frames whose code object could not be read */
 	/* the main thread's CPU time, where it goes (ns; CLOCK_THREAD_CPUTIME_ID) */
 	uint64_t cpu_symbolize_ns; /* symbolizing stacks first seen */
 	uint64_t cpu_poll_ns;	   /* reading the ring (samples, symbolizing included) */
@@ -60,6 +64,7 @@ struct stats_sources {
 	struct endpoints *ep;
 	const struct obi_map_stats *obi;    /* OBI's trace map (obi_map.h) */
 	const struct zc_requests_stats *zc; /* requests from system calls (zc_requests.h) */
+	const struct pycache *pyc;	    /* code objects of Python frames (pyproc.h) */
 };
 
 /* Writes the file (path.tmp, then renamed over path); a failure is logged. */

@@ -838,6 +838,8 @@ static __always_inline __u32 walk_user(void *pctx, bool user_mode, const struct 
 #endif
 
 /* A kept sample's counters, in this CPU's counters c (NULL: none). */
+#include "python.bpf.c"
+
 static __always_inline void count_kept(struct counter_set *c, const struct thread_ctx *tc)
 {
 	if (!c)
@@ -926,11 +928,18 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 					__u16 sflags)
 {
 	struct counter_set *c = counters_here();
+	const struct tp_py_proc *pp = NULL;
 	__u32 kn = 0, un = 0;
 	struct tp_sample *s;
 	__u64 flags = 0;
 
-	s = bpf_ringbuf_reserve(&samples, user_mode ? TP_SAMPLE_USER_BYTES : sizeof(*s), 0);
+	/* a Python process: the whole record, its interpreter frames follow the native ones */
+	if (py_on)
+		pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (pp)
+		s = bpf_ringbuf_reserve(&samples, sizeof(*s), 0);
+	else
+		s = bpf_ringbuf_reserve(&samples, user_mode ? TP_SAMPLE_USER_BYTES : sizeof(*s), 0);
 	if (!s) {
 		if (c)
 			c->n[TP_CNT_RINGBUF_FULL]++;
@@ -964,6 +973,8 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	s->kern_n = kn;
 	s->user_n = un;
 	s->flags = sflags | ctx_src_flags(tc);
+	if (pp)
+		py_walk(s, pp);
 
 	/*
 	 * A wakeup per sample costs more than the rest of the program (an
@@ -1122,6 +1133,8 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	bpf_task_storage_delete(&thread_records, task);
 	bpf_task_storage_delete(&tls_locs, task);  /* the thread that execs leads its group */
 	bpf_map_delete_elem(&unwind_procs, &tgid); /* the new program maps other files */
+	bpf_map_delete_elem(&py_procs, &tgid);	   /* ... and may not be Python */
+	bpf_task_storage_delete(&py_threads, task);
 	if (!wanted(tgid))
 		return 0;
 	/*

@@ -139,6 +139,43 @@ struct tp_obi_ctx {
 };
 #define TP_OBI_MAX_ENTRIES (1u << 14)
 
+/*
+ * Python frames (python.bpf.c, docs/python.md). For a process in
+ * "py_procs" the sampler reads the interrupted thread's interpreter frames
+ * after its native ones: TP_PY_WORDS words a frame, innermost first, at
+ * ips[kern_n + user_n], their count in a sample record's off_us (0 for
+ * other processes). A frame: the code object's address, the function
+ * object's address (0 when none), then the instruction's byte offset
+ * in its code (low 32 bits) and TP_PY_ENTRY in the high bits when the
+ * frame was entered from C: the frames from the innermost to the first
+ * such one ran in the innermost native evaluation loop frame, the next
+ * chunk in the next one. Offsets are per interpreter version, from the
+ * agent (agent/process/pyproc.c).
+ */
+#define TP_PY_MAX_FRAMES 40
+#define TP_PY_WORDS	 3
+#define TP_PY_ENTRY	 (1ull << 32)
+#define TP_PY_NONE	 0xffff /* an offset the interpreter does not have */
+#define TP_PY_FRAME_READ 128	/* bytes of a frame read at once: every offset + 8 below */
+struct tp_py_proc {
+	__u64 interp_head;	   /* address of _PyRuntime.interpreters.head */
+	__u16 interp_threads_head; /* PyInterpreterState: threads.head */
+	__u16 ts_next;		   /* PyThreadState: next */
+	__u16 ts_native_tid;	   /* PyThreadState: native_thread_id */
+	__u16 ts_cframe;	   /* PyThreadState: cframe, or TP_PY_NONE */
+	__u16 ts_frame;		   /* cframe (or the thread state without one): current frame */
+	__u16 frame_code;	   /* _PyInterpreterFrame: the code object */
+	__u16 frame_func;	   /* ... the function object, or TP_PY_NONE */
+	__u16 frame_previous;	   /* ... the caller's frame */
+	__u16 frame_instr;	   /* ... the current instruction's address */
+	__u16 frame_entry;	   /* ... the byte that says it was entered from C, or TP_PY_NONE */
+	__u16 frame_owner;	   /* ... the byte of its owner, or TP_PY_NONE */
+	__u16 code_adaptive;	   /* PyCodeObject: the first instruction */
+	__u8 owner_cstack;	   /* owner of a C-stack shim frame (3.12+), 0xff none */
+	__u8 reserved[7];	   /* zero */
+};
+#define TP_MAX_PY_PROCS 4096
+
 /* Processes whose HTTP/1.x requests are found from system calls, map "zc_targets". */
 #define TP_MAX_ZC_TARGETS 4096
 
@@ -162,7 +199,7 @@ struct tp_sample {
 	__u16 user_n;	   /* user frames */
 	__u16 kind;	   /* enum tp_record_kind */
 	__u16 flags;	   /* TP_SAMPLE_RAISED, TP_SAMPLE_BASE */
-	__u32 off_us;	   /* TP_REC_OFFCPU: the interval in µs; else zero (64-byte header) */
+	__u32 off_us;	   /* TP_REC_OFFCPU: the interval in µs; TP_REC_SAMPLE: Python frames */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 
@@ -220,7 +257,13 @@ enum tp_counter {
 	TP_CNT_HTTP_LOST = 36,	    /* of those, lost: ring buffer full */
 	TP_CNT_HTTP_MULTIPLEX = 37, /* request heads read while another connection's was open */
 	TP_CNT_HTTP_NO_STATE = 38,  /* system calls of targets not followed: no thread state */
-	TP_CNT_MAX = 39,
+	/* Python frames (python.bpf.c, docs/python.md) */
+	TP_CNT_PY_STACKS = 39,	  /* samples of Python processes with a thread state found */
+	TP_CNT_PY_NO_TSTATE = 40, /* samples of Python processes whose thread has none (yet) */
+	TP_CNT_PY_FRAMES = 41,	  /* Python frames taken */
+	TP_CNT_PY_TRUNC = 42,	  /* walks cut at TP_PY_MAX_FRAMES or the record's room */
+	TP_CNT_PY_FAULT = 43,	  /* walks cut by memory that could not be read */
+	TP_CNT_MAX = 44,
 };
 
 /*

@@ -34,6 +34,7 @@
 #include "kubepods.h"
 #include "procctx.h"
 #include "procmem.h"
+#include "pyproc.h"
 #include "sampler.h"
 #include "symbolize.h"
 #include "tlsloc.h"
@@ -58,6 +59,9 @@ int proctable_init(struct proctable *t)
 
 void proctable_free(struct proctable *t)
 {
+	for (size_t i = 0; t->procs && i < t->cap; i++)
+		if (t->procs[i].pid)
+			free(t->procs[i].pyp);
 	free(t->procs);
 	t->procs = NULL;
 }
@@ -113,6 +117,14 @@ static void proc_remove(struct proctable *t, struct proc *p)
 		unwind_forget_process(t->unwind, p->pid);
 	if (t->zc)
 		zc_owners_gone(t->zc, (uint32_t)p->pid);
+	if (p->py == PROC_PY_FOUND) {
+		sampler_set_python(t->sampler, (uint32_t)p->pid, NULL);
+		if (t->pyc)
+			pycache_forget(t->pyc, p->pid);
+	}
+	free(p->pyp);
+	p->pyp = NULL;
+	p->py = PROC_PY_UNKNOWN;
 	if (p->exited_us)
 		t->ndying--;
 	p->pid = 0;
@@ -358,6 +370,53 @@ static void tls_not_ready(struct proctable *t, struct proc *p, int64_t now_us)
 }
 
 /*
+ * Whether p runs a CPython traceprof reads; if so its interpreter goes to
+ * the sampler (docs/python.md). False while the answer may still change
+ * (the interpreter not initialized yet): look again.
+ */
+static bool note_python(struct proctable *t, struct proc *p)
+{
+	struct procmem_maps maps = {0};
+	struct pyproc pp;
+	int rc;
+
+	if (t->no_python || p->py == PROC_PY_FOUND || p->py == PROC_PY_UNSUPPORTED)
+		return true;
+	if (procmem_maps_read(p->pid, &maps))
+		return true; /* gone: its exit record follows */
+	rc = pyproc_detect(p->pid, &maps, &pp);
+	procmem_maps_free(&maps);
+	if (rc == -ENOENT) {
+		p->py = PROC_PY_NOT;
+		return true;
+	}
+	if (rc == -ENOTSUP) {
+		p->py = PROC_PY_UNSUPPORTED;
+		t->st.py_unsupported++;
+		log_info("pid=%d runs Python %u.%u, whose layout traceprof does not know: native "
+			 "frames only",
+			 p->pid, pp.version >> 24, (pp.version >> 16) & 0xff);
+		return true;
+	}
+	if (rc)
+		return false; /* not initialized yet, or not consistent: again */
+	if (sampler_set_python(t->sampler, (uint32_t)p->pid, &pp.bpf)) {
+		t->st.py_refused++;
+		return true;
+	}
+	p->pyp = malloc(sizeof(*p->pyp));
+	if (!p->pyp) {
+		sampler_set_python(t->sampler, (uint32_t)p->pid, NULL);
+		return false;
+	}
+	*p->pyp = pp;
+	p->py = PROC_PY_FOUND;
+	t->st.py_found++;
+	log_debug("python pid=%d version=%#x", p->pid, pp.version);
+	return true;
+}
+
+/*
  * Looks at a process: identity -> source, thread-context location -> BPF,
  * symbols snapshot. Called at first sight and again, with backoff, while
  * the process has not published everything yet (an SDK that starts after
@@ -439,7 +498,8 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 		tls_not_ready(t, p, now_us);
 	else
 		p->tls_retries = 0;
-	p->complete = (has_ctx && has_tls) || kernel_thread; /* kernel threads never change */
+	p->complete = ((has_ctx && has_tls) || kernel_thread) & /* kernel threads never change */
+		      note_python(t, p);
 	if (!p->complete)
 		schedule_recheck(t, p, now_us);
 	return what;
@@ -571,6 +631,14 @@ static void proc_inherit(struct proctable *t, pid_t pid, pid_t parent, uint64_t 
 	memcpy(p->pod_uid, copy.pod_uid, sizeof(p->pod_uid));
 	p->pod_named = copy.pod_named;
 	p->loader_tried = copy.loader_tried; /* the same loader file */
+	if (copy.py == PROC_PY_FOUND && (p->pyp = malloc(sizeof(*p->pyp))) != NULL &&
+	    sampler_set_python(t->sampler, (uint32_t)pid, &copy.pyp->bpf) == 0) {
+		*p->pyp = *copy.pyp; /* the same interpreter at the same addresses */
+		p->py = PROC_PY_FOUND;
+	} else {
+		free(p->pyp);
+		p->pyp = NULL;
+	}
 	if (!p->complete)
 		schedule_recheck(t, p, now);
 	sym_inherit_process(t->sym, pid, parent, start_time);

@@ -27,6 +27,8 @@ struct sampler;
 struct sampler_event;
 struct symbolizer;
 struct triggers;
+struct pycache;
+struct pyproc;
 struct unwind;
 struct zc_owners;
 
@@ -52,6 +54,16 @@ struct proc {
 	bool loader_tried;   /* its loader was found and given the rendezvous uprobe (or not) */
 	uint8_t tls_retries; /* quick looks again since a writer's location was not ready */
 	bool unwind_noted;   /* its mappings are written to the unwind maps (t->unwind) */
+	uint8_t py;	     /* enum proc_py: what it runs, as far as Python goes */
+	struct pyproc *pyp;  /* PROC_PY_FOUND: its interpreter (owned), else NULL */
+};
+
+/* Whether a process runs CPython (docs/python.md). */
+enum proc_py {
+	PROC_PY_UNKNOWN = 0, /* not looked yet, or its interpreter was not initialized: again */
+	PROC_PY_FOUND,	     /* its samples carry Python frames */
+	PROC_PY_NOT,	     /* no interpreter mapped (looked again when its mappings change) */
+	PROC_PY_UNSUPPORTED, /* a version traceprof has no layout for: native frames only */
 };
 
 /* The table's counters (stats file). */
@@ -76,25 +88,30 @@ struct proctable_stats {
 	uint64_t tls_not_ready;	     /* looks that found a writer module but not its location */
 	uint64_t loaders_found;	     /* processes whose dynamic loader was found in their maps */
 	uint64_t loaders_missing;    /* processes without one (static, kernel threads, gone) */
+	uint64_t py_found;	     /* processes running a CPython traceprof reads */
+	uint64_t py_unsupported;     /* running a CPython version it has no layout for */
+	uint64_t py_refused;	     /* found, but the sampler's map refused them (full) */
 };
 
 struct proctable {
 	/* borrowed; sym is replaced by the agent when it renews the symbolizer */
 	struct sampler *sampler;
 	struct symbolizer *sym;
-	struct agg *agg;	 /* sources are registered there */
-	struct triggers *trig;	 /* told who each process is, or NULL */
-	struct unwind *unwind;	 /* unwind tables of its mappings, or NULL */
-	struct kubepods *kube;	 /* pod names, or NULL */
-	const char *node;	 /* this node's name, for sources */
-	bool target_pids;	 /* processes are targets by pid (re-added after exec) */
-	bool zerocode;		 /* HTTP/1.x requests found from system calls, every process */
-	struct zc_owners *zc;	 /* who asked for that capture of a process, or NULL */
-	int self_pid;		 /* the agent's own pid, never looked at */
-	struct proc *procs;	 /* open-addressing table by pid */
-	size_t cap;		 /* slots (power of two) */
-	size_t n;		 /* used slots */
-	uint64_t next_gen;	 /* proc.gen of the next entry */
+	struct agg *agg;       /* sources are registered there */
+	struct triggers *trig; /* told who each process is, or NULL */
+	struct unwind *unwind; /* unwind tables of its mappings, or NULL */
+	struct kubepods *kube; /* pod names, or NULL */
+	const char *node;      /* this node's name, for sources */
+	bool target_pids;      /* processes are targets by pid (re-added after exec) */
+	bool zerocode;	       /* HTTP/1.x requests found from system calls, every process */
+	bool no_python;	       /* Python frames off (--python off) */
+	struct zc_owners *zc;  /* who asked for that capture of a process, or NULL */
+	struct pycache *pyc;   /* code objects of Python processes, forgotten with them; or NULL */
+	int self_pid;	       /* the agent's own pid, never looked at */
+	struct proc *procs;    /* open-addressing table by pid */
+	size_t cap;	       /* slots (power of two) */
+	size_t n;	       /* used slots */
+	uint64_t next_gen;     /* proc.gen of the next entry */
 	int64_t next_recheck_us; /* earliest proc.recheck_us (CLOCK_REALTIME) */
 	size_t ndying;		 /* processes with exited_us set, not yet forgotten */
 	int64_t first_exited_us; /* the earliest exited_us among them (0: not known) */

@@ -771,3 +771,40 @@ int tlsloc_file_symbol(const char *path, const char *name, uint64_t *value, int 
 	close(fd);
 	return found;
 }
+
+int tlsloc_fd_symbols(int fd, const char *const *names, size_t n, uint64_t *values, uint64_t *sizes,
+		      uint64_t *vaddr0)
+{
+	GElf_Sym sym;
+	size_t nph = 0;
+	Elf *elf;
+	int found = 0;
+
+	if (elf_ready())
+		return -ENOTSUP;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		if (elf)
+			elf_end(elf);
+		return -ENOEXEC;
+	}
+	*vaddr0 = 0;
+	for (size_t i = 0; !elf_getphdrnum(elf, &nph) && i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+			*vaddr0 = ph.p_vaddr - ph.p_offset; /* the first PT_LOAD: file offset 0 */
+			break;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		values[i] = sizes[i] = 0;
+		if (elf_find_symbol(elf, names[i], &sym)) {
+			values[i] = sym.st_value;
+			sizes[i] = sym.st_size;
+			found++;
+		}
+	}
+	elf_end(elf);
+	return found;
+}

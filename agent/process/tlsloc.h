@@ -84,5 +84,13 @@ int tlsloc_eval(const struct tp_tls_loc *loc, uint64_t thread_pointer, tlsloc_re
  * defined; a negative errno when the file cannot be read as ELF.
  */
 int tlsloc_file_symbol(const char *path, const char *name, uint64_t *value, int *type);
+/*
+ * The same lookup of n names on the open ELF file fd: values[i] and
+ * sizes[i] (0 when not defined), and *vaddr0, the ELF address of file
+ * offset 0 (from the first PT_LOAD segment). Returns how many were found,
+ * or a negative errno when the file is not ELF.
+ */
+int tlsloc_fd_symbols(int fd, const char *const *names, size_t n, uint64_t *values, uint64_t *sizes,
+		      uint64_t *vaddr0);
 
 #endif

@@ -805,6 +805,24 @@ int sampler_set_obi_map(struct sampler *s, int fd)
 	return 0;
 }
 
+int sampler_set_python(struct sampler *s, uint32_t tgid, const struct tp_py_proc *pp)
+{
+	uint32_t key;
+	int err;
+
+	if (!pp) {
+		map_delete(s->skel->maps.py_procs, &tgid, sizeof(tgid));
+		if (bpf_map__get_next_key(s->skel->maps.py_procs, NULL, &key, sizeof(key)) ==
+		    -ENOENT)
+			s->skel->bss->py_on = 0;
+		return 0;
+	}
+	err = map_update(s->skel->maps.py_procs, &tgid, sizeof(tgid), pp, sizeof(*pp));
+	if (!err)
+		s->skel->bss->py_on = 1;
+	return err;
+}
+
 void sampler_wake(struct sampler *s)
 {
 	uint64_t one = 1;

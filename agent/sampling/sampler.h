@@ -235,6 +235,14 @@ int sampler_offcpu_targets(struct sampler *s, uint32_t *tgids, uint32_t *min_us,
 int sampler_set_obi_map(struct sampler *s, int fd);
 
 /*
+ * Python frames (docs/python.md): the interpreter of process tgid is laid
+ * out as pp says (pyproc_detect); its samples carry its threads' Python
+ * frames from now on. pp NULL: no more (the process ended or exec'd).
+ * -ENOSPC beyond TP_MAX_PY_PROCS.
+ */
+int sampler_set_python(struct sampler *s, uint32_t tgid, const struct tp_py_proc *pp);
+
+/*
  * HTTP/1.x requests from system calls (docs/zero-code-http.md) for process
  * tgid: its TP_REC_HTTP records come through the sample callback, its
  * threads are tagged with the requests they serve. The two syscall

@@ -1,0 +1,452 @@
+/*
+ * pyproc.c - CPython processes seen from outside (pyproc.h).
+ *
+ * CPython 3.11's layout was read off Debian 12's python3.11 and is
+ * checked by test_pyproc against a live interpreter (the addresses Python
+ * itself reports through ctypes); other versions are not in the table yet
+ * (docs/python.md says what 3.12 and 3.13 change).
+ */
+#include "pyproc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tlsloc.h"
+
+const struct pyproc_layout pyproc_layouts[] = {
+    {
+	.major = 3,
+	.minor = 11,
+	.bpf =
+	    {
+		.interp_threads_head = 16,
+		.ts_next = 8,
+		.ts_native_tid = 160,
+		.ts_cframe = 56,
+		.ts_frame = 8, /* _PyCFrame.current_frame */
+		.frame_code = 32,
+		.frame_func = 0,
+		.frame_previous = 48,
+		.frame_instr = 56,
+		.frame_entry = 68,
+		.frame_owner = 69,
+		.code_adaptive = 184,
+		.owner_cstack = 0xff,
+	    },
+	.runtime_interp = 40,
+	.ts_interp = 16,
+	.co_filename = 112,
+	.co_name = 120,
+	.co_qualname = 128,
+	.co_linetable = 136,
+	.co_firstlineno = 72,
+	.func_module = 104,
+	.str_state = 32,
+	.str_length = 16,
+	.str_ascii_data = 48,
+	.str_compact_data = 72,
+	.bytes_size = 16,
+	.bytes_data = 32,
+    },
+};
+const size_t pyproc_nlayouts = sizeof(pyproc_layouts) / sizeof(pyproc_layouts[0]);
+
+#define LINETABLE_MAX (64u << 10) /* bytes of a location table read at most */
+
+/* python3, python3.11, libpython3.11.so.1.0: a file that may hold the interpreter. */
+static bool python_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	b = b ? b + 1 : path;
+	return !strncmp(b, "python3", 7) || !strncmp(b, "libpython3", 10);
+}
+
+static const struct pyproc_layout *layout_of(uint32_t version)
+{
+	unsigned major = version >> 24, minor = (version >> 16) & 0xff;
+
+	for (size_t i = 0; i < pyproc_nlayouts; i++)
+		if (pyproc_layouts[i].major == major && pyproc_layouts[i].minor == minor)
+			return &pyproc_layouts[i];
+	return NULL;
+}
+
+/* The load bias of the file of mapping m: where its file offset 0 is, minus its ELF address. */
+static int bias_of(const struct procmem_maps *maps, const struct procmem_map *m, uint64_t vaddr0,
+		   uint64_t *bias)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct procmem_map *x = &maps->maps[i];
+
+		if (x->inode == m->inode && x->dev == m->dev && x->offset == 0) {
+			*bias = x->start - vaddr0;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/*
+ * The first mapped file named like the interpreter that defines _PyRuntime
+ * and Py_Version (an executable linked with libpython is only a launcher):
+ * its symbols' values and the load bias in *bias. 0 or -ENOENT.
+ */
+static int find_runtime(pid_t pid, const struct procmem_maps *maps, uint64_t values[3],
+			uint64_t sizes[3], uint64_t *bias)
+{
+	static const char *const names[] = {"_PyRuntime", "Py_Version", "_PyEval_EvalFrameDefault"};
+	uint64_t tried[4] = {0};
+	size_t ntried = 0;
+
+	for (size_t i = 0; i < maps->n && ntried < 4; i++) {
+		const struct procmem_map *m = &maps->maps[i];
+		uint64_t vaddr0 = 0;
+		bool seen = false;
+		int fd, n;
+
+		if (!procmem_map_is_file(m) || !strchr(m->perms, 'x') || !python_name(m->path))
+			continue;
+		for (size_t k = 0; k < ntried; k++)
+			seen |= tried[k] == m->inode;
+		if (seen)
+			continue;
+		tried[ntried++] = m->inode;
+		fd = procmem_open_mapped(pid, m, NULL);
+		if (fd < 0)
+			continue;
+		n = tlsloc_fd_symbols(fd, names, 3, values, sizes, &vaddr0);
+		close(fd);
+		if (n > 0 && values[0] && values[1] && bias_of(maps, m, vaddr0, bias) == 0)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out)
+{
+	uint64_t values[3], sizes[3], bias = 0, interp = 0, ts = 0, back = 0;
+	uint32_t version = 0;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = find_runtime(pid, maps, values, sizes, &bias);
+	if (err)
+		return err;
+	if (procmem_read(pid, bias + values[1], &version, sizeof(version)))
+		return -EFAULT;
+	out->version = version;
+	out->layout = layout_of(version);
+	if (!out->layout)
+		return -ENOTSUP;
+	out->bpf = out->layout->bpf;
+	out->bpf.interp_head = bias + values[0] + out->layout->runtime_interp;
+	if (values[2] && sizes[2]) {
+		out->eval_start = bias + values[2];
+		out->eval_end = out->eval_start + sizes[2];
+	}
+	/* the main interpreter's first thread state must point back at it */
+	if (procmem_read(pid, out->bpf.interp_head, &interp, sizeof(interp)) || !interp ||
+	    procmem_read(pid, interp + out->bpf.interp_threads_head, &ts, sizeof(ts)) || !ts ||
+	    procmem_read(pid, ts + out->layout->ts_interp, &back, sizeof(back)))
+		return -EAGAIN;
+	return back == interp ? 0 : -EPROTO;
+}
+
+/* ---- code objects ---- */
+
+static void put_utf8(char **p, char *end, uint32_t cp)
+{
+	char b[4];
+	int n;
+
+	if (cp < 0x80)
+		b[0] = (char)cp, n = 1;
+	else if (cp < 0x800)
+		b[0] = (char)(0xc0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+	else if (cp < 0x10000 && (cp < 0xd800 || cp > 0xdfff))
+		b[0] = (char)(0xe0 | cp >> 12), b[1] = (char)(0x80 | ((cp >> 6) & 0x3f)),
+		b[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+	else if (cp >= 0x10000 && cp <= 0x10ffff)
+		b[0] = (char)(0xf0 | cp >> 18), b[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
+		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), b[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+	else
+		b[0] = '?', n = 1; /* a lone surrogate */
+	if (end - *p <= n)
+		return;
+	memcpy(*p, b, (size_t)n);
+	*p += n;
+}
+
+/*
+ * The str object at addr as UTF-8 into buf (size bytes, NUL-terminated,
+ * cut at a character boundary). Compact strings only (every identifier and
+ * file name the interpreter makes); 0 or -EFAULT.
+ */
+static int read_str(pid_t pid, const struct pyproc_layout *l, uint64_t addr, char *buf, size_t size)
+{
+	uint8_t raw[512];
+	uint32_t state, kind;
+	int64_t len;
+	size_t bytes;
+	char *p = buf, *end = buf + size;
+
+	buf[0] = 0;
+	if (!addr || procmem_read(pid, addr + l->str_state, &state, sizeof(state)) ||
+	    procmem_read(pid, addr + l->str_length, &len, sizeof(len)) || len < 0)
+		return -EFAULT;
+	kind = (state >> 2) & 7;
+	if (!((state >> 5) & 1) || (kind != 1 && kind != 2 && kind != 4))
+		return -EFAULT; /* not compact, or not a str */
+	if ((uint64_t)len > sizeof(raw) / kind)
+		len = (int64_t)(sizeof(raw) / kind);
+	bytes = (size_t)len * kind;
+	if (bytes &&
+	    procmem_read(pid, addr + (((state >> 6) & 1) ? l->str_ascii_data : l->str_compact_data),
+			 raw, bytes))
+		return -EFAULT;
+	for (size_t i = 0; i < (size_t)len; i++) {
+		uint32_t cp =
+		    kind == 1	? raw[i]
+		    : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+				: (uint32_t)(raw[4 * i] | raw[4 * i + 1] << 8 |
+					     raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24);
+
+		put_utf8(&p, end, cp < 0x20 && cp != '\t' ? '?' : cp);
+	}
+	*p = 0;
+	return 0;
+}
+
+int pycode_read(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t func,
+		struct pycode *out)
+{
+	uint64_t qual, file, table, module = 0;
+	char mod[128] = "", qn[200];
+	int64_t tlen;
+	int32_t first;
+
+	memset(out, 0, sizeof(*out));
+	if (!code || procmem_read(pid, code + l->co_qualname, &qual, sizeof(qual)) ||
+	    procmem_read(pid, code + l->co_filename, &file, sizeof(file)) ||
+	    procmem_read(pid, code + l->co_linetable, &table, sizeof(table)) ||
+	    procmem_read(pid, code + l->co_firstlineno, &first, sizeof(first)) ||
+	    read_str(pid, l, qual, qn, sizeof(qn)) ||
+	    read_str(pid, l, file, out->file, sizeof(out->file)))
+		return -EFAULT;
+	if (func && !procmem_read(pid, func + l->func_module, &module, sizeof(module)) && module)
+		read_str(pid, l, module, mod, sizeof(mod)); /* not a str (rare): no module */
+	snprintf(out->function, sizeof(out->function), "%s%s%s", mod, mod[0] ? "." : "", qn);
+	out->firstlineno = first;
+	if (table && !procmem_read(pid, table + l->bytes_size, &tlen, sizeof(tlen)) && tlen > 0 &&
+	    (uint64_t)tlen <= LINETABLE_MAX) {
+		out->linetable = malloc((size_t)tlen);
+		if (!out->linetable)
+			return -ENOMEM;
+		if (procmem_read(pid, table + l->bytes_data, out->linetable, (size_t)tlen)) {
+			free(out->linetable);
+			out->linetable = NULL;
+		} else {
+			out->linetable_len = (size_t)tlen;
+		}
+	}
+	return 0;
+}
+
+void pycode_free(struct pycode *c)
+{
+	free(c->linetable);
+	c->linetable = NULL;
+	c->linetable_len = 0;
+}
+
+/* A varint of the location table: 6 bits a byte, 0x40 says more follow. */
+static uint32_t lt_varint(const uint8_t *t, size_t n, size_t *i)
+{
+	uint32_t v = 0;
+	unsigned shift = 0;
+
+	while (*i < n && shift < 32) {
+		uint8_t b = t[(*i)++];
+
+		v |= (uint32_t)(b & 0x3f) << shift;
+		shift += 6;
+		if (!(b & 0x40))
+			break;
+	}
+	return v;
+}
+
+static int32_t lt_svarint(const uint8_t *t, size_t n, size_t *i)
+{
+	uint32_t v = lt_varint(t, n, i);
+
+	return (v & 1) ? -(int32_t)(v >> 1) : (int32_t)(v >> 1);
+}
+
+int pycode_line(const struct pycode *c, uint32_t instr)
+{
+	const uint8_t *t = c->linetable;
+	size_t n = c->linetable_len, i = 0;
+	uint32_t unit = instr / 2, at = 0;
+	int line = c->firstlineno, result = c->firstlineno;
+
+	while (i < n) {
+		uint8_t b = t[i++];
+		unsigned code = (b >> 3) & 15, len = (b & 7) + 1;
+		bool has_line = true;
+
+		if (!(b & 0x80))
+			break; /* not the first byte of an entry: a damaged table */
+		if (code == 15) {
+			has_line = false; /* no location */
+		} else if (code == 14) {
+			line += lt_svarint(t, n, &i);
+			lt_varint(t, n, &i); /* end line */
+			lt_varint(t, n, &i); /* column */
+			lt_varint(t, n, &i); /* end column */
+		} else if (code == 13) {
+			line += lt_svarint(t, n, &i);
+		} else if (code >= 10) {
+			line += (int)code - 10;
+			i += 2; /* column, end column */
+		} else {
+			i += 1; /* short form: column bits */
+		}
+		if (unit < at + len)
+			return has_line ? line : result;
+		if (has_line)
+			result = line;
+		at += len;
+	}
+	return result;
+}
+
+/* ---- the cache ---- */
+
+struct pyentry {
+	pid_t pid; /* 0: free */
+	bool bad;  /* the code object could not be read: not tried again */
+	uint64_t gen;
+	uint64_t code;
+	struct pycode c;
+};
+
+struct pycache {
+	struct pyentry *slots; /* PYCACHE_MAX * 2, open addressing */
+	size_t n;
+	struct pycache_stats st;
+};
+
+#define PYCACHE_SLOTS (2 * PYCACHE_MAX)
+
+struct pycache *pycache_new(void)
+{
+	struct pycache *pc = calloc(1, sizeof(*pc));
+
+	if (pc && !(pc->slots = calloc(PYCACHE_SLOTS, sizeof(*pc->slots)))) {
+		free(pc);
+		return NULL;
+	}
+	return pc;
+}
+
+static void flush(struct pycache *pc)
+{
+	for (size_t i = 0; i < PYCACHE_SLOTS; i++) {
+		if (pc->slots[i].pid)
+			pycode_free(&pc->slots[i].c);
+		pc->slots[i].pid = 0;
+	}
+	pc->n = 0;
+}
+
+void pycache_free(struct pycache *pc)
+{
+	if (!pc)
+		return;
+	flush(pc);
+	free(pc->slots);
+	free(pc);
+}
+
+static size_t slot_of(pid_t pid, uint64_t gen, uint64_t code)
+{
+	uint64_t h = code ^ ((uint64_t)pid << 32) ^ (gen * 0x9e3779b97f4a7c15ull);
+
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (size_t)h & (PYCACHE_SLOTS - 1);
+}
+
+const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen,
+				 const struct pyproc_layout *l, uint64_t code, uint64_t func)
+{
+	size_t i = slot_of(pid, gen, code);
+	struct pyentry *e;
+
+	for (;; i = (i + 1) & (PYCACHE_SLOTS - 1)) {
+		e = &pc->slots[i];
+		if (!e->pid)
+			break;
+		if (e->pid == pid && e->gen == gen && e->code == code) {
+			pc->st.hits++;
+			return e->bad ? NULL : &e->c;
+		}
+	}
+	pc->st.misses++;
+	if (pc->n >= PYCACHE_MAX) {
+		pc->st.flushes++;
+		flush(pc);
+		i = slot_of(pid, gen, code);
+		e = &pc->slots[i];
+	}
+	e->bad = pycode_read(pid, l, code, func, &e->c) != 0;
+	pc->st.faults += e->bad;
+	e->pid = pid;
+	e->gen = gen;
+	e->code = code;
+	pc->n++;
+	return e->bad ? NULL : &e->c;
+}
+
+void pycache_forget(struct pycache *pc, pid_t pid)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < PYCACHE_SLOTS && !any; i++)
+		any = pc->slots[i].pid == pid;
+	if (!any)
+		return;
+	/* open addressing: rebuild without the process (exits are rare next to samples) */
+	for (size_t i = 0; i < PYCACHE_SLOTS; i++) {
+		struct pyentry *e = &pc->slots[i];
+
+		if (e->pid == pid) {
+			pycode_free(&e->c);
+			e->pid = 0;
+			pc->n--;
+		}
+	}
+	for (size_t i = 0; i < PYCACHE_SLOTS; i++) {
+		struct pyentry e = pc->slots[i];
+		size_t j;
+
+		if (!e.pid)
+			continue;
+		pc->slots[i].pid = 0;
+		for (j = slot_of(e.pid, e.gen, e.code); pc->slots[j].pid;
+		     j = (j + 1) & (PYCACHE_SLOTS - 1))
+			;
+		pc->slots[j] = e;
+	}
+}
+
+void pycache_get_stats(const struct pycache *pc, struct pycache_stats *out)
+{
+	*out = pc->st;
+}

@@ -1,0 +1,104 @@
+/*
+ * pyproc.h - CPython processes seen from outside (docs/python.md): which
+ * interpreter a process runs and where its runtime state is (pyproc_detect,
+ * for the sampler's "py_procs"), and the names, files and lines of the
+ * code objects its samples' Python frames point at (pycache).
+ *
+ * Detection: a mapped file named python3* or libpython3* that defines
+ * _PyRuntime and Py_Version; the version is read from the process (the
+ * value of Py_Version), the layout is the table entry of its major and
+ * minor version (pyproc_layouts), and the runtime is checked before use:
+ * the main interpreter's first thread state must point back at it. An
+ * unknown version, or a runtime that does not check out, gives native
+ * frames only.
+ *
+ * Not thread-safe: the agent's main loop owns the cache.
+ */
+#ifndef TRACEPROF_AGENT_PYPROC_H
+#define TRACEPROF_AGENT_PYPROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/sampler.h"
+#include "procmem.h"
+
+/* Offsets the agent reads code objects with (the sampler's are in struct tp_py_proc). */
+struct pyproc_layout {
+	unsigned major, minor;	   /* the versions it is for */
+	struct tp_py_proc bpf;	   /* the sampler's offsets (interp_head: from _PyRuntime) */
+	uint16_t runtime_interp;   /* _PyRuntime: interpreters.head */
+	uint16_t ts_interp;	   /* PyThreadState: interp */
+	uint16_t co_filename;	   /* PyCodeObject */
+	uint16_t co_name;	   /* ... */
+	uint16_t co_qualname;	   /* ... */
+	uint16_t co_linetable;	   /* ... */
+	uint16_t co_firstlineno;   /* ... (an int) */
+	uint16_t func_module;	   /* PyFunctionObject: __module__ */
+	uint16_t str_state;	   /* PyASCIIObject: the state bits (an unsigned int) */
+	uint16_t str_length;	   /* ... the length in code points */
+	uint16_t str_ascii_data;   /* data of a compact ASCII string */
+	uint16_t str_compact_data; /* data of a compact string that is not ASCII */
+	uint16_t bytes_size;	   /* PyBytesObject: ob_size */
+	uint16_t bytes_data;	   /* ... ob_sval */
+};
+
+/* The layouts known, and how many. */
+extern const struct pyproc_layout pyproc_layouts[];
+extern const size_t pyproc_nlayouts;
+
+struct pyproc {
+	uint32_t version; /* Py_Version (0x030b07f0 is 3.11.7 final), 0 when not read */
+	const struct pyproc_layout *layout;
+	struct tp_py_proc bpf;	       /* for sampler_set_python */
+	uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault in the process, [start, end) */
+};
+
+/*
+ * Looks at pid's mappings (maps, read by the caller) for a CPython
+ * interpreter. 0: found and checked (*out set); -ENOENT: not Python;
+ * -ENOTSUP: a version without a layout (out->version set); -EAGAIN: the
+ * runtime is not initialized yet (look again later); another -errno.
+ */
+int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out);
+
+/* A code object as the agent names it. Strings are valid UTF-8. */
+struct pycode {
+	char function[256]; /* "module.qualname" ("qualname" when the module is unknown) */
+	char file[512];	    /* co_filename */
+	int firstlineno;
+	uint8_t *linetable; /* co_linetable bytes (owned), NULL when unreadable */
+	size_t linetable_len;
+};
+
+/*
+ * Reads the code object at code (and the module of the function at func,
+ * 0 for none) of pid into *out (free with pycode_free). 0, -EFAULT when
+ * the memory is not a readable code object, -ENOMEM.
+ */
+int pycode_read(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t func,
+		struct pycode *out);
+void pycode_free(struct pycode *c);
+/* The line of the instruction at byte offset instr in the code (CPython 3.11's location table). */
+int pycode_line(const struct pycode *c, uint32_t instr);
+
+/* Code objects read, per (process, address), bounded. */
+#define PYCACHE_MAX 16384
+struct pycache_stats {
+	uint64_t hits, misses; /* lookups */
+	uint64_t faults;       /* code objects that could not be read */
+	uint64_t flushes;      /* the cache was full and emptied */
+};
+struct pycache;
+struct pycache *pycache_new(void);
+void pycache_free(struct pycache *pc);
+/* The code at (pid, gen, code), read on a miss; NULL when unreadable. Valid until the next call. */
+const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen,
+				 const struct pyproc_layout *l, uint64_t code, uint64_t func);
+/* Forgets the process's entries (it exited or exec'd). */
+void pycache_forget(struct pycache *pc, pid_t pid);
+void pycache_get_stats(const struct pycache *pc, struct pycache_stats *out);
+
+#endif

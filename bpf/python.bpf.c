@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * python.bpf.c - the interpreter frames of a sampled CPython thread
+ * (docs/python.md), included by sampler.bpf.c.
+ *
+ * For a process in "py_procs" (written by the agent with the offsets of
+ * its interpreter's version), the thread's PyThreadState is found once by
+ * walking the interpreter's thread list for the one whose native thread
+ * id is the sampled thread's, and kept in the thread's task storage
+ * ("py_threads"); each sample checks that it still names the thread (one
+ * read) before trusting it. From the thread state's current frame the
+ * walk follows the previous links, reading TP_PY_FRAME_READ bytes of each
+ * frame at once, and writes TP_PY_WORDS words a frame into the record
+ * (sampler.h). Every read is bpf_probe_read_user: a freed or scribbled
+ * frame ends the walk (TP_CNT_PY_FAULT), never more. The walk is a bounded
+ * loop of at most TP_PY_MAX_FRAMES steps, and the thread list at most
+ * TP_PY_MAX_THREADS.
+ */
+
+#define TP_PY_MAX_THREADS 64
+
+volatile __u32 py_on = 0; /* 1: "py_procs" has entries (the agent sets it) */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_PY_PROCS);
+	__type(key, __u32);
+	__type(value, struct tp_py_proc);
+} py_procs SEC(".maps");
+
+/* The thread's PyThreadState, once found; checked against its native id at each use. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} py_threads SEC(".maps");
+
+struct py_scratch {
+	__u8 frame[TP_PY_FRAME_READ + 8];	     /* one frame as read */
+	__u64 words[TP_PY_MAX_FRAMES * TP_PY_WORDS]; /* the frames taken, copied at once */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_scratch);
+} py_scratch SEC(".maps");
+
+/* The record's room for Python frames: they are copied in one piece of this size. */
+#define TP_PY_BYTES    (TP_PY_MAX_FRAMES * TP_PY_WORDS * 8)
+#define TP_PY_AT_LIMIT (2 * TP_MAX_FRAMES - TP_PY_MAX_FRAMES * TP_PY_WORDS)
+
+static __always_inline __u64 py_u64(const __u8 *b, __u16 off)
+{
+	return *(const __u64 *)(b + (off & (TP_PY_FRAME_READ - 8)));
+}
+
+static __always_inline __u8 py_u8(const __u8 *b, __u16 off)
+{
+	return b[off & (TP_PY_FRAME_READ - 1)];
+}
+
+/* bpf_loop's state for the thread list and the frame chain. */
+struct py_walk_ctx {
+	struct tp_py_proc pp; /* the offsets (copied: the callbacks see scalars only) */
+	__u64 addr;	      /* the thread state, or the frame, to look at next */
+	__u64 found;	      /* the thread list: the thread state found */
+	__u32 tid;	      /* the thread list: whose */
+	__u32 n;	      /* the frame chain: frames taken */
+	__u8 fault;	      /* a read failed */
+	__u8 trunc;	      /* more frames than room */
+};
+
+static long py_thread_step(__u32 i, void *arg)
+{
+	struct py_walk_ctx *w = arg;
+	__u64 id;
+
+	if (!w->addr)
+		return 1;
+	if (bpf_probe_read_user(&id, sizeof(id), (void *)(w->addr + w->pp.ts_native_tid))) {
+		w->fault = 1;
+		return 1;
+	}
+	if (id == w->tid) {
+		w->found = w->addr;
+		return 1;
+	}
+	if (bpf_probe_read_user(&w->addr, sizeof(w->addr), (void *)(w->addr + w->pp.ts_next)))
+		w->fault = 1;
+	return w->fault;
+}
+
+static long py_frame_step(__u32 i, void *arg)
+{
+	struct py_walk_ctx *w = arg;
+	struct py_scratch *sc;
+	__u32 zero = 0, k;
+	__u64 code, instr;
+
+	if (!w->addr)
+		return 1;
+	sc = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!sc)
+		return 1;
+	if (bpf_probe_read_user(sc->frame, TP_PY_FRAME_READ, (void *)w->addr)) {
+		w->fault = 1;
+		return 1;
+	}
+	w->addr = py_u64(sc->frame, w->pp.frame_previous);
+	if (w->pp.owner_cstack != 0xff && w->pp.frame_owner != TP_PY_NONE &&
+	    py_u8(sc->frame, w->pp.frame_owner) == w->pp.owner_cstack) {
+		/* a shim the interpreter pushes where C called in: the frame below was the entry */
+		k = (w->n - 1) * TP_PY_WORDS + 2;
+		if (w->n > 0 && k < TP_PY_MAX_FRAMES * TP_PY_WORDS)
+			sc->words[k] |= TP_PY_ENTRY;
+		return 0;
+	}
+	if (w->n >= TP_PY_MAX_FRAMES) {
+		w->trunc = 1;
+		return 1;
+	}
+	k = w->n * TP_PY_WORDS;
+	if (k > TP_PY_MAX_FRAMES * TP_PY_WORDS - TP_PY_WORDS)
+		return 1;
+	code = py_u64(sc->frame, w->pp.frame_code);
+	instr = py_u64(sc->frame, w->pp.frame_instr);
+	instr = instr > code + w->pp.code_adaptive ? instr - code - w->pp.code_adaptive : 0;
+	sc->words[k] = code;
+	sc->words[k + 1] = w->pp.frame_func != TP_PY_NONE ? py_u64(sc->frame, w->pp.frame_func) : 0;
+	sc->words[k + 2] =
+	    (instr & 0xffffffffull) |
+	    (w->pp.frame_entry != TP_PY_NONE && py_u8(sc->frame, w->pp.frame_entry) ? TP_PY_ENTRY
+										    : 0);
+	w->n++;
+	return 0;
+}
+
+/* The thread state of thread tid (w->pp set), or 0. */
+static __always_inline __u64 py_tstate(struct task_struct *task, struct py_walk_ctx *w)
+{
+	__u64 *cached = bpf_task_storage_get(&py_threads, task, NULL, 0);
+	__u64 interp, id;
+
+	if (cached && *cached &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(*cached + w->pp.ts_native_tid)) &&
+	    id == w->tid)
+		return *cached;
+	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)w->pp.interp_head) || !interp ||
+	    bpf_probe_read_user(&w->addr, sizeof(w->addr),
+				(void *)(interp + w->pp.interp_threads_head)))
+		return 0;
+	w->found = 0;
+	bpf_loop(TP_PY_MAX_THREADS, py_thread_step, w, 0);
+	if (w->found) {
+		cached =
+		    bpf_task_storage_get(&py_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (cached)
+			*cached = w->found;
+	}
+	return w->found;
+}
+
+/*
+ * The Python frames of the interrupted thread into record s after its
+ * native frames, TP_PY_WORDS words a frame, their count in s->off_us. A
+ * global function: the verifier checks it once, not at every call site.
+ */
+__noinline int py_walk(struct tp_sample *s, const struct tp_py_proc *pp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct counter_set *c = counters_here();
+	struct py_walk_ctx w = {};
+	struct py_scratch *sc;
+	__u32 zero = 0, at;
+	__u64 ts, frame = 0;
+
+	if (!s || !pp)
+		return 0;
+	s->off_us = 0;
+	w.tid = s->tid;
+	at = (__u32)s->kern_n + s->user_n;
+	__builtin_memcpy(&w.pp, pp, sizeof(w.pp));
+	ts = py_tstate(task, &w);
+	if (!ts) {
+		if (c)
+			c->n[w.fault ? TP_CNT_PY_FAULT : TP_CNT_PY_NO_TSTATE]++;
+		return 0;
+	}
+	if (at > TP_PY_AT_LIMIT) {
+		if (c)
+			c->n[TP_CNT_PY_TRUNC]++; /* a native stack too deep to leave room */
+		return 0;
+	}
+	frame = ts;
+	if ((w.pp.ts_cframe != TP_PY_NONE &&
+	     bpf_probe_read_user(&frame, sizeof(frame), (void *)(ts + w.pp.ts_cframe))) ||
+	    !frame ||
+	    bpf_probe_read_user(&w.addr, sizeof(w.addr), (void *)(frame + w.pp.ts_frame))) {
+		if (c)
+			c->n[TP_CNT_PY_FAULT]++;
+		return 0;
+	}
+	w.fault = 0;
+	w.n = 0;
+	bpf_loop(TP_PY_MAX_FRAMES + 8, py_frame_step, &w, 0);
+	sc = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!sc || !w.n || w.n > TP_PY_MAX_FRAMES)
+		return 0;
+	bpf_probe_read_kernel(&s->ips[at], TP_PY_BYTES, sc->words);
+	s->off_us = w.n;
+	if (c) {
+		c->n[TP_CNT_PY_STACKS]++;
+		c->n[TP_CNT_PY_FRAMES] += w.n;
+		if (w.trunc)
+			c->n[TP_CNT_PY_TRUNC]++;
+		if (w.fault)
+			c->n[TP_CNT_PY_FAULT]++;
+	}
+	return w.n;
+}

@@ -1,0 +1,29 @@
+"""A CPython 3.11 process whose frame chain is broken while it is sampled
+(e2e_agent_python): spin() points its own frame's `previous` link at
+itself ("cycle") or at an address that is not mapped ("garbage") for
+SECONDS seconds of busy looping, then puts it back before returning.
+The offsets are CPython 3.11's (PyFrameObject.f_frame at 24,
+_PyInterpreterFrame.previous at 48).
+
+usage: python3.11 py_scribble.py cycle|garbage SECONDS
+"""
+import ctypes
+import sys
+import time
+
+
+def spin(mode, seconds):
+    frame = ctypes.c_uint64.from_address(id(sys._getframe()) + 24).value
+    previous = ctypes.c_uint64.from_address(frame + 48)
+    saved = previous.value
+    previous.value = frame if mode == "cycle" else 0x10
+    end = time.time() + seconds
+    x = 0
+    while time.time() < end:
+        x += 1
+    previous.value = saved
+    return x
+
+
+spin(sys.argv[1], float(sys.argv[2]))
+print("ok")

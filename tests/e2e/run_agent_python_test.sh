@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Python frames from the kernel (docs/python.md): Debian's python3.11
+# running py_workload.py (two threads, known shares of CPU time in known
+# functions: a loop, a recursion, a C extension calling back into Python,
+# hashing in C with the GIL released), sampled by the agent at 997 Hz for
+# a few seconds. py_check.py compares the stored stacks with the
+# workload's own measurement: inclusive shares within 2 points, the hot
+# loop's lines, json_cb under the C encoder under via_json, no native
+# evaluation-loop frame left, the recursion's depth, and >= 99 % of the
+# samples with a Python frame. Next to it, two processes break their own
+# frame chain while sampled (py_scribble.py: a cycle, an unmapped link):
+# counted (bpf_py_trunc, bpf_py_fault), no hang, both finish, the agent
+# goes on.
+# usage: run_agent_python_test.sh TRACEPROF_DB AGENT CLUSTER_DIR
+set -euo pipefail
+tpdb=$1 agent=$2 cluster=$3
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+needs_bpf
+py=/usr/bin/python3.11
+[ -x "$py" ] || { echo "skip: no $py"; exit 77; }
+conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_python)
+secs=7
+
+"$py" "$here/py_workload.py" "$secs" </dev/null >"$work/truth.txt" &
+wl=$!
+pids+=("$wl")
+"$py" "$here/py_scribble.py" cycle 3 >"$work/cycle.out" &
+cyc=$!
+"$py" "$here/py_scribble.py" garbage 3 >"$work/garbage.out" &
+gar=$!
+pids+=("$cyc" "$gar")
+sleep 0.3
+start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$wl,$cyc,$gar" --frequency 997 \
+	--window 1s --otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/stats"
+wait "$wl" || fail "the workload failed" # it prints its truth after SECONDS of CPU per thread
+wait "$cyc" && wait "$gar" || fail "a process with a broken frame chain failed"
+sleep 1.5
+kill -TERM "$agent_pid"
+wait "$agent_pid" || fail "the agent exited with status $?"
+grep -E '^(bpf_py_[a-z_]*|py_[a-z_]*)=' "$work/stats"
+grep -qx 'py_processes=3' "$work/stats" || fail "the agent did not find the three interpreters"
+grep -q '^bpf_py_trunc=[1-9]' "$work/stats" || fail "the cycle in a frame chain was not counted"
+grep -q '^bpf_py_fault=[1-9]' "$work/stats" || fail "the unmapped frame link was not counted"
+
+psql "$conn" -qXAt -v ON_ERROR_STOP=1 -F $'\t' >"$work/stacks.tsv" <<'SQL'
+WITH u AS (
+    SELECT x.stack_id, sum(coalesce(x.c, 1)) AS n
+      FROM traceprof.samples s
+     CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS x(stack_id, c)
+     GROUP BY x.stack_id)
+SELECT u.n, string_agg(coalesce(fn.name, '[unknown]') || chr(31) || coalesce(fn.module, '')
+                       || chr(31) || coalesce(fr.line, 0), chr(30) ORDER BY f.ord)
+  FROM u
+  JOIN traceprof.stacks st ON st.stack_id = u.stack_id
+ CROSS JOIN LATERAL unnest(st.frame_ids) WITH ORDINALITY AS f(frame_id, ord)
+  LEFT JOIN traceprof.frames fr ON fr.frame_id = f.frame_id
+  LEFT JOIN traceprof.functions fn ON fn.function_id = fr.function_id
+ GROUP BY u.stack_id, u.n;
+SQL
+python3 "$here/py_check.py" "$work/stacks.tsv" "$work/truth.txt" || fail "Python stacks do not match the workload's truth"
+echo "ok: Python frames of a live CPython 3.11, interleaved with its native frames"
