@@ -34,10 +34,11 @@ cpu_ns() { # on-CPU ns of all threads of process $1
 stat_of() { # stat_of FILE KEY
 	sed -n "s/^$2=//p" "$1"
 }
-snap() { # snap PID FILE: the agent writes its stats file
+snap() { # snap PID STATS COPY: the agent writes its stats file STATS, kept as COPY
 	rm -f "$2"
 	kill -USR1 "$1"
-	for _ in $(seq 100); do [ -s "$2" ] && return 0; sleep 0.05; done
+	for _ in $(seq 100); do [ -s "$2" ] && break; sleep 0.05; done
+	cp "$2" "$3"
 }
 
 one_round() { # one_round HZ
@@ -54,13 +55,13 @@ one_round() { # one_round HZ
 		2>"$work/off.log" &
 	off=$!
 	sleep "$warmup"
-	snap "$on" "$work/on0"
-	snap "$off" "$work/off0"
+	snap "$on" "$work/on.stats" "$work/on0"
+	snap "$off" "$work/off.stats" "$work/off0"
 	c_on0=$(cpu_ns "$on") c_off0=$(cpu_ns "$off")
 	sleep "$measure"
 	c_on1=$(cpu_ns "$on") c_off1=$(cpu_ns "$off")
-	snap "$on" "$work/on1"
-	snap "$off" "$work/off1"
+	snap "$on" "$work/on.stats" "$work/on1"
+	snap "$off" "$work/off.stats" "$work/off1"
 	kill -TERM "$on" "$off" "$wl"
 	wait "$on" "$off" 2>/dev/null || true
 	wait "$wl" 2>/dev/null || true
