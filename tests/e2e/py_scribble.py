@@ -5,14 +5,15 @@ SECONDS seconds of busy looping, then puts it back before returning.
 The offsets are CPython 3.11's (PyFrameObject.f_frame at 24,
 _PyInterpreterFrame.previous at 48).
 
-usage: python3.11 py_scribble.py cycle|garbage SECONDS
+usage: python3.11 py_scribble.py cycle|garbage STOP SECONDS
 """
 import ctypes
+import os
 import sys
 import time
 
 
-def spin(mode, seconds):
+def spin(mode, stop, seconds):
     frame = ctypes.c_uint64.from_address(id(sys._getframe()) + 24).value
     previous = ctypes.c_uint64.from_address(frame + 48)
     saved = previous.value
@@ -21,9 +22,11 @@ def spin(mode, seconds):
     x = 0
     while time.time() < end:
         x += 1
+        if x % 100000 == 0 and os.path.exists(stop):
+            break
     previous.value = saved
     return x
 
 
-spin(sys.argv[1], float(sys.argv[2]))
+spin(sys.argv[1], sys.argv[2], float(sys.argv[3]))
 print("ok")

@@ -25,15 +25,16 @@ secs=7
 "$py" "$here/py_workload.py" "$secs" </dev/null >"$work/truth.txt" &
 wl=$!
 pids+=("$wl")
-"$py" "$here/py_scribble.py" cycle 3 >"$work/cycle.out" &
+"$py" "$here/py_scribble.py" cycle "$work/stop" 60 >"$work/cycle.out" &
 cyc=$!
-"$py" "$here/py_scribble.py" garbage 3 >"$work/garbage.out" &
+"$py" "$here/py_scribble.py" garbage "$work/stop" 60 >"$work/garbage.out" &
 gar=$!
 pids+=("$cyc" "$gar")
 sleep 0.3
 start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$wl,$cyc,$gar" --frequency 997 \
 	--window 1s --otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/stats"
 wait "$wl" || fail "the workload failed" # it prints its truth after SECONDS of CPU per thread
+touch "$work/stop" # the two with a broken chain stop once the workload is done
 wait "$cyc" && wait "$gar" || fail "a process with a broken frame chain failed"
 sleep 1.5
 kill -TERM "$agent_pid"
