@@ -86,9 +86,16 @@ def candidates(path=None):
 
 def _declare(dll):
     i, p, s, u8 = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint8
+    # The two calls of every request are left without argtypes: converting
+    # through declared types costs about 70 ns per argument. They are given
+    # only objects ctypes passes as they are: the span's byref (made once
+    # per thread), bytes or None for the strings, and Python ints for the
+    # length and the status (passed as C int, widened to the 64-bit
+    # register of size_t by the x86-64 and AArch64 calling conventions as
+    # libffi implements them; a traceparent is under 2^31 bytes).
+    for name in ("tp_sdk_span_begin", "tp_sdk_span_end"):
+        getattr(dll, name).restype = i
     sigs = {
-        "tp_sdk_span_begin": (i, [p, ctypes.c_char_p, s]),
-        "tp_sdk_span_end": (i, [p, ctypes.c_char_p, ctypes.c_char_p, i]),
         "tp_sdk_attach": (i, [ctypes.c_char_p, ctypes.c_char_p, u8, p, s]),
         "tp_sdk_detach": (i, []),
         "tp_sdk_thread_register": (i, []),
@@ -177,16 +184,16 @@ class Library:
 
 
 class ThreadState:
-    """One thread's request state: the span buffer (and its address, so a
-    request passes an int rather than making a byref object), whether a
+    """One thread's request state: the span buffer (and a byref of it made
+    once, so a request passes it rather than making one), whether a
     span is open, whether the app is running (nested calls), the status and
     the route template of the request in flight."""
 
-    __slots__ = ("span", "addr", "open", "in_app", "status", "route", "env", "sr", "ident", "otel")
+    __slots__ = ("span", "ref", "open", "in_app", "status", "route", "env", "sr", "ident", "otel")
 
     def __init__(self):
         self.span = Span()
-        self.addr = ctypes.addressof(self.span)
+        self.ref = ctypes.byref(self.span)  # what the request's two calls are given
         self.open = False
         self.in_app = False
         self.status = 0

@@ -4,11 +4,12 @@ close() of its response (the end of the response body).
 """
 
 import logging
-import threading
+from threading import get_ident
 
 log = logging.getLogger("traceprof")
 
 _names = {}  # str -> bytes for methods and route templates (bounded)
+_codes = {}  # status line -> code (bounded)
 
 
 def _bytes(s):
@@ -29,11 +30,13 @@ def _end(lib, st):
     st.sr.inner = None
     env, st.env = st.env, None
     method = env.get("REQUEST_METHOD") or "GET"
-    if st.route is not None:
-        route = _bytes(st.route)
+    method = _names.get(method) or _bytes(method)
+    route = st.route
+    if route is not None:
+        route = _names.get(route) or _bytes(route)
     else:  # no template known: the path (cut to 127 bytes by the SDK)
         route = (env.get("PATH_INFO") or "/").encode("latin-1", "replace")
-    lib.span_end(st.addr, _bytes(method), route, st.status)
+    lib.span_end(st.ref, method, route, st.status)
 
 
 class _StartResponse:
@@ -45,10 +48,15 @@ class _StartResponse:
         self.st, self.inner = st, None
 
     def __call__(self, status, headers, exc_info=None):
-        try:
-            self.st.status = int(status[:3])
-        except ValueError:
-            self.st.status = 0
+        code = _codes.get(status)
+        if code is None:
+            try:
+                code = int(status[:3])
+            except ValueError:
+                code = 0
+            if len(_codes) < 1024:
+                _codes[status] = code
+        self.st.status = code
         if exc_info is None:
             return self.inner(status, headers)
         return self.inner(status, headers, exc_info)
@@ -74,7 +82,7 @@ class _Body:
             st = self.st
             # only the serving thread can detach its own context: closed
             # elsewhere, the span ends when that thread's next request starts
-            if st.open and st.env is self.env and st.ident == threading.get_ident():
+            if st.open and st.env is self.env and st.ident == get_ident():
                 _end(self.lib, st)
 
 
@@ -134,9 +142,9 @@ class WSGIMiddleware:
         tp = environ.get("HTTP_TRACEPARENT")
         if tp:
             b = tp.encode("latin-1", "replace")
-            lib.span_begin(st.addr, b, len(b))  # invalid: a new trace
+            lib.span_begin(st.ref, b, len(b))  # invalid: a new trace
         else:
-            lib.span_begin(st.addr, None, 0)
+            lib.span_begin(st.ref, None, 0)
         st.open, st.status, st.route, st.env = True, 0, None, environ
         sr = st.sr
         sr.inner = start_response
