@@ -73,18 +73,28 @@ class Recorder:
         return [b"ok"]
 
 
+SINK = None
+
+
+def setUpModule():
+    # one enable per process (later calls return the first's result): the
+    # spans go to this sink from the start
+    global SINK
+    SINK = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=SINK.serve_forever, daemon=True).start()
+    endpoint = "http://127.0.0.1:%d/v1/traces" % SINK.server_address[1]
+    assert traceprof.enable(service_name="py-unit", endpoint=endpoint) is not None, "libtraceprof-sdk did not load"
+
+
+def tearDownModule():
+    SINK.shutdown()
+
+
 class Middleware(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sink = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-        threading.Thread(target=cls.sink.serve_forever, daemon=True).start()
-        endpoint = "http://127.0.0.1:%d/v1/traces" % cls.sink.server_address[1]
-        cls.lib = traceprof.enable(service_name="py-unit", endpoint=endpoint)
-        assert cls.lib is not None, "libtraceprof-sdk did not load"
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sink.shutdown()
+        cls.lib = traceprof.library()
+        cls.sink = SINK
 
     def test_traceparent_trace_attached_then_detached(self):
         app = Recorder()
@@ -226,6 +236,19 @@ class Middleware(unittest.TestCase):
         self.assertIn(bytes.fromhex(PARENT), body)  # the parent span id
         self.assertIn(b"GET /item/{id}", body)
         self.assertIn(b"py-unit", body)
+
+
+class Fork(unittest.TestCase):
+    def test_forked_child_publishes_its_process_context(self):
+        self.assertIsNotNone(traceprof.library())
+        with open("/proc/self/maps") as f:
+            self.assertIn("OTEL_CTX", f.read())
+        pid = os.fork()
+        if pid == 0:  # the mapping is not inherited (MADV_DONTFORK): published again
+            with open("/proc/self/maps") as f:
+                os._exit(0 if "OTEL_CTX" in f.read() else 3)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, "no process context in the child")
 
 
 class FakeKind:
