@@ -13,6 +13,8 @@
 #    carry the trace and span of a slow request; none carries a trace id
 #    that no request had;
 #  - the trigger collects exactly 3 requests, each a slow one.
+# With PYSDK_WORKER_CLASS=gthread in the environment: gthread workers of 4
+# threads each under 4 concurrent clients instead (the same checks).
 # usage: run_pysdk_gunicorn_test.sh TRACEPROF_DB AGENT CONTROLLER SDK_SO CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 agent=$2 controller=$3 sdk=$4 cluster=$5
@@ -26,6 +28,8 @@ py=$(head -1 "$gunicorn" | sed 's/^#! *//; s/ .*//')
 "$py" -c 'import flask' 2>/dev/null || { echo "skip: no Flask for $py (scripts/deps.sh)"; exit 77; }
 
 n_fast=60 n_slow=10 slow_ms=300 n_trigger=3
+worker=(--worker-class sync) clients=2
+if [ "${PYSDK_WORKER_CLASS:-sync}" = gthread ]; then worker=(--worker-class gthread --threads 4) clients=4; fi
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_pysdk)
 otlp_port=$(free_port)
 ctl_port=$(free_port)
@@ -34,7 +38,7 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
 
 TRACEPROF_SDK_LIBRARY=$sdk PYTHONPATH="$here/../../sdk/python" PYTHONDONTWRITEBYTECODE=1 \
 	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp_port/v1/traces" \
-	"$gunicorn" --workers 2 --worker-class sync --bind "127.0.0.1:$app_port" --chdir "$here" \
+	"$gunicorn" --workers 2 "${worker[@]}" --bind "127.0.0.1:$app_port" --chdir "$here" \
 	pysdk_flask_app:app >"$work/gunicorn.out" 2>"$work/gunicorn.log" &
 gpid=$!
 pids+=("$gpid")
@@ -61,7 +65,7 @@ for _ in $(seq 100); do
 done
 [ "$phase" = Active ] || fail "the trigger is not active (phase '$phase')"
 
-python3 "$here/pysdk_load.py" "$app_port" "$work/truth.csv" $n_fast $n_slow $slow_ms 2 11 >"$work/load.log" 2>&1 ||
+python3 "$here/pysdk_load.py" "$app_port" "$work/truth.csv" $n_fast $n_slow $slow_ms $clients 11 >"$work/load.log" 2>&1 ||
 	fail "load generator"
 for _ in $(seq 100); do
 	phase=$(q "SELECT phase FROM traceprof.trace_profile_triggers WHERE name = 'slow-flask'")
