@@ -12,6 +12,8 @@
 #  - >= 99 % of the workers' samples in libcrypto (inside slow requests)
 #    carry the trace and span of a slow request; none carries a trace id
 #    that no request had;
+#  - each slow trace's profile shows the view (slow) and slow_checkout_work
+#    (Python frames, from the agent's CPython walk) over its hashing;
 #  - the trigger collects exactly 3 requests, each a slow one.
 # With PYSDK_WORKER_CLASS=gthread in the environment: gthread workers of 4
 # threads each under 4 concurrent clients instead (the same checks).
@@ -100,7 +102,9 @@ check "the workers' service name from their process context" 1 \
 psql "$conn" -qX -v ON_ERROR_STOP=1 -c "CREATE TABLE s AS
 	SELECT sm.trace_id, sm.span_id, coalesce(sm.counts[u.i], 1) AS n,
 	       EXISTS (SELECT FROM unnest(st.function_ids) x(fid) JOIN traceprof.functions f
-	                ON f.function_id = x.fid WHERE f.module LIKE 'libcrypto.so%') AS crypto
+	                ON f.function_id = x.fid WHERE f.module LIKE 'libcrypto.so%') AS crypto,
+	       (SELECT array_agg(f.name) FROM unnest(st.function_ids) x(fid)
+	          JOIN traceprof.functions f ON f.function_id = x.fid) AS fns
 	  FROM traceprof.samples sm JOIN traceprof.sources so USING (source_id)
 	 CROSS JOIN LATERAL unnest(sm.stacks) WITH ORDINALITY u(stack_id, i)
 	  JOIN traceprof.stacks st ON st.stack_id = u.stack_id
@@ -119,6 +123,16 @@ check "samples tagged with a trace id no request had" 0 \
 	   (SELECT FROM truth t WHERE traceprof.parse_trace_id(t.trace_id) = s.trace_id)"
 check "tagged samples" 1 "SELECT (sum(n) FILTER (WHERE trace_id IS NOT NULL) >= $crypto)::int FROM s"
 
+# Python frames (the agent's CPython walk): each slow trace's profile shows
+# the Flask view and the function it called for each of its hashing samples
+traces=$(q "SELECT count(DISTINCT trace_id) FROM s WHERE crypto AND trace_id IS NOT NULL")
+check "slow traces whose profile shows slow and slow_checkout_work over their hashing" "$traces" \
+	"SELECT count(*) FROM (SELECT trace_id, sum(n) AS c FROM s WHERE crypto AND trace_id IS NOT NULL
+	                        GROUP BY 1) x
+	 WHERE (SELECT sum(p.total_samples) FROM traceprof.trace_profile(traceprof.trace_id_text(x.trace_id)) p
+	         WHERE p.function = 'pysdk_flask_app.slow_checkout_work') >= x.c
+	   AND (SELECT sum(p.total_samples) FROM traceprof.trace_profile(traceprof.trace_id_text(x.trace_id)) p
+	         WHERE p.function = 'pysdk_flask_app.slow') >= x.c"
 check "the trigger collected exactly $n_trigger requests" $n_trigger \
 	"SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'slow-flask'"
 check "each claimed trace a request of 200 ms or more by the load generator's clock" $n_trigger \
