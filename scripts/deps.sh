@@ -16,6 +16,7 @@ packages=(
 	zlib1g-dev golang-go
 	xz-utils # the unwinding test compresses with Debian's xz
 	chromium
+	gunicorn python3-flask # the Python package's end-to-end test (sdk/python)
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
 # a node and npm already installed (from any source) are used as they are.
