@@ -22,6 +22,8 @@
 #    90 % or more of payment-svc's samples reach the thread's root, and its
 #    flame graph runs from the root through handle_pay and
 #    validateSignature down to a leaf in libcrypto.so.3;
+#  - the Python service (Flask under gunicorn): its slowest request's
+#    flame graph runs through the view into rank_candidates;
 #  - nothing it started is left running, also after a Ctrl-C mid-run.
 # usage: run_demo_test.sh SOURCE_DIR BUILD_DIR TRACEPROF_DB
 set -euo pipefail
@@ -66,6 +68,12 @@ out=$work/demo.out
 conn=$("$tpdb" conninfo "$db")
 q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
 
+# the Python service: its slowest request's flame graph runs through the
+# Flask view into the function that ranks (Python frames, sdk/python)
+grep -q '^== The slowest recommend-svc request (Python)' "$out" || fail "no recommend-svc section"
+grep -A4 '^== The slowest recommend-svc request' "$out" |
+	grep -q 'recommend_app\.recommend;recommend_app\.rank_candidates' ||
+	fail "recommend-svc's flame graph lacks recommend -> rank_candidates: $(grep -A4 'slowest recommend-svc' "$out")"
 grep -Eq '^ next-slow-payments \| payment-svc \| Completed \| 5/5 +\| 99 \|' "$out" ||
 	fail "no Completed 5/5 trigger row at 99 Hz in the output"
 echo "ok: the trigger completed with 5/5 at 99 Hz"
