@@ -211,61 +211,47 @@ static bool replace_set(uint32_t **cur, size_t *ncur, unsigned *cur_param, uint3
 	return true;
 }
 
-/* Recomputes the off-CPU set; calls on_offcpu when it or its threshold changed. Lock held. */
-static void update_offcpu(struct triggers *t)
+/*
+ * Recomputes one set (which) and, when it or its parameter changed (the
+ * raised Hz, the smallest off-CPU threshold), calls its callback. A set
+ * that cannot be computed (no memory) keeps the last one: the next change
+ * retries. Lock held.
+ */
+static void update_set(struct triggers *t, enum target_set which)
 {
+	static const char *const what[] = {"raise", "off-CPU", "zero-code"};
+	uint32_t **cur = which == SET_RAISED   ? &t->raised
+			 : which == SET_OFFCPU ? &t->offcpu
+					       : &t->zerocode;
+	size_t *ncur = which == SET_RAISED   ? &t->nraised
+		       : which == SET_OFFCPU ? &t->noffcpu
+					     : &t->nzerocode;
+	unsigned *param = which == SET_RAISED	? &t->raised_hz
+			  : which == SET_OFFCPU ? &t->offcpu_us
+						: &t->zerocode_on;
 	size_t n;
 	unsigned hz;
-	uint32_t min_us, *v = active_targets(t, SET_OFFCPU, &n, &hz, &min_us);
+	uint32_t min_us, *v = active_targets(t, which, &n, &hz, &min_us);
+	unsigned p = !n ? 0 : which == SET_RAISED ? hz : which == SET_OFFCPU ? min_us : 1;
 
-	if (!v)
-		return; /* keeps the last set; the next change retries */
-	if (!replace_set(&t->offcpu, &t->noffcpu, &t->offcpu_us, v, n, n ? min_us : 0))
+	if (!v || !replace_set(cur, ncur, param, v, n, p))
 		return;
-	log_debug("triggers: off-CPU processes=%zu min_us=%u", n, t->offcpu_us);
-	if (t->o.on_offcpu)
-		t->o.on_offcpu(t->o.offcpu_ctx, v, n, t->offcpu_us);
-}
-
-/* Recomputes the zero-code set; calls on_zerocode when it changed. Lock held. */
-static void update_zerocode(struct triggers *t)
-{
-	size_t n;
-	unsigned hz;
-	uint32_t min_us, *v = active_targets(t, SET_ZEROCODE, &n, &hz, &min_us);
-
-	if (!v)
-		return; /* keeps the last set; the next change retries */
-	if (!replace_set(&t->zerocode, &t->nzerocode, &t->zerocode_on, v, n, n ? 1 : 0))
-		return;
-	log_debug("triggers: zero-code processes=%zu", n);
-	if (t->o.on_zerocode)
+	log_debug("triggers: %s processes=%zu param=%u", what[which], n, p);
+	if (which == SET_RAISED && t->o.on_raise)
+		t->o.on_raise(t->o.raise_ctx, v, n, p);
+	else if (which == SET_OFFCPU && t->o.on_offcpu)
+		t->o.on_offcpu(t->o.offcpu_ctx, v, n, p);
+	else if (which == SET_ZEROCODE && t->o.on_zerocode)
 		t->o.on_zerocode(t->o.zerocode_ctx, v, n);
-}
-
-/* Recomputes the raised set; calls on_raise when it changed. Lock held. */
-static void update_raised(struct triggers *t)
-{
-	size_t n;
-	unsigned hz;
-	uint32_t min_us, *v = active_targets(t, SET_RAISED, &n, &hz, &min_us);
-
-	if (!v)
-		return; /* keeps the last raise; the next change retries */
-	if (!replace_set(&t->raised, &t->nraised, &t->raised_hz, v, n, n ? hz : 0))
-		return;
-	log_debug("triggers: raise processes=%zu hz=%u", n, t->raised_hz);
-	if (t->o.on_raise)
-		t->o.on_raise(t->o.raise_ctx, v, n, t->raised_hz);
 }
 
 /* Recomputes the raised, off-CPU and zero-code sets; calls their callbacks when changed. Lock
  * held. */
 void update_raise(struct triggers *t)
 {
-	update_raised(t);
-	update_offcpu(t);
-	update_zerocode(t);
+	update_set(t, SET_RAISED);
+	update_set(t, SET_OFFCPU);
+	update_set(t, SET_ZEROCODE);
 }
 
 void resolve_targets(struct triggers *t, struct trigger *tr)
