@@ -461,7 +461,11 @@ static int merge(struct perfmap *pm, struct batch *b, int *changed)
 		free(hp.h);
 		return -ENOMEM;
 	}
-	qsort(b->e, b->n, sizeof(*b->e), by_start);
+	for (i = 1; i < b->n && by_start(&b->e[i - 1], &b->e[i]) < 0; i++)
+		;
+	if (i < b->n) /* maps are often written in address order: no sort then */
+		qsort(b->e, b->n, sizeof(*b->e), by_start);
+	i = 0;
 	while (i < pm->n || j < b->n) {
 		if (j >= b->n || (i < pm->n && pm->e[i].start <= b->e[j].start))
 			all[k++] = pm->e[i++];
