@@ -5,9 +5,10 @@
 #   node: `node --perf-basic-prof` (Node writes /tmp/perf-<pid>.map as it
 #         compiles) running hotLoopJs (jit_workload.js) for 3 s.
 #   java: `java -XX:+PreserveFramePointer` running hotLoopJava
-#         (JitWorkload.java) for 4 s; `jcmd <pid> Compiler.perfmap` writes
-#         the map after 1.5 s of warm-up: stacks sampled before it was there
-#         are named once it is (their cached ids are renewed).
+#         (JitWorkload.java); `jcmd <pid> Compiler.perfmap` writes the map
+#         after about 1 s of warm-up, and the method runs 3.5 s more: stacks
+#         sampled before the map was there are named once it is (their
+#         cached ids are renewed).
 # Also printed, not checked: how many samples in the hot function reach
 # the program's main (a walk through JIT code that stops early is cut).
 # usage: run_jit_test.sh node|java TRACEPROF_DB AGENT SOURCE_DIR CLUSTER_DIR
@@ -39,11 +40,17 @@ if [ "$mode" = node ]; then
 	app=$!
 	pids+=("$app")
 else
-	(echo "$BASHPID" >"$cg/cgroup.procs" && exec java -XX:+PreserveFramePointer -cp "$work" JitWorkload 4000) >"$work/app.out" &
+	(echo "$BASHPID" >"$cg/cgroup.procs" && exec java -XX:+PreserveFramePointer -cp "$work" JitWorkload 3500) >"$work/app.out" &
 	app=$!
 	pids+=("$app")
-	sleep 1.5
-	jcmd "$app" Compiler.perfmap >"$work/jcmd.log" 2>&1 || fail "jcmd Compiler.perfmap failed"
+	# warm-up, then the map; the JVM may not take attach requests yet: again
+	sleep 1
+	for _ in $(seq 20); do
+		jcmd "$app" Compiler.perfmap >"$work/jcmd.log" 2>&1 && break
+		sleep 0.5
+	done
+	grep -q 'Command executed successfully' "$work/jcmd.log" || fail "jcmd Compiler.perfmap failed: $(cat "$work/jcmd.log")"
+	map_at=$EPOCHREALTIME
 fi
 wait "$app" || fail "the $mode workload failed"
 rm -f "/tmp/perf-$app.map"
@@ -60,10 +67,22 @@ read -r total hot whole <<<"$(q "
 	                AND split_part(stack, ';', 1) IN ('_start', '__libc_start_main', '__libc_start_call_main', 'start_thread', 'clone3', 'clone')), 0)
 	  FROM traceprof.service_folded('jit-$mode', now() - interval '1 hour', now())")"
 echo "$mode: $total samples, $hot in $fn, $whole of those reach the thread's entry"
-q "SELECT samples || ' ' || stack FROM traceprof.service_folded('jit-$mode', now() - interval '1 hour', now())
-    ORDER BY samples DESC LIMIT 3" | cut -c1-400
+# the leaf ends of the most sampled stacks, with and without the function
+q "SELECT samples || ' ...' || right(stack, 160) FROM traceprof.service_folded('jit-$mode', now() - interval '1 hour', now())
+    ORDER BY stack LIKE '%$fn%' DESC, samples DESC LIMIT 6"
 q "SELECT 'named: ' || name FROM traceprof.functions WHERE module = '[perf-map]' AND name LIKE '%$fn%'"
 [ "$total" -gt 0 ] || fail "no samples of the $mode process"
+if [ "$mode" = java ]; then
+	# windows that start 1.5 s after the map was written (the agent looks
+	# at a map at most once a second): stacks cached before it are named
+	read -r after hot_after <<<"$(q "
+		SELECT coalesce(sum(samples), 0) || ' ' || coalesce(sum(samples) FILTER (WHERE stack LIKE '%$fn%'), 0)
+		  FROM traceprof.service_folded('jit-$mode', to_timestamp($map_at + 1.5), now())")"
+	echo "java: after the map: $after samples, $hot_after in $fn"
+	[ "$after" -gt 0 ] || fail "no samples after the map was written"
+	[ $((hot_after * 100)) -ge $((after * 80)) ] ||
+		fail "after the map: $fn in $hot_after of $after samples (less than 80 %)"
+fi
 [ $((hot * 100)) -ge $((total * min_pct)) ] || fail "$fn in $hot of $total samples (less than $min_pct %)"
 [ "$(q "SELECT count(*) FROM traceprof.functions WHERE module = '[perf-map]' AND name LIKE '%$fn%' AND kind = 0")" -ge 1 ] ||
 	fail "no [perf-map] function named $fn"
