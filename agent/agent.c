@@ -430,7 +430,9 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
  */
 static struct symbolizer *new_symbolizer(const struct agent *a)
 {
-	struct sym_opts o = {.max_elf_bytes = a->cfg.symbol_cache_bytes, .idle_ms = -1};
+	struct sym_opts o = {.max_elf_bytes = a->cfg.symbol_cache_bytes,
+			     .idle_ms = -1,
+			     .no_perf_maps = a->cfg.perf_maps == 0};
 
 	return sym_new(&o);
 }
