@@ -59,6 +59,8 @@ struct perfmap {
 	bool skipping;			/* consumed part of an overlong line */
 	unsigned char head[HEAD_BYTES]; /* its first bytes */
 	size_t head_len;		/* bytes in head */
+	unsigned char tail[HEAD_BYTES]; /* the bytes before offset */
+	size_t tail_len;		/* bytes in tail */
 	size_t bytes;			/* accounted in stats.bytes */
 };
 
@@ -97,7 +99,7 @@ static void reset(struct perfmap *pm, struct perfmap_stats *st)
 	pm->n = pm->names_len = pm->names_cap = pm->names_dead = 0;
 	pm->known = pm->skipping = false;
 	pm->offset = 0;
-	pm->head_len = 0;
+	pm->head_len = pm->tail_len = 0;
 	account(pm, st, old_n);
 }
 
@@ -508,11 +510,10 @@ static void compact(struct perfmap *pm)
 
 /* ---- updating ---- */
 
-/* Whether fd still holds what was read: same first bytes, a line end before offset. */
+/* Whether fd still holds what was read: the same first bytes and bytes before offset. */
 static bool same_file(const struct perfmap *pm, int fd, const struct stat *s)
 {
 	unsigned char buf[HEAD_BYTES];
-	char c;
 
 	if (pm->dev != (uint64_t)s->st_dev || pm->ino != (uint64_t)s->st_ino ||
 	    (uint64_t)s->st_size < pm->offset)
@@ -520,8 +521,9 @@ static bool same_file(const struct perfmap *pm, int fd, const struct stat *s)
 	if (pm->head_len && (pread(fd, buf, pm->head_len, 0) != (ssize_t)pm->head_len ||
 			     memcmp(buf, pm->head, pm->head_len) != 0))
 		return false;
-	if (pm->offset && !pm->skipping &&
-	    (pread(fd, &c, 1, (off_t)pm->offset - 1) != 1 || c != '\n'))
+	if (pm->tail_len && (pread(fd, buf, pm->tail_len, (off_t)(pm->offset - pm->tail_len)) !=
+				 (ssize_t)pm->tail_len ||
+			     memcmp(buf, pm->tail, pm->tail_len) != 0))
 		return false;
 	return true;
 }
@@ -595,6 +597,11 @@ static int read_pass(struct perfmap *pm, int fd, uint64_t limit, struct batch *b
 	}
 	pm->offset = pos;
 	free(buf);
+	/* what ends the part read: a file rewritten in place differs there */
+	pm->tail_len = pos < HEAD_BYTES ? (size_t)pos : HEAD_BYTES;
+	if (pm->tail_len &&
+	    pread(fd, pm->tail, pm->tail_len, (off_t)(pos - pm->tail_len)) != (ssize_t)pm->tail_len)
+		pm->tail_len = 0;
 	return err;
 }
 

@@ -8,9 +8,9 @@
  * One struct perfmap per process: the entries read so far, sorted and
  * non-overlapping, and where reading stopped. perfmap_update() parses only
  * what was appended since the last call; a file that shrank, was replaced
- * (another inode) or rewritten (its first bytes changed) is read again from
- * the start. A later line wins over earlier ones it overlaps (JITs reuse
- * code space): the earlier entries are dropped whole.
+ * (another inode) or rewritten (its first 64 bytes, or the 64 before where
+ * reading stopped, changed) is read again from the start. A later line wins over earlier ones it
+ * overlaps (JITs reuse code space): the earlier entries are dropped whole.
  *
  * Hostile files are normal input: garbage lines, bad hex, sizes of 0,
  * ranges that wrap, names longer than PERFMAP_NAME_MAX and lines longer

@@ -4,13 +4,12 @@
  * The reader (perfmap.c) against hand-written files: lookups at the edges
  * of ranges, growth (only appended lines parsed, a line still being
  * written waits), replacement (a new file, a shorter one, one rewritten in
- * place), later lines winning over the ones they overlap, garbage lines
- * counted and skipped, the caps per process and over all processes, the
- * bytes parsed per pass, and files that must not be read (a FIFO, a link
- * out of the process's root). Then the symbolizer: a child process with
- * anonymous and memfd executable pages and a perf map naming them; an
- * address added to the map later is named once the generation moves on;
- * ELF code keeps its symbol whatever the map says.
+ * place, also with the same first line), later lines winning over the ones they overlap, garbage
+ * lines counted and skipped, the caps per process and over all processes, the bytes parsed per
+ * pass, and files that must not be read (a FIFO, a link out of the process's root). Then the
+ * symbolizer: a child process with anonymous and memfd executable pages and a perf map naming them;
+ * an address added to the map later is named once the generation moves on; ELF code keeps its
+ * symbol whatever the map says.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -151,6 +150,9 @@ static void test_overlaps(void)
 	perfmap_free(pm, &st);
 }
 
+/* a first line longer than the bytes kept of a file's start */
+#define LONG_NAME "java.lang.invoke.LambdaForm$MH.invoke(java.lang.Object, java.lang.Object)"
+
 static void test_replaced(void)
 {
 	struct perfmap *pm = perfmap_new();
@@ -179,7 +181,17 @@ static void test_replaced(void)
 	CHECK(look(pm, 0x4000) == NULL, "stale entry of the rewritten file");
 	CHECK(str_eq(look(pm, 0x5000), "dump2-a") && str_eq(look(pm, 0x6000), "dump2-b"),
 	      "rewritten file read from the start");
-	CHECK(st.rereads == rereads + 3, "three re-reads: %llu",
+	/* a new dump in place: the same first line, other lines after it (a JIT's
+	   dump of its whole code cache again), longer */
+	put("repl.map", "w", "4f00 10 " LONG_NAME "\n6000 10 dump2-b\n");
+	update(pm, "repl.map", NULL);
+	CHECK(str_eq(look(pm, 0x6000), "dump2-b"), "a dump with a long first line");
+	put("repl.map", "w", "4f00 10 " LONG_NAME "\n7000 10 dump3-c\n8000 10 dump3-d\n");
+	update(pm, "repl.map", NULL);
+	CHECK(look(pm, 0x6000) == NULL, "stale entry of the new dump: %s", look(pm, 0x6000));
+	CHECK(str_eq(look(pm, 0x7000), "dump3-c") && str_eq(look(pm, 0x8000), "dump3-d"),
+	      "the new dump read from the start");
+	CHECK(st.rereads == rereads + 5, "five re-reads: %llu",
 	      (unsigned long long)(st.rereads - rereads));
 	perfmap_free(pm, &st);
 }
