@@ -205,14 +205,19 @@ static bool symbolize_stack(struct agent *a, const struct tp_sample *s, const st
 
 static uint64_t stack_of(struct agent *a, const struct tp_sample *s, const struct proc *p)
 {
-	/* kern_n in the seed: the same addresses split differently are another stack */
+	/*
+	 * kern_n in the seed: the same addresses split differently are another
+	 * stack; the symbolizer's generation: JIT code named since (a perf map)
+	 */
 	uint32_t npy = py_frames_count(s);
-	uint64_t key = ids_hash_bytes(((uint64_t)p->pid << 32) ^ ((uint64_t)s->kern_n << 16) ^
-					  p->start_time ^ (p->gen << 40) ^ ((uint64_t)npy << 56),
-				      s->ips,
-				      ((size_t)s->kern_n + s->user_n + (size_t)npy * TP_PY_WORDS) *
-					  sizeof(uint64_t)) |
-		       1;
+	uint64_t names = sym_names_gen(a->sym, (int)p->pid);
+	uint64_t key =
+	    ids_hash_bytes(((uint64_t)p->pid << 32) ^ ((uint64_t)s->kern_n << 16) ^ p->start_time ^
+			       (p->gen << 40) ^ ((uint64_t)npy << 56) ^ (names << 20),
+			   s->ips,
+			   ((size_t)s->kern_n + s->user_n + (size_t)npy * TP_PY_WORDS) *
+			       sizeof(uint64_t)) |
+	    1;
 	struct stack_slot *slot;
 	uint64_t t0, id;
 
@@ -425,7 +430,9 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
  */
 static struct symbolizer *new_symbolizer(const struct agent *a)
 {
-	struct sym_opts o = {.max_elf_bytes = a->cfg.symbol_cache_bytes, .idle_ms = -1};
+	struct sym_opts o = {.max_elf_bytes = a->cfg.symbol_cache_bytes,
+			     .idle_ms = -1,
+			     .no_perf_maps = a->cfg.perf_maps == 0};
 
 	return sym_new(&o);
 }

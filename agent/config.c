@@ -296,6 +296,13 @@ static const struct tp_option settings[] = {
      .help = "Python frames of CPython processes read with their native ones (docs/python.md): "
 	     "on or off",
      .words = onoff_words},
+    {.name = "perf-maps",
+     .type = TP_OPT_ENUM,
+     .offset = FIELD(perf_maps),
+     .def = "on",
+     .help = "JIT frames (Node.js, Java, Python 3.12+) named from the process's "
+	     "/tmp/perf-<pid>.map (docs/symbols.md, \"Perf maps (JIT)\"): on or off",
+     .words = onoff_words},
     TEXT("obi-map", obi_map, "auto",
 	 "OBI's pinned trace map (traces_ctx_v1), read for threads without a thread context: "
 	 "a path under the BPF filesystem; auto: /sys/fs/bpf/traces_ctx_v1 or "

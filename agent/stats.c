@@ -431,6 +431,14 @@ void stats_write(const struct stats_sources *s)
 		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames,
 		sy.map_refreshes);
 	fprintf(f,
+		"perfmap_processes=%" PRIu64 "\nperfmap_entries=%" PRIu64 "\nperfmap_bytes=%" PRIu64
+		"\nperfmap_lines=%" PRIu64 "\nperfmap_bad_lines=%" PRIu64
+		"\nperfmap_dropped=%" PRIu64 "\nperfmap_rereads=%" PRIu64
+		"\nperfmap_refused=%" PRIu64 "\nperfmap_frames=%" PRIu64 "\n",
+		sy.perfmap_processes, sy.perfmap_entries, sy.perfmap_bytes, sy.perfmap_lines,
+		sy.perfmap_bad_lines, sy.perfmap_dropped, sy.perfmap_rereads, sy.perfmap_refused,
+		sy.perfmap_frames);
+	fprintf(f,
 		"forks=%" PRIu64 "\nprocs_inherited=%" PRIu64 "\nsym_inherited=%" PRIu64
 		"\nloop_passes=%" PRIu64 "\ntls_files_read=%" PRIu64 "\n",
 		s->procs->st.forks, s->procs->st.procs_inherited, sy.inherited,

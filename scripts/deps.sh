@@ -17,6 +17,7 @@ packages=(
 	xz-utils # the unwinding test compresses with Debian's xz
 	chromium
 	gunicorn python3-flask # the Python package's end-to-end test (sdk/python)
+	openjdk-17-jdk-headless # e2e_jit_java: Java's JIT frames named from its perf map
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
 # a node and npm already installed (from any source) are used as they are.

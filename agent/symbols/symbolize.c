@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "traceprof/log.h"
 #include "symbolize_internal.h"
@@ -22,10 +23,15 @@
 #define KALLSYMS_RELOAD_MS                                                                         \
 	10000 /* kernel modules load rarely: reload kallsyms at most so often                      \
 	       */
-#define DEFAULT_MAX_ELF_BYTES ((size_t)256 << 20)
-#define DEFAULT_CACHE_ENTRIES 16384
-#define DEFAULT_REFRESH_MS    1000
-#define DEFAULT_IDLE_MS	      60000
+#define DEFAULT_MAX_ELF_BYTES	((size_t)256 << 20)
+#define DEFAULT_CACHE_ENTRIES	16384
+#define DEFAULT_REFRESH_MS	1000
+#define DEFAULT_IDLE_MS		60000
+#define DEFAULT_PERFMAP_ENTRIES 262144
+#define DEFAULT_PERFMAP_BYTES	((size_t)32 << 20)
+#define DEFAULT_PERFMAP_TOTAL	((size_t)128 << 20)
+#define PERFMAP_PASS_BYTES	((size_t)8 << 20) /* of a perf map parsed per look */
+#define PERFMAP_MODULE		"[perf-map]"	  /* module of frames named from one */
 
 struct symbolizer *sym_new(const struct sym_opts *opts)
 {
@@ -48,6 +54,13 @@ struct symbolizer *sym_new(const struct sym_opts *opts)
 		sym->opts.refresh_ms = DEFAULT_REFRESH_MS;
 	if (sym->opts.idle_ms == 0)
 		sym->opts.idle_ms = DEFAULT_IDLE_MS;
+	sym->pm_limits.max_entries =
+	    opts && opts->perfmap_max_entries ? opts->perfmap_max_entries : DEFAULT_PERFMAP_ENTRIES;
+	sym->pm_limits.max_bytes =
+	    opts && opts->perfmap_max_bytes ? opts->perfmap_max_bytes : DEFAULT_PERFMAP_BYTES;
+	sym->pm_limits.total_bytes =
+	    opts && opts->perfmap_total_bytes ? opts->perfmap_total_bytes : DEFAULT_PERFMAP_TOTAL;
+	sym->pm_limits.pass_bytes = PERFMAP_PASS_BYTES;
 	sym->cache = calloc(entries, sizeof(*sym->cache));
 	if (!sym->cache) {
 		free(sym);
@@ -249,12 +262,91 @@ static void user_key(struct sym_addr_key *k, const struct sym_proc *p, int pid, 
 	}
 }
 
+/* ---- JIT code: perf maps ---- */
+
+/* Whether the perf map may be looked at again (at most once per refresh_ms). */
+static bool perfmap_due(const struct symbolizer *sym, const struct sym_proc *p, uint64_t now)
+{
+	return p->perfmap_polled_ms == 0 || sym->opts.refresh_ms < 0 ||
+	       now - p->perfmap_polled_ms >= (uint64_t)sym->opts.refresh_ms;
+}
+
+void sym_perfmap_poll(struct symbolizer *sym, struct sym_proc *p, uint64_t now)
+{
+	int fd, r;
+
+	p->perfmap_polled_ms = now ? now : 1;
+	if (!sym_proc_alive(p))
+		return; /* gone, or the pid is another process's now: keep what was read */
+	fd = perfmap_open(p->pid, &p->nspid, &p->uid, &sym->pm_stats);
+	if (fd < 0)
+		return; /* none (yet): Java writes it on request */
+	if (!p->perfmap) {
+		p->perfmap = perfmap_new();
+		if (!p->perfmap) {
+			close(fd);
+			return;
+		}
+		sym->stats.perfmap_processes++;
+	}
+	r = perfmap_update(p->perfmap, fd, &sym->pm_limits, &sym->pm_stats);
+	close(fd);
+	if (r < 0) {
+		log_debug("cannot read perf map pid=%d err=%d", p->pid, r);
+		return;
+	}
+	/* answers cached under the old generation may be stale: start a new one */
+	if ((r & PERFMAP_REPLACED) || ((r & PERFMAP_ADDED) && p->perfmap_pending)) {
+		p->gen = ++sym->next_gen;
+		p->perfmap_pending = false;
+	}
+}
+
+/* ip in JIT code m of p, named from the perf map: 1 frame written, or 0. */
+static int resolve_jit(struct symbolizer *sym, struct sym_proc *p, const struct sym_map *m,
+		       uint64_t ip, struct sym_frame *out)
+{
+	const char *name;
+	uint64_t now;
+
+	if (!p || !m->jit || sym->opts.no_perf_maps)
+		return 0;
+	name = perfmap_lookup(p->perfmap, ip, NULL);
+	if (!name && perfmap_due(sym, p, now = sym_now_ms())) {
+		sym_perfmap_poll(sym, p, now);
+		name = perfmap_lookup(p->perfmap, ip, NULL);
+	}
+	if (!name) {
+		p->perfmap_pending = true; /* sym_names_gen looks again */
+		return 0;
+	}
+	/* one frame per function: JIT addresses mean nothing across processes or runs */
+	set_frame(out, sym_intern_str(sym, name, "[perf-map]"), PERFMAP_MODULE, "", 0,
+		  SYM_KIND_USER);
+	sym->stats.perfmap_frames++;
+	return 1;
+}
+
+uint32_t sym_names_gen(struct symbolizer *sym, int pid)
+{
+	struct sym_proc *p = sym ? sym_proc_find(sym, pid) : NULL;
+	uint64_t now;
+
+	if (!p)
+		return 0;
+	if (p->perfmap_pending && perfmap_due(sym, p, now = sym_now_ms()))
+		sym_perfmap_poll(sym, p, now);
+	return p->gen;
+}
+
 static int resolve_user(struct symbolizer *sym, struct sym_proc *p, uint64_t ip,
 			struct sym_frame *out)
 {
 	const struct sym_map *m = find_map(p, ip);
 	uint64_t off;
 
+	if (m && m->jit && resolve_jit(sym, p, m, ip, out) == 1)
+		return 1;
 	if (!m) {
 		set_frame(out, "[unknown]", "", "", ip, SYM_KIND_UNKNOWN);
 		return 1;
@@ -406,4 +498,11 @@ void sym_get_stats(const struct symbolizer *sym, struct sym_stats *out)
 {
 	*out = sym->stats;
 	out->kernel_bytes = sym->ks ? kallsyms_bytes(sym->ks) : 0;
+	out->perfmap_entries = sym->pm_stats.entries;
+	out->perfmap_bytes = sym->pm_stats.bytes;
+	out->perfmap_lines = sym->pm_stats.lines;
+	out->perfmap_bad_lines = sym->pm_stats.bad_lines;
+	out->perfmap_dropped = sym->pm_stats.dropped;
+	out->perfmap_rereads = sym->pm_stats.rereads;
+	out->perfmap_refused = sym->pm_stats.refused;
 }

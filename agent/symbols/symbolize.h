@@ -50,15 +50,19 @@ struct sym_frame {
 };
 
 struct sym_opts {
-	size_t max_elf_bytes;	   /* symbol tables + debug info kept loaded; 0 = 256 MiB */
-	size_t addr_cache_entries; /* resolved addresses remembered; 0 = 16384 (power of two) */
-	int refresh_ms;		   /* re-read a process's maps on a miss at most this often;
-				      0 = 1000, < 0 = on every miss */
-	int idle_ms;		   /* exited processes unused this long are dropped; 0 = 60000;
-				      < 0 = never: the caller forgets every process that ends
-				      (sym_forget_process), and no /proc is read to find them */
-	bool no_lines;		   /* skip DWARF: no file/line, no inlined frames */
-	const char *kallsyms_path; /* NULL = /proc/kallsyms */
+	size_t max_elf_bytes;	    /* symbol tables + debug info kept loaded; 0 = 256 MiB */
+	size_t addr_cache_entries;  /* resolved addresses remembered; 0 = 16384 (power of two) */
+	int refresh_ms;		    /* re-read a process's maps on a miss at most this often;
+				       0 = 1000, < 0 = on every miss */
+	int idle_ms;		    /* exited processes unused this long are dropped; 0 = 60000;
+				       < 0 = never: the caller forgets every process that ends
+				       (sym_forget_process), and no /proc is read to find them */
+	bool no_lines;		    /* skip DWARF: no file/line, no inlined frames */
+	bool no_perf_maps;	    /* do not name JIT code from /tmp/perf-<pid>.map */
+	size_t perfmap_max_entries; /* perf map entries kept per process; 0 = 262144 */
+	size_t perfmap_max_bytes;   /* perf map bytes kept per process; 0 = 32 MiB */
+	size_t perfmap_total_bytes; /* perf map bytes kept over all processes; 0 = 128 MiB */
+	const char *kallsyms_path;  /* NULL = /proc/kallsyms */
 };
 
 struct sym_stats {
@@ -77,6 +81,17 @@ struct sym_stats {
 	uint64_t kernel_bytes;	  /* heap bytes of the kallsyms table */
 	uint64_t intern_bytes;	  /* bytes of interned strings (grows until sym_free) */
 	bool kallsyms_restricted; /* /proc/kallsyms showed only zero addresses */
+	/* perf maps (JIT code): docs/symbols.md, "Perf maps (JIT)" */
+	uint64_t perfmap_processes; /* processes whose perf map is held now */
+	uint64_t perfmap_entries;   /* entries held now, all processes */
+	uint64_t perfmap_bytes;	    /* bytes held now (entries and names) */
+	uint64_t perfmap_lines;	    /* lines read and kept */
+	uint64_t
+	    perfmap_bad_lines;	  /* lines skipped: garbage, bad hex, size 0, wrapping, too long */
+	uint64_t perfmap_dropped; /* good lines not kept: past a cap */
+	uint64_t perfmap_rereads; /* files read again from the start (shrunk, replaced) */
+	uint64_t perfmap_refused; /* files not read: not regular, another owner */
+	uint64_t perfmap_frames;  /* frames named from perf maps (misses only) */
 };
 
 struct symbolizer;
@@ -118,6 +133,17 @@ void sym_forget_process(struct symbolizer *sym, int pid);
  * it, is found (it may belong to another function or line).
  */
 int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out, int max);
+/*
+ * A number that changes whenever frames of pid may resolve differently than
+ * before: its mappings were re-read, or its perf map gained entries after
+ * one of its JIT addresses was answered without a name (or replaced
+ * entries). A cache of stacks keyed by raw addresses mixes it into its
+ * key. Cheap enough per sample: a hash lookup, and while an address of pid
+ * is unnamed, a clock read and at most one look at its perf map per
+ * refresh_ms. 0 for a pid not known.
+ */
+uint32_t sym_names_gen(struct symbolizer *sym, int pid);
+
 /*
  * Symbolizes a kernel ip into *out (kind SYM_KIND_KERNEL, or UNKNOWN with
  * function "[kernel]" when kallsyms is unavailable or ip is outside it).

@@ -19,6 +19,7 @@
 
 #include "elfsyms.h"
 #include "kallsyms.h"
+#include "perfmap.h"
 #include "symbolize.h"
 
 #define SYM_PROC_BUCKETS 1024 /* hash buckets of the process table */
@@ -64,19 +65,25 @@ struct sym_map {
 	uint64_t inode;		/* from the maps line, to reuse entries on refresh */
 	enum sym_map_type type; /* how addresses in it resolve */
 	struct sym_elf *elf;	/* counted reference for SYM_MAP_ELF */
-	const char *module;	/* interned module name */
+	bool jit;	    /* anonymous, [anon:...] or memfd: JIT code, named from the perf map */
+	const char *module; /* interned module name */
 };
 
 struct sym_proc {
-	int pid;		  /* process id */
-	uint32_t gen;		  /* snapshot generation, part of the address cache key */
-	uint64_t start_time;	  /* /proc/<pid>/stat start time: detects pid reuse */
-	uint64_t last_refresh_ms; /* when the maps were last read */
-	uint64_t last_used_ms;	  /* last lookup, for dropping exited processes */
-	struct sym_map *maps;	  /* sorted by start */
-	size_t nmaps;		  /* entries in maps */
-	const char *exe_build_id; /* interned, NULL if the executable has none */
-	struct sym_proc *next;	  /* hash chain */
+	int pid;		    /* process id */
+	uint32_t gen;		    /* snapshot generation, part of the address cache key */
+	uint64_t start_time;	    /* /proc/<pid>/stat start time: detects pid reuse */
+	uint64_t last_refresh_ms;   /* when the maps were last read */
+	uint64_t last_used_ms;	    /* last lookup, for dropping exited processes */
+	struct sym_map *maps;	    /* sorted by start */
+	size_t nmaps;		    /* entries in maps */
+	const char *exe_build_id;   /* interned, NULL if the executable has none */
+	struct perfmap *perfmap;    /* its perf map as read so far, or NULL */
+	uint64_t perfmap_polled_ms; /* when the perf map was last looked at */
+	bool perfmap_pending;	    /* a JIT address was answered without a name since */
+	int nspid;		    /* pid in its own namespace, 0 = not read yet */
+	uid_t uid;		    /* its effective uid (valid with nspid) */
+	struct sym_proc *next;	    /* hash chain */
 };
 
 /*
@@ -119,12 +126,14 @@ struct symbolizer {
 	uint64_t last_gc_ms;			  /* last sweep of exited processes */
 	struct sym_addr_entry *cache;		  /* address cache, direct mapped */
 	size_t cache_mask;			  /* entries - 1 */
-	unsigned int cache_shift; /* 64 - log2(entries): selects the top bits of the hash */
-	struct kallsyms *ks;	  /* kernel symbols, or NULL */
-	bool ks_tried;		  /* kallsyms load attempted */
-	uint64_t ks_loaded_ms;	  /* when it was (re)loaded */
-	uint32_t kernel_gen;	  /* address cache generation of ks */
-	struct sym_stats stats;	  /* counters; some are computed on read */
+	unsigned int cache_shift;	 /* 64 - log2(entries): selects the top bits of the hash */
+	struct kallsyms *ks;		 /* kernel symbols, or NULL */
+	bool ks_tried;			 /* kallsyms load attempted */
+	uint64_t ks_loaded_ms;		 /* when it was (re)loaded */
+	uint32_t kernel_gen;		 /* address cache generation of ks */
+	struct sym_stats stats;		 /* counters; some are computed on read */
+	struct perfmap_limits pm_limits; /* caps of the perf maps */
+	struct perfmap_stats pm_stats;	 /* their counters */
 	/*
 	 * The last vDSO read: every process of a kernel maps the same image
 	 * (one per ABI), so a process whose [vdso] has this length and ELF
@@ -157,6 +166,8 @@ int sym_proc_refresh(struct symbolizer *sym, struct sym_proc *p);
 /* True when pid still runs the process that p describes. */
 bool sym_proc_alive(const struct sym_proc *p);
 void sym_proc_drop(struct symbolizer *sym, struct sym_proc *p);
+/* Looks at p's perf map (reads what was appended); bumps p->gen when names changed. */
+void sym_perfmap_poll(struct symbolizer *sym, struct sym_proc *p, uint64_t now);
 /* Drops exited processes idle for opts.idle_ms (never when < 0); at most once a second. */
 void sym_procs_gc(struct symbolizer *sym, uint64_t now);
 

@@ -505,6 +505,7 @@ static int build_maps(struct symbolizer *sym, int pid, const struct sym_proc *ol
 				s->type = o->type;
 				s->elf = o->elf;
 				s->module = o->module;
+				s->jit = o->jit;
 				break;
 			}
 		}
@@ -528,9 +529,11 @@ static int build_maps(struct symbolizer *sym, int pid, const struct sym_proc *ol
 			/* unreadable or not ELF: "name+0xoffset" frames */
 			s->type = SYM_MAP_FILE;
 			s->module = sym_intern_str(sym, basename_of(m->path), "[unknown]");
+			s->jit = strncmp(basename_of(m->path), "memfd:", 6) == 0;
 		} else {
 			s->type = SYM_MAP_ANON;
 			s->module = sym_intern_str(sym, anon_module(m->path), "[anon]");
+			s->jit = !m->path[0] || strncmp(m->path, "[anon:", 6) == 0;
 		}
 	}
 	*out = maps;
@@ -588,6 +591,10 @@ void sym_proc_drop(struct symbolizer *sym, struct sym_proc *p)
 	if (*pp)
 		*pp = p->next;
 	maps_release(sym, p->maps, p->nmaps);
+	if (p->perfmap) {
+		perfmap_free(p->perfmap, &sym->pm_stats);
+		sym->stats.perfmap_processes--;
+	}
 	free(p);
 	sym->stats.processes--;
 }
