@@ -1169,6 +1169,7 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	struct tp_tls_loc *loc, lcopy;
+	__u8 one = 1;
 	struct tp_unwind_proc *uw;
 	__u64 *rec, rcopy;
 	struct tp_sample *r;
@@ -1191,6 +1192,12 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 		bpf_task_storage_get(&thread_records, child, &rcopy,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	}
+	/*
+	 * zero-code capture follows the fork: a prefork server's new worker
+	 * serves requests at once, before the agent reads this record
+	 */
+	if (bpf_map_lookup_elem(&zc_targets, &ptgid))
+		bpf_map_update_elem(&zc_targets, &ctgid, &one, BPF_NOEXIST);
 	if (!wanted(ctgid))
 		return 0;
 	r = life_record(TP_REC_FORK, ctgid, ptgid, sizeof(__u64));
@@ -1226,6 +1233,7 @@ int BPF_PROG(on_sched_process_exit, struct task_struct *task)
 	bpf_map_delete_elem(&targets, &tgid);
 	bpf_map_delete_elem(&raised_targets, &tgid);
 	bpf_map_delete_elem(&unwind_procs, &tgid);
+	bpf_map_delete_elem(&zc_targets, &tgid);
 	return 0;
 }
 
