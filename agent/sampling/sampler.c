@@ -788,6 +788,16 @@ void sampler_zerocode_remove(struct sampler *s, uint32_t tgid)
 	s->zc_enter = s->zc_exit = NULL;
 }
 
+void sampler_zerocode_clear(struct sampler *s)
+{
+	uint32_t key;
+
+	/* entries the fork program added for children the agent never owned */
+	while (s->zc_enter &&
+	       bpf_map__get_next_key(s->skel->maps.zc_targets, NULL, &key, sizeof(key)) == 0)
+		sampler_zerocode_remove(s, key);
+}
+
 int sampler_set_obi_map(struct sampler *s, int fd)
 {
 	int outer = bpf_map__fd(s->skel->maps.obi_maps);

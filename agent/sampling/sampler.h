@@ -253,6 +253,9 @@ int sampler_set_python(struct sampler *s, uint32_t tgid, const struct tp_py_proc
  */
 int sampler_zerocode_add(struct sampler *s, uint32_t tgid);
 void sampler_zerocode_remove(struct sampler *s, uint32_t tgid);
+/* sampler_zerocode_clear: no process is followed any more, also none that
+ * the fork program made a target (a child of one) */
+void sampler_zerocode_clear(struct sampler *s);
 
 /*
  * CFI unwinding (agent/unwind/unwind.h): the maps the sampler walks user

@@ -70,6 +70,17 @@ static void take_back(struct zc_owners *o, uint32_t tgid)
 	log_debug("zero-code HTTP off pid=%u", tgid);
 }
 
+/*
+ * With no owner left, no process is followed: also the children that the
+ * fork program made targets (bpf/sampler.bpf.c) without the agent owning
+ * them, so the syscall programs go.
+ */
+static void forget_children(struct zc_owners *o)
+{
+	if (o->sampler && o->nagent == 0 && o->ntrig == 0)
+		sampler_zerocode_clear(o->sampler);
+}
+
 int zc_owners_agent_add(struct zc_owners *o, uint32_t tgid)
 {
 	int err = 0;
@@ -123,6 +134,7 @@ void zc_owners_gone(struct zc_owners *o, uint32_t tgid)
 	}
 	if (owned)
 		take_back(o, tgid);
+	forget_children(o);
 	pthread_mutex_unlock(&o->mu);
 }
 
@@ -148,6 +160,7 @@ int zc_owners_set_triggers(struct zc_owners *o, const uint32_t *tgids, size_t n)
 	free(o->trig);
 	o->trig = v;
 	o->ntrig = k;
+	forget_children(o);
 	pthread_mutex_unlock(&o->mu);
 	return 0;
 }
