@@ -7,7 +7,8 @@
 # under a saturating loopback load (`ab` of apache2-utils, CONC concurrent
 # connections, SECONDS_PER_RUN each), with an agent targeting their cgroup
 # at its default 19 Hz, --zero-code-http off and on, in alternating order;
-# ROUNDS rounds, medians and the ratio on/off (goal: >= 0.98).
+# ROUNDS rounds, medians and the ratio on/off (goal: >= 0.98), and the
+# agent's own CPU during each run (utime + stime of its process).
 #
 # Never fails on the figures. usage: sudo bench/zerocode_apache.sh
 # environment: ROUNDS (5), SECONDS_PER_RUN (5), CONC (8), TRACEPROF_BUILD_DIR
@@ -37,18 +38,24 @@ stop_agent() {
 	kill -TERM "$agent_pid"
 	wait "$agent_pid" 2>/dev/null || true
 }
+agent_cpu_ms() { awk '{ print ($14 + $15) * 10 }' "/proc/$agent_pid/stat"; } # at 100 ticks/s
 rps() { # rps PORT [-k]: requests/s of ab against GET /burn/0
-	ab -q -t "$secs" -n 10000000 -c "$conc" $2 "http://127.0.0.1:$1/burn/0" 2>/dev/null |
+	# ab exits non-zero when a connection breaks (gunicorn's workers close
+	# each one); its figure is still printed
+	{ ab -q -t "$secs" -n 10000000 -c "$conc" ${2:-} "http://127.0.0.1:$1/burn/0" 2>/dev/null || true; } |
 		awk '/^Requests per second/ { print $4 }'
 }
-for f in apache_off apache_on gunicorn_off gunicorn_on; do : >"$work/$f"; done
+for f in apache_off apache_on gunicorn_off gunicorn_on; do : >"$work/$f" >"$work/${f}_cpu"; done
 for r in $(seq "$rounds"); do
 	order="on off"
 	[ $((r % 2)) = 0 ] && order="off on"
 	for mode in $order; do
 		agent "$mode"
-		rps "$aport" -k >>"$work/apache_$mode"
-		rps "$gport" >>"$work/gunicorn_$mode"
+		for s in apache gunicorn; do
+			c0=$(agent_cpu_ms)
+			if [ $s = apache ]; then rps "$aport" -k; else rps "$gport"; fi >>"$work/${s}_$mode"
+			echo $(($(agent_cpu_ms) - c0)) >>"$work/${s}_${mode}_cpu"
+		done
 		stop_agent
 	done
 	echo "round $r: apache $(tail -1 "$work/apache_off") / $(tail -1 "$work/apache_on")," \
@@ -57,9 +64,11 @@ done
 med() { sort -g "$1" | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 echo "zero-code HTTP on real servers, $rounds rounds of ${secs} s, ab -c $conc, medians"
 echo
-echo "| server, GET /burn/0 (requests/s) | zero-code off | zero-code on | ratio on/off |"
-echo "|---|---:|---:|---:|"
+echo "| server, GET /burn/0 | requests/s, zero-code off | on | ratio on/off | agent CPU (ms per s of load), off | on |"
+echo "|---|---:|---:|---:|---:|---:|"
 for s in apache gunicorn; do
 	o=$(med "$work/${s}_off") n=$(med "$work/${s}_on")
-	printf '| %s | %.0f | %.0f | %.3f |\n' "$s" "$o" "$n" "$(echo "$n / $o" | bc -l)"
+	co=$(med "$work/${s}_off_cpu") cn=$(med "$work/${s}_on_cpu")
+	printf '| %s | %.0f | %.0f | %.3f | %.0f | %.0f |\n' "$s" "$o" "$n" "$(echo "$n / $o" | bc -l)" \
+		"$(echo "$co / $secs" | bc -l)" "$(echo "$cn / $secs" | bc -l)"
 done
