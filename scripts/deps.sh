@@ -8,7 +8,7 @@ packages=(
 	build-essential cmake pkg-config
 	libpq-dev postgresql-15 postgresql-client-15
 	clang llvm libbpf-dev bpftool libelf-dev libdw-dev curl python3 python3-yaml openssl
-	apache2 gunicorn python3-flask # real servers of the zero-code HTTP tests (tests/e2e)
+	apache2 # Apache httpd and its mod_lua: the zero-code HTTP tests (tests/e2e, with gunicorn and Flask below)
 	clang-format # the format_check test (one .clang-format for all C)
 	libssl-dev # the demo payment service verifies signatures with libcrypto
 	libclang-rt-dev # clang's libFuzzer and sanitizer runtimes (tests/fuzz)
