@@ -370,8 +370,12 @@ static void flush(struct sampler *s)
 		;
 }
 
-/* Hands every sample of the next ms milliseconds to fn. */
-static void poll_for(struct sampler *s, sampler_sample_fn fn, void *arg, int ms)
+/*
+ * Hands every sample of the next ms milliseconds to fn; sooner done once
+ * *count (when count is not NULL) reaches enough.
+ */
+static void poll_until(struct sampler *s, sampler_sample_fn fn, void *arg, int ms, const int *count,
+		       int enough)
 {
 	struct timespec a, b;
 	int err = 0;
@@ -383,13 +387,27 @@ static void poll_for(struct sampler *s, sampler_sample_fn fn, void *arg, int ms)
 		if (n < 0 && n != -EINTR)
 			err = n;
 		clock_gettime(CLOCK_MONOTONIC, &b);
-	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+	} while ((!count || *count < enough) &&
+		 (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
 	CHECK(err == 0, "poll: %s", strerror(-err));
 }
 
+/* Hands every sample of the next ms milliseconds to fn. */
+static void poll_for(struct sampler *s, sampler_sample_fn fn, void *arg, int ms)
+{
+	poll_until(s, fn, arg, ms, NULL, 0);
+}
+
+/*
+ * The samples of the checked thread for ms milliseconds at most: each
+ * check holds for every sample, so COLLECT_ENOUGH of them (several times
+ * the fewest a check accepts) end it sooner on an idle machine.
+ */
+#define COLLECT_ENOUGH 40
+
 static void collect(struct sampler *s, struct tally *t, int ms)
 {
-	poll_for(s, tally_sample, t, ms);
+	poll_until(s, tally_sample, t, ms, &t->n, COLLECT_ENOUGH);
 }
 
 /* Range of the executable's r-x mappings of process pid. */
@@ -469,7 +487,7 @@ static void test_busy_child(void)
 	collect(s, &t, 2000);
 	reap(pid);
 	reap(other);
-	collect(s, &t, 200); /* what was still in the ring */
+	poll_for(s, tally_sample, &t, 200); /* what was still in the ring */
 	CHECK(t.n >= 20, "samples of the busy child: %d", t.n);
 	CHECK(t.other_pid == 0, "only the target: %d others", t.other_pid);
 	CHECK(t.bad_hz == 0, "hz = %d in every sample", HZ);
@@ -953,15 +971,16 @@ static int tally_kernel(void *arg, const struct tp_sample *smp, size_t len)
 
 /*
  * Runs child as the sampler's only target: *pid is set before the first
- * sample reaches fn; its samples of ms milliseconds go to fn(arg), then,
+ * sample reaches fn; its samples of ms milliseconds (or until *count
+ * reaches enough, count not NULL) go to fn(arg), then,
  * once it is gone, what the ring still holds.
  */
 static void sample_child(struct sampler *s, const char *name, void (*child)(void), pid_t *pid,
-			 sampler_sample_fn fn, void *arg, int ms)
+			 sampler_sample_fn fn, void *arg, int ms, const int *count, int enough)
 {
 	*pid = spawn(child);
 	CHECK(sampler_add_target_pid(s, *pid) == 0, "%s: add target", name);
-	poll_for(s, fn, arg, ms);
+	poll_until(s, fn, arg, ms, count, enough);
 	reap(*pid);
 	poll_for(s, fn, arg, 200);
 }
@@ -980,7 +999,7 @@ static void test_kernel_stacks(void)
 	s = open_sampler(TP_FILTER_PIDS);
 	if (!s)
 		return;
-	sample_child(s, "kernel stacks", child_reads, &t.pid, tally_kernel, &t, 2000);
+	sample_child(s, "kernel stacks", child_reads, &t.pid, tally_kernel, &t, 2000, &t.n, 100);
 	CHECK(t.n >= 20, "kernel stacks: samples of the reading child: %d", t.n);
 	CHECK(t.kernel * 2 >= t.n, "kernel stacks: most in the kernel: %d of %d", t.kernel, t.n);
 	CHECK(t.in_read * 10 >= t.kernel * 9, "kernel stacks: in the read path: %d of %d",
@@ -1085,7 +1104,7 @@ static void test_deep_stacks(void)
 	s = open_sampler(TP_FILTER_PIDS);
 	if (!s)
 		return;
-	sample_child(s, "deep stacks", child_deep, &t.pid, tally_deep, &t, 3000);
+	sample_child(s, "deep stacks", child_deep, &t.pid, tally_deep, &t, 3000, NULL, 0);
 	CHECK(t.in_spin >= 30, "deep stacks: samples at the bottom: %d", t.in_spin);
 	CHECK(t.deep >= 5 && t.shallow >= 5,
 	      "deep stacks: both depths seen whole (%d deep, %d shallow)", t.deep, t.shallow);
