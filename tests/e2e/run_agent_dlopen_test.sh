@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Libraries loaded late are seen at once: two processes in a cgroup the
 # agent targets load a thread-context writer library without the SDK
-# (dlopen_writer.c) 10 s and 60 s after the agent first looked at them,
+# (dlopen_writer.c) 10 s and 30 s after the agent first looked at them,
 # long after its quick second looks (1 s, 5 s) and before its 2-minute one.
 # The uprobe on the loader's rendezvous (_dl_debug_state) brings a look at
 # once: the first tagged sample of each must come within 1 s of its dlopen
@@ -29,7 +29,7 @@ run() {
 	eval "pid_$1=$run_pid"
 }
 run early 10 ea01
-run late 60 1a7e
+run late 30 1a7e
 wait "$pid_early" || fail "the early workload failed"
 wait "$pid_late" || fail "the late workload failed"
 kill -TERM "$agent_pid"
@@ -59,11 +59,11 @@ check_late() {
 	echo "ok: $name tagged $((first * slot_ms))-$(((first + 1) * slot_ms)) ms after its dlopen"
 }
 name=early check_late early "$pid_early" ea01 10
-name=late check_late late "$pid_late" 1a7e 60
+name=late check_late late "$pid_late" 1a7e 30
 # a writer without the SDK, a loader without the rendezvous: normal, never a warning
 if grep -E 'failed to find symbol|: warn: .*(tp_sdk_probe|_dl_debug_state|loader uprobe)' "$work/agent.log" >&2; then
 	fail "the agent warned about a probe function"
 fi
 [ "$(sed -n 's/^loaders_probed=//p' "$work/stats")" -ge 1 ] || fail "no loader uprobe attached"
 [ "$(sed -n 's/^maps_looks=//p' "$work/stats")" -ge 2 ] || fail "fewer than 2 looks brought by maps records"
-echo "ok: libraries loaded 10 s and 60 s late tagged within 1 s"
+echo "ok: libraries loaded 10 s and 30 s late tagged within 1 s"
