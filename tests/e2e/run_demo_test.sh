@@ -43,12 +43,9 @@ trap finish EXIT
 # run_demo OUT: the demo in its own process group (as a terminal would run
 # it), in the background; sets $demo_pid (also the group id). A background
 # command of a script starts with SIGINT ignored, which the demo could not
-# trap: it gets SIGINT's default back, as in a terminal. 15 s of load
-# instead of the demo's 30: the trigger completes within a few seconds of
-# its manifest, and the slow payments of 15 s are plenty for the cohorts.
+# trap: it gets SIGINT's default back, as in a terminal.
 run_demo() {
 	TRACEPROF_BUILD_DIR=$build TRACEPROF_DEMO_DB=$db TRACEPROF_DEMO_NO_BUILD=1 \
-		TRACEPROF_DEMO_SECONDS=${TRACEPROF_DEMO_SECONDS:-15} \
 		python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setsid()
