@@ -213,7 +213,7 @@ for _ in $(seq 100); do [ -z "$(tpt canary '{.status.targets.pods[*].name}')" ] 
 [ "$(applied)" -gt "$a0" ] || fail "the agent was not re-programmed after canary-1 left"
 sleep 1 # requests that ended before the agent's new set may still be claimed
 n0=$(q "SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'canary'")
-sleep 4 # canary-1 keeps serving about 2 slow requests a second
+sleep 2 # canary-1 keeps serving about 2 slow requests a second
 n1=$(q "SELECT collected_requests FROM traceprof.trace_profile_triggers WHERE name = 'canary'")
 [ "$n0" = "$n1" ] || fail "claims went on after canary-1 left: $n0 then $n1"
 [ "$(tpt canary '{.status.phase}')" = Active ] || fail "canary: $(tpt canary '{.status.phase}')"

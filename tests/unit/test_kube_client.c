@@ -581,8 +581,13 @@ static void test_informer(struct kube_config *cfg, struct kube_client *c)
 	kube_informer_get_stats(inf, &st);
 	req(c, KUBE_POST, "/api/v1/namespaces/default/configmaps",
 	    json_pack("{s:{s:s}}", "metadata", "name", "rv-mover"), NULL);
-	sleep_ms(1200);
-	kube_informer_get_stats(inf, &st2);
+	t0 = now_ms(); /* a bookmark every 0.3 s: wait for one, 3 s at most */
+	do {
+		sleep_ms(50);
+		kube_informer_get_stats(inf, &st2);
+	} while ((st2.bookmarks <= st.bookmarks ||
+		  atoll(st2.resource_version) <= atoll(st.resource_version)) &&
+		 now_ms() - t0 < 3000);
 	CHECK(st2.bookmarks > st.bookmarks, "bookmarks received (%llu)",
 	      (unsigned long long)st2.bookmarks);
 	CHECK(atoll(st2.resource_version) > atoll(st.resource_version),
