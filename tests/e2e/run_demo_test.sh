@@ -227,8 +227,9 @@ grep -Eq "^ payment-svc +\| +$p_span \| +$p_cpu \| +$p_blocked \| +$p_runq \| +$
 	fail "the breakdown printed is not the stored one"
 for who in p f; do
 	eval "span=\$${who}_span cpu=\$${who}_cpu blocked=\$${who}_blocked runq=\$${who}_runq other=\$${who}_other excess=\$${who}_excess"
-	[ "$((cpu + blocked + runq + other - excess))" -ge "$((span - 1))" ] &&
-		[ "$((cpu + blocked + runq + other - excess))" -le "$((span + 1))" ] ||
+	# six figures each rounded to the ms: their sum is within 3 ms of the rounded span
+	[ "$((cpu + blocked + runq + other - excess))" -ge "$((span - 3))" ] &&
+		[ "$((cpu + blocked + runq + other - excess))" -le "$((span + 3))" ] ||
 		fail "$who: the breakdown does not add up to the span"
 	[ "$((100 * excess))" -le "$((15 * span))" ] ||
 		fail "$who: CPU + blocked + runqueue exceed the span by $excess ms of $span"
