@@ -343,12 +343,23 @@ static void forward_requests(struct agent *a)
 	free(v);
 }
 
-/* The requests found from system calls since the last pass, as one window. */
-static void ship_requests(struct agent *a)
+/*
+ * The requests found from system calls as one window: when ZC_SHIP_US have
+ * passed since the first of them, the batch is full, or force (the agent
+ * stops). A window (and a database transaction) per request would cost a
+ * busy server's agent more than the capture itself; the trigger engine
+ * sees each request at once anyway (on_http).
+ */
+#define ZC_SHIP_US 200000
+static void ship_requests(struct agent *a, bool force)
 {
 	struct agg_window *w;
 
-	if (a->zc.n && a->ep.otlp_fwd)
+	if (!a->zc.n ||
+	    (!force && !zc_requests_full(&a->zc) &&
+	     agent_clock_us(CLOCK_MONOTONIC) - (int64_t)(a->zc.first_ns / 1000) < ZC_SHIP_US))
+		return;
+	if (a->ep.otlp_fwd)
 		forward_requests(a);
 	if (a->zc.n && (w = zc_requests_take(&a->zc)) != NULL)
 		shipper_submit(a->shipper, w);
@@ -363,7 +374,7 @@ static int on_http(struct agent *a, const struct tp_sample *s, size_t len, const
 	const struct store_request *r;
 
 	if (zc_requests_full(&a->zc))
-		ship_requests(a);
+		ship_requests(a, true);
 	r = zc_requests_add(&a->zc, s, len, p->source_id, agg_source_service(a->agg, p->source_id),
 			    a->mono_to_real_us);
 	if (r && a->ep.trig) {
@@ -790,6 +801,8 @@ static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64
 		due = a->procs.next_recheck_us - a->mono_to_real_us;
 	if (end_mono && end_mono < due)
 		due = end_mono;
+	if (a->zc.n && (int64_t)(a->zc.first_ns / 1000) + ZC_SHIP_US < due)
+		due = (int64_t)(a->zc.first_ns / 1000) + ZC_SHIP_US;
 	if (a->ep.trig) {
 		int64_t dl_ms = triggers_next_deadline_ms(a->ep.trig);
 
@@ -832,7 +845,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		int64_t mono, real;
 
 		n = sampler_poll(a->sampler, timeout, on_sample, a);
-		ship_requests(a);
+		ship_requests(a, false);
 		c1 = agent_thread_cpu_ns();
 		a->n.loop_passes++;
 		a->n.cpu_poll_ns += c1 - c0;
@@ -894,7 +907,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 	raise_apply_decisions(&a->raise); /* requests already claimed keep their raised samples */
 	agg_close(a->agg);
 	ship_closed(a);
-	ship_requests(a);
+	ship_requests(a, true);
 	if (shipper_stop(a->shipper, STOP_FLUSH_MS) != 0) {
 		struct shipper_stats sh;
 

@@ -37,6 +37,8 @@ const struct store_request *zc_requests_add(struct zc_requests *z, const struct 
 		z->st.dropped++;
 		return NULL;
 	}
+	if (z->n == 0)
+		z->first_ns = s->time_ns;
 	r = &z->rows[z->n];
 	in = &z->info[z->n];
 	memset(r, 0, sizeof(*r));

@@ -46,6 +46,7 @@ struct zc_requests {
 	struct store_request rows[ZC_BATCH];
 	struct zc_request_info info[ZC_BATCH];
 	size_t n;
+	uint64_t first_ns; /* the first row's record time (CLOCK_MONOTONIC), while n > 0 */
 	struct zc_requests_stats st;
 };
 
