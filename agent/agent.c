@@ -568,6 +568,7 @@ static int open_sampler(struct agent *a)
 		    : cfg->target == CONFIG_TARGET_CGROUP ? TP_FILTER_CGROUP
 							  : TP_FILTER_ALL;
 	so.unwind_bytes = cfg->unwind_table_bytes;
+	so.zc_syscalls_only = cfg->zero_code_http == 2;
 	so.paused = so.unwind_bytes && cfg->target == CONFIG_TARGET_PIDS;
 	a->sampler = sampler_open(&so);
 	if (!a->sampler)
@@ -632,7 +633,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 	a->procs.self_pid = getpid();
 	a->procs.node = a->cfg.node;
 	a->procs.target_pids = cfg->target == CONFIG_TARGET_PIDS;
-	a->procs.zerocode = cfg->zero_code_http == 1;
+	a->procs.zerocode = cfg->zero_code_http != 0;
 	a->procs.no_python = cfg->python == 0;
 	if (a->procs.zerocode && cfg->target == CONFIG_TARGET_ALL) {
 		log_error("zero-code-http needs --target pid:N or cgroup:PATH (it follows every "

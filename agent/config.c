@@ -218,6 +218,7 @@ static const char *const auto_words[] = {"auto", "on", "off", NULL}; /* enum con
 /* enum sampler_offcpu_mode */
 static const char *const offcpu_words[] = {"off", "requests", "all", NULL};
 static const char *const onoff_words[] = {"off", "on", NULL};
+static const char *const zerocode_words[] = {"off", "on", "syscalls", NULL};
 
 #define FIELD(f) offsetof(struct agent_config, f)
 /* A number of one of the numeric types. */
@@ -286,9 +287,10 @@ static const struct tp_option settings[] = {
      .offset = FIELD(zero_code_http),
      .def = "off",
      .help = "HTTP/1.x requests of the targeted processes found from their system calls "
-	     "(docs/zero-code-http.md), for services without the SDK: off or on (needs --target "
-	     "pid: or cgroup:)",
-     .words = onoff_words},
+	     "(docs/zero-code-http.md), for services without the SDK (needs --target pid: or "
+	     "cgroup:): off; on (uprobes on the process's libc, else the syscall tracepoints); "
+	     "syscalls (the syscall tracepoints for every process)",
+     .words = zerocode_words},
     {.name = "python",
      .type = TP_OPT_ENUM,
      .offset = FIELD(python),

@@ -43,19 +43,19 @@ struct agent_config {
 	int offcpu;		   /* enum sampler_offcpu_mode: off, requests, all */
 	size_t offcpu_min_us;	   /* off-CPU intervals shorter are summed without a stack */
 	char obi_map[4096];	   /* OBI's pinned trace map: a path, "auto" or "" (off) */
-	int zero_code_http;	   /* 1: HTTP/1.x requests of the targets from system calls */
-	int python;		   /* 1: Python frames of CPython processes (docs/python.md) */
-	int perf_maps;		   /* 1: JIT frames named from perf maps (docs/symbols.md) */
-	char node[256];		   /* node name recorded with every source */
-	int log_level;		   /* enum log_level */
-	double duration_s;	   /* stop after this long (0 = until SIGTERM) */
-	char stats_file[4096];	   /* write counters here at exit ("" = none) */
-	char otlp_grpc[256];	   /* OTLP/gRPC listen address, "" = off */
-	char otlp_http[256];	   /* OTLP/HTTP listen address, "" = off */
-	size_t otlp_max_bytes;	   /* largest OTLP export accepted */
-	unsigned otlp_span_kinds;  /* OTLP_KIND_* mask of spans stored as requests */
-	char otlp_forward[256];	   /* upstream OTLP/gRPC host:port for every export, "" = none */
-	char control_listen[256];  /* AgentControl listen address, "" = off */
+	int zero_code_http;	  /* HTTP/1.x requests from system calls: 0 off, 1 on, 2 syscalls */
+	int python;		  /* 1: Python frames of CPython processes (docs/python.md) */
+	int perf_maps;		  /* 1: JIT frames named from perf maps (docs/symbols.md) */
+	char node[256];		  /* node name recorded with every source */
+	int log_level;		  /* enum log_level */
+	double duration_s;	  /* stop after this long (0 = until SIGTERM) */
+	char stats_file[4096];	  /* write counters here at exit ("" = none) */
+	char otlp_grpc[256];	  /* OTLP/gRPC listen address, "" = off */
+	char otlp_http[256];	  /* OTLP/HTTP listen address, "" = off */
+	size_t otlp_max_bytes;	  /* largest OTLP export accepted */
+	unsigned otlp_span_kinds; /* OTLP_KIND_* mask of spans stored as requests */
+	char otlp_forward[256];	  /* upstream OTLP/gRPC host:port for every export, "" = none */
+	char control_listen[256]; /* AgentControl listen address, "" = off */
 	char control_tls_cert[4096];	   /* PEM server certificate (mutual TLS), or "" */
 	char control_tls_key[4096];	   /* its PEM private key, or "" */
 	char control_tls_ca[4096];	   /* PEM CA that signs controller certificates, or "" */

@@ -1169,7 +1169,7 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	struct tp_tls_loc *loc, lcopy;
-	__u8 one = 1;
+	__u8 *hook;
 	struct tp_unwind_proc *uw;
 	__u64 *rec, rcopy;
 	struct tp_sample *r;
@@ -1196,8 +1196,9 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	 * zero-code capture follows the fork: a prefork server's new worker
 	 * serves requests at once, before the agent reads this record
 	 */
-	if (bpf_map_lookup_elem(&zc_targets, &ptgid))
-		bpf_map_update_elem(&zc_targets, &ctgid, &one, BPF_NOEXIST);
+	hook = bpf_map_lookup_elem(&zc_targets, &ptgid);
+	if (hook) /* the parent's hook (libc: the child's probes come at the agent's look) */
+		bpf_map_update_elem(&zc_targets, &ctgid, hook, BPF_NOEXIST);
 	if (!wanted(ctgid))
 		return 0;
 	r = life_record(TP_REC_FORK, ctgid, ptgid, sizeof(__u64));

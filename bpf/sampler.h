@@ -176,8 +176,13 @@ struct tp_py_proc {
 };
 #define TP_MAX_PY_PROCS 4096
 
-/* Processes whose HTTP/1.x requests are found from system calls, map "zc_targets". */
-#define TP_MAX_ZC_TARGETS 4096
+/*
+ * Processes whose HTTP/1.x requests are found from system calls, map
+ * "zc_targets": tgid -> the hook that follows the process's calls.
+ */
+#define TP_MAX_ZC_TARGETS   4096
+#define TP_ZC_HOOK_SYSCALLS 1 /* the raw syscall tracepoints (every process pays them) */
+#define TP_ZC_HOOK_LIBC	    2 /* uprobes on the process's libc wrappers (only it pays) */
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096

@@ -5,9 +5,13 @@
  * declares the per-thread state (zc_threads, read by read_thread_ctx) and
  * includes this file.
  *
- * Two programs on the raw syscall tracepoints, attached only while some
- * process has zero-code capture on (zc_targets). For a target's thread,
- * sys_enter keeps the call's fd and buffer; sys_exit of a read-like call
+ * Two hooks, chosen per process (zc_targets' value): uprobes on the
+ * libc wrappers of the followed calls, attached to that process alone
+ * (on_zc_uenter, on_zc_uexit; the call's number is the attach cookie),
+ * or, for a process without a libc found (static, Go, musl), two programs
+ * on the raw syscall tracepoints, attached only while some process uses
+ * them. Both run the same code: for a target's thread, the call's entry
+ * keeps its fd and buffer; the return of a read-like call
  * on a TCP socket that brought a request line opens a request on the
  * thread: its trace context (from the head's traceparent, else a new
  * trace) tags the thread's samples from then on. The status line written
@@ -39,7 +43,7 @@
 #define ZC_AF_INET  2
 #define ZC_AF_INET6 10
 
-/* Processes with zero-code capture on (sampler_set_zerocode_targets). */
+/* Processes with zero-code capture on: tgid -> TP_ZC_HOOK_* (sampler_zerocode_add). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TP_MAX_ZC_TARGETS);
@@ -386,26 +390,19 @@ static __always_inline bool zc_followed(__u64 nr, bool data_only)
 	}
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
+/*
+ * A followed call nr of a target thread begins, with its first two
+ * arguments (the libc wrappers take them in the system call's order).
+ */
+static __always_inline void zc_call_enter(struct task_struct *task, long id, __u32 fd, __u64 a1)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, fd;
-	struct task_struct *task;
 	struct zc_thread *t;
-	__u64 a1;
 
-	if (!zc_followed(id, false))
-		return 0; /* first the call (a compare), then the process (a hash lookup) */
-	if (!bpf_map_lookup_elem(&zc_targets, &tgid))
-		return 0;
-	task = bpf_get_current_task_btf();
 	t = bpf_task_storage_get(&zc_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
 		count(TP_CNT_HTTP_NO_STATE);
-		return 0;
+		return;
 	}
-	fd = (__u32)BPF_CORE_READ(regs, di);
-	a1 = BPF_CORE_READ(regs, si);
 	t->c_nr = 0;
 	switch (id) {
 	case ZC_NR_READ:
@@ -437,34 +434,24 @@ int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
 		if (t->active &&
 		    (id == ZC_NR_ACCEPT || id == ZC_NR_ACCEPT4 ? t->answered : fd == t->fd))
 			zc_end(t, t->answered ? t->last_write_ns : bpf_ktime_get_ns(), 0);
-		return 0;
+		return;
 	}
 	t->c_fd = fd;
 	t->c_nr = (__u32)id + 1;
-	return 0;
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(on_zc_exit, struct pt_regs *regs, long ret)
+/* The call zc_call_enter kept state for returns ret (< 0: failed, either hook). */
+static __always_inline void zc_call_exit(struct task_struct *task, long ret)
 {
-	__u32 tgid, nr;
-	struct task_struct *task;
-	struct zc_thread *t;
+	struct zc_thread *t = bpf_task_storage_get(&zc_threads, task, NULL, 0);
+	__u32 nr;
 
-	/* a call sys_enter kept state for (orig_ax: the call's number), then the process */
-	if (!zc_followed(BPF_CORE_READ(regs, orig_ax), true))
-		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&zc_targets, &tgid))
-		return 0;
-	task = bpf_get_current_task_btf();
-	t = bpf_task_storage_get(&zc_threads, task, NULL, 0);
 	if (!t || !t->c_nr)
-		return 0;
+		return;
 	nr = t->c_nr - 1;
 	t->c_nr = 0;
 	if (ret <= 0)
-		return 0;
+		return;
 	switch (nr) {
 	case ZC_NR_READ:
 	case ZC_NR_RECVFROM:
@@ -477,5 +464,58 @@ int BPF_PROG(on_zc_exit, struct pt_regs *regs, long ret)
 			t->last_write_ns = bpf_ktime_get_ns();
 		break;
 	}
+}
+
+/* Whether the current process is a target followed by hook. */
+static __always_inline bool zc_hooked(__u8 hook)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 *h = bpf_map_lookup_elem(&zc_targets, &tgid);
+
+	return h && *h == hook;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
+{
+	/* first the call (a compare), then the process (a hash lookup) */
+	if (!zc_followed(id, false) || !zc_hooked(TP_ZC_HOOK_SYSCALLS))
+		return 0;
+	zc_call_enter(bpf_get_current_task_btf(), id, (__u32)BPF_CORE_READ(regs, di),
+		      BPF_CORE_READ(regs, si));
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_zc_exit, struct pt_regs *regs, long ret)
+{
+	/* a call sys_enter kept state for (orig_ax: the call's number), then the process */
+	if (!zc_followed(BPF_CORE_READ(regs, orig_ax), true) || !zc_hooked(TP_ZC_HOOK_SYSCALLS))
+		return 0;
+	zc_call_exit(bpf_get_current_task_btf(), ret);
+	return 0;
+}
+
+/*
+ * The libc wrapper of a followed call, in a process whose hook is libc
+ * (the uprobe is attached to that process only); the cookie is the
+ * call's number. The wrappers return -1 with errno set on failure.
+ */
+SEC("uprobe")
+int BPF_KPROBE(on_zc_uenter, long a0, long a1)
+{
+	if (!zc_hooked(TP_ZC_HOOK_LIBC))
+		return 0;
+	zc_call_enter(bpf_get_current_task_btf(), (long)bpf_get_attach_cookie(ctx), (__u32)a0,
+		      (__u64)a1);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(on_zc_uexit, long ret)
+{
+	if (!zc_hooked(TP_ZC_HOOK_LIBC))
+		return 0;
+	zc_call_exit(bpf_get_current_task_btf(), ret);
 	return 0;
 }

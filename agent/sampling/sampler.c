@@ -32,6 +32,7 @@
 #include "sampler.skel.h"
 #include "tlsloc.h"
 #include "traceprof/log.h"
+#include "zc_attach.h"
 
 #include "sampler.h"
 
@@ -79,12 +80,11 @@ struct sampler {
 	void *event_ctx;		/* its context */
 	struct ring_buffer *ring;	/* the sample ring's reader; owned */
 	int wake_fd;			/* eventfd: sampler_wake ends a sampler_poll early */
-	struct bpf_link *zc_enter;	/* zero-code HTTP programs, attached at the first process */
-	struct bpf_link *zc_exit;
-	long clock_ticks;	   /* sysconf(_SC_CLK_TCK): /proc's start time unit */
-	sampler_sample_fn poll_cb; /* callback of the sampler_poll running */
-	void *poll_ctx;		   /* its context */
-	int poll_n;		   /* samples delivered by this poll */
+	struct zc_attach zc;		/* zero-code HTTP hooks, per process */
+	long clock_ticks;		/* sysconf(_SC_CLK_TCK): /proc's start time unit */
+	sampler_sample_fn poll_cb;	/* callback of the sampler_poll running */
+	void *poll_ctx;			/* its context */
+	int poll_n;			/* samples delivered by this poll */
 	struct sdk_uprobe uprobes[SAMPLER_MAX_UPROBES]; /* attached registration uprobes */
 	int nuprobes;					/* entries used in uprobes */
 	/*
@@ -451,6 +451,7 @@ struct sampler *sampler_open(const struct sampler_opts *opts)
 	if (err)
 		goto out_free;
 	s->unwind_rows = unwind_rows_of(s->opts.unwind_bytes);
+	s->zc.syscalls_only = s->opts.zc_syscalls_only;
 	err = check_privileges();
 	if (err)
 		goto out_free;
@@ -533,8 +534,7 @@ void sampler_free(struct sampler *s)
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
 	bpf_link__destroy(s->fork_link);
-	bpf_link__destroy(s->zc_enter);
-	bpf_link__destroy(s->zc_exit);
+	zc_attach_free(&s->zc);
 	ring_buffer__free(s->ring);
 	sampler_bpf__destroy(s->skel);
 	if (s->wake_fd >= 0)
@@ -750,42 +750,12 @@ int sampler_poll(struct sampler *s, int timeout_ms, sampler_sample_fn cb, void *
 
 int sampler_zerocode_add(struct sampler *s, uint32_t tgid)
 {
-	uint8_t one = 1;
-	int err;
-
-	if (!s->zc_enter) {
-		s->zc_enter = bpf_program__attach(s->skel->progs.on_zc_enter);
-		s->zc_exit = s->zc_enter ? bpf_program__attach(s->skel->progs.on_zc_exit) : NULL;
-		if (!s->zc_exit) {
-			err = -errno;
-			log_error("cannot attach the zero-code HTTP programs err=%s",
-				  strerror(-err));
-			bpf_link__destroy(s->zc_enter);
-			s->zc_enter = NULL;
-			return err;
-		}
-		s->skel->bss->zc_on = 1;
-	}
-	err = map_update(s->skel->maps.zc_targets, &tgid, sizeof(tgid), &one, sizeof(one));
-	if (err == -ENOSPC)
-		log_warn("too many zero-code HTTP processes max=%d", TP_MAX_ZC_TARGETS);
-	return err;
+	return zc_attach_add(&s->zc, s->skel, tgid);
 }
 
 void sampler_zerocode_remove(struct sampler *s, uint32_t tgid)
 {
-	uint32_t key;
-
-	if (!s->zc_enter)
-		return;
-	map_delete(s->skel->maps.zc_targets, &tgid, sizeof(tgid));
-	/* the last one gone: the syscall programs go too (every system call pays them) */
-	if (bpf_map__get_next_key(s->skel->maps.zc_targets, NULL, &key, sizeof(key)) != -ENOENT)
-		return;
-	s->skel->bss->zc_on = 0;
-	bpf_link__destroy(s->zc_enter);
-	bpf_link__destroy(s->zc_exit);
-	s->zc_enter = s->zc_exit = NULL;
+	zc_attach_remove(&s->zc, s->skel, tgid);
 }
 
 void sampler_zerocode_clear(struct sampler *s)
@@ -793,9 +763,10 @@ void sampler_zerocode_clear(struct sampler *s)
 	uint32_t key;
 
 	/* entries the fork program added for children the agent never owned */
-	while (s->zc_enter &&
-	       bpf_map__get_next_key(s->skel->maps.zc_targets, NULL, &key, sizeof(key)) == 0)
+	while (bpf_map__get_next_key(s->skel->maps.zc_targets, NULL, &key, sizeof(key)) == 0) {
 		sampler_zerocode_remove(s, key);
+		map_delete(s->skel->maps.zc_targets, &key, sizeof(key));
+	}
 }
 
 int sampler_set_obi_map(struct sampler *s, int fd)
@@ -869,7 +840,11 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	st->loaders_no_symbol = s->loaders.no_symbol;
 	st->loaders_failed = s->loaders.failed;
 	st->loaders_over = s->loaders.full;
-	st->zc_attached = s->zc_enter != NULL;
+	st->zc_attached = s->zc.tp_enter != NULL;
+	st->zc_hook_libc = zc_attach_libc(&s->zc);
+	st->zc_hook_syscalls = s->zc.n_syscalls;
+	st->zc_uprobe_links = s->zc.links;
+	st->zc_libc_fallbacks = s->zc.libc_fallbacks;
 	for (__u32 c = 0; c < (__u32)ncpu; c++) {
 		err = bpf_map__lookup_elem(s->skel->maps.counters, &c, sizeof(c), vals, row, 0);
 		if (err)

@@ -41,6 +41,7 @@ struct sampler_opts {
 	bool paused;	       /* the base events start disabled, until sampler_resume() */
 	size_t unwind_bytes;   /* memory for unwind table rows in the kernel (0: none,
 				  8 bytes a row; rounded down to whole pages) */
+	bool zc_syscalls_only; /* zero-code HTTP: the syscall hook for every process */
 };
 
 /* Counters summed over CPUs, plus the kernel's run statistics of on_cpu_clock. */
@@ -57,6 +58,10 @@ struct sampler_stats {
 	uint64_t loaders_failed;       /* tries that failed (no CAP_SYS_ADMIN, unreadable) */
 	uint64_t loaders_over;	       /* loader files not tried: too many */
 	uint64_t zc_attached;	       /* 1 while the zero-code syscall programs are attached */
+	uint64_t zc_hook_libc;	       /* zero-code processes on the libc hook (uprobes) */
+	uint64_t zc_hook_syscalls;     /* and on the syscall hook (tracepoints) */
+	uint64_t zc_uprobe_links;      /* the libc hook's uprobe links held */
+	uint64_t zc_libc_fallbacks;    /* processes whose libc could not be probed */
 };
 
 struct sampler;
@@ -245,9 +250,12 @@ int sampler_set_python(struct sampler *s, uint32_t tgid, const struct tp_py_proc
 /*
  * HTTP/1.x requests from system calls (docs/zero-code-http.md) for process
  * tgid: its TP_REC_HTTP records come through the sample callback, its
- * threads are tagged with the requests they serve. The two syscall
- * programs are attached at the first process added and detached when the
- * last one is removed. -ENOSPC beyond TP_MAX_ZC_TARGETS.
+ * threads are tagged with the requests they serve. The hook is chosen
+ * per process (agent/sampling/zc_attach.h): uprobes on the libc it maps,
+ * attached to it alone, else (or with opts.zc_syscalls_only) the two
+ * syscall programs, attached while some process uses them. Adding a
+ * process again (an exec) attaches again. -ENOSPC beyond
+ * TP_MAX_ZC_TARGETS.
  * sampler_zerocode_remove: the process is no longer followed (gone, or
  * capture off for it).
  */

@@ -12,18 +12,22 @@
 # a duration within the client's view), garbage none, a target that is
 # not ASCII a route with '?' for those bytes (counted); each request's
 # samples must carry its trace id, and no sample may carry a trace id
-# that is not a request's.
+# that is not a request's. HOOK (--zero-code-http's value): on, the
+# default, follows the server through uprobes on its libc; syscalls
+# through the raw syscall tracepoints (the fallback for processes without
+# a libc). Either way the hook must go when the server exits: no probe
+# left attached.
 # The requests also go to otlp-forward as server spans: an OTLP/gRPC
 # receiver upstream (otlp_grpc_sink, traceprof's receiver) gets one span
 # a request with its trace and parent ids, method, path and status.
-# usage: run_agent_zerocode_test.sh TRACEPROF_DB AGENT CLUSTER_DIR OTLP_GRPC_SINK
+# usage: run_agent_zerocode_test.sh TRACEPROF_DB AGENT CLUSTER_DIR OTLP_GRPC_SINK [HOOK]
 set -euo pipefail
-tpdb=$1 agent=$2 cluster=$3 sink=$4
+tpdb=$1 agent=$2 cluster=$3 sink=$4 hook=${5:-on}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 needs_bpf
 needs_cgroup traceprof-zerocode-test
-conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_zerocode)
+conn=$(fresh_db "$tpdb" "$cluster" "tp_e2e_agent_zerocode_$hook")
 n=6 ms=150
 
 (
@@ -41,25 +45,42 @@ for _ in $(seq 50); do grep -qs '^listening on' "$work/sink.csv" && break; sleep
 sink_addr=$(sed -n 's/^listening on //p' "$work/sink.csv")
 [ -n "$sink_addr" ] || fail "the OTLP sink did not start"
 start_agent zc "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 99 \
-	--zero-code-http on --otlp-grpc "" --otlp-http "" --control-listen "" \
+	--zero-code-http "$hook" --otlp-grpc "" --otlp-http "" --control-listen "" \
 	--otlp-forward "$sink_addr" \
 	--stats-file "$work/zc.stats"
 python3 "$here/zc_client.py" "$port" "$n" "$ms" >"$work/truth.csv" || fail "the client failed"
 sleep 0.5
-# the syscall programs slow every system call of the machine: gone with the last target
+# the hook in use: uprobes on the server's libc (the syscall tracepoints,
+# which slow every system call of the machine, not attached), or the
+# tracepoints when asked
 snapshot "$work/zc.stats"
-grep -qx 'zc_attached=1' "$work/zc.stats" || fail "the zero-code programs are not attached"
+if [ "$hook" = on ]; then
+	want='zc_hook_libc=1 zc_hook_syscalls=0 zc_attached=0'
+	grep -qE '^zc_uprobe_links=[1-9][0-9]*$' "$work/zc.stats" || fail "no uprobe on the server's libc"
+else
+	want='zc_hook_libc=0 zc_hook_syscalls=1 zc_attached=1 zc_uprobe_links=0'
+fi
+for w in $want; do
+	grep -qx "$w" "$work/zc.stats" || fail "hook $hook: not $w ($(grep -E '^zc_(hook|attached|uprobe)' "$work/zc.stats" | tr '\n' ' '))"
+done
+echo "ok: the server followed by the hook asked for ($want)"
 kill "$server"
 wait "$server" 2>/dev/null || true
 # the agent forgets an exited process 1 s after it reads its exit record
-# (batched in the ring with the samples: within its loop's longest sleep)
+# (batched in the ring with the samples: within its loop's longest sleep);
+# its probes or the tracepoints go with it
+gone='zc_hook_libc=0 zc_hook_syscalls=0 zc_attached=0 zc_uprobe_links=0'
 for _ in $(seq 15); do
 	sleep 1
 	snapshot "$work/zc.stats"
-	grep -qx 'zc_attached=0' "$work/zc.stats" && break
+	left=0
+	for w in $gone; do grep -qx "$w" "$work/zc.stats" || left=1; done
+	[ "$left" = 0 ] && break
 done
-grep -qx 'zc_attached=0' "$work/zc.stats" || fail "the zero-code programs stay attached without a target"
-echo "ok: the zero-code programs detached when the server exited"
+for w in $gone; do
+	grep -qx "$w" "$work/zc.stats" || fail "a hook stays attached without a target: not $w"
+done
+echo "ok: the zero-code hook detached when the server exited ($gone)"
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 grep -E '^(bpf_ctx_http|bpf_http_[a-z_]*|zc_[a-z_]*|bpf_tagged|bpf_samples)=' "$work/zc.stats" || true

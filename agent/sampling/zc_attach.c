@@ -1,0 +1,240 @@
+/*
+ * zc_attach.c - the per-process hooks of zero-code HTTP capture
+ * (zc_attach.h). The libc hook: a uprobe (entry) on each followed
+ * wrapper and a uretprobe (return) on those whose result matters, each a
+ * perf event with the process's id, so the kernel puts the breakpoints
+ * into that process's memory alone and every other process runs libc
+ * untouched; the call's number travels as the attach cookie. Order going
+ * on: probes, then the zc_targets entry (the programs do nothing before);
+ * going off: the entry, then the probes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/sampler.h" /* TP_ZC_HOOK_*, TP_MAX_ZC_TARGETS */
+#include "sampler.skel.h"
+#include "traceprof/log.h"
+
+#include "zc_attach.h"
+
+/* A followed wrapper: its name, the system call's number, whether its return counts. */
+struct zc_fn {
+	const char *name;
+	uint32_t nr;
+	bool ret;
+};
+
+/*
+ * x86-64 numbers (bpf/zerocode.bpf.c); recv and send are recvfrom and
+ * sendto without an address. sendfile64 is sendfile's alias on 64-bit
+ * (one address: one probe).
+ */
+static const struct zc_fn zc_fns[] = {
+    {"read", 0, true},	   {"readv", 19, true},	    {"recv", 45, true},	     {"recvfrom", 45, true},
+    {"recvmsg", 47, true}, {"write", 1, true},	    {"writev", 20, true},    {"send", 44, true},
+    {"sendto", 44, true},  {"sendmsg", 46, true},   {"sendfile", 40, true},  {"close", 3, false},
+    {"accept", 43, false}, {"accept4", 288, false}, {"shutdown", 48, false},
+};
+
+_Static_assert(sizeof(zc_fns) / sizeof(zc_fns[0]) <= ZC_LIBC_PROBES, "probes");
+
+/* Whether a mapping's path names a glibc: libc.so.6, libc-2.NN.so. */
+static bool is_libc(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	b = b ? b + 1 : path;
+	return !strcmp(b, "libc.so.6") ||
+	       (!strncmp(b, "libc-", 5) && strlen(b) > 8 && !strcmp(b + strlen(b) - 3, ".so"));
+}
+
+int zc_find_libc(uint32_t pid, char *out, size_t size)
+{
+	char name[64], line[4096 + 128];
+	int err = -ENOENT;
+	FILE *f;
+
+	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
+	f = fopen(name, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/'), *nl;
+
+		/* "addr perms offset dev inode path": executable mappings only */
+		if (!path || !strstr(line, " r-xp "))
+			continue;
+		nl = strchr(path, '\n');
+		if (nl)
+			*nl = 0;
+		if (!is_libc(path) || strstr(path, " (deleted)"))
+			continue;
+		if ((size_t)snprintf(out, size, "/proc/%u/root%s", pid, path) >= size)
+			err = -ENAMETOOLONG;
+		else
+			err = 0;
+		break;
+	}
+	fclose(f);
+	return err;
+}
+
+static void proc_detach(struct zc_attach *z, struct zc_proc *p)
+{
+	for (int i = 0; i < p->nlinks; i++)
+		bpf_link__destroy(p->links[i]);
+	z->links -= (uint64_t)p->nlinks;
+	p->nlinks = 0;
+}
+
+/* The libc hook for p: every wrapper probed, or none (-errno). */
+static int attach_libc(struct zc_attach *z, struct sampler_bpf *skel, struct zc_proc *p)
+{
+	char path[4096 + 64];
+	int err = zc_find_libc(p->tgid, path, sizeof(path));
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < sizeof(zc_fns) / sizeof(zc_fns[0]); i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = zc_fns[i].name,
+			    .bpf_cookie = zc_fns[i].nr);
+
+		for (int r = 0; r < 1 + zc_fns[i].ret; r++) {
+			struct bpf_program *prog =
+			    r ? skel->progs.on_zc_uexit : skel->progs.on_zc_uenter;
+			struct bpf_link *l;
+
+			o.retprobe = r;
+			l = bpf_program__attach_uprobe_opts(prog, (pid_t)p->tgid, path, 0, &o);
+			if (!l) {
+				err = -errno;
+				log_warn("cannot probe %s in libc of pid=%u (%s) err=%s",
+					 zc_fns[i].name, p->tgid, path, strerror(-err));
+				proc_detach(z, p);
+				z->libc_fallbacks++;
+				return err;
+			}
+			p->links[p->nlinks++] = l;
+			z->links++;
+		}
+	}
+	return 0;
+}
+
+/* The syscall tracepoints for one more process. */
+static int attach_syscalls(struct zc_attach *z, struct sampler_bpf *skel)
+{
+	int err;
+
+	if (z->tp_enter) {
+		z->n_syscalls++;
+		return 0;
+	}
+	z->tp_enter = bpf_program__attach(skel->progs.on_zc_enter);
+	z->tp_exit = z->tp_enter ? bpf_program__attach(skel->progs.on_zc_exit) : NULL;
+	if (!z->tp_exit) {
+		err = -errno;
+		log_error("cannot attach the zero-code HTTP programs err=%s", strerror(-err));
+		bpf_link__destroy(z->tp_enter);
+		z->tp_enter = NULL;
+		return err;
+	}
+	z->n_syscalls = 1;
+	return 0;
+}
+
+static void detach_syscalls(struct zc_attach *z)
+{
+	if (!z->n_syscalls || --z->n_syscalls)
+		return;
+	/* the last one gone: the tracepoints go too (every system call pays them) */
+	bpf_link__destroy(z->tp_enter);
+	bpf_link__destroy(z->tp_exit);
+	z->tp_enter = z->tp_exit = NULL;
+}
+
+static struct zc_proc *find(struct zc_attach *z, uint32_t tgid)
+{
+	for (size_t i = 0; i < z->n; i++)
+		if (z->procs[i].tgid == tgid)
+			return &z->procs[i];
+	return NULL;
+}
+
+int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
+{
+	int fd = bpf_map__fd(skel->maps.zc_targets), err;
+	struct zc_proc *p;
+
+	zc_attach_remove(z, skel, tgid);
+	if (z->n == TP_MAX_ZC_TARGETS) {
+		log_warn("too many zero-code HTTP processes max=%d", TP_MAX_ZC_TARGETS);
+		return -ENOSPC;
+	}
+	if (z->n == z->cap) {
+		size_t cap = z->cap ? 2 * z->cap : 16;
+		struct zc_proc *np = realloc(z->procs, cap * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		z->procs = np;
+		z->cap = cap;
+	}
+	p = &z->procs[z->n];
+	memset(p, 0, sizeof(*p));
+	p->tgid = tgid;
+	p->hook = TP_ZC_HOOK_LIBC;
+	if (z->syscalls_only || attach_libc(z, skel, p)) {
+		p->hook = TP_ZC_HOOK_SYSCALLS;
+		err = attach_syscalls(z, skel);
+		if (err)
+			return err;
+	}
+	if (bpf_map_update_elem(fd, &tgid, &p->hook, BPF_ANY)) {
+		err = -errno;
+		if (p->hook == TP_ZC_HOOK_SYSCALLS)
+			detach_syscalls(z);
+		proc_detach(z, p);
+		return err;
+	}
+	z->n++;
+	skel->bss->zc_on = 1;
+	log_debug("zero-code HTTP pid=%u hook=%s", tgid,
+		  p->hook == TP_ZC_HOOK_LIBC ? "libc" : "syscalls");
+	return 0;
+}
+
+void zc_attach_remove(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
+{
+	struct zc_proc *p = find(z, tgid);
+
+	if (!p)
+		return;
+	bpf_map_delete_elem(bpf_map__fd(skel->maps.zc_targets), &tgid);
+	if (p->hook == TP_ZC_HOOK_SYSCALLS)
+		detach_syscalls(z);
+	proc_detach(z, p);
+	*p = z->procs[--z->n];
+	if (!z->n)
+		skel->bss->zc_on = 0;
+}
+
+void zc_attach_free(struct zc_attach *z)
+{
+	for (size_t i = 0; i < z->n; i++)
+		proc_detach(z, &z->procs[i]);
+	free(z->procs);
+	bpf_link__destroy(z->tp_enter);
+	bpf_link__destroy(z->tp_exit);
+	memset(z, 0, sizeof(*z));
+}
+
+size_t zc_attach_libc(const struct zc_attach *z)
+{
+	return z->n - z->n_syscalls;
+}
