@@ -111,8 +111,9 @@ static void write_zc_stats(const struct stats_sources *s, FILE *f, const struct 
 		ss->counters[TP_CNT_HTTP_NO_STATE]);
 	fprintf(f,
 		"zc_hook_libc=%" PRIu64 "\nzc_hook_syscalls=%" PRIu64 "\nzc_uprobe_links=%" PRIu64
-		"\nzc_libc_fallbacks=%" PRIu64 "\n",
-		ss->zc_hook_libc, ss->zc_hook_syscalls, ss->zc_uprobe_links, ss->zc_libc_fallbacks);
+		"\nzc_libc_fallbacks=%" PRIu64 "\nzc_attaches=%" PRIu64 "\n",
+		ss->zc_hook_libc, ss->zc_hook_syscalls, ss->zc_uprobe_links, ss->zc_libc_fallbacks,
+		ss->zc_attaches);
 	fprintf(f,
 		"zc_requests=%" PRIu64 "\nzc_invalid=%" PRIu64 "\nzc_dropped=%" PRIu64
 		"\nzc_traceparent=%" PRIu64 "\nzc_unanswered=%" PRIu64 "\nzc_multiplexed=%" PRIu64

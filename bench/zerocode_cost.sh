@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # zerocode_cost.sh - what finding HTTP/1.x requests from system calls
 # costs (docs/zero-code-http.md), side by side in one run, ROUNDS rounds
-# interleaved, medians:
+# interleaved, medians, for both hooks (--zero-code-http on: uprobes on
+# the target's libc; syscalls: the raw syscall tracepoints):
 #
 #  - a process that is not a target: `dd bs=1` copying BYTES from
 #    /dev/zero to /dev/null (two system calls a byte), with no agent, and
-#    with an agent whose zero-code programs are attached (for a Python
-#    server in a cgroup it targets): the syscall tracepoints run for every
-#    system call of the machine;
+#    with an agent following a Python server in a cgroup it targets, with
+#    each hook: the tracepoints run for every system call of the machine,
+#    the uprobes only in the server;
 #  - the target itself: the Python ThreadingHTTPServer of the tests
 #    (tests/e2e/zc_server.py) answering GET /burn/0 over one kept-alive
 #    connection for SECONDS, requests/s with the agent targeting it with
-#    --zero-code-http off and on.
+#    --zero-code-http off, on and syscalls;
+#  - the time the agent took to attach the hook to the server (its debug
+#    log), with the server's threads (THREADS idle ones started first).
 #
 # Never fails on the figures. usage: sudo bench/zerocode_cost.sh
-# environment: ROUNDS (5), BYTES (2000000), SECONDS_PER_RUN (5), TRACEPROF_BUILD_DIR
+# environment: ROUNDS (5), BYTES (2000000), SECONDS_PER_RUN (5), THREADS (0),
+# TRACEPROF_BUILD_DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
-rounds=${ROUNDS:-5} bytes=${BYTES:-2000000} secs=${SECONDS_PER_RUN:-5}
+rounds=${ROUNDS:-5} bytes=${BYTES:-2000000} secs=${SECONDS_PER_RUN:-5} threads=${THREADS:-0}
 cgroot=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
 cg=$cgroot/traceprof-zc-bench-$$
 work=$(mktemp -d)
@@ -34,16 +38,20 @@ cleanup() {
 trap cleanup EXIT
 (
 	echo "$BASHPID" >"$cg/cgroup.procs"
-	exec python3 "$root/tests/e2e/zc_server.py" >"$work/port"
+	exec python3 -c 'import runpy, sys, threading, time
+for _ in range(int(sys.argv[1])):
+    threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")' "$threads" "$root/tests/e2e/zc_server.py" >"$work/port"
 ) &
 srv=$!
 for _ in $(seq 50); do [ -s "$work/port" ] && break; sleep 0.1; done
 port=$(head -1 "$work/port")
 
-agent() { # agent on|off: an agent on the cgroup, zero-code as asked, no database
+agent() { # agent off|on|syscalls: an agent on the cgroup, zero-code as asked, no database
 	"$build/agent/traceprof-agent" --db "host=/nonexistent" --spool-dir "" --target "cgroup:$cg" \
 		--zero-code-http "$1" --otlp-grpc "" --otlp-http "" --control-listen "" \
-		--log-level error 2>/dev/null &
+		--log-level debug 2>"$work/agent.log" &
 	agent_pid=$!
 	sleep 2
 }
@@ -51,6 +59,9 @@ stop_agent() {
 	kill -TERM "$agent_pid"
 	wait "$agent_pid" 2>/dev/null || true
 	agent_pid=
+}
+attach_ms() { # the hook's attach time from the agent's log (ms)
+	awk '/zero-code HTTP pid=.* hook=/ { for (i = 1; i <= NF; i++) if ($i ~ /^attach_us=/) { sub("attach_us=", "", $i); print $i / 1000 } }' "$work/agent.log" | head -1
 }
 dd_s() { # seconds dd takes
 	local t0 t1
@@ -69,23 +80,35 @@ while time.monotonic() < end:
 print(n / float(sys.argv[2]))
 PY
 }
-: >"$work/dd_none" >"$work/dd_on" >"$work/rps_off" >"$work/rps_on"
+: >"$work/dd_none" >"$work/dd_libc" >"$work/dd_sys" >"$work/rps_off" >"$work/rps_libc" >"$work/rps_sys"
+: >"$work/att_libc" >"$work/att_sys"
 for r in $(seq "$rounds"); do
 	dd_s >>"$work/dd_none"
 	agent on
-	dd_s >>"$work/dd_on"
-	rps >>"$work/rps_on"
+	dd_s >>"$work/dd_libc"
+	rps >>"$work/rps_libc"
 	stop_agent
+	attach_ms >>"$work/att_libc"
+	agent syscalls
+	dd_s >>"$work/dd_sys"
+	rps >>"$work/rps_sys"
+	stop_agent
+	attach_ms >>"$work/att_sys"
 	agent off
 	rps >>"$work/rps_off"
 	stop_agent
 	echo "round $r done" >&2
 done
 med() { sort -g "$1" | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-dn=$(med "$work/dd_none") don=$(med "$work/dd_on") ro=$(med "$work/rps_off") rn=$(med "$work/rps_on")
-echo "zero-code HTTP cost, $rounds rounds interleaved, medians"
+dn=$(med "$work/dd_none") dl=$(med "$work/dd_libc") ds=$(med "$work/dd_sys")
+ro=$(med "$work/rps_off") rl=$(med "$work/rps_libc") rs=$(med "$work/rps_sys")
+al=$(med "$work/att_libc") as=$(med "$work/att_sys")
+echo "zero-code HTTP cost, $rounds rounds interleaved, medians (server threads: $((threads + 1)) and one a connection)"
 echo
-echo "| what | without | with zero-code capture | ratio |"
-echo "|---|---:|---:|---:|"
-printf '| dd bs=1 of %s bytes, not a target (s) | %.3f (no agent) | %.3f | %.3f |\n' "$bytes" "$dn" "$don" "$(echo "$don / $dn" | bc -l)"
-printf '| Python server, GET /burn/0 (requests/s) | %.0f (agent, zero-code off) | %.0f | %.3f |\n' "$ro" "$rn" "$(echo "$rn / $ro" | bc -l)"
+echo "| what | without | libc hook (uprobes) | ratio | syscall hook (tracepoints) | ratio |"
+echo "|---|---:|---:|---:|---:|---:|"
+printf '| dd bs=1 of %s bytes, not a target (s) | %.3f (no agent) | %.3f | %.3f | %.3f | %.3f |\n' \
+	"$bytes" "$dn" "$dl" "$(echo "$dl / $dn" | bc -l)" "$ds" "$(echo "$ds / $dn" | bc -l)"
+printf '| Python server, GET /burn/0 (requests/s) | %.0f (agent, zero-code off) | %.0f | %.3f | %.0f | %.3f |\n' \
+	"$ro" "$rl" "$(echo "$rl / $ro" | bc -l)" "$rs" "$(echo "$rs / $ro" | bc -l)"
+printf '| attaching the hook to the server (ms) | | %.1f | | %.1f | |\n' "${al:-0}" "${as:-0}"

@@ -843,8 +843,9 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	st->zc_attached = s->zc.tp_enter != NULL;
 	st->zc_hook_libc = zc_attach_libc(&s->zc);
 	st->zc_hook_syscalls = s->zc.n_syscalls;
-	st->zc_uprobe_links = s->zc.links;
+	st->zc_uprobe_links = __atomic_load_n(&s->zc.links, __ATOMIC_RELAXED);
 	st->zc_libc_fallbacks = s->zc.libc_fallbacks;
+	st->zc_attaches = s->zc.attaches;
 	for (__u32 c = 0; c < (__u32)ncpu; c++) {
 		err = bpf_map__lookup_elem(s->skel->maps.counters, &c, sizeof(c), vals, row, 0);
 		if (err)

@@ -62,6 +62,7 @@ struct sampler_stats {
 	uint64_t zc_hook_syscalls;     /* and on the syscall hook (tracepoints) */
 	uint64_t zc_uprobe_links;      /* the libc hook's uprobe links held */
 	uint64_t zc_libc_fallbacks;    /* processes whose libc could not be probed */
+	uint64_t zc_attaches;	       /* hooks attached, in all (an exec attaches again) */
 };
 
 struct sampler;
@@ -254,7 +255,8 @@ int sampler_set_python(struct sampler *s, uint32_t tgid, const struct tp_py_proc
  * per process (agent/sampling/zc_attach.h): uprobes on the libc it maps,
  * attached to it alone, else (or with opts.zc_syscalls_only) the two
  * syscall programs, attached while some process uses them. Adding a
- * process again (an exec) attaches again. -ENOSPC beyond
+ * process already followed does nothing (after an exec: remove, then
+ * add). -ENOSPC beyond
  * TP_MAX_ZC_TARGETS.
  * sampler_zerocode_remove: the process is no longer followed (gone, or
  * capture off for it).

@@ -9,9 +9,12 @@
  * going off: the entry, then the probes.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -41,7 +44,17 @@ static const struct zc_fn zc_fns[] = {
     {"accept", 43, false}, {"accept4", 288, false}, {"shutdown", 48, false},
 };
 
-_Static_assert(sizeof(zc_fns) / sizeof(zc_fns[0]) <= ZC_LIBC_PROBES, "probes");
+#define ZC_NFNS (sizeof(zc_fns) / sizeof(zc_fns[0]))
+
+/* Probes of one process: an entry for each wrapper, a return for those that have one. */
+static size_t zc_nprobes(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ZC_NFNS; i++)
+		n += 1 + zc_fns[i].ret;
+	return n;
+}
 
 /* Whether a mapping's path names a glibc: libc.so.6, libc-2.NN.so. */
 static bool is_libc(const char *path)
@@ -62,7 +75,7 @@ int zc_find_libc(uint32_t pid, char *out, size_t size)
 	snprintf(name, sizeof(name), "/proc/%u/maps", pid);
 	f = fopen(name, "re");
 	if (!f)
-		return -errno;
+		return errno == ENOENT ? -ESRCH : -errno; /* gone */
 	while (fgets(line, sizeof(line), f)) {
 		char *path = strchr(line, '/'), *nl;
 
@@ -72,6 +85,8 @@ int zc_find_libc(uint32_t pid, char *out, size_t size)
 		nl = strchr(path, '\n');
 		if (nl)
 			*nl = 0;
+		if (strstr(path, "/ld-linux"))
+			err = -EAGAIN; /* glibc's loader: libc comes (just after an exec) */
 		if (!is_libc(path) || strstr(path, " (deleted)"))
 			continue;
 		if ((size_t)snprintf(out, size, "/proc/%u/root%s", pid, path) >= size)
@@ -84,12 +99,103 @@ int zc_find_libc(uint32_t pid, char *out, size_t size)
 	return err;
 }
 
+/*
+ * Detaching a uprobe waits for an RCU grace period of the kernel (tens to
+ * hundreds of milliseconds each under load): the links of a process that
+ * went are destroyed by a thread of their own, off the agent's loop. The
+ * process's zc_targets entry is gone first, so its probes do nothing
+ * meanwhile; z->links counts them until they are destroyed.
+ */
+struct zc_batch {
+	struct zc_batch *next;
+	int n;
+	struct bpf_link *links[ZC_LIBC_PROBES];
+};
+
+struct zc_reaper {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct zc_batch *head;
+	bool stop;
+	pthread_t th;
+	uint64_t *links; /* the owner's count */
+};
+
+static void batch_destroy(struct zc_batch *b, uint64_t *links)
+{
+	for (int i = 0; i < b->n; i++)
+		bpf_link__destroy(b->links[i]);
+	__atomic_fetch_sub(links, (uint64_t)b->n, __ATOMIC_RELAXED);
+	free(b);
+}
+
+static void *reaper_main(void *arg)
+{
+	struct zc_reaper *r = arg;
+	struct zc_batch *b;
+
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		while (!r->head && !r->stop)
+			pthread_cond_wait(&r->cv, &r->mu);
+		b = r->head;
+		if (b)
+			r->head = b->next;
+		pthread_mutex_unlock(&r->mu);
+		if (!b)
+			return NULL; /* stopped, nothing left */
+		batch_destroy(b, r->links);
+	}
+}
+
+static struct zc_reaper *reaper_get(struct zc_attach *z)
+{
+	struct zc_reaper *r = z->reaper;
+
+	if (r)
+		return r;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->cv, NULL);
+	r->links = &z->links;
+	if (pthread_create(&r->th, NULL, reaper_main, r)) {
+		free(r);
+		return NULL;
+	}
+	z->reaper = r;
+	return r;
+}
+
 static void proc_detach(struct zc_attach *z, struct zc_proc *p)
 {
-	for (int i = 0; i < p->nlinks; i++)
-		bpf_link__destroy(p->links[i]);
-	z->links -= (uint64_t)p->nlinks;
+	struct zc_batch *b;
+	struct zc_reaper *r;
+
+	if (!p->nlinks)
+		return;
+	b = malloc(sizeof(*b));
+	if (!b) { /* destroyed here, slowly */
+		for (int i = 0; i < p->nlinks; i++)
+			bpf_link__destroy(p->links[i]);
+		__atomic_fetch_sub(&z->links, (uint64_t)p->nlinks, __ATOMIC_RELAXED);
+		p->nlinks = 0;
+		return;
+	}
+	b->n = p->nlinks;
+	memcpy(b->links, p->links, sizeof(b->links[0]) * (size_t)p->nlinks);
 	p->nlinks = 0;
+	r = reaper_get(z);
+	if (!r) {
+		batch_destroy(b, &z->links);
+		return;
+	}
+	pthread_mutex_lock(&r->mu);
+	b->next = r->head;
+	r->head = b;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
 }
 
 /* The libc hook for p: every wrapper probed, or none (-errno). */
@@ -100,7 +206,9 @@ static int attach_libc(struct zc_attach *z, struct sampler_bpf *skel, struct zc_
 
 	if (err)
 		return err;
-	for (size_t i = 0; i < sizeof(zc_fns) / sizeof(zc_fns[0]); i++) {
+	if (zc_nprobes() > ZC_LIBC_PROBES)
+		return -E2BIG; /* ZC_LIBC_PROBES too small for zc_fns */
+	for (size_t i = 0; i < ZC_NFNS; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, o, .func_name = zc_fns[i].name,
 			    .bpf_cookie = zc_fns[i].nr);
 
@@ -113,14 +221,16 @@ static int attach_libc(struct zc_attach *z, struct sampler_bpf *skel, struct zc_
 			l = bpf_program__attach_uprobe_opts(prog, (pid_t)p->tgid, path, 0, &o);
 			if (!l) {
 				err = -errno;
+				proc_detach(z, p);
+				if (err == -ESRCH)
+					return err; /* it exited */
 				log_warn("cannot probe %s in libc of pid=%u (%s) err=%s",
 					 zc_fns[i].name, p->tgid, path, strerror(-err));
-				proc_detach(z, p);
 				z->libc_fallbacks++;
 				return err;
 			}
 			p->links[p->nlinks++] = l;
-			z->links++;
+			__atomic_fetch_add(&z->links, 1, __ATOMIC_RELAXED);
 		}
 	}
 	return 0;
@@ -158,6 +268,14 @@ static void detach_syscalls(struct zc_attach *z)
 	z->tp_enter = z->tp_exit = NULL;
 }
 
+static bool alive(uint32_t pid)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "/proc/%u", pid);
+	return access(name, F_OK) == 0;
+}
+
 static struct zc_proc *find(struct zc_attach *z, uint32_t tgid)
 {
 	for (size_t i = 0; i < z->n; i++)
@@ -169,9 +287,11 @@ static struct zc_proc *find(struct zc_attach *z, uint32_t tgid)
 int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
 {
 	int fd = bpf_map__fd(skel->maps.zc_targets), err;
+	struct timespec t0, t1;
 	struct zc_proc *p;
 
-	zc_attach_remove(z, skel, tgid);
+	if (find(z, tgid))
+		return 0; /* looked at again: the same program (an exec removes it first) */
 	if (z->n == TP_MAX_ZC_TARGETS) {
 		log_warn("too many zero-code HTTP processes max=%d", TP_MAX_ZC_TARGETS);
 		return -ENOSPC;
@@ -189,7 +309,22 @@ int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
 	memset(p, 0, sizeof(*p));
 	p->tgid = tgid;
 	p->hook = TP_ZC_HOOK_LIBC;
-	if (z->syscalls_only || attach_libc(z, skel, p)) {
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err = z->syscalls_only ? -ENOTSUP : attach_libc(z, skel, p);
+	/*
+	 * Just after an exec the loader has not mapped libc yet, or the
+	 * process is still between its two programs: a few tries, 20 ms at
+	 * most, before the fallback.
+	 */
+	for (int i = 0; i < 20 && (err == -EAGAIN || (err == -ESRCH && alive(tgid))); i++) {
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+		err = attach_libc(z, skel, p);
+	}
+	if (err == -ESRCH) {
+		log_debug("zero-code HTTP pid=%u gone before its hook", tgid);
+		return err; /* nothing to follow */
+	}
+	if (err) {
 		p->hook = TP_ZC_HOOK_SYSCALLS;
 		err = attach_syscalls(z, skel);
 		if (err)
@@ -203,9 +338,12 @@ int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
 		return err;
 	}
 	z->n++;
+	z->attaches++;
 	skel->bss->zc_on = 1;
-	log_debug("zero-code HTTP pid=%u hook=%s", tgid,
-		  p->hook == TP_ZC_HOOK_LIBC ? "libc" : "syscalls");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	log_debug("zero-code HTTP pid=%u hook=%s attach_us=%ld", tgid,
+		  p->hook == TP_ZC_HOOK_LIBC ? "libc" : "syscalls",
+		  (long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 	return 0;
 }
 
@@ -226,9 +364,22 @@ void zc_attach_remove(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tg
 
 void zc_attach_free(struct zc_attach *z)
 {
+	struct zc_reaper *r;
+
 	for (size_t i = 0; i < z->n; i++)
 		proc_detach(z, &z->procs[i]);
 	free(z->procs);
+	r = z->reaper;
+	if (r) { /* it destroys what is queued, then ends */
+		pthread_mutex_lock(&r->mu);
+		r->stop = true;
+		pthread_cond_signal(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->th, NULL);
+		pthread_mutex_destroy(&r->mu);
+		pthread_cond_destroy(&r->cv);
+		free(r);
+	}
 	bpf_link__destroy(z->tp_enter);
 	bpf_link__destroy(z->tp_exit);
 	memset(z, 0, sizeof(*z));

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZC_LIBC_PROBES 24 /* uprobes and uretprobes of one process */
+#define ZC_LIBC_PROBES 26 /* uprobes and uretprobes of one process */
 
 struct bpf_link;
 struct sampler_bpf;
@@ -33,21 +33,28 @@ struct zc_attach {
 	bool syscalls_only;	   /* never the libc hook */
 	struct bpf_link *tp_enter; /* the syscall tracepoints, while n_syscalls > 0 */
 	struct bpf_link *tp_exit;  /* (owned) */
+	void *reaper;		   /* the thread that destroys uprobe links; owned */
 	size_t n_syscalls;	   /* processes on the syscall hook */
 	uint64_t links;		   /* uprobe links held, all processes */
 	uint64_t libc_fallbacks;   /* processes that had a libc that could not be probed */
+	uint64_t attaches;	   /* hooks attached (processes followed), in all */
 };
 
 /*
  * Follows process tgid: the libc hook when its libc is found and every
  * wrapper probed, else the syscall hook; then its zc_targets entry. A
- * process already followed is detached and followed again (an exec). 0
- * or -errno (-ENOSPC: too many processes; the process is not followed).
+ * process already followed stays as it is (after an exec the caller
+ * removes it first). 0
+ * or -errno (-ENOSPC: too many processes, -ESRCH: it exited; the process
+ * is not followed).
  */
 int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid);
 /* Stops following tgid: its entry, its probes, the tracepoints after the last. */
 void zc_attach_remove(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid);
-/* Detaches everything and frees the table (the zeroed struct may be reused). */
+/*
+ * Detaches everything and frees the table (the zeroed struct may be
+ * reused); waits for the links still being destroyed.
+ */
 void zc_attach_free(struct zc_attach *z);
 /* Processes on the libc hook. */
 size_t zc_attach_libc(const struct zc_attach *z);
@@ -55,7 +62,9 @@ size_t zc_attach_libc(const struct zc_attach *z);
 /*
  * The path of the libc mapped by process pid, as this process can open it
  * (through /proc/PID/root, so a container's own), into out; 0, or -ENOENT
- * without one (static, Go, musl), -errno when the maps are unreadable.
+ * without one (static, Go, musl), -EAGAIN when glibc's loader is mapped
+ * but libc not yet, -ESRCH when the process is gone, -errno
+ * when its maps are unreadable.
  */
 int zc_find_libc(uint32_t pid, char *out, size_t size);
 

@@ -29,6 +29,7 @@ needs_bpf
 needs_cgroup traceprof-zerocode-test
 conn=$(fresh_db "$tpdb" "$cluster" "tp_e2e_agent_zerocode_$hook")
 n=6 ms=150
+py=$(python3 -c 'import sys; print(sys.executable)') # the interpreter itself, not a wrapper
 
 (
 	echo "$BASHPID" >"$cg/cgroup.procs"
@@ -56,7 +57,8 @@ sleep 0.5
 snapshot "$work/zc.stats"
 if [ "$hook" = on ]; then
 	want='zc_hook_libc=1 zc_hook_syscalls=0 zc_attached=0'
-	grep -qE '^zc_uprobe_links=[1-9][0-9]*$' "$work/zc.stats" || fail "no uprobe on the server's libc"
+	links=$(sed -n 's/^zc_uprobe_links=//p' "$work/zc.stats")
+	[ "${links:-0}" -gt 0 ] || fail "no uprobe on the server's libc"
 else
 	want='zc_hook_libc=0 zc_hook_syscalls=1 zc_attached=1 zc_uprobe_links=0'
 fi
@@ -70,7 +72,7 @@ wait "$server" 2>/dev/null || true
 # (batched in the ring with the samples: within its loop's longest sleep);
 # its probes or the tracepoints go with it
 gone='zc_hook_libc=0 zc_hook_syscalls=0 zc_attached=0 zc_uprobe_links=0'
-for _ in $(seq 15); do
+for _ in $(seq 20); do
 	sleep 1
 	snapshot "$work/zc.stats"
 	left=0
@@ -81,6 +83,50 @@ for w in $gone; do
 	grep -qx "$w" "$work/zc.stats" || fail "a hook stays attached without a target: not $w"
 done
 echo "ok: the zero-code hook detached when the server exited ($gone)"
+# a target that runs a new program: the old program's probes go, the new
+# one's come (the agent holds exactly one process's perf events more),
+# and none is left when it is killed
+perf_fds() { ls -l "/proc/$agent_pid/fd" 2>/dev/null | grep -c 'perf_event' || true; }
+if [ "$hook" = on ]; then
+	base=$(perf_fds)
+	att=$(sed -n 's/^zc_attaches=//p' "$work/zc.stats")
+	(
+		echo "$BASHPID" >"$cg/cgroup.procs"
+		exec "$py" -c 'import os, sys, time
+t = time.monotonic() + 1
+while time.monotonic() < t: pass
+os.execv(sys.executable, [sys.executable, "-c",
+    "import time\nt = time.monotonic() + 1\nwhile time.monotonic() < t: pass\ntime.sleep(30)"])'
+	) &
+	execer=$!
+	pids+=("$execer")
+	# attached at its first look, again after the exec; the old program's
+	# probes destroyed (a kernel grace period each: they may take a while)
+	for _ in $(seq 20); do
+		sleep 0.5
+		snapshot "$work/zc.stats"
+		[ "$(sed -n 's/^zc_attaches=//p' "$work/zc.stats")" -ge $((att + 2)) ] &&
+			grep -qx "zc_uprobe_links=$links" "$work/zc.stats" && break
+	done
+	for w in zc_hook_libc=1 "zc_uprobe_links=$links"; do
+		grep -qx "$w" "$work/zc.stats" ||
+			fail "after an exec: not $w ($(grep -E '^zc_(hook|uprobe|att)' "$work/zc.stats" | tr '\n' ' '))"
+	done
+	[ "$(sed -n 's/^zc_attaches=//p' "$work/zc.stats")" -ge $((att + 2)) ] ||
+		fail "the exec'd program was not probed again"
+	[ "$(perf_fds)" = $((base + links)) ] ||
+		fail "after an exec the agent holds $(perf_fds) perf events, not $base + $links"
+	kill "$execer"
+	wait "$execer" 2>/dev/null || true
+	for _ in $(seq 20); do
+		sleep 1
+		snapshot "$work/zc.stats"
+		grep -qx 'zc_uprobe_links=0' "$work/zc.stats" && break
+	done
+	grep -qx 'zc_uprobe_links=0' "$work/zc.stats" || fail "probes left after the exec'd program exited"
+	[ "$(perf_fds)" = "$base" ] || fail "the agent holds $(perf_fds) perf events, not $base"
+	echo "ok: an exec'd target probed again ($links probes), nothing left after it exited"
+fi
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 grep -E '^(bpf_ctx_http|bpf_http_[a-z_]*|zc_[a-z_]*|bpf_tagged|bpf_samples)=' "$work/zc.stats" || true
