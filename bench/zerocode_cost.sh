@@ -7,8 +7,8 @@
 #  - a process that is not a target: `dd bs=1` copying BYTES from
 #    /dev/zero to /dev/null (two system calls a byte), with no agent, and
 #    with an agent following a Python server in a cgroup it targets, with
-#    each hook: the tracepoints run for every system call of the machine,
-#    the uprobes only in the server;
+#    each hook, and with zero-code off: the tracepoints run for every
+#    system call of the machine, the uprobes only in the server;
 #  - the target itself: the Python ThreadingHTTPServer of the tests
 #    (tests/e2e/zc_server.py) answering GET /burn/0 over one kept-alive
 #    connection for SECONDS, requests/s with the agent targeting it with
@@ -80,7 +80,7 @@ while time.monotonic() < end:
 print(n / float(sys.argv[2]))
 PY
 }
-: >"$work/dd_none" >"$work/dd_libc" >"$work/dd_sys" >"$work/rps_off" >"$work/rps_libc" >"$work/rps_sys"
+: >"$work/dd_none" >"$work/dd_off" >"$work/dd_libc" >"$work/dd_sys" >"$work/rps_off" >"$work/rps_libc" >"$work/rps_sys"
 : >"$work/att_libc" >"$work/att_sys"
 for r in $(seq "$rounds"); do
 	dd_s >>"$work/dd_none"
@@ -95,12 +95,13 @@ for r in $(seq "$rounds"); do
 	stop_agent
 	attach_ms >>"$work/att_sys"
 	agent off
+	dd_s >>"$work/dd_off"
 	rps >>"$work/rps_off"
 	stop_agent
-	echo "round $r done" >&2
+	echo "round $r done: dd none $(tail -1 "$work/dd_none") off $(tail -1 "$work/dd_off") libc $(tail -1 "$work/dd_libc") syscalls $(tail -1 "$work/dd_sys"); rps off $(tail -1 "$work/rps_off") libc $(tail -1 "$work/rps_libc") syscalls $(tail -1 "$work/rps_sys")" >&2
 done
 med() { sort -g "$1" | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-dn=$(med "$work/dd_none") dl=$(med "$work/dd_libc") ds=$(med "$work/dd_sys")
+dn=$(med "$work/dd_none") do=$(med "$work/dd_off") dl=$(med "$work/dd_libc") ds=$(med "$work/dd_sys")
 ro=$(med "$work/rps_off") rl=$(med "$work/rps_libc") rs=$(med "$work/rps_sys")
 al=$(med "$work/att_libc") as=$(med "$work/att_sys")
 echo "zero-code HTTP cost, $rounds rounds interleaved, medians (server threads: $((threads + 1)) and one a connection)"
@@ -109,6 +110,8 @@ echo "| what | without | libc hook (uprobes) | ratio | syscall hook (tracepoints
 echo "|---|---:|---:|---:|---:|---:|"
 printf '| dd bs=1 of %s bytes, not a target (s) | %.3f (no agent) | %.3f | %.3f | %.3f | %.3f |\n' \
 	"$bytes" "$dn" "$dl" "$(echo "$dl / $dn" | bc -l)" "$ds" "$(echo "$ds / $dn" | bc -l)"
+printf '| the same, against an agent with zero-code off (s) | %.3f | %.3f | %.3f | %.3f | %.3f |\n' \
+	"$do" "$dl" "$(echo "$dl / $do" | bc -l)" "$ds" "$(echo "$ds / $do" | bc -l)"
 printf '| Python server, GET /burn/0 (requests/s) | %.0f (agent, zero-code off) | %.0f | %.3f | %.0f | %.3f |\n' \
 	"$ro" "$rl" "$(echo "$rl / $ro" | bc -l)" "$rs" "$(echo "$rs / $ro" | bc -l)"
 printf '| attaching the hook to the server (ms) | | %.1f | | %.1f | |\n' "${al:-0}" "${as:-0}"
