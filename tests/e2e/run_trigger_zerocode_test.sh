@@ -41,7 +41,7 @@ pids+=($!)
 for _ in $(seq 100); do grep -qs 'zero-code HTTP on for trigger targets' "$work/agent.log" && break; sleep 0.1; done
 grep -q 'zero-code HTTP on for trigger targets' "$work/agent.log" || fail "the trigger did not turn zero-code capture on"
 snapshot "$work/stats"
-grep -qx 'zc_attached=1' "$work/stats" || fail "zero-code programs not attached while the trigger is active"
+grep -qx 'zc_hook_libc=1' "$work/stats" || fail "zero-code probes not attached while the trigger is active"
 echo "ok: zero-code capture on with the trigger"
 
 python3 "$here/zc_trigger_client.py" "$port" "$slow" 60 "$work/stop" >"$work/truth.csv" &
@@ -58,7 +58,9 @@ wait "$client" || fail "the client failed"
 echo "ok: the trigger completed after $(wc -l <"$work/truth.csv") requests"
 for _ in $(seq 50); do grep -qs 'zero-code HTTP off' "$work/agent.log" && break; sleep 0.1; done
 snapshot "$work/stats"
-grep -qx 'zc_attached=0' "$work/stats" || fail "zero-code programs stay attached after the trigger completed"
+for w in zc_attached=0 zc_hook_libc=0 zc_hook_syscalls=0; do
+	grep -qx "$w" "$work/stats" || fail "zero-code hooks stay attached after the trigger completed: not $w"
+done
 echo "ok: zero-code capture off with the trigger"
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
