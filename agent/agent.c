@@ -351,6 +351,7 @@ static void forward_requests(struct agent *a)
  * sees each request at once anyway (on_http).
  */
 #define ZC_SHIP_US 200000
+#define ZC_POLL_MS 50 /* the loop's longest sleep while zero-code processes exist */
 static void ship_requests(struct agent *a, bool force)
 {
 	struct agg_window *w;
@@ -802,6 +803,9 @@ static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64
 		due = a->procs.next_recheck_us - a->mono_to_real_us;
 	if (end_mono && end_mono < due)
 		due = end_mono;
+	/* request records wake the loop at most every 5 ms (zerocode.bpf.c): one may wait */
+	if (a->zco.nagent + a->zco.ntrig > 0 && mono + ZC_POLL_MS * 1000 < due)
+		due = mono + ZC_POLL_MS * 1000;
 	if (a->zc.n && (int64_t)(a->zc.first_ns / 1000) + ZC_SHIP_US < due)
 		due = (int64_t)(a->zc.first_ns / 1000) + ZC_SHIP_US;
 	if (a->ep.trig) {

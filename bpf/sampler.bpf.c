@@ -1205,7 +1205,8 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 	if (!r)
 		return 0;
 	r->ips[0] = BPF_CORE_READ(child, start_boottime);
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	/* a zero-code worker on the libc hook waits for its probes: the agent now */
+	bpf_ringbuf_submit(r, hook ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

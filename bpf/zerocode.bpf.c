@@ -212,12 +212,16 @@ static __always_inline void zc_random(__u8 *out, int n)
 }
 
 /* The thread's request ends at end_ns: its record into the ring; the thread untagged. */
+#define ZC_WAKE_GAP_NS 5000000ull /* the least time between two wakeups for requests */
+__u64 zc_last_wake_ns = 0;	  /* the last one (CPUs race on it: a wakeup more, at worst) */
+
 static __always_inline void zc_end(struct zc_thread *t, __u64 end_ns, __u16 flags)
 {
 	struct counter_set *c = counters_here();
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct tp_sample *s;
 	struct tp_http *h;
+	__u64 now;
 
 	t->active = 0;
 	s = bpf_ringbuf_reserve(&samples, 64 + sizeof(struct tp_http), 0);
@@ -249,12 +253,21 @@ static __always_inline void zc_end(struct zc_thread *t, __u64 end_ns, __u16 flag
 	__builtin_memcpy(h->method, t->method, sizeof(h->method));
 	__builtin_memcpy(h->target, t->target, sizeof(h->target));
 	/*
-	 * The reader is woken for each request (samples are batched): a
-	 * trigger waits for requests to claim them, and the samples before
-	 * this record (submitted without a wakeup) would keep the kernel's
-	 * adaptive wakeup from firing.
+	 * The reader is woken for a request (samples are batched): a trigger
+	 * waits for requests to claim them, and the samples before this record
+	 * (submitted without a wakeup) would keep the kernel's adaptive wakeup
+	 * from firing. At most once every ZC_WAKE_GAP_NS, though: a wakeup per
+	 * request of a busy server would cost its CPUs more than the capture;
+	 * the agent's loop sleeps at most ZC_POLL_MS while zero-code
+	 * processes exist, which bounds a record's wait.
 	 */
-	bpf_ringbuf_submit(s, BPF_RB_FORCE_WAKEUP);
+	now = bpf_ktime_get_ns();
+	if (now - zc_last_wake_ns >= ZC_WAKE_GAP_NS) {
+		zc_last_wake_ns = now;
+		bpf_ringbuf_submit(s, BPF_RB_FORCE_WAKEUP);
+	} else {
+		bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+	}
 	if (c)
 		c->n[TP_CNT_HTTP_REQUESTS]++;
 }

@@ -641,6 +641,9 @@ static void proc_inherit(struct proctable *t, pid_t pid, pid_t parent, uint64_t 
 	}
 	if (!p->complete)
 		schedule_recheck(t, p, now);
+	/* zero-code capture of the parent's target: the child's own libc probes now */
+	if (t->zerocode && t->zc)
+		zc_owners_agent_add(t->zc, (uint32_t)pid);
 	sym_inherit_process(t->sym, pid, parent, start_time);
 	if (t->unwind)
 		unwind_inherit(t->unwind, pid, parent);
