@@ -11,7 +11,8 @@
 # agent's own CPU during each run (utime + stime of its process).
 #
 # Never fails on the figures. usage: sudo bench/zerocode_apache.sh
-# environment: ROUNDS (5), SECONDS_PER_RUN (5), CONC (8), TRACEPROF_BUILD_DIR
+# environment: ROUNDS (5), SECONDS_PER_RUN (5), CONC (8), TRACEPROF_BUILD_DIR,
+# ON_MODE (on: the libc hook; syscalls: the tracepoint hook)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRACEPROF_BUILD_DIR:-$root/build}
@@ -50,7 +51,7 @@ for r in $(seq "$rounds"); do
 	order="on off"
 	[ $((r % 2)) = 0 ] && order="off on"
 	for mode in $order; do
-		agent "$mode"
+		if [ "$mode" = on ]; then agent "${ON_MODE:-on}"; else agent off; fi
 		for s in apache gunicorn; do
 			c0=$(agent_cpu_ms)
 			if [ $s = apache ]; then rps "$aport" -k; else rps "$gport"; fi >>"$work/${s}_$mode"
