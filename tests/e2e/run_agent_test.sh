@@ -31,7 +31,10 @@ conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
 
 # The service, on a free port.
-"$service" --port 0 --threads 2 --work-scale 0.5 >"$work/service.out" 2>"$work/service.log" &
+# its own OTLP port: another test's agent may hold the default one
+otlp_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$service" --port 0 --threads 2 --work-scale 0.5 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces" \
+	>"$work/service.out" 2>"$work/service.log" &
 svc_pid=$!
 for _ in $(seq 100); do grep -q '^listening on' "$work/service.out" && break; sleep 0.1; done
 port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/service.out")
@@ -39,6 +42,7 @@ port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/service.out")
 
 # The agent, on the service only, 99 Hz, short windows.
 "$agent" --db "$agent_conn" --target "pid:$svc_pid" --frequency 99 --window 2s \
+	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --control-listen "" \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done

@@ -33,13 +33,17 @@ conn=$("$tpdb" conninfo "$cluster" --dbname "$name")
 agent_conn=$("$tpdb" conninfo "$cluster" --dbname "$name" --role writer)
 
 mkfifo "$work/go"
-python3 "$here/ffi_request.py" "$sdk" <"$work/go" >"$work/py.out" 2>&1 &
+# its own OTLP port: another test's agent may hold the default one
+otlp_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp_port/v1/traces" \
+	python3 "$here/ffi_request.py" "$sdk" <"$work/go" >"$work/py.out" 2>&1 &
 py_pid=$!
 exec 3>"$work/go"
 for _ in $(seq 100); do grep -q ready "$work/py.out" && break; sleep 0.1; done
 grep -q ready "$work/py.out" || fail "the Python program did not start"
 
 "$agent" --db "$agent_conn" --target "pid:$py_pid" --frequency 99 --window 1s \
+	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --control-listen "" \
 	--stats-file "$work/stats" 2>"$work/agent.log" &
 agent_pid=$!
 for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
