@@ -19,6 +19,7 @@
 
 #include "buildid.h"
 #include "identity.h"
+#include "traceprof/hex.h"
 #include "procctx.h"
 #include "procmem.h"
 #include "traceprof/log.h"
@@ -203,17 +204,6 @@ int identity_parse_cgroup(const char *text, char container_id[IDENTITY_CONTAINER
 
 /* ------------------------------------------------- OTEL_RESOURCE_ATTRIBUTES */
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes n bytes at s (blanks around them trimmed) into a new string. */
 static int decode_part(const char *s, size_t n, char **out)
 {
@@ -236,8 +226,8 @@ static int decode_part(const char *s, size_t n, char **out)
 		}
 		if (i + 2 >= n)
 			goto out_invalid;
-		hi = hex_digit(s[i + 1]);
-		lo = hex_digit(s[i + 2]);
+		hi = tp_hex_digit(s[i + 1]);
+		lo = tp_hex_digit(s[i + 2]);
 		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 			goto out_invalid;
 		*p++ = (char)(hi << 4 | lo);

@@ -22,6 +22,7 @@
  * half of it.
  */
 #include "perfmap.h"
+#include "traceprof/hex.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -212,17 +213,6 @@ int perfmap_open(int pid, int *nspid, uid_t *uid, struct perfmap_stats *st)
 
 /* ---- parsing ---- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* A hex number (optional 0x, 1-16 digits) at *p, followed by a blank. */
 static bool parse_hex(const char **p, const char *end, uint64_t *v)
 {
@@ -232,10 +222,10 @@ static bool parse_hex(const char **p, const char *end, uint64_t *v)
 
 	if (end - s >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
 		s += 2;
-	for (; s < end && hexval(*s) >= 0; s++) {
+	for (; s < end && tp_hex_digit(*s) >= 0; s++) {
 		if (++digits > 16)
 			return false;
-		x = (x << 4) | (uint64_t)hexval(*s);
+		x = (x << 4) | (uint64_t)tp_hex_digit(*s);
 	}
 	if (digits == 0 || s >= end || (*s != ' ' && *s != '\t'))
 		return false;

@@ -19,6 +19,8 @@
  * partially written).
  */
 int tp_hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only);
+/* The value of one hex digit (either case), or -1. */
+int tp_hex_digit(char c);
 /* Writes 2 * nbytes lower case digits to out, without a terminating NUL. */
 void tp_hex_encode(const uint8_t *in, size_t nbytes, char *out);
 /* True when all nbytes bytes are zero. */

@@ -17,6 +17,11 @@ static int hexval(int c, bool lower_only)
 	return -1;
 }
 
+int tp_hex_digit(char c)
+{
+	return hexval((unsigned char)c, false);
+}
+
 int tp_hex_decode(const char *text, uint8_t *out, size_t nbytes, bool lower_only)
 {
 	for (size_t i = 0; i < nbytes; i++) {
