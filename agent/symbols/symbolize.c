@@ -336,6 +336,12 @@ uint32_t sym_names_gen(struct symbolizer *sym, int pid)
 		return 0;
 	if (p->perfmap_pending && perfmap_due(sym, p, now = sym_now_ms()))
 		sym_perfmap_poll(sym, p, now);
+	if (p->maps_pending && sym->opts.refresh_ms >= 0 &&
+	    (now = sym_now_ms()) - p->last_refresh_ms >= (uint64_t)sym->opts.refresh_ms &&
+	    sym_proc_alive(p)) {
+		p->maps_pending = false;
+		sym_proc_refresh(sym, p); /* a new generation: stacks are symbolized again */
+	}
 	return p->gen;
 }
 
@@ -401,11 +407,14 @@ int sym_user(struct symbolizer *sym, int pid, uint64_t ip, struct sym_frame *out
 	if (p) {
 		p->last_used_ms = now;
 		/* a new dlopen or JIT region: re-read the maps, not more often than refresh_ms */
-		if (!find_map(p, ip) &&
-		    (sym->opts.refresh_ms < 0 ||
-		     now - p->last_refresh_ms >= (uint64_t)sym->opts.refresh_ms) &&
-		    sym_proc_alive(p))
-			sym_proc_refresh(sym, p);
+		if (!find_map(p, ip)) {
+			if ((sym->opts.refresh_ms < 0 ||
+			     now - p->last_refresh_ms >= (uint64_t)sym->opts.refresh_ms) &&
+			    sym_proc_alive(p))
+				sym_proc_refresh(sym, p);
+			/* still in none (too soon to look again): sym_names_gen looks later */
+			p->maps_pending = !find_map(p, ip);
+		}
 	}
 	sym->stats.cache_misses++;
 	n = resolve_user(sym, p, ip, frames);

@@ -81,6 +81,7 @@ struct sym_proc {
 	struct perfmap *perfmap;    /* its perf map as read so far, or NULL */
 	uint64_t perfmap_polled_ms; /* when the perf map was last looked at */
 	bool perfmap_pending;	    /* a JIT address was answered without a name since */
+	bool maps_pending;	    /* an address was in no mapping: sym_names_gen re-reads them */
 	int nspid;		    /* pid in its own namespace, 0 = not read yet */
 	uid_t uid;		    /* its effective uid (valid with nspid) */
 	struct sym_proc *next;	    /* hash chain */
