@@ -46,7 +46,7 @@ END $$;
 -- Tables partitioned by day. A migration that adds one creates its first
 -- partitions itself (sql/README.md) and adds it here.
 CREATE OR REPLACE FUNCTION traceprof._partitioned_tables() RETURNS text[]
-LANGUAGE sql IMMUTABLE AS $$ SELECT ARRAY['samples', 'requests', 'cohort_rollup', 'trigger_samples', 'offcpu'] $$;
+LANGUAGE sql IMMUTABLE AS $$ SELECT ARRAY['samples', 'requests', 'cohort_rollup', 'trigger_samples', 'offcpu', 'gpu'] $$;
 
 -- Drops every partition that lies wholly before now() - retention.
 -- Call it from cron or pg_cron; returns the names dropped.
