@@ -1,0 +1,264 @@
+// gpu_requests - a CUDA program serving "requests" on a real GPU, each
+// with its own thread context (libtraceprof-sdk), for the real-CUDA check
+// of GPU time per request (bench/gpu_device_check.sh, docs/gpu.md).
+//
+// usage: gpu_requests [REQUESTS [THREADS [SETTLE_MS]]]   (default 24 3 5000)
+//
+// Every request launches, on its thread's own stream:
+//   spin_kernel       twice, 1 to 3 ms each   (<<< >>>: the runtime's launch)
+//   scale_kernel<float> once, 2 ms            (<<< >>>, a C++ template)
+//   tp_softmax_kernel once, 1 ms              (the driver's cuLaunchKernel)
+//   a graph of three spin_graph kernels, 0.5 ms each (cudaGraphLaunch)
+// Each kernel spins on the GPU's global timer for its time. The program
+// measures every direct launch with a pair of CUDA events around it, and
+// the graph launch with a pair around the whole graph: the GPU's own
+// measure of each kernel, taken without CUPTI (which allows one
+// subscriber: libtraceprof-cuda). It prints the truth, as gpu_workload
+// does in the tests:
+//   kernel trace=HEX count=N gpu_ns=G fn=LAUNCHER name=KERNEL
+//   request trace=HEX kernels=N launches=L gpu_ns=G
+// and "events ..." lines with the event time of each launch.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern "C" {
+#include "traceprof/sdk.h"
+}
+
+#define CHECK(x)                                                                                   \
+	do {                                                                                       \
+		cudaError_t e_ = (x);                                                              \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+#define CHECK_CU(x)                                                                                \
+	do {                                                                                       \
+		CUresult r_ = (x);                                                                 \
+		if (r_ != CUDA_SUCCESS) {                                                          \
+			fprintf(stderr, "%s:%d: CUresult %d\n", __FILE__, __LINE__, (int)r_);       \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+__device__ static inline uint64_t gtime(void)
+{
+	uint64_t t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+__global__ void spin_kernel(unsigned long ns)
+{
+	uint64_t t0 = gtime();
+	while (gtime() - t0 < ns)
+		;
+}
+
+__global__ void spin_graph(unsigned long ns)
+{
+	uint64_t t0 = gtime();
+	while (gtime() - t0 < ns)
+		;
+}
+
+template <typename T> __global__ void scale_kernel(T *p, int ns, T f)
+{
+	uint64_t t0 = gtime();
+	while (gtime() - t0 < (uint64_t)ns)
+		p[threadIdx.x] *= f;
+}
+
+extern "C" __global__ void tp_softmax_kernel(unsigned long ns)
+{
+	uint64_t t0 = gtime();
+	while (gtime() - t0 < ns)
+		;
+}
+
+static long n_requests = 24, n_threads = 3, settle_ms = 5000;
+static long next_request;
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+struct tally {
+	const char *name, *fn;
+	unsigned count;
+	double ns;
+};
+
+/* The launchers: plain C names, one frame each, as the GPU flame graph shows them. */
+struct thread_state;
+extern "C" void launch_spin(struct thread_state *s, unsigned long ns);
+extern "C" void launch_scale(struct thread_state *s, int ns);
+extern "C" void launch_softmax(struct thread_state *s, unsigned long ns);
+extern "C" void launch_graph(struct thread_state *s);
+
+struct thread_state {
+	cudaStream_t stream;
+	cudaGraphExec_t graph;
+	float *buf;
+	CUfunction softmax;
+	cudaEvent_t ev[16];
+};
+
+static void add(struct tally *t, int *nt, const char *name, const char *fn, unsigned count,
+		double ns)
+{
+	for (int i = 0; i < *nt; i++)
+		if (strcmp(t[i].name, name) == 0) {
+			t[i].count += count;
+			t[i].ns += ns;
+			return;
+		}
+	t[*nt] = (struct tally){name, fn, count, ns};
+	(*nt)++;
+}
+
+extern "C" __attribute__((noinline, noclone)) void launch_spin(struct thread_state *s, unsigned long ns)
+{
+	spin_kernel<<<1, 1, 0, s->stream>>>(ns);
+}
+
+extern "C" __attribute__((noinline, noclone)) void launch_scale(struct thread_state *s, int ns)
+{
+	scale_kernel<float><<<1, 32, 0, s->stream>>>(s->buf, ns, 1.0f);
+}
+
+extern "C" __attribute__((noinline, noclone)) void launch_softmax(struct thread_state *s, unsigned long ns)
+{
+	void *args[] = {&ns};
+	CHECK_CU(cuLaunchKernel(s->softmax, 1, 1, 1, 1, 1, 1, 0, (CUstream)s->stream, args, NULL));
+}
+
+extern "C" __attribute__((noinline, noclone)) void launch_graph(struct thread_state *s)
+{
+	CHECK(cudaGraphLaunch(s->graph, s->stream));
+}
+
+static void setup(struct thread_state *s)
+{
+	cudaGraph_t g;
+
+	CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+	CHECK(cudaMalloc(&s->buf, 32 * sizeof(float)));
+	CHECK(cudaMemset(s->buf, 0, 32 * sizeof(float)));
+	for (int i = 0; i < 16; i++)
+		CHECK(cudaEventCreate(&s->ev[i]));
+	CHECK(cudaGetFuncBySymbol(&s->softmax, (const void *)tp_softmax_kernel));
+	/* The graph, captured once: three kernels of 0.5 ms. */
+	CHECK(cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < 3; i++)
+		spin_graph<<<1, 1, 0, s->stream>>>(500000ul);
+	CHECK(cudaStreamEndCapture(s->stream, &g));
+	CHECK(cudaGraphInstantiate(&s->graph, g, 0));
+	CHECK(cudaGraphDestroy(g));
+}
+
+static void serve(struct thread_state *s, long i)
+{
+	uint8_t tid[16], sid[8];
+	char th[33];
+	struct tally t[8];
+	int nt = 0;
+	float ms[8];
+	unsigned long d0 = 1000000ul * (unsigned long)(1 + i % 3), d1 = 1000000ul * (unsigned long)(1 + (i + 1) % 3);
+	double total = 0;
+	unsigned kernels = 0;
+
+	tp_sdk_new_trace_id(tid);
+	tp_sdk_new_span_id(sid);
+	if (tp_sdk_attach(tid, sid, 1, NULL, 0) != 0) {
+		fprintf(stderr, "gpu_requests: cannot attach a context\n");
+		exit(1);
+	}
+	CHECK(cudaEventRecord(s->ev[0], s->stream));
+	launch_spin(s, d0);
+	CHECK(cudaEventRecord(s->ev[1], s->stream));
+	launch_scale(s, 2000000);
+	CHECK(cudaEventRecord(s->ev[2], s->stream));
+	launch_spin(s, d1);
+	CHECK(cudaEventRecord(s->ev[3], s->stream));
+	launch_softmax(s, 1000000ul);
+	CHECK(cudaEventRecord(s->ev[4], s->stream));
+	launch_graph(s);
+	CHECK(cudaEventRecord(s->ev[5], s->stream));
+	CHECK(cudaStreamSynchronize(s->stream));
+	tp_sdk_detach();
+	for (int k = 0; k < 5; k++)
+		CHECK(cudaEventElapsedTime(&ms[k], s->ev[k], s->ev[k + 1]));
+	add(t, &nt, "spin_kernel(unsigned long)", "launch_spin", 2, (ms[0] + ms[2]) * 1e6);
+	add(t, &nt, "void scale_kernel<float>(float*, int, float)", "launch_scale", 1, ms[1] * 1e6);
+	add(t, &nt, "tp_softmax_kernel", "launch_softmax", 1, ms[3] * 1e6);
+	add(t, &nt, "spin_graph(unsigned long)", "launch_graph", 3, ms[4] * 1e6);
+	for (int k = 0; k < 16; k++)
+		snprintf(th + 2 * k, 3, "%02x", tid[k]);
+	pthread_mutex_lock(&out_mu);
+	for (int k = 0; k < nt; k++) {
+		printf("kernel trace=%s count=%u gpu_ns=%.0f fn=%s name=%s\n", th, t[k].count, t[k].ns,
+		       t[k].fn, t[k].name);
+		kernels += t[k].count;
+		total += t[k].ns;
+	}
+	printf("request trace=%s kernels=%u launches=5 gpu_ns=%.0f\n", th, kernels, total);
+	printf("events trace=%s spin=%.4f scale=%.4f spin=%.4f softmax=%.4f graph=%.4f ms\n", th,
+	       ms[0], ms[1], ms[2], ms[3], ms[4]);
+	fflush(stdout);
+	pthread_mutex_unlock(&out_mu);
+}
+
+static void *worker(void *arg)
+{
+	struct thread_state *s = (struct thread_state *)arg;
+	long i;
+
+	while ((i = __atomic_fetch_add(&next_request, 1, __ATOMIC_RELAXED)) < n_requests)
+		serve(s, i);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct thread_state st[16];
+	pthread_t th[16];
+	cudaDeviceProp prop;
+
+	if (argc > 1)
+		n_requests = atol(argv[1]);
+	if (argc > 2)
+		n_threads = atol(argv[2]);
+	if (argc > 3)
+		settle_ms = atol(argv[3]);
+	if (n_requests < 0 || n_threads < 1 || n_threads > 16 || settle_ms < 0) {
+		fprintf(stderr, "usage: gpu_requests [REQUESTS [THREADS [SETTLE_MS]]]\n");
+		return 2;
+	}
+	if (tp_sdk_process_publish("gpu-requests", NULL, 0) != 0) {
+		fprintf(stderr, "gpu_requests: cannot publish the process context\n");
+		return 1;
+	}
+	CHECK(cudaFree(0)); /* CUDA starts: the injection library is loaded now */
+	CHECK(cudaGetDeviceProperties(&prop, 0));
+	for (long t = 0; t < n_threads; t++)
+		setup(&st[t]);
+	CHECK(cudaDeviceSynchronize());
+	printf("ready pid=%d device=%s\n", (int)getpid(), prop.name);
+	fflush(stdout);
+	usleep((useconds_t)settle_ms * 1000);
+	for (long t = 0; t < n_threads; t++)
+		if (pthread_create(&th[t], NULL, worker, &st[t]) != 0)
+			return 1;
+	for (long t = 0; t < n_threads; t++)
+		pthread_join(th[t], NULL);
+	CHECK(cudaDeviceSynchronize());
+	fflush(stdout);
+	sleep(1); /* CUPTI's last records reach the ring; the agent drains it */
+	return 0;
+}

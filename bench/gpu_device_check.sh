@@ -1,0 +1,176 @@
+#!/bin/bash
+# gpu_device_check.sh - the real-CUDA check of GPU time per request
+# (docs/gpu.md, "Checked on a real GPU"): kernels that a CUDA program's
+# requests launch, captured by libtraceprof-cuda and the agent, against the
+# GPU's own measure of each kernel, taken by the program.
+#
+# A machine with a GPU rarely has PostgreSQL or traceprof's build
+# dependencies, so the check runs in three steps:
+#
+#   stage DIR        here, after a build: the agent, the shared libraries it
+#                    needs that are not the C library's, libtraceprof-sdk,
+#                    copied into DIR, which travels to the GPU machine.
+#   run DIR OUT      on the GPU machine, as root, from the source tree: builds
+#                    libtraceprof-cuda (cmake -S cuda) and bench/gpu/
+#                    gpu_requests.cu (nvcc) against its CUDA toolkit, starts
+#                    the agent from DIR with a database it cannot reach (its
+#                    windows wait in its spool), runs the program with
+#                    CUDA_INJECTION64_PATH set, stops the agent and leaves in
+#                    OUT: spool.tar, truth.txt (the program's lines),
+#                    agent.log, agent-stats.txt, env.txt.
+#   verify OUT       here: a private PostgreSQL whose connection string is
+#                    the one the run used; an agent started on the spool
+#                    delivers the windows; then each request's stored
+#                    kernels (count, GPU time, name, launching function) are
+#                    compared with the truth. Exit 0 when every check holds.
+#
+# `run` with STANDIN=1 (no GPU needed) uses the stand-in runtime and
+# tests/cuda/gpu_workload from BUILD (default build/) instead: the same
+# path end to end, for rehearsing the check anywhere.
+set -u -o pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+PGDIR=/tmp/tp-gpucheck-pg
+CONNINFO="host=$PGDIR/run port=5432 dbname=traceprof user=traceprof_writer passfile=$PGDIR/auth/writer.pgpass"
+SPOOL=/tmp/tp-gpucheck-spool
+BUILD=${BUILD:-$here/build}
+
+die() {
+	echo "gpu_device_check: $*" >&2
+	exit 1
+}
+
+stage() {
+	local dir=$1 agent=$BUILD/agent/traceprof-agent
+	[ -x "$agent" ] || die "no agent at $agent: build first"
+	rm -rf "$dir" && mkdir -p "$dir/lib" || die "cannot make $dir"
+	cp "$agent" "$dir/" || die "copy"
+	# Every library but the C library's own (the GPU machine's is newer).
+	ldd "$agent" | awk '/=> \//{print $3}' |
+		grep -vE '/(libc|libm|libresolv|libpthread|libdl|librt)\.so|ld-linux' |
+		while read -r f; do cp -L "$f" "$dir/lib/"; done
+	cp -L "$BUILD"/sdk/libtraceprof-sdk.so.0 "$dir/lib/" || die "no libtraceprof-sdk"
+	ln -sf libtraceprof-sdk.so.0 "$dir/lib/libtraceprof-sdk.so"
+	du -sh "$dir"
+}
+
+run() {
+	local dir=$1 out=$2 work=/tmp/tp-gpucheck agent_pid rc prog lib
+	mkdir -p "$out" "$work" || die "cannot make $out"
+	export LD_LIBRARY_PATH=$dir/lib
+	{
+		uname -r
+		nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+		nvcc --version 2>&1 | tail -1
+	} >"$out/env.txt"
+	if [ "${STANDIN:-0}" = 1 ]; then
+		lib=$BUILD/tests/cuda/libtraceprof-cuda-test.so
+		prog=("$BUILD/tests/cuda/gpu_workload" --requests 24 --threads 3 --graph --settle-ms 3000)
+	else
+		cmake -S "$here/cuda" -B "$work/build-cuda" -DTRACEPROF_CUDA=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+			>"$out/build.log" 2>&1 && cmake --build "$work/build-cuda" >>"$out/build.log" 2>&1 ||
+			{ tail -30 "$out/build.log"; die "libtraceprof-cuda did not build"; }
+		lib=$work/build-cuda/libtraceprof-cuda.so
+		nvcc -O2 -std=c++17 -I"$here/include" -o "$work/gpu_requests" "$here/bench/gpu/gpu_requests.cu" \
+			-L"$dir/lib" -ltraceprof-sdk -lcuda >>"$out/build.log" 2>&1 ||
+			{ tail -30 "$out/build.log"; die "gpu_requests did not build"; }
+		prog=("$work/gpu_requests" 24 3 5000)
+	fi
+	rm -rf "$SPOOL" && mkdir -p "$SPOOL"
+	"$dir/traceprof-agent" --db "$CONNINFO" --spool-dir "$SPOOL" --frequency 19 --window 2s \
+		--otlp-grpc '' --otlp-http '' --control-listen '' --control-token-generate '' \
+		--stats-file "$out/agent-stats.txt" >"$out/agent.log" 2>&1 &
+	agent_pid=$!
+	sleep 3
+	CUDA_INJECTION64_PATH=$lib "${prog[@]}" >"$out/truth.txt" 2>"$out/program.err"
+	rc=$?
+	sleep 3
+	kill -TERM "$agent_pid"
+	wait "$agent_pid"
+	echo "program exit $rc, agent exit $?" >>"$out/env.txt"
+	tar -C "$SPOOL" -cf "$out/spool.tar" . || die "no spool"
+	grep -c '^request' "$out/truth.txt" | sed 's/^/requests: /'
+	grep -E '^gpu_' "$out/agent-stats.txt" || true
+	return $rc
+}
+
+verify() {
+	local out=$1 db=$BUILD/cli/traceprof-db agent=$BUILD/agent/traceprof-agent reader
+	[ -f "$out/spool.tar" ] && [ -f "$out/truth.txt" ] || die "no spool.tar or truth.txt in $out"
+	"$db" remove "$PGDIR" >/dev/null 2>&1
+	"$db" create "$PGDIR" --fast >/dev/null || die "cannot create the database"
+	[ "$("$db" conninfo "$PGDIR" --role writer)" = "$CONNINFO" ] || die "the writer's conninfo is not the run's"
+	rm -rf "$SPOOL" && mkdir -p "$SPOOL" && tar -C "$SPOOL" -xf "$out/spool.tar" || die "spool"
+	"$agent" --db "$CONNINFO" --spool-dir "$SPOOL" --target "pid:$$" --duration 6s \
+		--otlp-grpc '' --otlp-http '' --control-listen '' --control-token-generate '' \
+		--stats-file "$out/verify-stats.txt" >"$out/verify.log" 2>&1 || die "the agent failed (verify.log)"
+	reader=$("$db" conninfo "$PGDIR" --role reader)
+	python3 - "$reader" "$out/truth.txt" <<'EOF'
+import subprocess, sys
+conn, truth_file = sys.argv[1], sys.argv[2]
+def sql(q):
+    r = subprocess.run(["psql", conn, "-XAtF\t", "-c", q], capture_output=True, text=True)
+    if r.returncode:
+        sys.exit("psql: " + r.stderr)
+    return [l.split("\t") for l in r.stdout.splitlines() if l]
+truth = {}
+for line in open(truth_file):
+    if not line.startswith("kernel "):
+        continue
+    head, name = line.rstrip("\n").split(" name=", 1)
+    kv = dict(p.split("=", 1) for p in head.split()[1:])
+    truth.setdefault(kv["trace"], {})[name] = (int(kv["count"]), float(kv["gpu_ns"]), kv["fn"])
+rows = sql("""
+SELECT replace(g.trace_id::text, '-', ''), substr(f.name, 7), sum(u.n), sum(u.ns),
+       string_agg(DISTINCT (SELECT string_agg(f3.name, ';' ORDER BY y.o DESC)
+                              FROM unnest(s.function_ids) WITH ORDINALITY AS y(fid, o)
+                              JOIN traceprof.functions f3 ON f3.function_id = y.fid), ' | ')
+FROM traceprof.gpu g
+CROSS JOIN LATERAL unnest(g.stacks, g.launches, g.gpu_ns) AS u(stack, n, ns)
+JOIN traceprof.stacks s ON s.stack_id = u.stack
+JOIN traceprof.functions f ON f.function_id = s.function_ids[1]
+WHERE g.trace_id IS NOT NULL AND f.name LIKE '[gpu] %'
+GROUP BY 1, 2""")
+stored = {}
+for trace, name, n, ns, stacks in rows:
+    stored.setdefault(trace, {})[name] = (int(n), int(ns), stacks)
+bad, errs, count_ok, fn_ok, total = 0, [], 0, 0, 0
+for trace, kernels in truth.items():
+    for name, (n, ns, fn) in kernels.items():
+        total += 1
+        got = stored.get(trace, {}).get(name)
+        if not got:
+            print(f"MISSING trace={trace} kernel={name}")
+            bad += 1
+            continue
+        err = (got[1] - ns) / ns if ns else 0.0
+        errs.append(abs(err))
+        if got[0] == n:
+            count_ok += 1
+        else:
+            print(f"COUNT trace={trace} kernel={name}: stored {got[0]}, truth {n}")
+            bad += 1
+        if abs(err) > 0.01:
+            print(f"TIME trace={trace} kernel={name}: stored {got[1]} ns, truth {ns:.0f} ns ({err:+.2%})")
+            bad += 1
+        if fn in got[2]:
+            fn_ok += 1
+        else:
+            print(f"STACK trace={trace} kernel={name}: {fn} not in {got[2][:300]}")
+            bad += 1
+extra = sum(1 for t in stored if t not in truth)
+errs.sort()
+med = errs[len(errs) // 2] if errs else float("nan")
+mx = errs[-1] if errs else float("nan")
+print(f"requests {len(truth)}, (request, kernel) pairs {total}: counts exact {count_ok}, "
+      f"launcher in stack {fn_ok}; GPU time vs the program's events: median |error| {med:.4%}, "
+      f"max {mx:.4%}; traces stored that are not requests: {extra}")
+sys.exit(1 if bad or extra or not total else 0)
+EOF
+}
+
+case "${1:-}" in
+stage) [ $# = 2 ] || die "usage: $0 stage DIR"; stage "$2" ;;
+run) [ $# = 3 ] || die "usage: $0 run DIR OUT"; run "$2" "$3" ;;
+verify) [ $# = 2 ] || die "usage: $0 verify OUT"; verify "$2" ;;
+*) sed -n '2,30p' "$0"; exit 2 ;;
+esac
