@@ -125,6 +125,10 @@ printf '%s\t41\t5\t0af7651916cd43dd8448eb211c80319c\t1\t{31,0}\t{4000,300}\n' "$
 	psql "$writer" -qX -v ON_ERROR_STOP=1 \
 		-c "COPY traceprof.offcpu (bucket, source_id, span_id, trace_id, kind, stacks, us) FROM STDIN" \
 		>/dev/null 2>"$work/err" || fail "writer COPY offcpu: $(cat "$work/err")"
+printf '%s\t41\t5\t0af7651916cd43dd8448eb211c80319c\t{31}\t{2}\t{1500000}\n' "$day 12:00:00+00" |
+	psql "$writer" -qX -v ON_ERROR_STOP=1 \
+		-c "COPY traceprof.gpu (bucket, source_id, span_id, trace_id, stacks, launches, gpu_ns) FROM STDIN" \
+		>/dev/null 2>"$work/err" || fail "writer COPY gpu: $(cat "$work/err")"
 ok "$writer" "INSERT INTO traceprof.requests (start_time, source_id, trace_id, span_id, duration_us)
 	VALUES ('$day 12:00:00+00', 41, '0af7651916cd43dd8448eb211c80319c', 5, 1000)" "writer request"
 [ "$(value "$reader" "SELECT function_ids FROM traceprof.stacks WHERE stack_id = 31" fids)" = "{11}" ] ||
@@ -135,10 +139,10 @@ ok "$controller" "INSERT INTO traceprof.trace_profile_triggers (trigger_id, name
 	fail "writer claim"
 [ "$(value "$writer" "SELECT phase FROM traceprof.trace_profile_triggers WHERE trigger_id = 't1'" phase)" = Active ] ||
 	fail "writer reads a trigger's phase"
-pass "writer: partitions, dictionaries, COPY samples and offcpu, requests, claims"
+pass "writer: partitions, dictionaries, COPY samples, offcpu and gpu, requests, claims"
 
 # 4b. Writer: nothing else.
-for t in samples requests trigger_samples offcpu sources functions frames stacks routes cohort_rollup; do
+for t in samples requests trigger_samples offcpu gpu sources functions frames stacks routes cohort_rollup; do
 	refused "$writer" "SELECT * FROM traceprof.$t LIMIT 1" "writer reads $t"
 done
 refused "$writer" "SELECT spec, trace_ids FROM traceprof.trace_profile_triggers" "writer reads trigger specs"
@@ -175,7 +179,7 @@ all_writes() { # CONN ALLOWED_INSERTS: a DO block that tries every write, counts
 	END \$\$" "$3" >/dev/null
 	sed -n 's/.*refused=\([0-9]*\).*/\1/p' "$work/err"
 }
-n=$(all_writes "$writer" "samples,requests,trigger_samples,offcpu,sources,functions,frames,stacks,routes" "writer writes")
+n=$(all_writes "$writer" "samples,requests,trigger_samples,offcpu,gpu,sources,functions,frames,stacks,routes" "writer writes")
 [ "${n:-0}" -ge 60 ] || fail "writer: only ${n:-0} writes refused"
 pass "writer reads back nothing, changes no schema, writes nothing else ($n writes refused)"
 
