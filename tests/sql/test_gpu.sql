@@ -129,6 +129,27 @@ SELECT t.raises($$SELECT * FROM traceprof.trace_gpu_folded(repeat('f', 100000))$
 SELECT t.raises($$SELECT * FROM traceprof.trace_gpu_folded('00000000000000000000000000000000')$$,
                 'invalid trace id', 'the all-zero id');
 
+-- hostile names and missing stacks: a kernel named with ';' and a line break
+-- is one frame; a stack missing from the dictionary reads [unknown]; a leaf
+-- that is not a [gpu] frame names no kernel
+INSERT INTO traceprof.functions (function_id, name, module, kind) VALUES
+    (36, E'[gpu] evil;kernel\nname', '[gpu]', 0);
+INSERT INTO traceprof.frames (frame_id, function_id) VALUES (136, 36);
+INSERT INTO traceprof.stacks (stack_id, frame_ids) VALUES (26, '{111,136}'), (27, '{111,112}');
+INSERT INTO traceprof.gpu (bucket, source_id, span_id, trace_id, stacks, launches, gpu_ns) VALUES
+    ('2030-03-01 11:00:00+00', 2, 5, t.tid(5), '{26,999,27}', '{1,2,3}', '{5000,6000,7000}');
+SELECT t.eq((SELECT string_agg(kernel || '|' || launches, ' ' ORDER BY kernel COLLATE "C")
+               FROM traceprof.trace_gpu_kernels('00000000000000000000000000000005')),
+            '[unknown]|5 evil:kernel name|1', 'kernel names made safe; unknown stacks and leaves');
+SELECT t.eq((SELECT string_agg(launch_stack || '|' || kernel, ' ' ORDER BY launch_stack COLLATE "C", kernel COLLATE "C")
+               FROM traceprof.trace_gpu_stacks('00000000000000000000000000000005')),
+            '[unknown]|[unknown] main|[unknown] main|evil:kernel name',
+            'launch stacks: the missing stack [unknown], a non-kernel leaf''s caller kept');
+SELECT t.eq((SELECT string_agg(stack || ' ' || ns, E'\n' ORDER BY stack COLLATE "C")
+               FROM traceprof.trace_gpu_folded('00000000000000000000000000000005')),
+            E'infer-svc;[unknown] 6000\ninfer-svc;main;[gpu] evil:kernel name 5000\ninfer-svc;main;serve 7000',
+            'folded: one frame per kernel name, [unknown] for a missing stack');
+
 -- compare_gpu_cohorts ----------------------------------------------------------------
 -- infer-svc from 13:00: cohort a (>= 500 ms) S1, S2; cohort b (< 500 ms)
 -- F1, F2 and F3 (no GPU rows); GPU ms per request:
