@@ -125,7 +125,7 @@ static int no_samples(struct cli_db *db, const char *trace_id, const char *servi
 /* --format folded: trace_folded_text, then the lines of trace_gpu_folded
  * (N in microseconds of GPU time, each ending in its [gpu] kernel frame),
  * one query, written as they come (SQL folds; the command does not). Exit
- * 1 when the trace has no samples. */
+ * 1 when the trace has neither samples nor GPU time. */
 static int trace_folded(struct cli_db *db, const char *trace_id, const char *service,
 			const char *path)
 {
@@ -141,12 +141,12 @@ static int trace_folded(struct cli_db *db, const char *trace_id, const char *ser
 
 	if (!res)
 		return rc;
-	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+	if (PQntuples(res) != 1 || (PQgetisnull(res, 0, 0) && PQgetisnull(res, 0, 1)))
 		rc = no_samples(db, trace_id, service);
 	else if (!(out = cli_open_output(path)))
 		rc = CLI_IO;
 	else {
-		rc = render_folded_text(out, PQgetvalue(res, 0, 0));
+		rc = PQgetisnull(res, 0, 0) ? 0 : render_folded_text(out, PQgetvalue(res, 0, 0));
 		if (!rc && !PQgetisnull(res, 0, 1))
 			rc = render_folded_text(out, PQgetvalue(res, 0, 1));
 		rc = render_close(out, path, rc, false);
@@ -210,9 +210,13 @@ int cmd_trace_profile(int argc, char **argv)
 		rc = rc == -EINVAL ? CLI_USAGE : CLI_DB;
 		goto out;
 	}
-	if (set->nrows == 0) {
-		rc = no_samples(&db, trace_id, service);
-		goto out;
+	if (set->nrows == 0) { /* GPU time without CPU samples: a short request */
+		int has = gpu_has_time(&db, trace_id, service, &rc);
+		if (has <= 0) {
+			if (has == 0)
+				rc = no_samples(&db, trace_id, service);
+			goto out;
+		}
 	}
 	/* SVG and pprof draw the off-CPU and GPU stacks with the CPU ones */
 	if (args.c.format == CLI_FMT_SVG || args.c.format == CLI_FMT_PPROF) {
@@ -236,6 +240,8 @@ int cmd_trace_profile(int argc, char **argv)
 			cli_close_output(out, args.c.output);
 			goto out;
 		}
+		if (set->nrows == 0)
+			fputs("no CPU samples: the request's GPU time only (above)\n", out);
 		rc = render_text(out, set, &args.ro);
 		break;
 	case CLI_FMT_JSON:

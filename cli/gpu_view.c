@@ -7,6 +7,7 @@
  * prints. A request has a handful of kernels: one query each view.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_view.h"
 
@@ -79,4 +80,18 @@ int gpu_kernels_json(FILE *out, struct cli_db *db, const char *trace_id, const c
 	}
 	PQclear(res);
 	return 0;
+}
+
+int gpu_has_time(struct cli_db *db, const char *trace_id, const char *service, int *rc)
+{
+	const char *params[2] = {trace_id, service};
+	PGresult *res = cli_query(
+	    db, "SELECT EXISTS (SELECT FROM traceprof.trace_gpu_kernels($1, $2))", 2, params, rc);
+	int has;
+
+	if (!res)
+		return -1;
+	has = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	return has;
 }

@@ -27,4 +27,8 @@ int gpu_kernels_text(FILE *out, struct cli_db *db, const char *trace_id, const c
  * what failed. */
 int gpu_kernels_json(FILE *out, struct cli_db *db, const char *trace_id, const char *service);
 
+/* Whether the trace (service NULL: every service) has GPU time: 1 or 0,
+ * or -1 after saying what failed (*rc the exit code). */
+int gpu_has_time(struct cli_db *db, const char *trace_id, const char *service, int *rc);
+
 #endif

@@ -15,6 +15,8 @@
 --     fast (< 100ms: 8 requests, ...0c and ...0d with GPU rows): sgemm
 --       20 + 20 = 40 (5 a request), softmax 6 + 6 = 12; 52 ms.
 --     sgemm grew: share 600/617 = 97.2 % against 40/52 = 76.9 %.
+--   ...99: GPU rows only (a short request no CPU sample fell in, its span
+--     not stored): softmax_fwd once from handlePayment, 2.5 ms.
 --   ...0i (503) and the other traces have no GPU rows.
 SET TimeZone = 'UTC';
 INSERT INTO traceprof.functions (function_id, name, module, kind) VALUES
@@ -41,4 +43,5 @@ INSERT INTO traceprof.gpu (bucket, source_id, span_id, trace_id, stacks, launche
     ('2030-01-02 10:10:00+00', 1, 193, '0000000000000000000000000000000c', '{31,32}', '{1,2}',
      '{20000000,6000000}'),
     ('2030-01-02 10:11:00+00', 1, 209, '0000000000000000000000000000000d', '{32,31}', '{2,1}',
-     '{6000000,20000000}');
+     '{6000000,20000000}'),
+    ('2030-01-02 10:50:00+00', 1, 999, '00000000000000000000000000000099', '{32}', '{1}', '{2500000}');

@@ -66,6 +66,22 @@ sed -n '/^checkout-svc:/,$p' "$a" | diff - <(sed -n '/^checkout-svc:/,$p' "$work
 grep -q "^GPU time: 9.0 ms in 3 kernel launches" "$work/c.txt" && ! grep -q sgemm "$work/c.txt" ||
 	fail "--service checkout-svc: $(head -8 "$work/c.txt")"
 ok "text: GPU time per kernel, the tree as before, --service"
+# GPU time without CPU samples: shown, exit 0; neither: exit 1 as before
+G=00000000000000000000000000000099
+"$tp" trace-profile "$G" --db "$rconn" >"$work/g.txt" || fail "a trace with GPU time only"
+grep -q "^GPU time: 2.5 ms in 1 kernel launches" "$work/g.txt" && grep -q "^no CPU samples" "$work/g.txt" ||
+	fail "a trace with GPU time only: $(cat "$work/g.txt")"
+[ "$("$tp" trace-profile "$G" --format folded --db "$rconn")" = \
+	"payment-svc;main;handlePayment;cudaLaunchKernel;[gpu] softmax_fwd 2500" ] ||
+	fail "folded of a trace with GPU time only"
+"$tp" trace-profile "$G" --format svg -o "$work/g.svg" --db "$rconn" && grep -q 'class="gpu"' "$work/g.svg" ||
+	fail "svg of a trace with GPU time only"
+set +e
+"$tp" trace-profile 000000000000000000000000000000ff --db "$rconn" >/dev/null 2>&1
+rc=$?
+set -e
+[ $rc = 1 ] || fail "a trace with neither samples nor GPU time: exit $rc"
+ok "a trace with GPU time only: text, folded, svg; with nothing: exit 1"
 
 # ---- json ----
 "$py" - "$work/after/$A.json" "$work/before/$A.json" <<'PY' || fail "json"
