@@ -88,7 +88,8 @@ int main(int argc, char **argv)
 			s[depth - 1] = nfuncs - 100 + next(100);
 		int64_t samples = 1 + next(100) * next(100) / 10;
 		rows[r] = (struct tp_stack_row){
-		    s, depth, samples, samples * 1000000 / 19, 0, 0, "checkout-svc", NULL, NULL, 0};
+		    s,	  depth, samples, samples * 1000000 / 19, 0, 0, "checkout-svc", NULL,
+		    NULL, 0,	 0};
 		steps += depth;
 	}
 	struct tp_stackset set = {

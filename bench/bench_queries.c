@@ -35,6 +35,9 @@ static const struct query queries[] = {
     {"trace_stacks", "SELECT * FROM traceprof.trace_stacks($1)"},
     {"trace_time_breakdown", "SELECT * FROM traceprof.trace_time_breakdown($1)"},
     {"trace_offcpu_folded", "SELECT * FROM traceprof.trace_offcpu_folded($1)"},
+    {"trace_gpu_kernels", "SELECT * FROM traceprof.trace_gpu_kernels($1)"},
+    {"trace_gpu_stacks", "SELECT * FROM traceprof.trace_gpu_stacks($1)"},
+    {"trace_gpu_folded", "SELECT * FROM traceprof.trace_gpu_folded($1)"},
 };
 
 static double now_ms(void)

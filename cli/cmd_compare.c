@@ -21,7 +21,7 @@ struct compare_args {
 	struct cli_common c;
 	struct cli_range_flags rf;
 	const char *service, *ea, *eb; /* the cohort expressions */
-	const char *metric;	       /* --metric: "cpu" (NULL), "offcpu" or "wall" */
+	const char *metric;	       /* --metric: "cpu" (NULL), "offcpu", "wall" or "gpu" */
 	long limit;
 	bool exact, help;
 };
@@ -50,8 +50,9 @@ static const struct tp_option options[] = {
      .offset = offsetof(T, metric),
      .arg = "M",
      .help = "cpu (default: CPU share through each function),\noffcpu (blocked time per "
-	     "blocking function,\ncompare_offcpu_cohorts) or wall (CPU, blocked and\nrunqueue time "
-	     "through each function,\ncompare_wall_cohorts)"},
+	     "blocking function,\ncompare_offcpu_cohorts), wall (CPU, blocked and\nrunqueue time "
+	     "through each function,\ncompare_wall_cohorts) or gpu (GPU time per\nkernel, "
+	     "compare_gpu_cohorts)"},
     {.name = "exact",
      .type = TP_OPT_FLAG,
      .offset = offsetof(T, exact),
@@ -68,7 +69,7 @@ void help_compare(FILE *f)
 {
 	fputs("usage: traceprof compare --service S --cohort-a EXPR --cohort-b EXPR\n"
 	      "                         [--since 1h | --from T --until T] [--limit N] [--exact]\n"
-	      "                         [--metric cpu|offcpu|wall]\n"
+	      "                         [--metric cpu|offcpu|wall|gpu]\n"
 	      "                         [--format text|json|svg] [-o FILE] [--db CONNINFO]\n"
 	      "\n"
 	      "Which functions take a larger share of the CPU of one cohort of requests than\n"
@@ -79,6 +80,8 @@ void help_compare(FILE *f)
 	      "and share of each cohort's blocked time (docs/offcpu.md). --metric wall\n"
 	      "compares wall time: per function the CPU and blocked time of the stacks it\n"
 	      "is on, as a share of each cohort's CPU, blocked and runqueue time.\n"
+	      "--metric gpu compares GPU time: per kernel its GPU ms per request and share\n"
+	      "of each cohort's GPU time (which kernels grew; docs/gpu.md).\n"
 	      "\n"
 	      "cohort expressions (conditions joined with 'and'):\n"
 	      "  duration > 1s          also >=, <, <=; units us, ms, s, m, h\n"
@@ -113,8 +116,9 @@ static int parse_compare(int argc, char **argv, struct compare_args *a, struct c
 		return CLI_USAGE;
 	if (a->metric && strcmp(a->metric, "cpu") == 0)
 		a->metric = NULL;
-	if (a->metric && strcmp(a->metric, "offcpu") != 0 && strcmp(a->metric, "wall") != 0)
-		return cli_usage_error(CMD, "--metric '%.40s' is not one of cpu, offcpu, wall",
+	if (a->metric && strcmp(a->metric, "offcpu") != 0 && strcmp(a->metric, "wall") != 0 &&
+	    strcmp(a->metric, "gpu") != 0)
+		return cli_usage_error(CMD, "--metric '%.40s' is not one of cpu, offcpu, wall, gpu",
 				       a->metric);
 	if (a->metric && a->c.format == CLI_FMT_SVG)
 		return cli_usage_error(CMD, "--format svg draws CPU stacks only: use --metric cpu");
@@ -177,6 +181,7 @@ struct json_cols {
 	int delta, first, last, share_lo, share_hi;
 	bool module;
 	const char *const *keys;
+	const char *name_key; /* the first column's key; NULL: "function" */
 };
 
 static void json_functions(FILE *out, PGresult *res, int sign, long limit,
@@ -190,7 +195,8 @@ static void json_functions(FILE *out, PGresult *res, int sign, long limit,
 
 		if (PQgetisnull(res, i, c->delta) || (sign > 0 ? d <= 0 : d >= 0))
 			continue;
-		fprintf(out, "%s\n  {\"function\": ", n ? "," : "");
+		fprintf(out, "%s\n  {\"%s\": ", n ? "," : "",
+			c->name_key ? c->name_key : "function");
 		cli_json_str(out, PQgetvalue(res, i, 0));
 		if (c->module) {
 			fputs(", \"module\": ", out);
@@ -305,7 +311,7 @@ static void text_report(FILE *out, const struct compare_args *args, PGresult *si
  * stack, so rows do not add up to a total.
  */
 struct time_metric {
-	const char *name;    /* "offcpu", "wall" */
+	const char *name;    /* "offcpu", "wall", "gpu" */
 	const char *sql;     /* the comparison's query */
 	const char *more;    /* "more blocked in", "more time in" */
 	const char *json_a;  /* key of the A side's rows */
@@ -313,6 +319,10 @@ struct time_metric {
 	const char *keys[9]; /* JSON names of the numeric columns */
 	const char *legend;  /* the text view's last lines */
 	bool summed;	     /* the rows add up to the cohort's time */
+	const char *what;    /* the time compared: "blocked time" */
+	const char *total;   /* after a cohort's summed ms: "blocked" */
+	const char *key;     /* JSON key of each row's name: "function" */
+	const char *row;     /* the row name's column head: "FUNCTION" */
 };
 
 static const struct time_metric metric_offcpu = {
@@ -329,6 +339,10 @@ static const struct time_metric metric_offcpu = {
 	      "the\ncohort's blocked time; DELTA = A - B; P: request-level two-sided p-value\n"
 	      "(n/a: too few requests to tell)\n",
     .summed = true,
+    .what = "blocked time",
+    .total = "blocked",
+    .key = "function",
+    .row = "FUNCTION",
 };
 
 static const struct time_metric metric_wall = {
@@ -345,6 +359,29 @@ static const struct time_metric metric_wall = {
 	      "B:\nshare of the cohort's wall time (CPU, blocked and runqueue); DELTA = A - B; "
 	      "P:\nrequest-level two-sided p-value (n/a: too few requests to tell)\n",
     .summed = false,
+    .what = "wall time",
+    .key = "function",
+    .row = "FUNCTION",
+};
+
+static const struct time_metric metric_gpu = {
+    .name = "gpu",
+    .sql = "SELECT kernel, a_gpu_ms, b_gpu_ms, a_ms_per_request, b_ms_per_request, a_share, "
+	   "b_share, delta, z, p_value FROM traceprof.compare_gpu_cohorts($1, $2::timestamptz, "
+	   "$3::timestamptz, $4::jsonb, $5::jsonb)",
+    .more = "more GPU time in",
+    .json_a = "more_gpu_in_a",
+    .json_b = "more_gpu_in_b",
+    .keys = {"a_gpu_ms", "b_gpu_ms", "a_ms_per_request", "b_ms_per_request", "a_share", "b_share",
+	     "delta", "z", "p_value"},
+    .legend = "MS/REQ: GPU ms of the kernel per request of the cohort; A, B: share of the\n"
+	      "cohort's GPU time; DELTA = A - B; P: request-level two-sided p-value (n/a: too\n"
+	      "few requests to tell)\n",
+    .summed = true,
+    .what = "GPU time",
+    .total = "on the GPU",
+    .key = "kernel",
+    .row = "KERNEL",
 };
 
 /* Rows of compare_offcpu_cohorts with more blocked time in A (sign 1) or
@@ -355,8 +392,8 @@ static void offcpu_text_side(FILE *out, PGresult *res, int sign, long limit, con
 	int n = 0;
 
 	fprintf(out, "\n%s %s (%s)\n", m->more, name, expr);
-	fprintf(out, "  %-32s %9s %9s %7s %7s %9s %9s\n", "FUNCTION", "A MS/REQ", "B MS/REQ", "A",
-		"B", "DELTA", "P");
+	fprintf(out, "  %-32s %9s %9s %7s %7s %9s %9s\n", m->row, "A MS/REQ", "B MS/REQ", "A", "B",
+		"DELTA", "P");
 	for (int i = 0; i < PQntuples(res) && n < limit; i++) {
 		double d = strtod(PQgetvalue(res, i, 7), NULL);
 		char p[32];
@@ -378,8 +415,13 @@ static void offcpu_text_side(FILE *out, PGresult *res, int sign, long limit, con
 static void offcpu_json_side(FILE *out, PGresult *res, int sign, long limit,
 			     const struct time_metric *m)
 {
-	const struct json_cols cols = {
-	    .delta = 7, .first = 1, .last = 9, .share_lo = 5, .share_hi = 7, .keys = m->keys};
+	const struct json_cols cols = {.delta = 7,
+				       .first = 1,
+				       .last = 9,
+				       .share_lo = 5,
+				       .share_hi = 7,
+				       .keys = m->keys,
+				       .name_key = m->key};
 
 	json_functions(out, res, sign, limit, &cols);
 }
@@ -409,7 +451,7 @@ static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGres
 			fprintf(out, ", \"spec\": %s, \"requests\": %s", k ? sb : sa,
 				PQgetvalue(sizes, k, 1));
 			if (m->summed) {
-				fputs(", \"blocked_ms\": ", out);
+				fprintf(out, ", \"%s\": ", m->keys[0] + 2); /* "blocked_ms" */
 				cli_json_num(out, blocked[k]);
 			}
 			fputc('}', out);
@@ -421,13 +463,12 @@ static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGres
 		fputs("}\n", out);
 		return cli_close_output(out, args->c.output);
 	}
-	fprintf(out, "service %s, requests started %s to %s, %s\n", args->service, a, b,
-		m->summed ? "blocked time" : "wall time");
+	fprintf(out, "service %s, requests started %s to %s, %s\n", args->service, a, b, m->what);
 	for (int k = 0; k < 2; k++) {
 		fprintf(out, "  %s: %-28s %s requests", k ? "B" : "A", k ? args->eb : args->ea,
 			PQgetvalue(sizes, k, 1));
 		if (m->summed)
-			fprintf(out, ", %.1f ms blocked", blocked[k]);
+			fprintf(out, ", %.1f ms %s", blocked[k], m->total);
 		fputc('\n', out);
 	}
 	offcpu_text_side(out, res, 1, args->limit, "A", args->ea, m);
@@ -442,7 +483,9 @@ static int compare_offcpu(struct cli_db *db, const struct compare_args *args,
 			  const char *const *params, PGresult *sizes, const char *sa,
 			  const char *sb, const char *a, const char *b)
 {
-	const struct time_metric *m = strcmp(args->metric, "wall") ? &metric_offcpu : &metric_wall;
+	const struct time_metric *m = strcmp(args->metric, "wall") == 0	 ? &metric_wall
+				      : strcmp(args->metric, "gpu") == 0 ? &metric_gpu
+									 : &metric_offcpu;
 	int rc;
 	PGresult *res = cli_query(db, m->sql, 5, params, &rc);
 

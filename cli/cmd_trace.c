@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gpu_view.h"
 #include "offcpu_view.h"
 #include "render.h"
 #include "stackset_read.h"
@@ -63,6 +64,11 @@ void help_trace_profile(FILE *f)
 	      "its breakdown per span (CPU + blocked + runqueue + other, a bar, the top\n"
 	      "blocking functions), the SVG draws the off-CPU stacks in blue next to the CPU\n"
 	      "ones (width: time), and pprof has a third sample type, off_cpu nanoseconds.\n"
+	      "Where it has GPU time (docs/gpu.md), the text view lists it per kernel\n"
+	      "(launches, GPU ms, share; JSON: \"gpu\"), the SVG draws each launching stack\n"
+	      "with its [gpu] kernel frame in green (width: GPU time), folded output ends\n"
+	      "with those stacks (N: microseconds on the GPU) and pprof has a sample type\n"
+	      "gpu nanoseconds.\n"
 	      "\n"
 	      "options:\n",
 	      f);
@@ -116,24 +122,35 @@ static int no_samples(struct cli_db *db, const char *trace_id, const char *servi
 	return CLI_NO_DATA;
 }
 
-/* --format folded: trace_folded_text, one query, written as it comes (SQL
- * folds; the command does not). Exit 1 when the trace has no samples. */
+/* --format folded: trace_folded_text, then the lines of trace_gpu_folded
+ * (N in microseconds of GPU time, each ending in its [gpu] kernel frame),
+ * one query, written as they come (SQL folds; the command does not). Exit
+ * 1 when the trace has neither samples nor GPU time. */
 static int trace_folded(struct cli_db *db, const char *trace_id, const char *service,
 			const char *path)
 {
 	const char *params[2] = {trace_id, service};
 	FILE *out;
 	int rc;
-	PGresult *res = cli_query(db, "SELECT traceprof.trace_folded_text($1, $2)", 2, params, &rc);
+	PGresult *res = cli_query(db,
+				  "SELECT traceprof.trace_folded_text($1, $2), (SELECT "
+				  "string_agg(g.stack || ' ' || g.us, E'\\n' ORDER BY g.service "
+				  "COLLATE \"C\", g.stack COLLATE \"C\") FROM "
+				  "traceprof.trace_gpu_folded($1, $2) g WHERE g.us > 0)",
+				  2, params, &rc);
 
 	if (!res)
 		return rc;
-	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+	if (PQntuples(res) != 1 || (PQgetisnull(res, 0, 0) && PQgetisnull(res, 0, 1)))
 		rc = no_samples(db, trace_id, service);
 	else if (!(out = cli_open_output(path)))
 		rc = CLI_IO;
-	else
-		rc = render_close(out, path, render_folded_text(out, PQgetvalue(res, 0, 0)), false);
+	else {
+		rc = PQgetisnull(res, 0, 0) ? 0 : render_folded_text(out, PQgetvalue(res, 0, 0));
+		if (!rc && !PQgetisnull(res, 0, 1))
+			rc = render_folded_text(out, PQgetvalue(res, 0, 1));
+		rc = render_close(out, path, rc, false);
+	}
 	PQclear(res);
 	return rc;
 }
@@ -193,11 +210,15 @@ int cmd_trace_profile(int argc, char **argv)
 		rc = rc == -EINVAL ? CLI_USAGE : CLI_DB;
 		goto out;
 	}
-	if (set->nrows == 0) {
-		rc = no_samples(&db, trace_id, service);
-		goto out;
+	if (set->nrows == 0) { /* GPU time without CPU samples: a short request */
+		int has = gpu_has_time(&db, trace_id, service, &rc);
+		if (has <= 0) {
+			if (has == 0)
+				rc = no_samples(&db, trace_id, service);
+			goto out;
+		}
 	}
-	/* SVG and pprof draw the off-CPU stacks with the CPU ones */
+	/* SVG and pprof draw the off-CPU and GPU stacks with the CPU ones */
 	if (args.c.format == CLI_FMT_SVG || args.c.format == CLI_FMT_PPROF) {
 		rc = offcpu_merge_trace(&db, trace_id, service, set, &merged);
 		if (rc)
@@ -213,10 +234,14 @@ int cmd_trace_profile(int argc, char **argv)
 		fprintf(out, "trace %s%s%s\n\n", trace_id, service ? ", service " : "",
 			service ? service : "");
 		rc = offcpu_breakdown_text(out, &db, trace_id, service);
+		if (!rc)
+			rc = gpu_kernels_text(out, &db, trace_id, service);
 		if (rc) { /* said what failed */
 			cli_close_output(out, args.c.output);
 			goto out;
 		}
+		if (set->nrows == 0)
+			fputs("no CPU samples: the request's GPU time only (above)\n", out);
 		rc = render_text(out, set, &args.ro);
 		break;
 	case CLI_FMT_JSON:
@@ -227,6 +252,10 @@ int cmd_trace_profile(int argc, char **argv)
 			fputs("null", out);
 		fputs(",\n \"services\": ", out);
 		rc = render_json_services(out, set, " ");
+		if (!rc && (rc = gpu_kernels_json(out, &db, trace_id, service)) != 0) {
+			cli_close_output(out, args.c.output); /* said what failed */
+			goto out;
+		}
 		fputs("}\n", out);
 		break;
 	case CLI_FMT_SVG: {

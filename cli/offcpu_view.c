@@ -1,12 +1,13 @@
 /*
  * offcpu_view.c - the off-CPU parts of `traceprof trace-profile`
  * (offcpu_view.h): the time breakdown above the text tree, and the trace's
- * off-CPU stacks added to its CPU set for the SVG and pprof views.
+ * off-CPU and GPU stacks added to its CPU set for the SVG and pprof views.
  *
  * Everything comes from the SQL API: trace_time_breakdown holds the
  * accounting rule (other = span - CPU - blocked - runqueue, clamped, with
- * excess), trace_offcpu_folded the stacks' labels; the command only draws.
- * A trace has a few spans and tens of off-CPU stacks: one query each.
+ * excess), trace_offcpu_folded and trace_gpu_folded the stacks' labels;
+ * the command only draws. A trace has a few spans and tens of off-CPU and
+ * GPU stacks: one query each.
  */
 #include <errno.h>
 #include <math.h>
@@ -158,8 +159,11 @@ static int frame_of(struct merged *m, const char *name, size_t len, uint32_t *id
 		return -ENOMEM;
 	m->labels[m->nlabels++] = s;
 	m->slots[i] = (uint32_t)m->nlabels;
-	m->set.frames[m->set.nframes] =
-	    (struct tp_frame_info){.function = s, .name = s, .module = "", .build_id = ""};
+	m->set.frames[m->set.nframes] = (struct tp_frame_info){
+	    .function = s,
+	    .name = s,
+	    .module = strncmp(s, "[gpu] ", 6) == 0 ? "[gpu]" : "", /* a kernel */
+	    .build_id = ""};
 	*idx = (uint32_t)m->set.nframes++;
 	return 0;
 }
@@ -190,17 +194,21 @@ static int add_folded(struct merged *m, int i, size_t *used)
 				     .depth = depth,
 				     .service = PQgetvalue(m->res, i, 0),
 				     .trace_id = PQgetvalue(m->res, i, 4),
-				     .offcpu_us = atoll(PQgetvalue(m->res, i, 2))};
+				     .offcpu_us = atoll(PQgetvalue(m->res, i, 2)),
+				     .gpu_ns = atoll(PQgetvalue(m->res, i, 5))};
 	m->set.nrows++;
 	*used += depth;
 	return 0;
 }
 
-/* Both kinds, one query; frames of a stack are at most its ';' + 2. */
+/* Both off-CPU kinds and the GPU stacks (us 0, ns their weight), one
+ * query; frames of a stack are at most its ';' + 2. */
 static const char folded_sql[] =
-    "SELECT f.service, f.stack, f.us, k.kind, $1::text FROM unnest(ARRAY['blocked', "
+    "SELECT f.service, f.stack, f.us, k.kind, $1::text, 0::bigint FROM unnest(ARRAY['blocked', "
     "'runqueue']) AS k(kind), traceprof.trace_offcpu_folded($1, k.kind) f "
-    "WHERE ($2::text IS NULL OR f.service = $2) AND f.us > 0 ORDER BY k.kind, f.service, f.stack";
+    "WHERE ($2::text IS NULL OR f.service = $2) AND f.us > 0 "
+    "UNION ALL SELECT g.service, g.stack, 0, 'gpu', $1::text, g.ns "
+    "FROM traceprof.trace_gpu_folded($1, $2) g WHERE g.ns > 0 ORDER BY 4, 1, 2";
 
 static int merge_rows(struct merged *m, const struct tp_stackset *cpu)
 {

@@ -7,7 +7,10 @@
  *                    bar, with the top blocking functions (text view);
  *   the stacks       traceprof.trace_offcpu_folded (blocked and runqueue):
  *                    added to the trace's CPU set as off-CPU rows
- *                    (tp_stack_row.offcpu_us) for the SVG and pprof views.
+ *                    (tp_stack_row.offcpu_us) for the SVG and pprof views,
+ *                    with traceprof.trace_gpu_folded's GPU rows
+ *                    (tp_stack_row.gpu_ns; gpu_view.h has the rest of the
+ *                    GPU views).
  */
 #ifndef TRACEPROF_OFFCPU_VIEW_H
 #define TRACEPROF_OFFCPU_VIEW_H
@@ -26,10 +29,10 @@ int offcpu_breakdown_text(FILE *out, struct cli_db *db, const char *trace_id, co
 
 /* A new set: the rows and frames of cpu followed by the trace's off-CPU
  * stacks (frames by display name, service root left out; runqueue stacks
- * end in a "[runqueue]" frame). *out is NULL when the trace has no
- * off-CPU time. Borrows cpu, which must outlive *out; the caller frees
- * *out with offcpu_set_free. Returns 0, or an exit code after saying what
- * failed. */
+ * end in a "[runqueue]" frame) and its GPU stacks (traceprof.trace_gpu_folded,
+ * ending in their "[gpu] kernel" frame, tp_stack_row.gpu_ns). *out is NULL
+ * when the trace has neither off-CPU nor GPU time. Borrows cpu, which must outlive *out; the caller
+ * frees *out with offcpu_set_free. Returns 0, or an exit code after saying what failed. */
 int offcpu_merge_trace(struct cli_db *db, const char *trace_id, const char *service,
 		       const struct tp_stackset *cpu, struct tp_stackset **out);
 

@@ -5,7 +5,9 @@
  * Parca and speedscope open. Two sample types, samples/count and
  * cpu/nanoseconds (the default), and a third, off_cpu/nanoseconds, when a
  * row of cohort A has off-CPU time (offcpu_us: such a sample has cpu 0, a
- * CPU sample off_cpu 0); one Location per frame of the set that a
+ * CPU sample off_cpu 0), and gpu/nanoseconds when one has GPU time
+ * (gpu_ns: the kernels its stack launched; after off_cpu when both are
+ * there, every other value 0); one Location per frame of the set that a
  * stack uses, one Function per distinct (display name, bare name, file),
  * one Mapping per (module, build id); each row becomes one Sample, leaf
  * first, labelled trace_id, span_id and service. docs/pprof.md describes

@@ -52,6 +52,10 @@ struct tp_stack_row {
 	int64_t offcpu_us;    /* off-CPU microseconds (blocked or waiting for a
 				 CPU); an off-CPU row has samples and cpu_us 0,
 				 a CPU row offcpu_us 0 */
+	int64_t gpu_ns;	      /* GPU nanoseconds of the kernels this stack
+				 launched (its leaf is the "[gpu] kernel"
+				 frame); a GPU row has every other weight 0,
+				 other rows gpu_ns 0 */
 };
 
 struct tp_stackset {

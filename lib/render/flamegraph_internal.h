@@ -32,6 +32,7 @@ struct node {
 	int64_t a;	 /* weight in cohort A (or the only profile) */
 	int64_t b;	 /* weight in cohort B */
 	int64_t off;	 /* the part of a that is off-CPU time */
+	int64_t gpu;	 /* the part of a that is GPU time */
 };
 
 /* A set of strings by content; ids in order of first insertion. */
@@ -78,6 +79,8 @@ int fg_node_kind(const struct fg *g, const struct node *n);
 double fg_node_frac(const struct fg *g, const struct node *n);
 /* True when all of the node's weight is off-CPU time (drawn blue). */
 bool fg_node_offcpu(const struct node *n);
+/* True when all of the node's weight is GPU time (drawn green). */
+bool fg_node_gpu(const struct node *n);
 int64_t fg_node_w100(const struct fg *g, const struct node *n);
 
 /* Writes the document; 0 or -errno with err set. */

@@ -169,7 +169,8 @@ static int tree_child(struct fg *g, uint32_t parent, uint32_t fid, uint32_t *chi
 
 static bool row_ok(const struct tp_stackset *set, const struct tp_stack_row *r)
 {
-	if (r->depth == 0 || !r->frames || r->samples < 0 || r->cpu_us < 0 || r->offcpu_us < 0)
+	if (r->depth == 0 || !r->frames || r->samples < 0 || r->cpu_us < 0 || r->offcpu_us < 0 ||
+	    r->gpu_ns < 0)
 		return false;
 	if (set->differential && (r->b_samples < 0 || r->b_cpu_us < 0))
 		return false;
@@ -214,10 +215,13 @@ static int build_tree(struct fg *g, int weight)
 			g->st.rows_dropped++;
 			continue;
 		}
-		/* off-CPU time weighs as time; it has no samples */
-		int64_t off =
-		    weight == TP_FLAMEGRAPH_SAMPLES || set->differential ? 0 : row->offcpu_us;
-		int64_t a = weight == TP_FLAMEGRAPH_SAMPLES ? row->samples : row->cpu_us + off;
+		/* off-CPU and GPU time weigh as time (GPU ns rounded to us);
+		 * they have no samples */
+		bool timed = weight != TP_FLAMEGRAPH_SAMPLES && !set->differential;
+		int64_t off = timed ? row->offcpu_us : 0;
+		int64_t gpu = timed ? (row->gpu_ns + 500) / 1000 : 0;
+		int64_t a =
+		    weight == TP_FLAMEGRAPH_SAMPLES ? row->samples : row->cpu_us + off + gpu;
 		int64_t b = 0;
 		if (set->differential)
 			b = weight == TP_FLAMEGRAPH_SAMPLES ? row->b_samples : row->b_cpu_us;
@@ -230,6 +234,7 @@ static int build_tree(struct fg *g, int weight)
 		g->nodes[0].a += a;
 		g->nodes[0].b += b;
 		g->nodes[0].off += off;
+		g->nodes[0].gpu += gpu;
 		for (uint32_t d = by_service ? 0 : 1; d <= depth; d++) {
 			uint32_t fid = d == 0 ? (uint32_t)g->funcs.n + g->row_svc[r]
 					      : g->frame_fid[row->frames[d - 1]];
@@ -238,6 +243,7 @@ static int build_tree(struct fg *g, int weight)
 			g->nodes[cur].a += a;
 			g->nodes[cur].b += b;
 			g->nodes[cur].off += off;
+			g->nodes[cur].gpu += gpu;
 		}
 	}
 	g->st.nodes = g->nnodes;
@@ -284,6 +290,11 @@ static int sort_kids(struct fg *g)
 bool fg_node_offcpu(const struct node *n)
 {
 	return n->off > 0 && n->off == n->a;
+}
+
+bool fg_node_gpu(const struct node *n)
+{
+	return n->gpu > 0 && n->gpu == n->a;
 }
 
 /* The node's share of the graph: its width over the root's. */

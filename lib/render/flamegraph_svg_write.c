@@ -229,6 +229,9 @@ static uint32_t frame_color(const struct fg *g, const struct node *n, double dsc
 	if (fg_node_offcpu(n)) /* off-CPU time only: blue */
 		return (40 + v1 * 50 / 255) << 16 | (90 + v2 * 70 / 255) << 8 |
 		       (200 + v3 * 55 / 255);
+	if (fg_node_gpu(n)) /* GPU time only: green */
+		return (40 + v1 * 60 / 255) << 16 | (160 + v2 * 60 / 255) << 8 |
+		       (40 + v3 * 50 / 255);
 	switch (fg_node_kind(g, n)) {
 	case KIND_ROOT:
 		return 0xe0d8c8u;
@@ -307,9 +310,14 @@ static void w_footer(struct wbuf *w, const struct fg_layout *lay, int height, co
 		w_str(w, ", blue: larger share in ");
 		xml_put_raw(w, bn);
 	} else {
+		const struct node *r = &g->nodes[0];
 		w_str(w, lay->opts->weight == TP_FLAMEGRAPH_SAMPLES ? "width: samples"
-			 : g->nodes[0].off > 0
-			     ? "width: time; blue: off CPU (blocked or waiting for a CPU)"
+			 : r->off > 0 && r->gpu > 0
+			     ? "width: time; blue: off CPU (blocked or waiting for a CPU); green: "
+			       "on the GPU (kernels the stack launched)"
+			 : r->off > 0 ? "width: time; blue: off CPU (blocked or waiting for a CPU)"
+			 : r->gpu > 0
+			     ? "width: time; green: on the GPU (kernels the stack launched)"
 			     : "width: CPU time");
 	}
 	if (g->nnodes > lay->drawn && lay->drawn) {
@@ -367,7 +375,9 @@ static int w_frames(struct wbuf *w, const struct fg_layout *lay, uint32_t *order
 		char fill[6];
 		for (int k = 0; k < 6; k++)
 			fill[k] = "0123456789abcdef"[(rgb >> (20 - 4 * k)) & 0xf];
-		w_str(w, fg_node_offcpu(n) ? "<g class=\"off\"><rect x=\"" : "<g><rect x=\"");
+		w_str(w, fg_node_offcpu(n) ? "<g class=\"off\"><rect x=\""
+			 : fg_node_gpu(n)  ? "<g class=\"gpu\"><rect x=\""
+					   : "<g><rect x=\"");
 		w_fix2(w, v.x100);
 		w_str(w, "\" y=\"");
 		w_i64(w, y);

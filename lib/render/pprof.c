@@ -176,13 +176,15 @@ static int check_frame(const struct tp_frame_info *f, size_t i, char *err, size_
 	return 0;
 }
 
-/* A row's values in the cohort written; off-CPU time is cohort A's only. */
+/* A row's values in the cohort written; off-CPU and GPU time are cohort
+ * A's only. */
 static void row_values(const struct tp_stack_row *r, bool b, int64_t *samples, int64_t *cpu_us,
-		       int64_t *off_us)
+		       int64_t *off_us, int64_t *gpu_ns)
 {
 	*samples = b ? r->b_samples : r->samples;
 	*cpu_us = b ? r->b_cpu_us : r->cpu_us;
 	*off_us = b ? 0 : r->offcpu_us;
+	*gpu_ns = b ? 0 : r->gpu_ns;
 }
 
 /* Checks row i; marks its frames in used[] when the row is kept. */
@@ -190,7 +192,7 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 		     size_t errlen)
 {
 	const struct tp_stack_row *r = &set->rows[i];
-	int64_t samples, cpu_us, off_us;
+	int64_t samples, cpu_us, off_us, gpu_ns;
 
 	if (r->depth == 0)
 		return fail(err, errlen, -EINVAL, "row %zu: empty stack (depth 0)", i);
@@ -202,11 +204,13 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 			    r->depth);
 	if (!r->service)
 		return fail(err, errlen, -EINVAL, "row %zu: service is NULL", i);
-	row_values(r, b, &samples, &cpu_us, &off_us);
-	if (samples < 0 || cpu_us < 0 || off_us < 0)
+	row_values(r, b, &samples, &cpu_us, &off_us, &gpu_ns);
+	if (samples < 0 || cpu_us < 0 || off_us < 0 || gpu_ns < 0)
 		return fail(err, errlen, -EINVAL,
-			    "row %zu: negative value (%lld samples, %lld us, %lld us off CPU)", i,
-			    (long long)samples, (long long)cpu_us, (long long)off_us);
+			    "row %zu: negative value (%lld samples, %lld us, %lld us off CPU, "
+			    "%lld ns on the GPU)",
+			    i, (long long)samples, (long long)cpu_us, (long long)off_us,
+			    (long long)gpu_ns);
 	if (cpu_us > INT64_MAX / 1000 || off_us > INT64_MAX / 1000)
 		return fail(err, errlen, -EINVAL, "row %zu: %lld us overflows nanoseconds", i,
 			    (long long)(cpu_us > off_us ? cpu_us : off_us));
@@ -215,7 +219,8 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 			return fail(err, errlen, -EINVAL,
 				    "row %zu: frame index %u out of range (the set has %zu frames)",
 				    i, r->frames[d], set->nframes);
-	if (samples != 0 || cpu_us != 0 || off_us != 0) /* left-out rows: no locations */
+	if (samples != 0 || cpu_us != 0 || off_us != 0 ||
+	    gpu_ns != 0) /* left-out rows: no locations */
 		for (uint32_t d = 0; d < r->depth; d++)
 			used[r->frames[d]] = true;
 	return 0;
@@ -223,10 +228,10 @@ static int check_row(const struct tp_stackset *set, size_t i, bool b, bool *used
 
 static bool row_kept(const struct tp_stack_row *r, bool b)
 {
-	int64_t samples, cpu_us, off_us;
+	int64_t samples, cpu_us, off_us, gpu_ns;
 
-	row_values(r, b, &samples, &cpu_us, &off_us);
-	return samples != 0 || cpu_us != 0 || off_us != 0;
+	row_values(r, b, &samples, &cpu_us, &off_us, &gpu_ns);
+	return samples != 0 || cpu_us != 0 || off_us != 0 || gpu_ns != 0;
 }
 
 /* ---- the gzip sink protobuf-c packs into ---- */
@@ -321,7 +326,8 @@ struct build {
 	bool *used;		/* [nframes]: some stack has this frame */
 	uint64_t *loc_of_frame; /* [nframes]: location id, 0 = unused */
 	size_t nused, nkept, total_depth, nlabels;
-	bool offcpu;		/* some kept row has off-CPU time: a third sample type */
+	bool offcpu;		/* some kept row has off-CPU time: a sample type off_cpu */
+	bool gpu;		/* some kept row has GPU time: a sample type gpu */
 	pb_location *locs;	/* [nused] */
 	pb_location **loc_ptrs; /* [nused] */
 	pb_line *lines;		/* [nused]: one line per location */
@@ -333,7 +339,7 @@ struct build {
 	pb_sample *samples;	 /* [nkept] */
 	pb_sample **sample_ptrs; /* [nkept] */
 	uint64_t *locids;	 /* [total_depth] */
-	int64_t *values;	 /* [3 * nkept] */
+	int64_t *values;	 /* [4 * nkept] */
 	pb_label *labels;	 /* [nlabels] */
 	pb_label **label_ptrs;	 /* [nlabels] */
 };
@@ -382,7 +388,7 @@ static int build_alloc(struct build *bd)
 	bd->samples = calloc(k, sizeof(*bd->samples));
 	bd->sample_ptrs = calloc(k, sizeof(*bd->sample_ptrs));
 	bd->locids = calloc(bd->total_depth ? bd->total_depth : 1, sizeof(*bd->locids));
-	bd->values = calloc(3 * k, sizeof(*bd->values));
+	bd->values = calloc(4 * k, sizeof(*bd->values));
 	bd->labels = calloc(nl, sizeof(*bd->labels));
 	bd->label_ptrs = calloc(nl, sizeof(*bd->label_ptrs));
 	if (!bd->loc_of_frame || !bd->locs || !bd->loc_ptrs || !bd->lines || !bd->line_ptrs ||
@@ -507,7 +513,7 @@ static void add_samples(struct build *bd, int64_t k_trace, int64_t k_span, int64
 	for (size_t i = 0; i < bd->set->nrows; i++) {
 		const struct tp_stack_row *r = &bd->set->rows[i];
 		pb_sample *s = &bd->samples[n];
-		int64_t samples, cpu_us, off_us;
+		int64_t samples, cpu_us, off_us, gpu_ns;
 
 		if (!row_kept(r, bd->b))
 			continue;
@@ -517,12 +523,15 @@ static void add_samples(struct build *bd, int64_t k_trace, int64_t k_span, int64
 		for (uint32_t d = 0; d < r->depth; d++)
 			bd->locids[depth + d] = bd->loc_of_frame[r->frames[r->depth - 1 - d]];
 		depth += r->depth;
-		row_values(r, bd->b, &samples, &cpu_us, &off_us);
-		s->value = &bd->values[3 * n];
-		s->n_value = bd->offcpu ? 3 : 2;
+		row_values(r, bd->b, &samples, &cpu_us, &off_us, &gpu_ns);
+		s->value = &bd->values[4 * n];
+		s->n_value = 2 + bd->offcpu + bd->gpu;
 		s->value[0] = samples;
 		s->value[1] = cpu_us * 1000;
-		s->value[2] = off_us * 1000;
+		if (bd->offcpu)
+			s->value[2] = off_us * 1000;
+		if (bd->gpu)
+			s->value[2 + bd->offcpu] = gpu_ns;
 		add_label(bd, s, &nl, k_trace, r->trace_id);
 		add_label(bd, s, &nl, k_span, r->span_id);
 		add_label(bd, s, &nl, k_service, r->service);
@@ -536,10 +545,10 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 	static const struct tp_pprof_opts defaults;
 	struct build bd = {0};
 	pb_profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	pb_value_type types[3] = {PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-				  PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
-				  PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
-	pb_value_type *type_ptrs[3] = {&types[0], &types[1], &types[2]};
+	pb_value_type types[4] = {
+	    PERFTOOLS__PROFILES__VALUE_TYPE__INIT, PERFTOOLS__PROFILES__VALUE_TYPE__INIT,
+	    PERFTOOLS__PROFILES__VALUE_TYPE__INIT, PERFTOOLS__PROFILES__VALUE_TYPE__INIT};
+	pb_value_type *type_ptrs[4] = {&types[0], &types[1], &types[2], &types[3]};
 	pb_value_type period = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
 	int64_t comments[3], k_trace, k_span, k_service, cpu, ns;
 	const char *cohort_name;
@@ -573,6 +582,8 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 		bd.nkept++;
 		if (!bd.b && set->rows[i].offcpu_us > 0)
 			bd.offcpu = true;
+		if (!bd.b && set->rows[i].gpu_ns > 0)
+			bd.gpu = true;
 		bd.total_depth += set->rows[i].depth;
 		bd.nlabels += !!set->rows[i].trace_id + !!set->rows[i].span_id + 1;
 	}
@@ -593,6 +604,10 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 		types[2].type = strtab_add(&bd.st, "off_cpu");
 		types[2].unit = ns;
 	}
+	if (bd.gpu) {
+		types[2 + bd.offcpu].type = strtab_add(&bd.st, "gpu");
+		types[2 + bd.offcpu].unit = ns;
+	}
 	period.type = cpu;
 	period.unit = ns;
 	k_trace = strtab_add(&bd.st, "trace_id");
@@ -608,7 +623,7 @@ int tp_pprof_write(const struct tp_stackset *set, const struct tp_pprof_opts *op
 
 	/* pass 3: samples, then the message */
 	add_samples(&bd, k_trace, k_span, k_service);
-	prof.n_sample_type = bd.offcpu ? 3 : 2;
+	prof.n_sample_type = 2 + bd.offcpu + bd.gpu;
 	prof.sample_type = type_ptrs;
 	prof.n_sample = bd.nkept;
 	prof.sample = bd.sample_ptrs;

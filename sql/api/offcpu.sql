@@ -1,5 +1,5 @@
 -- offcpu.sql: _arg_offcpu_kind, _trace_offcpu, _offcpu_blockers, _trace_breakdown,
--- trace_time_breakdown, trace_offcpu_folded.
+-- trace_time_breakdown (with the GPU time of gpu.sql), trace_offcpu_folded.
 --
 -- Where a request's time went: on CPU (estimated from its samples, as
 -- trace_services counts them: raised rows per source when it has any) and
@@ -201,24 +201,54 @@ BEGIN
               coalesce(s.span_id, t.span_id) NULLS LAST;
 END $$;
 
--- Per span of one trace, across services: where its time went.
+-- Per span of one trace, across services: where its time went. gpu_ms is
+-- the GPU time of the span's kernel launches (gpu.sql): it overlaps the
+-- span's wall time and is no part of cpu + blocked + runq + other. A span
+-- with GPU rows only is a row too (cpu, blocked, runq 0, the rest NULL).
+-- The form before gpu_ms is dropped first (its columns differ).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_proc p
+                WHERE p.oid = to_regprocedure('traceprof.trace_time_breakdown(text)')
+                  AND NOT ('gpu_ms' = ANY (p.proargnames))) THEN
+        DROP FUNCTION traceprof.trace_time_breakdown(text);
+    END IF;
+END $$;
 CREATE OR REPLACE FUNCTION traceprof.trace_time_breakdown(trace_id text)
 RETURNS TABLE (service text, span_id text, parent_span_id text, start_time timestamptz,
                span_ms double precision, cpu_ms double precision, blocked_ms double precision,
                runq_ms double precision, other_ms double precision, excess_ms double precision,
-               top_function text, blocked_by jsonb)
+               top_function text, blocked_by jsonb, gpu_ms double precision)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
 DECLARE
     tid uuid := traceprof._arg_trace($1, 'trace_time_breakdown');
 BEGIN
     RETURN QUERY
-    SELECT x.service, traceprof.span_id_text(x.span_id), traceprof.span_id_text(x.parent_span_id),
-           x.start_time, x.span_ms, x.cpu_ms, x.blocked_ms, x.runq_ms, x.other_ms, x.excess_ms,
-           x.top_function, x.blocked_by
-      FROM (SELECT array_agg(s.span_id) AS spans, array_agg(s.service) AS svcs,
-                   array_agg(s.stack_id) AS ids, array_agg(s.samples) AS n, array_agg(s.cpu_ms) AS ms
-              FROM traceprof._trace_span_stacks(tid) s) g
-     CROSS JOIN LATERAL traceprof._trace_breakdown(tid, g.spans, g.svcs, g.ids, g.n, g.ms, 3) x;
+    WITH x AS MATERIALIZED (
+        SELECT b.*
+          FROM (SELECT array_agg(s.span_id) AS spans, array_agg(s.service) AS svcs,
+                       array_agg(s.stack_id) AS ids, array_agg(s.samples) AS n,
+                       array_agg(s.cpu_ms) AS ms
+                  FROM traceprof._trace_span_stacks(tid) s) g
+         CROSS JOIN LATERAL traceprof._trace_breakdown(tid, g.spans, g.svcs, g.ids, g.n, g.ms, 3)
+               WITH ORDINALITY AS b
+    ), gpu AS (
+        -- owned by the span row's service when the span has a row
+        SELECT coalesce(o.span_id, 0) AS sid, o.span_id, coalesce(r.service, o.service) AS service,
+               sum(o.ns) / 1e6::float8 AS ms
+          FROM traceprof._trace_gpu(tid) o
+          LEFT JOIN (SELECT DISTINCT x.span_id, x.service FROM x WHERE x.start_time IS NOT NULL) r
+                 ON r.span_id = o.span_id
+         GROUP BY 1, 2, 3
+    )
+    SELECT coalesce(x.service, u.service), traceprof.span_id_text(coalesce(x.span_id, u.span_id)),
+           traceprof.span_id_text(x.parent_span_id), x.start_time, x.span_ms,
+           coalesce(x.cpu_ms, 0), coalesce(x.blocked_ms, 0), coalesce(x.runq_ms, 0), x.other_ms,
+           x.excess_ms, x.top_function, coalesce(x.blocked_by, '[]'), coalesce(u.ms, 0)
+      FROM x
+      FULL JOIN gpu u ON u.sid = coalesce(x.span_id, 0) AND u.service = x.service
+     ORDER BY x.ordinality NULLS LAST, u.service COLLATE "C", u.span_id NULLS LAST;
 END $$;
 
 -- Folded off-CPU stacks of one trace, one row per distinct folded stack

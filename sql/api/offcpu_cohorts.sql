@@ -1,4 +1,5 @@
--- offcpu_cohorts.sql: _compare_time_cohorts, compare_offcpu_cohorts, compare_wall_cohorts.
+-- offcpu_cohorts.sql: _compare_time_cohorts, compare_offcpu_cohorts, compare_wall_cohorts
+-- (compare_gpu_cohorts, gpu_cohorts.sql, is the same comparison over GPU time).
 --
 -- compare_cohorts (compare_cohorts.sql) over blocked time instead of CPU:
 -- two cohorts of one service's requests, the same jsonb specs
@@ -12,6 +13,7 @@
 -- its samples. From the raw tables only: there is no rollup of off-CPU
 -- time (a comparison over an hour of a busy service reads that hour).
 
+-- metric: 'offcpu', 'wall' or 'gpu' (per kernel: gpu_cohorts.sql).
 -- Per blocking function: the blocked ms of each cohort's requests in it,
 -- the mean per request of the cohort (all its requests), its share of the
 -- cohort's blocked time, delta = a_share - b_share, and the request-level
@@ -68,12 +70,13 @@ BEGIN
     ), counts AS (
         SELECT q.cohort, count(*) AS requests FROM req q GROUP BY q.cohort
     ), hits AS MATERIALIZED (
-        -- ms per request and stack: blocked ('offcpu'); blocked, runqueue and CPU ('wall')
+        -- ms per request and stack: blocked ('offcpu'); blocked, runqueue and CPU ('wall');
+        -- on the GPU ('gpu')
         SELECT q.cohort, q.trace_id, q.span_id, u.stack_id, sum(u.us) / 1000.0::float8 AS ms
           FROM req q
           JOIN traceprof.offcpu o ON o.trace_id = q.trace_id AND o.span_id = q.span_id
          CROSS JOIN LATERAL unnest(o.stacks, o.us) AS u(stack_id, us)
-         WHERE o.source_id = ANY ($1) AND (o.kind = 1 OR $13 = 'wall')
+         WHERE $13 IN ('offcpu', 'wall') AND o.source_id = ANY ($1) AND (o.kind = 1 OR $13 = 'wall')
            AND o.bucket >= $2 - $4
            AND o.bucket <= (SELECT max(x.end_time) FROM req x) + $4
            AND o.bucket >= q.start_time - $4 AND o.bucket <= q.end_time + $4
@@ -88,6 +91,17 @@ BEGIN
            AND s.bucket >= $2 - $4
            AND s.bucket <= (SELECT max(x.end_time) FROM req x) + $4
            AND s.bucket >= q.start_time - $4 AND s.bucket <= q.end_time + $4
+         GROUP BY 1, 2, 3, 4
+        UNION ALL
+        -- 'gpu': GPU time per request and launch stack (gpu.sql)
+        SELECT q.cohort, q.trace_id, q.span_id, u.stack_id, sum(u.ns) / 1e6::float8 AS ms
+          FROM req q
+          JOIN traceprof.gpu g ON g.trace_id = q.trace_id AND g.span_id = q.span_id
+         CROSS JOIN LATERAL unnest(g.stacks, g.gpu_ns) AS u(stack_id, ns)
+         WHERE $13 = 'gpu' AND g.source_id = ANY ($1)
+           AND g.bucket >= $2 - $4
+           AND g.bucket <= (SELECT max(x.end_time) FROM req x) + $4
+           AND g.bucket >= q.start_time - $4 AND g.bucket <= q.end_time + $4
          GROUP BY 1, 2, 3, 4
     ), per_req AS (
         SELECT h.cohort, h.trace_id, h.span_id, sum(h.ms) AS t
@@ -111,6 +125,14 @@ BEGIN
                                FROM unnest(st.function_ids) AS x(id)
                                JOIN traceprof.functions fn ON fn.function_id = x.id) f
          WHERE $13 = 'wall'
+         GROUP BY 1, 2, 3, 4
+        UNION ALL
+        -- 'gpu': the kernel of each stack, its leaf
+        SELECT h.cohort, k.kernel, h.trace_id, h.span_id, sum(h.ms) AS f
+          FROM hits h
+          JOIN traceprof._gpu_kernels((SELECT array_agg(DISTINCT x.stack_id) FROM hits x)) k
+            ON k.stack_id = h.stack_id
+         WHERE $13 = 'gpu'
          GROUP BY 1, 2, 3, 4
     ), fsum AS (
         SELECT pf.cohort, pf.function, sum(pf.f) AS sum_f, sum(pf.f * pf.f) AS sum_ff,

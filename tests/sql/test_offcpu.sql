@@ -87,7 +87,7 @@ LANGUAGE sql AS $$
       FROM traceprof.trace_time_breakdown(trace) WITH ORDINALITY AS x(service, span_id, parent_span_id, start_time,
                                                                       span_ms, cpu_ms, blocked_ms, runq_ms,
                                                                       other_ms, excess_ms, top_function,
-                                                                      blocked_by, i)
+                                                                      blocked_by, gpu_ms, i)
 $$;
 SELECT t.eq(pg_temp.rows('00000000000000000000000000000001'),
     E'frontend|00000000000000a1|1000.0|50.0|900.0|20.0|30.0|0.0|render|'

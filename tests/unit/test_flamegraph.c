@@ -56,20 +56,20 @@ static const uint32_t s_rsa[] = {0, 1, 2, 3}, s_val[] = {0, 10, 2}, s_parse[] = 
 
 /* The profile: 5 s of CPU in one service. */
 static struct tp_stack_row profile_rows[] = {
-    {s_rsa, 4, 80, 4000000, 0, 0, "checkout", NULL, NULL, 0},
-    {s_val, 3, 4, 200000, 0, 0, "checkout", NULL, NULL, 0},
-    {s_parse, 3, 10, 500000, 0, 0, "checkout", NULL, NULL, 0},
-    {s_write, 4, 2, 100000, 0, 0, "checkout", NULL, NULL, 0},
-    {s_unsym, 2, 3, 150000, 0, 0, "checkout", NULL, NULL, 0},
-    {s_tmpl, 2, 1, 30000, 0, 0, "checkout", NULL, NULL, 0},
-    {s_nasty, 3, 1, 20000, 0, 0, "checkout", NULL, NULL, 0},
+    {s_rsa, 4, 80, 4000000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_val, 3, 4, 200000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_parse, 3, 10, 500000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_write, 4, 2, 100000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_unsym, 2, 3, 150000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_tmpl, 2, 1, 30000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_nasty, 3, 1, 20000, 0, 0, "checkout", NULL, NULL, 0, 0},
 };
 #define NPROFILE (sizeof(profile_rows) / sizeof(profile_rows[0]))
 
 /* A comparison: validateSignature 80% of A and 10% of B (B ten times larger). */
 static struct tp_stack_row diff_rows[] = {
-    {s_val, 3, 800, 800, 1000, 1000, "checkout", NULL, NULL, 0},
-    {s_parse, 3, 200, 200, 9000, 9000, "checkout", NULL, NULL, 0},
+    {s_val, 3, 800, 800, 1000, 1000, "checkout", NULL, NULL, 0, 0},
+    {s_parse, 3, 200, 200, 9000, 9000, "checkout", NULL, NULL, 0, 0},
 };
 
 /* One document in memory (the caller frees). */
@@ -359,7 +359,7 @@ static void test_nasty(void)
 	memset(longname, 'x', 5000);
 	struct tp_frame_info lf[] = {{.function = longname, .name = longname, .module = ""}};
 	static const uint32_t s0[] = {0};
-	struct tp_stack_row lr[] = {{s0, 1, 1, 1, 0, 0, "s", NULL, NULL, 0}};
+	struct tp_stack_row lr[] = {{s0, 1, 1, 1, 0, 0, "s", NULL, NULL, 0, 0}};
 	struct tp_stackset ls = {.frames = lf, .nframes = 1, .rows = lr, .nrows = 1};
 	doc = render(&ls, NULL, &len, &rc);
 	CHECK(rc == 0 && parse(doc, &ps) && ps.nd == 2, "long name rendered");
@@ -374,9 +374,9 @@ static void test_nasty(void)
 static void test_services(void)
 {
 	struct tp_stack_row rows[] = {
-	    {s_parse, 3, 1, 300, 0, 0, "frontend", NULL, NULL, 0},
-	    {s_rsa, 4, 1, 700, 0, 0, "payment", NULL, NULL, 0},
-	    {s_parse, 3, 1, 100, 0, 0, "payment", NULL, NULL, 0},
+	    {s_parse, 3, 1, 300, 0, 0, "frontend", NULL, NULL, 0, 0},
+	    {s_rsa, 4, 1, 700, 0, 0, "payment", NULL, NULL, 0, 0},
+	    {s_parse, 3, 1, 100, 0, 0, "payment", NULL, NULL, 0, 0},
 	};
 	struct tp_stackset set = {.frames = frames, .nframes = NFRAMES, .rows = rows, .nrows = 3};
 	struct parsed ps;
@@ -398,8 +398,8 @@ static void test_services(void)
  * where a frame's time is all off CPU, nothing else marked. */
 static const uint32_t s_wait[] = {0, 1, 4}; /* main;handleRequest;parseJSON */
 static struct tp_stack_row offcpu_rows[] = {
-    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0},
-    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 400},
+    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 400, 0},
 };
 
 static struct tp_stackset offcpu_set(void)
@@ -450,6 +450,47 @@ static void test_offcpu(void)
 	free(doc);
 }
 
+/* GPU rows: weighed as time (ns rounded to us) next to CPU rows, green
+ * with class "gpu" where a frame's time is all GPU time, nothing else
+ * marked; by samples they weigh nothing. */
+static void test_gpu(void)
+{
+	struct tp_stack_row rows[] = {
+	    {s_rsa, 4, 6, 600, 0, 0, "checkout", NULL, NULL, 0, 0},
+	    {s_wait, 3, 0, 0, 0, 0, "checkout", NULL, NULL, 0, 400500},
+	};
+	struct tp_stackset set = {.frames = frames, .nframes = NFRAMES, .rows = rows, .nrows = 2};
+	struct tp_flamegraph_opts so = {.weight = TP_FLAMEGRAPH_SAMPLES};
+	struct parsed ps;
+	size_t len;
+	int rc;
+	char *doc = render(&set, NULL, &len, &rc);
+	CHECK(rc == 0 && parse(doc, &ps), "GPU set rendered");
+	const char *w[] = {"main", "handleRequest", "parseJSON"}, *h[] = {"main", "handleRequest"};
+	long kw = find(&ps, w, 3), kh = find(&ps, h, 2);
+	CHECK(ps.d[4] == 1001 && kh > 0 && ps.d[kh * 6 + 4] == 1001,
+	      "CPU 600 us + GPU 400500 ns rounded: 1001 us");
+	CHECK(kw > 0 && ps.d[kw * 6 + 4] == 401, "the GPU frame: 401 us");
+	CHECK(kw > 0 && ((ps.fill[kw] >> 8) & 0xff) >= 160 && (ps.fill[kw] >> 16) <= 100 &&
+		  (ps.fill[kw] & 0xff) <= 90,
+	      "GPU frame green: %06x", kw > 0 ? ps.fill[kw] : 0);
+	CHECK(kh > 0 && (ps.fill[kh] >> 16) >= 205, "a frame with CPU time keeps its colour: %06x",
+	      kh > 0 ? ps.fill[kh] : 0);
+	CHECK(count(doc, "<g class=\"gpu\">") == 1 && count(doc, "class=\"off\"") == 0,
+	      "class gpu on the GPU frame only: %zu", count(doc, "class=\"gpu\""));
+	CHECK(strstr(doc, "width: time; green: on the GPU"), "footer says what green is");
+	parsed_free(&ps);
+	free(doc);
+	doc = render(&set, &so, &len, &rc);
+	CHECK(rc == 0 && !strstr(doc, "class=\"gpu\"") && strstr(doc, "width: samples"),
+	      "samples: no GPU frame");
+	free(doc);
+	rows[1].gpu_ns = -1;
+	doc = render(&set, NULL, &len, &rc);
+	CHECK(rc == 0 && !strstr(doc, "class=\"gpu\""), "a negative GPU time: the row dropped");
+	free(doc);
+}
+
 static void test_diff(void)
 {
 	struct tp_stackset set = diff_set();
@@ -493,12 +534,12 @@ static void test_narrow_and_bad(void)
 		stk[i][0] = N;
 		stk[i][1] = i;
 		/* leaf 0 has most of the time; the others 1 us each */
-		rows[i] = (struct tp_stack_row){stk[i], 2,    1, i == 0 ? 1000000 : 1, 0, 0, "s",
-						NULL,	NULL, 0};
+		rows[i] = (struct tp_stack_row){stk[i], 2, 1, i == 0 ? 1000000 : 1, 0, 0, "s", NULL,
+						NULL,	0, 0};
 	}
-	rows[N] = (struct tp_stack_row){bad_idx, 2, 1, 5, 0, 0, "s", NULL, NULL, 0};
-	rows[N + 1] = (struct tp_stack_row){stk[1], 0, 1, 5, 0, 0, "s", NULL, NULL, 0};
-	rows[N + 2] = (struct tp_stack_row){stk[1], 2, 1, -5, 0, 0, "s", NULL, NULL, 0};
+	rows[N] = (struct tp_stack_row){bad_idx, 2, 1, 5, 0, 0, "s", NULL, NULL, 0, 0};
+	rows[N + 1] = (struct tp_stack_row){stk[1], 0, 1, 5, 0, 0, "s", NULL, NULL, 0, 0};
+	rows[N + 2] = (struct tp_stack_row){stk[1], 2, 1, -5, 0, 0, "s", NULL, NULL, 0, 0};
 	struct tp_stackset set = {.frames = fr, .nframes = N + 1, .rows = rows, .nrows = N + 3};
 	struct tp_flamegraph_stats st;
 	struct tp_flamegraph_opts o = {.stats = &st};
@@ -603,6 +644,7 @@ int main(int argc, char **argv)
 	test_services();
 	test_diff();
 	test_offcpu();
+	test_gpu();
 	test_narrow_and_bad();
 	test_errors();
 	return check_done();

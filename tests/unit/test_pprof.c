@@ -45,12 +45,12 @@ static struct tp_frame_info frames[] = {
 static const uint32_t s0[] = {0, 1, 2, 3}, s1[] = {0, 1, 2}, s2[] = {0, 1, 4},
 		      s3[] = {0, 1, 5, 6, 7, 8}, s4[] = {0, 9}, s5[] = {0, 1, 10};
 static struct tp_stack_row rows[] = {
-    {s0, 4, 60, 3000000, 2, 100000, "checkout", T1, "00f067aa0ba902b7", 0},
-    {s1, 3, 10, 500000, 0, 0, "checkout", T1, "00f067aa0ba902b7", 0},
-    {s2, 3, 20, 1000000, 0, 0, "checkout", T2, "b7ad6b7169203331", 0},
-    {s3, 6, 6, 300000, 0, 0, "checkout", NULL, NULL, 0},
-    {s4, 2, 4, 200000, 0, 0, "frontend", T3, "53995c3f42cd8ad8", 0},
-    {s5, 3, 0, 0, 8, 400000, "checkout", T2, "b7ad6b7169203331", 0}, /* cohort B only */
+    {s0, 4, 60, 3000000, 2, 100000, "checkout", T1, "00f067aa0ba902b7", 0, 0},
+    {s1, 3, 10, 500000, 0, 0, "checkout", T1, "00f067aa0ba902b7", 0, 0},
+    {s2, 3, 20, 1000000, 0, 0, "checkout", T2, "b7ad6b7169203331", 0, 0},
+    {s3, 6, 6, 300000, 0, 0, "checkout", NULL, NULL, 0, 0},
+    {s4, 2, 4, 200000, 0, 0, "frontend", T3, "53995c3f42cd8ad8", 0, 0},
+    {s5, 3, 0, 0, 8, 400000, "checkout", T2, "b7ad6b7169203331", 0, 0}, /* cohort B only */
 };
 
 static struct tp_stackset known_set(void)
@@ -368,8 +368,8 @@ static void test_offcpu(void)
 	};
 	uint32_t cpu[] = {0}, wait[] = {0, 1};
 	struct tp_stack_row r[] = {
-	    {cpu, 1, 3, 150000, 0, 0, "svc", T1, NULL, 0},
-	    {wait, 2, 0, 0, 0, 0, "svc", T1, NULL, 2500},
+	    {cpu, 1, 3, 150000, 0, 0, "svc", T1, NULL, 0, 0},
+	    {wait, 2, 0, 0, 0, 0, "svc", T1, NULL, 2500, 0},
 	};
 	struct tp_stackset set = {.frames = fr, .nframes = 2, .rows = r, .nrows = 2};
 	char *buf = NULL, err[256] = "";
@@ -402,6 +402,65 @@ static void test_offcpu(void)
 	free(buf);
 }
 
+/* GPU rows: a sample type gpu/nanoseconds, after off_cpu when both are
+ * there (exact ns, not rounded to us); a GPU sample has every other value 0. */
+static void test_gpu(void)
+{
+	struct tp_frame_info fr[3] = {
+	    {"main", "main", "shop", "", NULL, 0, 0, TP_FRAME_USER},
+	    {"recv", "recv", "libc.so.6", "", NULL, 0, 0, TP_FRAME_USER},
+	    {"[gpu] gemm", "[gpu] gemm", "[gpu]", "", NULL, 0, 0, TP_FRAME_USER},
+	};
+	uint32_t cpu[] = {0}, wait[] = {0, 1}, gpu[] = {0, 2};
+	struct tp_stack_row r[] = {
+	    {cpu, 1, 3, 150000, 0, 0, "svc", T1, NULL, 0, 0},
+	    {gpu, 2, 0, 0, 0, 0, "svc", T1, NULL, 0, 1234567},
+	    {wait, 2, 0, 0, 0, 0, "svc", T1, NULL, 2500, 0},
+	};
+	struct tp_stackset set = {.frames = fr, .nframes = 3, .rows = r, .nrows = 2};
+	char *buf = NULL, err[256] = "";
+	size_t len = 0;
+	int rc = write_mem(&set, NULL, &buf, &len, err, sizeof(err));
+	pb_profile *p = rc == 0 ? decode(buf, len) : NULL;
+
+	CHECK(p != NULL, "GPU set written: %d %s", rc, err);
+	if (p) {
+		check_structure(p);
+		CHECK(p->n_sample_type == 3 && !strcmp(str(p, p->sample_type[2]->type), "gpu") &&
+			  !strcmp(str(p, p->sample_type[2]->unit), "nanoseconds"),
+		      "third sample type gpu/nanoseconds");
+		CHECK(p->n_sample == 2 && p->sample[0]->n_value == 3 &&
+			  p->sample[0]->value[1] == 150000000LL && p->sample[0]->value[2] == 0,
+		      "CPU sample: gpu 0");
+		CHECK(p->n_sample == 2 && p->sample[1]->n_value == 3 &&
+			  p->sample[1]->value[0] == 0 && p->sample[1]->value[1] == 0 &&
+			  p->sample[1]->value[2] == 1234567LL && p->sample[1]->n_location_id == 2,
+		      "GPU sample: 1234567 ns exactly, samples and cpu 0, its two frames");
+		perftools__profiles__profile__free_unpacked(p, NULL);
+	}
+	free(buf);
+	set.nrows = 3; /* with off-CPU time: off_cpu third, gpu fourth */
+	rc = write_mem(&set, NULL, &buf, &len, err, sizeof(err));
+	p = rc == 0 ? decode(buf, len) : NULL;
+	CHECK(p != NULL, "GPU and off-CPU set written: %d %s", rc, err);
+	if (p) {
+		CHECK(p->n_sample_type == 4 &&
+			  !strcmp(str(p, p->sample_type[2]->type), "off_cpu") &&
+			  !strcmp(str(p, p->sample_type[3]->type), "gpu"),
+		      "sample types samples, cpu, off_cpu, gpu");
+		CHECK(p->n_sample == 3 && p->sample[1]->n_value == 4 &&
+			  p->sample[1]->value[2] == 0 && p->sample[1]->value[3] == 1234567LL &&
+			  p->sample[2]->value[2] == 2500000LL && p->sample[2]->value[3] == 0,
+		      "GPU sample in gpu, off-CPU sample in off_cpu");
+		perftools__profiles__profile__free_unpacked(p, NULL);
+	}
+	free(buf);
+	r[1].gpu_ns = -1;
+	rc = write_mem(&set, NULL, &buf, &len, err, sizeof(err));
+	CHECK(rc == -EINVAL && strstr(err, "negative"), "negative GPU time refused: %s", err);
+	free(buf);
+}
+
 /* Writes a malformed set: -EINVAL, a message containing `want`, no bytes. */
 static void expect_refused(const struct tp_stackset *set, const char *want, const char *what)
 {
@@ -422,7 +481,7 @@ static void test_malformed(void)
 	    {"leaf", "leaf", "shop", "", NULL, 0, 0, TP_FRAME_USER},
 	};
 	uint32_t bad[] = {0, 7}, good[] = {0, 1};
-	struct tp_stack_row row = {good, 2, 1, 100, 0, 0, "svc", NULL, NULL, 0};
+	struct tp_stack_row row = {good, 2, 1, 100, 0, 0, "svc", NULL, NULL, 0, 0};
 	struct tp_stackset set = {.frames = fr, .nframes = 2, .rows = &row, .nrows = 1};
 	char err[256] = "";
 
@@ -513,6 +572,7 @@ int main(int argc, char **argv)
 	}
 	test_known_set();
 	test_offcpu();
+	test_gpu();
 	test_cohort_b();
 	test_malformed();
 	test_output_error();
