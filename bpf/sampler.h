@@ -268,7 +268,14 @@ enum tp_counter {
 	TP_CNT_PY_FRAMES = 41,	  /* Python frames taken */
 	TP_CNT_PY_TRUNC = 42,	  /* walks cut at TP_PY_MAX_FRAMES or the record's room */
 	TP_CNT_PY_FAULT = 43,	  /* walks cut by memory that could not be read */
-	TP_CNT_MAX = 44,
+	/* HTTP/1.x from system calls: what was read and not taken for a request */
+	TP_CNT_HTTP_NOT_HEAD = 44, /* socket reads, no request open, not starting with a method */
+	TP_CNT_HTTP_BAD_LINE = 45, /* a method, then no valid HTTP/1.x request line */
+	TP_CNT_HTTP_SPLIT = 46,	   /* a request line not complete in its read: not taken */
+	TP_CNT_HTTP_PIPELINED =
+	    47, /* a second request after the head in the same read: none taken */
+	TP_CNT_HTTP_HEAD_CUT = 48, /* requests whose head did not end in the bytes looked at */
+	TP_CNT_MAX = 49,
 };
 
 /*

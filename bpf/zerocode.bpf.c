@@ -123,46 +123,122 @@ static __always_inline int zc_hex(char c)
 struct zc_find {
 	const char *b;
 	__u32 n;
-	__u32 at; /* index of the value after "traceparent:", 0: not found */
+	__u32 at;  /* index of the value after "traceparent:", 0: not found */
+	__u32 end; /* index after the blank line that ends the head, 0: not in b */
 };
 
-/* bpf_loop: is "\ntraceparent:" (any case) at b[i]? */
+/*
+ * bpf_loop over the head's bytes: at each line start, the blank line that
+ * ends the head (the loop stops there: a body is never searched) or
+ * "traceparent:" (any case).
+ */
 static long zc_find_tp(__u32 i, void *arg)
 {
 	static const char name[12] = "traceparent:";
 	struct zc_find *f = arg;
+	char c;
 
-	if (i + 13 > f->n)
+	if (i + 1 >= f->n)
 		return 1;
 	if (f->b[i & (ZC_BUF - 1)] != '\n')
 		return 0;
+	c = f->b[(i + 1) & (ZC_BUF - 1)];
+	if (c == '\n' || (c == '\r' && i + 2 < f->n && f->b[(i + 2) & (ZC_BUF - 1)] == '\n')) {
+		f->end = i + (c == '\n' ? 2 : 3);
+		return 1;
+	}
+	if (f->at || i + 13 > f->n)
+		return 0;
 	for (int k = 0; k < 12; k++) {
-		char c = f->b[(i + 1 + k) & (ZC_BUF - 1)];
-
+		c = f->b[(i + 1 + k) & (ZC_BUF - 1)];
 		if (c >= 'A' && c <= 'Z')
 			c += 'a' - 'A';
 		if (c != name[k])
 			return 0;
 	}
 	f->at = i + 13;
-	return 1;
+	return 0;
+}
+
+struct zc_line {
+	const char *b;
+	__u32 n;
+	__u32 from; /* the request target's first byte */
+	__u32 sp;   /* the space after the target, 0: none (yet) */
+	__u8 bad;   /* the line ended (CR, LF) before that space */
+};
+
+/* bpf_loop: the end of the request target (the space before the version). */
+static long zc_find_sp(__u32 i, void *arg)
+{
+	struct zc_line *l = arg;
+	__u32 j = l->from + i;
+	char c;
+
+	if (j >= l->n)
+		return 1;
+	c = l->b[j & (ZC_BUF - 1)];
+	if (c == ' ') {
+		l->sp = j;
+		return 1;
+	}
+	if (c == '\r' || c == '\n') {
+		l->bad = 1;
+		return 1;
+	}
+	return 0;
+}
+
+enum zc_line_kind { ZC_LINE_OK, ZC_LINE_BAD, ZC_LINE_SPLIT };
+
+/*
+ * Whether the head b (n bytes read) holds a whole request line after its
+ * method (m bytes with the space): "target SP HTTP/1.D" then CRLF or LF.
+ * ZC_LINE_SPLIT: the read ended before the line did (and it was shorter
+ * than the ZC_HEAD bytes looked at: a head sent in pieces).
+ */
+static __always_inline int zc_request_line(const char *b, __u32 n, __u32 m)
+{
+	struct zc_line l = {.b = b, .n = n, .from = m};
+	__u32 v;
+
+	bpf_loop(ZC_HEAD, zc_find_sp, &l, 0);
+	if (l.bad)
+		return ZC_LINE_BAD;
+	if (!l.sp)
+		return n < ZC_HEAD ? ZC_LINE_SPLIT : ZC_LINE_BAD;
+	v = l.sp + 1;
+	if (v + 9 > n)
+		return n < ZC_HEAD ? ZC_LINE_SPLIT : ZC_LINE_BAD;
+	if (b[v & (ZC_BUF - 1)] != 'H' || b[(v + 1) & (ZC_BUF - 1)] != 'T' ||
+	    b[(v + 2) & (ZC_BUF - 1)] != 'T' || b[(v + 3) & (ZC_BUF - 1)] != 'P' ||
+	    b[(v + 4) & (ZC_BUF - 1)] != '/' || b[(v + 5) & (ZC_BUF - 1)] != '1' ||
+	    b[(v + 6) & (ZC_BUF - 1)] != '.' || b[(v + 7) & (ZC_BUF - 1)] < '0' ||
+	    b[(v + 7) & (ZC_BUF - 1)] > '9')
+		return ZC_LINE_BAD;
+	if (b[(v + 8) & (ZC_BUF - 1)] == '\n')
+		return ZC_LINE_OK;
+	if (b[(v + 8) & (ZC_BUF - 1)] != '\r')
+		return ZC_LINE_BAD;
+	if (v + 10 > n)
+		return ZC_LINE_SPLIT;
+	return b[(v + 9) & (ZC_BUF - 1)] == '\n' ? ZC_LINE_OK : ZC_LINE_BAD;
 }
 
 /*
- * The traceparent of the head b (n bytes), strict (the SDK's rules): trace
- * id, parent span id and flags into t. Returns whether one was found.
+ * The traceparent of the head b (n bytes) whose value starts at at (0:
+ * none), strict (the SDK's rules): trace id, parent span id and flags into
+ * t. Returns whether a valid one was found.
  */
-static __always_inline bool zc_traceparent(const char *b, __u32 n, struct zc_thread *t)
+static __always_inline bool zc_traceparent(const char *b, __u32 n, __u32 at, struct zc_thread *t)
 {
-	struct zc_find f = {.b = b, .n = n};
 	__u8 x = 0, any_t = 0, any_s = 0;
 	__u32 p;
 	int h, l;
 
-	bpf_loop(ZC_HEAD, zc_find_tp, &f, 0);
-	if (!f.at)
+	if (!at)
 		return false;
-	p = f.at;
+	p = at;
 	for (int k = 0;
 	     k < 8 && p < n && (b[p & (ZC_BUF - 1)] == ' ' || b[p & (ZC_BUF - 1)] == '\t'); k++)
 		p++;
@@ -272,11 +348,42 @@ static __always_inline void zc_end(struct zc_thread *t, __u64 end_ns, __u16 flag
 		c->n[TP_CNT_HTTP_REQUESTS]++;
 }
 
+/*
+ * Whether the head b (n bytes) is one request: its request line whole
+ * (else counted: bad, or split over reads) and no second request line
+ * right after its blank line (pipelining: counted, neither taken, since
+ * the second one's work would carry the first one's trace). Fills f (the
+ * traceparent's place, the head's end).
+ */
+static __always_inline bool zc_head_ok(const char *b, __u32 n, __u32 m, struct zc_find *f)
+{
+	const char *next;
+	int line = zc_request_line(b, n, m);
+	__u32 e, m2;
+
+	if (line != ZC_LINE_OK) {
+		count(line == ZC_LINE_SPLIT ? TP_CNT_HTTP_SPLIT : TP_CNT_HTTP_BAD_LINE);
+		return false;
+	}
+	bpf_loop(ZC_HEAD, zc_find_tp, f, 0);
+	e = f->end;
+	if (!e || e >= n)
+		return true;
+	next = b + (e & (ZC_HEAD - 1));
+	m2 = zc_method(next);
+	if (m2 && e + m2 < n && (next[m2 & 15] == '/' || next[m2 & 15] == '*')) {
+		count(TP_CNT_HTTP_PIPELINED);
+		return false;
+	}
+	return true;
+}
+
 /* The end of a read-like call of the thread: maybe a request line. */
 static __always_inline void zc_read_done(struct zc_thread *t, struct task_struct *task, __u32 fd,
 					 __u64 buf, long ret)
 {
 	struct zc_scratch *sc;
+	struct zc_find f = {};
 	__u32 zero = 0, n, m, k;
 	char c;
 
@@ -288,11 +395,18 @@ static __always_inline void zc_read_done(struct zc_thread *t, struct task_struct
 	if (!sc)
 		return;
 	n = ret > ZC_HEAD ? ZC_HEAD : (__u32)ret;
-	if (n < 16 || bpf_probe_read_user(sc->b, n & (ZC_BUF - 1), (void *)buf))
+	__builtin_memset(sc->b, 0, 16); /* a short read never matches what an earlier one left */
+	if (bpf_probe_read_user(sc->b, n & (ZC_BUF - 1), (void *)buf))
 		return;
 	m = zc_method(sc->b);
-	if (!m || (sc->b[m & 15] != '/' && sc->b[m & 15] != '*' && sc->b[m & 15] != 'h'))
-		return; /* not a request line: a downstream call's answer, a body */
+	if (!m || m >= n ||
+	    (sc->b[m & 15] != '/' && sc->b[m & 15] != '*' && sc->b[m & 15] != 'h')) {
+		/* not a request line: garbage, TLS, another protocol; with a
+		 * request open, a downstream call's answer (not counted) */
+		if (!t->active)
+			count(TP_CNT_HTTP_NOT_HEAD);
+		return;
+	}
 	if (t->active || t->multiplexed) {
 		/* a second connection's request while one is open: an event loop */
 		count(TP_CNT_HTTP_MULTIPLEX);
@@ -301,6 +415,10 @@ static __always_inline void zc_read_done(struct zc_thread *t, struct task_struct
 		t->multiplexed = 1;
 		return;
 	}
+	f.b = sc->b;
+	f.n = n;
+	if (!zc_head_ok(sc->b, n, m, &f))
+		return;
 	__builtin_memset(t->method, 0, sizeof(t->method));
 	for (k = 0; k + 1 < m && k < sizeof(t->method); k++)
 		t->method[k] = sc->b[k];
@@ -315,7 +433,9 @@ static __always_inline void zc_read_done(struct zc_thread *t, struct task_struct
 	}
 	if (k == TP_HTTP_TARGET)
 		t->flags |= TP_HTTP_TRUNCATED;
-	if (zc_traceparent(sc->b, n, t)) {
+	if (!f.end)
+		count(TP_CNT_HTTP_HEAD_CUT); /* a traceparent after the bytes read is not seen */
+	if (zc_traceparent(sc->b, n, f.at, t)) {
 		t->flags |= TP_HTTP_TRACEPARENT;
 	} else {
 		zc_random(t->hdr.trace_id, 16);

@@ -69,6 +69,10 @@ sleep 0.5 # the agent takes the cgroup's processes in
 t0=$(now_ms)
 python3 "$here/zc_load.py" "$port" $n $ms >"$work/truth.csv" || fail "the load generator failed"
 echo "   $n requests in $(($(now_ms) - t0)) ms"
+sleep 0.1
+th=$(date +%s%N) # the hostile phase's start
+python3 "$here/zc_hostile.py" "$port" >"$work/hostile.csv" || fail "the hostile client failed"
+echo "   hostile input in $(($(now_ms) - th / 1000000)) ms"
 sleep 0.3
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
@@ -78,14 +82,19 @@ echo
 psql "$conn" -qX -v ON_ERROR_STOP=1 \
 	-c "CREATE TABLE truth (trace text, parent text, method text, path text, status int,
 	    start_ns bigint, end_ns bigint, keep int)" \
-	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv, HEADER, FORCE_NOT_NULL (trace, parent))" >/dev/null
+	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv, HEADER, FORCE_NOT_NULL (trace, parent))" \
+	-c "CREATE TABLE hostile (kind text, trace text, parent text, method text, path text, status int,
+	    start_ns bigint, end_ns bigint)" \
+	-c "\\copy hostile FROM '$work/hostile.csv' WITH (FORMAT csv, HEADER, FORCE_NOT_NULL (trace, parent, method, path))" >/dev/null
 [ "$(q "SELECT count(*) FROM truth")" = $n ] || fail "the load generator made $(q "SELECT count(*) FROM truth") requests"
-rows="SELECT replace(r.trace_id::text, '-', '') AS trace,
+allrows="SELECT replace(r.trace_id::text, '-', '') AS trace,
              CASE WHEN coalesce(r.parent_span_id, 0) = 0 THEN '' ELSE lpad(to_hex(r.parent_span_id), 16, '0') END AS parent,
              rt.method, rt.route, r.status_code,
              (extract(epoch FROM r.start_time) * 1e9)::bigint AS start_ns, r.duration_us
         FROM traceprof.requests r LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id
        WHERE (rt.method, rt.route) IS DISTINCT FROM ('OPTIONS', '*')"
+# the load's rows (the hostile phase's are checked at the end)
+rows="SELECT * FROM ($allrows) a WHERE a.start_ns < $th"
 # each request's row: the one that started inside its window (1 ms guard before it)
 m="SELECT t.*, x.trace AS got_trace, x.parent AS got_parent, x.method AS got_method, x.route,
           x.status_code, x.start_ns AS row_ns, x.duration_us
@@ -131,7 +140,7 @@ q "SELECT '   samples: ' || sum(n) || ', tagged ' || coalesce(sum(n) FILTER (WHE
           || ', of them tagged ' || coalesce(sum(n) FILTER (WHERE $(in_mod "$handler") AND trace IS NOT NULL), 0)
      FROM ($s) s"
 check "tagged samples whose trace id no request has" 0 \
-	"SELECT count(*) FROM ($s) s WHERE trace IS NOT NULL AND trace NOT IN (SELECT x.trace FROM ($rows) x)"
+	"SELECT count(*) FROM ($s) s WHERE trace IS NOT NULL AND trace NOT IN (SELECT x.trace FROM ($allrows) x)"
 hs=$(q "SELECT coalesce(sum(n), 0) FROM ($s) s WHERE $(in_mod "$handler")")
 [ "$hs" -ge $((n / 2 * ms * hz / 1000 / 4)) ] || fail "only $hs samples in the handler"
 check ">= 99 % of the handler's samples tagged" t \
@@ -150,3 +159,41 @@ check "requests with more tagged samples than their window holds" 0 \
 	"SELECT count(*) FROM ($m) y JOIN ($per) p ON p.trace = y.got_trace
 	  WHERE p.n > (y.end_ns - y.start_ns + 1000000) * $hz * $(nproc) / 1e9 + 2"
 echo "ok: $server's requests found from its system calls: rows, trace ids, durations and samples"
+
+# Hostile input (zc_hostile.py), each item alone on a new connection, a
+# valid request between them: rows only for requests whose head was whole
+# (the right ones), never a bad traceparent's trace id, what was not taken
+# counted.
+hm="SELECT h.*, x.trace AS got_trace, x.parent AS got_parent, x.route, x.status_code, x.start_ns AS row_ns
+      FROM hostile h JOIN ($allrows) x ON x.start_ns BETWEEN h.start_ns - 1000000 AND h.end_ns"
+wrong=$(q "SELECT h.kind || ' ' || h.path || ' ' || h.status || ': ' || count(y.row_ns) || ' rows'
+             FROM hostile h LEFT JOIN ($hm) y ON y.start_ns = h.start_ns GROUP BY h.start_ns, h.kind, h.path, h.status
+           HAVING count(y.row_ns) <> CASE WHEN h.kind = 'none' THEN 0 ELSE 1 END ORDER BY h.start_ns")
+[ -z "$wrong" ] || echo "hostile items with a wrong number of rows:"$'\n'"$wrong" | sed 's/^/   /'
+check "hostile items with a wrong number of rows" 0 \
+	"SELECT count(*) FROM (SELECT h.start_ns FROM hostile h LEFT JOIN ($hm) y ON y.start_ns = h.start_ns
+	  GROUP BY h.start_ns, h.kind HAVING count(y.row_ns) <> CASE WHEN h.kind = 'none' THEN 0 ELSE 1 END) z"
+check "rows of the hostile phase outside its items" 0 \
+	"SELECT count(*) FROM ($allrows) x WHERE x.start_ns >= $th AND NOT EXISTS (SELECT FROM ($hm) y WHERE y.row_ns = x.start_ns)"
+check "valid requests around the garbage: their trace, parent, path and status" \
+	"$(q "SELECT count(*) FROM hostile WHERE kind = 'ok' AND status = 200")" \
+	"SELECT count(*) FROM ($hm) y WHERE kind = 'ok' AND got_trace = trace AND got_parent = parent
+	   AND route = path AND status_code = status"
+check "requests with a bad or unseen traceparent: path and status, a new trace, no parent" \
+	"$(q "SELECT count(*) FROM hostile WHERE kind = 'fresh'")" \
+	"SELECT count(*) FROM ($hm) y WHERE kind = 'fresh' AND route = path AND status_code = status
+	   AND got_trace <> trace AND got_parent = ''"
+# the server may still answer on the closed connection (Apache writes a
+# 400, Werkzeug takes the end of input for the end of the head and serves
+# it, 200): the row has what the server wrote, or 0 (zc_unanswered)
+echo "   a head half sent, then closed: status $(q "SELECT string_agg(status_code::text, ',') FROM ($hm) y WHERE kind = 'unanswered'")"
+check "a head half sent, then closed: its row (the path, status 0, 200 or 400)" 1 \
+	"SELECT count(*) FROM ($hm) y WHERE kind = 'unanswered' AND route = path AND status_code IN (0, 200, 400)"
+check "rows and samples with the trace id of a bad, cut or unseen traceparent" 0 \
+	"SELECT (SELECT count(*) FROM ($allrows) x WHERE x.trace IN (SELECT trace FROM hostile WHERE kind <> 'ok' AND trace <> ''))
+	      + (SELECT count(*) FROM ($s) s WHERE s.trace IN (SELECT trace FROM hostile WHERE kind <> 'ok' AND trace <> ''))"
+for w in bpf_http_bad_line=3 bpf_http_not_head=2 bpf_http_split=2 bpf_http_pipelined=1 bpf_http_head_cut=3; do
+	got=$(sed -n "s/^${w%=*}=//p" "$work/zc.stats")
+	[ "${got:-0}" -ge "${w#*=}" ] || fail "hostile input not counted: ${w%=*}=${got:-0}, expected >= ${w#*=}"
+done
+echo "ok: hostile input on $server: counted ($(grep -E '^(bpf_http_(bad_line|not_head|split|pipelined|head_cut)|zc_unanswered)=' "$work/zc.stats" | tr '\n' ' ')), never a wrong row or tag"
