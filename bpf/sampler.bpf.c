@@ -403,6 +403,8 @@ struct zc_thread {
 	__u16 flags; /* TP_HTTP_* */
 	__u16 target_len;
 	__u16 pad2;
+	__u32 epoch; /* the capture epoch of the process (zc_targets) it was set in */
+	__u32 pad3;
 	struct ctx_header hdr; /* trace id, span id, valid, flags */
 	__u8 parent_span_id[8];
 	char method[8];
@@ -416,15 +418,38 @@ struct {
 	__type(value, struct zc_thread);
 } zc_threads SEC(".maps");
 
+/* Processes with zero-code capture on (sampler_zerocode_add; zerocode.bpf.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_ZC_TARGETS);
+	__type(key, __u32);
+	__type(value, struct tp_zc_target);
+} zc_targets SEC(".maps");
+
 volatile __u32 zc_on = 0; /* 1: zerocode programs attached, zc_targets filled */
 
-/* The request a thread serves, found from its system calls, if any. */
+/*
+ * The request a thread serves, found from its system calls, if any: only
+ * while capture of its process is the one it was found in (zc_targets'
+ * epoch), else the request is dropped (stale: capture stopped, or stopped
+ * and started again, while the thread was inside it; its calls are no
+ * longer followed, so nothing else would ever end it).
+ */
 static __always_inline void zc_read_ctx(struct task_struct *task, struct thread_ctx *tc)
 {
 	struct zc_thread *t = bpf_task_storage_get(&zc_threads, task, NULL, 0);
+	struct tp_zc_target *z;
+	__u32 tgid;
 
 	if (!t || !t->active || t->multiplexed)
 		return;
+	tgid = task->tgid;
+	z = bpf_map_lookup_elem(&zc_targets, &tgid);
+	if (!z || z->epoch != t->epoch) {
+		t->active = 0;
+		count(TP_CNT_HTTP_STALE);
+		return;
+	}
 	tc->hdr = t->hdr;
 	tc->state = TP_CTX_TAGGED;
 	tc->src = CTX_SRC_HTTP;
@@ -1126,6 +1151,7 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 {
 	__u32 tgid = task->tgid;
+	struct zc_thread *zt;
 	__u64 now, *last;
 	struct tp_sample *r;
 
@@ -1135,6 +1161,11 @@ int BPF_PROG(on_sched_process_exec, struct task_struct *task)
 	bpf_map_delete_elem(&unwind_procs, &tgid); /* the new program maps other files */
 	bpf_map_delete_elem(&py_procs, &tgid);	   /* ... and may not be Python */
 	bpf_task_storage_delete(&py_threads, task);
+	/* ... nor the request the old one was serving (its calls, its fds) */
+	zt = bpf_task_storage_get(&zc_threads, task, NULL, 0);
+	if (zt && zt->active)
+		count(TP_CNT_HTTP_STALE);
+	bpf_task_storage_delete(&zc_threads, task);
 	if (!wanted(tgid))
 		return 0;
 	/*
@@ -1169,7 +1200,7 @@ int BPF_PROG(on_sched_process_fork, struct task_struct *parent, struct task_stru
 {
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	struct tp_tls_loc *loc, lcopy;
-	__u8 *hook;
+	struct tp_zc_target *hook;
 	struct tp_unwind_proc *uw;
 	__u64 *rec, rcopy;
 	struct tp_sample *r;

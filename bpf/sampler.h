@@ -178,11 +178,18 @@ struct tp_py_proc {
 
 /*
  * Processes whose HTTP/1.x requests are found from system calls, map
- * "zc_targets": tgid -> the hook that follows the process's calls.
+ * "zc_targets": tgid -> the hook that follows the process's calls and the
+ * capture's epoch.
  */
 #define TP_MAX_ZC_TARGETS   4096
 #define TP_ZC_HOOK_SYSCALLS 1 /* the raw syscall tracepoints (every process pays them) */
 #define TP_ZC_HOOK_LIBC	    2 /* uprobes on the process's libc wrappers (only it pays) */
+
+struct tp_zc_target {
+	__u8 hook;   /* TP_ZC_HOOK_* */
+	__u8 pad[3]; /* zero */
+	__u32 epoch; /* a new one each time capture of the process starts (a fork keeps it) */
+};
 
 /* Raised target processes (tgids) at most, map "raised_targets". */
 #define TP_MAX_RAISED_TARGETS 4096
@@ -269,13 +276,13 @@ enum tp_counter {
 	TP_CNT_PY_TRUNC = 42,	  /* walks cut at TP_PY_MAX_FRAMES or the record's room */
 	TP_CNT_PY_FAULT = 43,	  /* walks cut by memory that could not be read */
 	/* HTTP/1.x from system calls: what was read and not taken for a request */
-	TP_CNT_HTTP_NOT_HEAD = 44, /* socket reads, no request open, not starting with a method */
-	TP_CNT_HTTP_BAD_LINE = 45, /* a method, then no valid HTTP/1.x request line */
-	TP_CNT_HTTP_SPLIT = 46,	   /* a request line not complete in its read: not taken */
-	TP_CNT_HTTP_PIPELINED =
-	    47, /* a second request after the head in the same read: none taken */
-	TP_CNT_HTTP_HEAD_CUT = 48, /* requests whose head did not end in the bytes looked at */
-	TP_CNT_MAX = 49,
+	TP_CNT_HTTP_NOT_HEAD = 44,  /* socket reads, no request open, not starting with a method */
+	TP_CNT_HTTP_BAD_LINE = 45,  /* a method, then no valid HTTP/1.x request line */
+	TP_CNT_HTTP_SPLIT = 46,	    /* a request line not complete in its read: not taken */
+	TP_CNT_HTTP_PIPELINED = 47, /* two requests in one read: neither taken */
+	TP_CNT_HTTP_HEAD_CUT = 48,  /* requests whose head did not end in the bytes looked at */
+	TP_CNT_HTTP_STALE = 49, /* requests dropped open: capture stopped, or the thread exec'd */
+	TP_CNT_MAX = 50,
 };
 
 /*

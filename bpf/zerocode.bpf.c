@@ -43,14 +43,6 @@
 #define ZC_AF_INET  2
 #define ZC_AF_INET6 10
 
-/* Processes with zero-code capture on: tgid -> TP_ZC_HOOK_* (sampler_zerocode_add). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TP_MAX_ZC_TARGETS);
-	__type(key, __u32);
-	__type(value, __u8);
-} zc_targets SEC(".maps");
-
 /* A request head, copied from user memory (per CPU). */
 struct zc_scratch {
 	char b[ZC_BUF];
@@ -527,7 +519,8 @@ static __always_inline bool zc_followed(__u64 nr, bool data_only)
  * A followed call nr of a target thread begins, with its first two
  * arguments (the libc wrappers take them in the system call's order).
  */
-static __always_inline void zc_call_enter(struct task_struct *task, long id, __u32 fd, __u64 a1)
+static __always_inline void zc_call_enter(struct task_struct *task, __u32 epoch, long id, __u32 fd,
+					  __u64 a1)
 {
 	struct zc_thread *t;
 
@@ -535,6 +528,14 @@ static __always_inline void zc_call_enter(struct task_struct *task, long id, __u
 	if (!t) {
 		count(TP_CNT_HTTP_NO_STATE);
 		return;
+	}
+	if (t->epoch != epoch) {
+		/* capture of the process stopped and started again since the
+		 * thread's state was set: a request open then is stale */
+		if (t->active)
+			count(TP_CNT_HTTP_STALE);
+		t->active = 0;
+		t->epoch = epoch;
 	}
 	t->c_nr = 0;
 	switch (id) {
@@ -599,22 +600,24 @@ static __always_inline void zc_call_exit(struct task_struct *task, long ret)
 	}
 }
 
-/* Whether the current process is a target followed by hook. */
-static __always_inline bool zc_hooked(__u8 hook)
+/* The current process's entry when it is a target followed by hook, else NULL. */
+static __always_inline struct tp_zc_target *zc_hooked(__u8 hook)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u8 *h = bpf_map_lookup_elem(&zc_targets, &tgid);
+	struct tp_zc_target *z = bpf_map_lookup_elem(&zc_targets, &tgid);
 
-	return h && *h == hook;
+	return z && z->hook == hook ? z : NULL;
 }
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(on_zc_enter, struct pt_regs *regs, long id)
 {
+	struct tp_zc_target *z;
+
 	/* first the call (a compare), then the process (a hash lookup) */
-	if (!zc_followed(id, false) || !zc_hooked(TP_ZC_HOOK_SYSCALLS))
+	if (!zc_followed(id, false) || !(z = zc_hooked(TP_ZC_HOOK_SYSCALLS)))
 		return 0;
-	zc_call_enter(bpf_get_current_task_btf(), id, (__u32)BPF_CORE_READ(regs, di),
+	zc_call_enter(bpf_get_current_task_btf(), z->epoch, id, (__u32)BPF_CORE_READ(regs, di),
 		      BPF_CORE_READ(regs, si));
 	return 0;
 }
@@ -637,10 +640,12 @@ int BPF_PROG(on_zc_exit, struct pt_regs *regs, long ret)
 SEC("uprobe")
 int BPF_KPROBE(on_zc_uenter, long a0, long a1)
 {
-	if (!zc_hooked(TP_ZC_HOOK_LIBC))
+	struct tp_zc_target *z = zc_hooked(TP_ZC_HOOK_LIBC);
+
+	if (!z)
 		return 0;
-	zc_call_enter(bpf_get_current_task_btf(), (long)bpf_get_attach_cookie(ctx), (__u32)a0,
-		      (__u64)a1);
+	zc_call_enter(bpf_get_current_task_btf(), z->epoch, (long)bpf_get_attach_cookie(ctx),
+		      (__u32)a0, (__u64)a1);
 	return 0;
 }
 

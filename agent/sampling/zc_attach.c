@@ -287,6 +287,7 @@ static struct zc_proc *find(struct zc_attach *z, uint32_t tgid)
 int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
 {
 	int fd = bpf_map__fd(skel->maps.zc_targets), err;
+	struct tp_zc_target zt = {0};
 	struct timespec t0, t1;
 	struct zc_proc *p;
 
@@ -330,7 +331,20 @@ int zc_attach_add(struct zc_attach *z, struct sampler_bpf *skel, uint32_t tgid)
 		if (err)
 			return err;
 	}
-	if (bpf_map_update_elem(fd, &tgid, &p->hook, BPF_ANY)) {
+	/*
+	 * A new capture epoch, so that a thread's request state from an
+	 * earlier capture of this pid is stale; but an entry the fork program
+	 * copied from the parent keeps its epoch: the child's threads may be
+	 * inside requests already.
+	 */
+	if (bpf_map_lookup_elem(fd, &tgid, &zt) || !zt.epoch) {
+		if (++z->epoch == 0) /* 0: a thread state never set */
+			z->epoch = 1;
+		zt.epoch = z->epoch;
+	}
+	zt.hook = p->hook;
+	memset(zt.pad, 0, sizeof(zt.pad));
+	if (bpf_map_update_elem(fd, &tgid, &zt, BPF_ANY)) {
 		err = -errno;
 		if (p->hook == TP_ZC_HOOK_SYSCALLS)
 			detach_syscalls(z);

@@ -38,6 +38,7 @@ struct zc_attach {
 	uint64_t links;		   /* uprobe links held, all processes */
 	uint64_t libc_fallbacks;   /* processes that had a libc that could not be probed */
 	uint64_t attaches;	   /* hooks attached (processes followed), in all */
+	uint32_t epoch;		   /* the last capture epoch given (tp_zc_target.epoch) */
 };
 
 /*
