@@ -488,28 +488,28 @@ static __always_inline void zc_write(struct zc_thread *t, __u32 fd, __u64 buf)
 }
 
 /*
- * Whether the programs follow system call nr: the read- and write-like
- * ones (whose state sys_exit reads), and with data_only false also those
- * that can end a request at their start.
+ * Whether the programs follow system call nr: the read-like ones (whose
+ * state sys_exit reads), and with reads_only false also the write-like
+ * ones and those that can end a request, all seen at their start only.
  */
-static __always_inline bool zc_followed(__u64 nr, bool data_only)
+static __always_inline bool zc_followed(__u64 nr, bool reads_only)
 {
 	switch (nr) {
 	case ZC_NR_READ:
 	case ZC_NR_RECVFROM:
 	case ZC_NR_READV:
 	case ZC_NR_RECVMSG:
+		return true;
 	case ZC_NR_WRITE:
 	case ZC_NR_SENDTO:
 	case ZC_NR_WRITEV:
 	case ZC_NR_SENDMSG:
 	case ZC_NR_SENDFILE:
-		return true;
 	case ZC_NR_CLOSE:
 	case ZC_NR_SHUTDOWN:
 	case ZC_NR_ACCEPT:
 	case ZC_NR_ACCEPT4:
-		return !data_only;
+		return !reads_only;
 	default:
 		return false;
 	}
@@ -554,16 +554,23 @@ static __always_inline void zc_call_enter(struct task_struct *task, __u32 epoch,
 		break;
 	case ZC_NR_WRITE:
 	case ZC_NR_SENDTO:
-		zc_write(t, fd, a1);
-		break;
 	case ZC_NR_WRITEV:
-		zc_write(t, fd, zc_iov_base(a1));
-		break;
 	case ZC_NR_SENDMSG:
-		zc_write(t, fd, zc_iov_base(zc_msg_iov(a1)));
-		break;
 	case ZC_NR_SENDFILE:
-		break;
+		/*
+		 * Only the entry: a write's start stamps the request's end so
+		 * far (no return probe, one trap a write less; the last write's
+		 * own time is left out: at most a socket buffer's drain)
+		 */
+		if (id == ZC_NR_WRITEV)
+			a1 = zc_iov_base(a1);
+		else if (id == ZC_NR_SENDMSG)
+			a1 = zc_iov_base(zc_msg_iov(a1));
+		if (id != ZC_NR_SENDFILE)
+			zc_write(t, fd, a1);
+		if (t->active && fd == t->fd)
+			t->last_write_ns = bpf_ktime_get_ns();
+		return;
 	default: /* close, shutdown, accept */
 		if (t->active &&
 		    (id == ZC_NR_ACCEPT || id == ZC_NR_ACCEPT4 ? t->answered : fd == t->fd))
@@ -574,30 +581,17 @@ static __always_inline void zc_call_enter(struct task_struct *task, __u32 epoch,
 	t->c_nr = (__u32)id + 1;
 }
 
-/* The call zc_call_enter kept state for returns ret (< 0: failed, either hook). */
+/* The read zc_call_enter kept state for returns ret (< 0: failed, either hook). */
 static __always_inline void zc_call_exit(struct task_struct *task, long ret)
 {
 	struct zc_thread *t = bpf_task_storage_get(&zc_threads, task, NULL, 0);
-	__u32 nr;
 
 	if (!t || !t->c_nr)
 		return;
-	nr = t->c_nr - 1;
 	t->c_nr = 0;
 	if (ret <= 0)
 		return;
-	switch (nr) {
-	case ZC_NR_READ:
-	case ZC_NR_RECVFROM:
-	case ZC_NR_READV:
-	case ZC_NR_RECVMSG:
-		zc_read_done(t, task, t->c_fd, t->c_buf, ret);
-		break;
-	default: /* a write on the request's connection: its end so far */
-		if (t->active && t->c_fd == t->fd)
-			t->last_write_ns = bpf_ktime_get_ns();
-		break;
-	}
+	zc_read_done(t, task, t->c_fd, t->c_buf, ret); /* only reads keep state */
 }
 
 /* The current process's entry when it is a target followed by hook, else NULL. */

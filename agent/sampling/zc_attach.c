@@ -38,10 +38,24 @@ struct zc_fn {
  * (one address: one probe).
  */
 static const struct zc_fn zc_fns[] = {
-    {"read", 0, true},	   {"readv", 19, true},	    {"recv", 45, true},	     {"recvfrom", 45, true},
-    {"recvmsg", 47, true}, {"write", 1, true},	    {"writev", 20, true},    {"send", 44, true},
-    {"sendto", 44, true},  {"sendmsg", 46, true},   {"sendfile", 40, true},  {"close", 3, false},
-    {"accept", 43, false}, {"accept4", 288, false}, {"shutdown", 48, false},
+    /* reads: the return brings the request head */
+    {"read", 0, true},
+    {"readv", 19, true},
+    {"recv", 45, true},
+    {"recvfrom", 45, true},
+    {"recvmsg", 47, true},
+    /* writes: the entry has the status line and stamps the end (one trap a call) */
+    {"write", 1, false},
+    {"writev", 20, false},
+    {"send", 44, false},
+    {"sendto", 44, false},
+    {"sendmsg", 46, false},
+    {"sendfile", 40, false},
+    /* calls that end a request at their start */
+    {"close", 3, false},
+    {"accept", 43, false},
+    {"accept4", 288, false},
+    {"shutdown", 48, false},
 };
 
 #define ZC_NFNS (sizeof(zc_fns) / sizeof(zc_fns[0]))
