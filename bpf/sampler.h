@@ -227,7 +227,8 @@ struct tp_sample {
  * __u64[TP_CNT_MAX], index = enum tp_counter; the rest of the row is the
  * program's own). Indices 6, 7, 8 and 14 were the counters of the
  * in-kernel aggregation path, removed (docs/agent.md): they stay free so
- * that the others keep their index.
+ * that the others keep their index. Indices 44 to 47 are kept for the
+ * CUDA launch records' counters (docs/gpu.md).
  */
 enum tp_counter {
 	TP_CNT_SAMPLES = 0,	  /* program runs that kept a sample */
@@ -276,13 +277,13 @@ enum tp_counter {
 	TP_CNT_PY_TRUNC = 42,	  /* walks cut at TP_PY_MAX_FRAMES or the record's room */
 	TP_CNT_PY_FAULT = 43,	  /* walks cut by memory that could not be read */
 	/* HTTP/1.x from system calls: what was read and not taken for a request */
-	TP_CNT_HTTP_NOT_HEAD = 44,  /* socket reads, no request open, not starting with a method */
-	TP_CNT_HTTP_BAD_LINE = 45,  /* a method, then no valid HTTP/1.x request line */
-	TP_CNT_HTTP_SPLIT = 46,	    /* a request line not complete in its read: not taken */
-	TP_CNT_HTTP_PIPELINED = 47, /* two requests in one read: neither taken */
-	TP_CNT_HTTP_HEAD_CUT = 48,  /* requests whose head did not end in the bytes looked at */
-	TP_CNT_HTTP_STALE = 49, /* requests dropped open: capture stopped, or the thread exec'd */
-	TP_CNT_MAX = 50,
+	TP_CNT_HTTP_NOT_HEAD = 48,  /* socket reads, no request open, not starting with a method */
+	TP_CNT_HTTP_BAD_LINE = 49,  /* a method, then no valid HTTP/1.x request line */
+	TP_CNT_HTTP_SPLIT = 50,	    /* a request line not complete in its read: not taken */
+	TP_CNT_HTTP_PIPELINED = 51, /* two requests in one read: neither taken */
+	TP_CNT_HTTP_HEAD_CUT = 52,  /* requests whose head did not end in the bytes looked at */
+	TP_CNT_HTTP_STALE = 53, /* requests dropped open: capture stopped, or the thread exec'd */
+	TP_CNT_MAX = 54,
 };
 
 /*
