@@ -254,6 +254,14 @@ bool agg_dict_has(const struct agg_dict *d, int kind, uint64_t id)
 	return dmap_get(&d->map[kind], id) != NULL;
 }
 
+const uint64_t *agg_dict_stack_frames(const struct agg_dict *d, uint64_t id, uint32_t *n)
+{
+	const struct dstack *e = dmap_get(&d->map[AGG_DICT_STACKS], id);
+
+	*n = e ? e->n : 0;
+	return e ? e->frames : NULL;
+}
+
 const char *agg_dict_source_service(const struct agg_dict *d, uint64_t id)
 {
 	const struct dsource *e = dmap_get(&d->map[AGG_DICT_SOURCES], id);

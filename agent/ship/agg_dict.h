@@ -76,6 +76,8 @@ int agg_dict_add_stack(struct agg_dict *d, uint64_t seq, uint64_t id, const uint
 bool agg_dict_has(const struct agg_dict *d, int kind, uint64_t id);
 /* The service name of a registered source, or NULL; valid until the next sweep. */
 const char *agg_dict_source_service(const struct agg_dict *d, uint64_t id);
+/* A registered stack's frame ids (root first) and their count, or NULL (*n 0). */
+const uint64_t *agg_dict_stack_frames(const struct agg_dict *d, uint64_t id, uint32_t *n);
 size_t agg_dict_entries(const struct agg_dict *d);
 /* Forgets entries no window referenced since window `oldest`. */
 void agg_dict_sweep(struct agg_dict *d, uint64_t oldest);

@@ -4,7 +4,7 @@
  * Workload: one thread, every sample of the node (2 CPUs x 99 Hz is 200
  * samples/s, a large node a few thousand), a few thousand distinct keys per
  * window. The hot path is one hash and one probe sequence in an
- * open-addressing table with linear probing, 48-byte slots, load <= 1/2,
+ * open-addressing table with linear probing, 56-byte slots, load <= 1/2,
  * count 0 marking an empty slot. The table doubles while the first windows
  * find their working set and is never shrunk; a list of used slots clears
  * it at a window close in O(keys), so later windows reuse it without
@@ -13,8 +13,9 @@
  * At a close (once per window, not per sample) the used slots are copied
  * and sorted by (kind, source, trace, span, hz, stack), which makes each
  * row a run (CPU sample rows first, then off-CPU rows, whose keys carry
- * a kind and count microseconds); the dictionary closure is walked with a per-entry mark; the
- * window is built in one allocation sized first. The dictionary lives in agg_dict.c.
+ * a kind and count microseconds, then GPU rows: launches and their ns); the dictionary closure is
+ * walked with a per-entry mark; the window is built in one allocation sized first. The dictionary
+ * lives in agg_dict.c.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -32,9 +33,14 @@ struct slot {
 	uint64_t span;	   /* span id, 0 untagged */
 	uint64_t trace[2]; /* trace id bytes, as two words */
 	uint16_t hz;	   /* sampling frequency (0 for off-CPU keys) */
-	uint8_t kind;	   /* 0: CPU samples; STORE_OFFCPU_*: off-CPU time */
-	uint32_t count;	   /* samples, or off-CPU µs; 0 = empty slot */
+	uint8_t kind;	   /* 0: CPU samples; STORE_OFFCPU_*: off-CPU time; KIND_GPU */
+	uint32_t count;	   /* samples, off-CPU µs, or GPU launches; 0 = empty slot */
+	uint64_t ns;	   /* KIND_GPU: the launches' GPU time, ns */
 };
+
+/* The kind of GPU keys: after the off-CPU kinds, so their rows sort last. */
+#define KIND_GPU 3
+_Static_assert(STORE_OFFCPU_BLOCKED < KIND_GPU && STORE_OFFCPU_RUNQ < KIND_GPU, "kinds");
 
 struct agg {
 	struct agg_opts o;	       /* options with defaults filled in */
@@ -178,6 +184,12 @@ uint64_t agg_dict_evictions(const struct agg *a)
 	return a ? a->dict.evicted : 0;
 }
 
+const uint64_t *agg_stack_frames(const struct agg *a, uint64_t id, uint32_t *n)
+{
+	*n = 0;
+	return a ? agg_dict_stack_frames(&a->dict, id, n) : NULL;
+}
+
 bool agg_has_source(const struct agg *a, uint64_t id)
 {
 	return a && agg_dict_has(&a->dict, AGG_DICT_SOURCES, id);
@@ -272,6 +284,8 @@ static int add_key(struct agg *a, int64_t t_us, struct slot *k, uint32_t weight,
 
 			/* INT32_MAX: the store's integer arrays */
 			a->slots[i].count = c > INT32_MAX - weight ? INT32_MAX : c + weight;
+			a->slots[i].ns =
+			    a->slots[i].ns > INT64_MAX - k->ns ? INT64_MAX : a->slots[i].ns + k->ns;
 			return ret;
 		}
 	}
@@ -345,6 +359,37 @@ int agg_add_offcpu(struct agg *a, const struct agg_offcpu *o)
 		a->st.offcpu_overflow++;
 	else
 		a->st.offcpu++;
+	return ret;
+}
+
+int agg_add_gpu(struct agg *a, const struct agg_gpu *g)
+{
+	struct slot k = {0};
+	bool untagged = true, dropped;
+	int ret;
+
+	if (g)
+		for (int i = 0; i < 16; i++)
+			untagged = untagged && !g->trace_id[i];
+	if (!a || !g || !g->source_id || !g->stack_id || !g->launches || g->launches > INT32_MAX ||
+	    g->gpu_ns > INT64_MAX || untagged != (g->span_id == 0)) {
+		if (a)
+			a->st.gpu_invalid++;
+		return -EINVAL;
+	}
+	k.stack = g->stack_id;
+	k.source = g->source_id;
+	k.span = g->span_id;
+	memcpy(k.trace, g->trace_id, 16);
+	k.kind = KIND_GPU;
+	k.ns = g->gpu_ns;
+	ret = add_key(a, g->time_us, &k, g->launches, &dropped);
+	if (dropped) {
+		a->st.gpu_overflow++;
+	} else {
+		a->st.gpu_launches += g->launches;
+		a->st.gpu_ns += g->gpu_ns;
+	}
 	return ret;
 }
 
@@ -511,26 +556,56 @@ static void fill_rows(struct agg_window *w, const struct slot *keys, uint32_t n,
 	}
 }
 
+/* The GPU rows of the sorted keys (all KIND_GPU): stack ids, launches and ns. */
+static void fill_gpu_rows(struct agg_window *w, const struct slot *keys, uint32_t n, uint64_t *stk,
+			  uint32_t *cnt, uint64_t *ns)
+{
+	struct store_gpu_row *r = w->gpu - 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (i == 0 || !same_row(&keys[i], &keys[i - 1]) || r->n == AGG_ROW_MAX_STACKS) {
+			r++;
+			*r = (struct store_gpu_row){.bucket_us = w->start_us,
+						    .source_id = keys[i].source,
+						    .span_id = keys[i].span,
+						    .stacks = stk,
+						    .launches = cnt,
+						    .gpu_ns = ns};
+			memcpy(r->trace_id, keys[i].trace, 16);
+		}
+		*stk++ = keys[i].stack;
+		*cnt++ = keys[i].count;
+		*ns++ = keys[i].ns;
+		r->n++;
+		w->gpu_launches += keys[i].count;
+	}
+}
+
 /*
  * Sizes and allocates the window for n sorted keys and the dictionary
  * closure. The keys of CPU samples sort first (kind 0), then off-CPU ones.
  */
 static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t n, size_t extra)
 {
-	uint32_t ncpu = 0;
-	size_t nrows, noff, bytes;
+	uint32_t ncpu = 0, nnotgpu;
+	size_t nrows, noff, ngpu, bytes;
 	struct agg_dict_size ds;
 	struct agg_window *w;
-	uint64_t *u64;
+	uint64_t *u64, *gns;
 	uint32_t *cnt;
 	char *p;
 
 	while (ncpu < n && !keys[ncpu].kind)
 		ncpu++;
+	nnotgpu = ncpu;
+	while (nnotgpu < n && keys[nnotgpu].kind != KIND_GPU)
+		nnotgpu++;
 	nrows = count_rows(keys, ncpu);
-	noff = count_rows(keys + ncpu, n - ncpu);
+	noff = count_rows(keys + ncpu, nnotgpu - ncpu);
+	ngpu = count_rows(keys + nnotgpu, n - nnotgpu);
 	agg_dict_closure_size(&a->dict, &ds);
 	bytes = round8(sizeof(*w)) + nrows * sizeof(*w->rows) + noff * sizeof(*w->offcpu) +
+		ngpu * sizeof(*w->gpu) + (size_t)(n - nnotgpu) * sizeof(uint64_t) +
 		ds.entries[AGG_DICT_SOURCES] * sizeof(*w->sources) +
 		ds.entries[AGG_DICT_FUNCTIONS] * sizeof(*w->functions) +
 		ds.entries[AGG_DICT_FRAMES] * sizeof(*w->frames) +
@@ -542,6 +617,7 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 		return NULL;
 	w->nrows = nrows;
 	w->noffcpu = noff;
+	w->ngpu = ngpu;
 	w->nsources = ds.entries[AGG_DICT_SOURCES];
 	w->nfunctions = ds.entries[AGG_DICT_FUNCTIONS];
 	w->nframes = ds.entries[AGG_DICT_FRAMES];
@@ -552,6 +628,10 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	p += nrows * sizeof(*w->rows);
 	w->offcpu = (struct store_offcpu_row *)p;
 	p += noff * sizeof(*w->offcpu);
+	w->gpu = (struct store_gpu_row *)p;
+	p += ngpu * sizeof(*w->gpu);
+	gns = (uint64_t *)p;
+	p += (size_t)(n - nnotgpu) * sizeof(uint64_t);
 	w->sources = (struct agg_source *)p;
 	p += w->nsources * sizeof(*w->sources);
 	w->functions = (struct agg_function *)p;
@@ -569,7 +649,8 @@ static struct agg_window *build(struct agg *a, const struct slot *keys, uint32_t
 	w->seq = a->seq;
 	w->bytes = bytes;
 	fill_rows(w, keys, ncpu, u64, cnt, false);
-	fill_rows(w, keys + ncpu, n - ncpu, u64 + ncpu, cnt + ncpu, true);
+	fill_rows(w, keys + ncpu, nnotgpu - ncpu, u64 + ncpu, cnt + ncpu, true);
+	fill_gpu_rows(w, keys + nnotgpu, n - nnotgpu, u64 + nnotgpu, cnt + nnotgpu, gns);
 	agg_dict_fill(&a->dict, w, u64 + n, p);
 	return w;
 }

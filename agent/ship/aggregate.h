@@ -86,6 +86,21 @@ struct agg_offcpu {
 	uint32_t us;	      /* microseconds, >= 1 */
 };
 
+/*
+ * GPU work (docs/gpu.md): launches kernels launched from stack stack_id
+ * (its leaf frame the kernel, a registered stack) that ran gpu_ns on the
+ * GPU. Summed per (source, trace, span, stack) into the window's gpu rows.
+ */
+struct agg_gpu {
+	int64_t time_us;      /* when the kernels were joined to their launch */
+	uint64_t source_id;   /* ids_source() of a registered source */
+	uint8_t trace_id[16]; /* all zero: outside any request */
+	uint64_t span_id;     /* 0 when untagged */
+	uint64_t stack_id;    /* ids_stack() of the frame ids, not 0 */
+	uint32_t launches;    /* >= 1 */
+	uint64_t gpu_ns;      /* <= INT64_MAX */
+};
+
 /* Dictionary entries as a window carries them; strings point into the window. */
 struct agg_function {
 	uint64_t id;	    /* ids_function() */
@@ -136,6 +151,9 @@ struct agg_window {
 	size_t noffcpu;			 /* off-CPU rows */
 	struct store_offcpu_row *offcpu; /* sorted by source, trace, span, kind; stacks by id */
 	uint64_t offcpu_us;		 /* sum of their durations */
+	size_t ngpu;			 /* GPU rows */
+	struct store_gpu_row *gpu;	 /* sorted by source, trace, span; stacks by id */
+	uint64_t gpu_launches;		 /* sum of their launches */
 	size_t nsources;		 /* sources referenced by the rows */
 	struct agg_source *sources;	 /* them */
 	size_t nfunctions;		 /* functions of the frames */
@@ -173,6 +191,10 @@ struct agg_stats {
 	uint64_t offcpu;	   /* off-CPU intervals counted into windows */
 	uint64_t offcpu_invalid;   /* refused: kind, us 0, span without trace, source 0 */
 	uint64_t offcpu_overflow;  /* dropped: window already had max_keys keys */
+	uint64_t gpu_launches;	   /* GPU launches counted into windows */
+	uint64_t gpu_ns;	   /* their GPU time */
+	uint64_t gpu_invalid;	   /* refused: stack 0, launches 0, span without trace, source 0 */
+	uint64_t gpu_overflow;	   /* dropped: window already had max_keys keys */
 };
 
 /* Returns NULL with errno EINVAL (bad opts) or ENOMEM. Free with agg_free(). */
@@ -198,6 +220,11 @@ bool agg_has_stack(const struct agg *a, uint64_t id);
  */
 uint64_t agg_dict_evictions(const struct agg *a);
 bool agg_has_source(const struct agg *a, uint64_t id);
+/*
+ * The frame ids (root first) of a registered stack and their count, or
+ * NULL when it is not registered; valid until the next agg_add_* or close.
+ */
+const uint64_t *agg_stack_frames(const struct agg *a, uint64_t id, uint32_t *n);
 /* The service name of a registered source, or NULL; valid until the next agg_add or agg_take. */
 const char *agg_source_service(const struct agg *a, uint64_t id);
 
@@ -215,6 +242,12 @@ int agg_add(struct agg *a, const struct agg_sample *s);
  * one window: over a hundred threads of one span blocked in one stack).
  */
 int agg_add_offcpu(struct agg *a, const struct agg_offcpu *o);
+/*
+ * Adds GPU launches; returns as agg_add (invalid ones counted in
+ * gpu_invalid, keys over max_keys in gpu_overflow). A key's launches
+ * saturate at INT32_MAX, its ns at INT64_MAX.
+ */
+int agg_add_gpu(struct agg *a, const struct agg_gpu *g);
 /* Closes the open window when now_us >= its end + close_grace_us. Returns 1 if closed. */
 int agg_tick(struct agg *a, int64_t now_us);
 /* When agg_tick() will close the open window (end + grace), INT64_MAX when none is open. */

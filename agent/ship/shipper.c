@@ -92,10 +92,10 @@ static bool past(const struct timespec *t)
 
 /* ---- accounting (called with mu held) ---- */
 
-/* Rows of w to store: sample rows, then off-CPU rows (one position for both). */
+/* Rows of w to store: sample rows, then off-CPU rows, then GPU rows (one position for all). */
 static size_t win_rows(const struct agg_window *w)
 {
-	return w->nrows + w->noffcpu;
+	return w->nrows + w->noffcpu + w->ngpu;
 }
 
 static uint64_t row_samples(const struct store_sample_row *r)
@@ -474,7 +474,9 @@ static int deliver_chunk(struct shipper *s, const struct agg_window *w)
 		const struct store_sample_row *r =
 		    p->row_pos < w->nrows ? &w->rows[p->row_pos] : &none;
 
-		if (p->row_pos >= w->nrows)
+		if (p->row_pos >= w->nrows + w->noffcpu)
+			rc = store_add_gpu(s->st, &w->gpu[p->row_pos - w->nrows - w->noffcpu]);
+		else if (p->row_pos >= w->nrows)
 			rc = store_add_offcpu(s->st, &w->offcpu[p->row_pos - w->nrows]);
 		else if (w->trigger_id)
 			rc = store_add_trigger_samples(s->st, w->trigger_id, r);

@@ -9,7 +9,8 @@
  * routes, request rows (a row's status code in the low 24 bits of a 32-bit
  * field, its context source in the top byte, 0 in files written before
  * the store had it), off-CPU rows (files of the first format,
- * "TPSPOOL1", have none and are still read). A string is a 32-bit length
+ * "TPSPOOL1", have none and are still read), GPU rows (files of the
+ * second format, "TPSPOOL2", have none and are still read). A string is a 32-bit length
  * and its bytes; the
  * length 0xffffffff stands for NULL. Reading one back checks the checksum,
  * then every count against the bytes left before allocating: one
@@ -22,7 +23,8 @@
 
 #include "spool.h"
 
-#define WIN_MAGIC    "TPSPOOL2"
+#define WIN_MAGIC    "TPSPOOL3"
+#define WIN_MAGIC_V2 "TPSPOOL2"	       /* before GPU rows: read, never written */
 #define WIN_MAGIC_V1 "TPSPOOL1"	       /* before off-CPU rows: read, never written */
 #define HEADER	     SPOOL_FILE_HEADER /* magic, body length, checksum */
 #define STR_NULL     0xffffffffu       /* string length that stands for NULL */
@@ -130,6 +132,22 @@ static void put_offcpu(struct wbuf *b, const struct agg_window *w)
 	}
 }
 
+static void put_gpu(struct wbuf *b, const struct agg_window *w)
+{
+	for (size_t i = 0; i < w->ngpu; i++) {
+		const struct store_gpu_row *r = &w->gpu[i];
+
+		put_u64(b, (uint64_t)r->bucket_us);
+		put_u64(b, r->source_id);
+		put(b, r->trace_id, 16);
+		put_u64(b, r->span_id);
+		put_u32(b, r->n);
+		put(b, r->stacks, (size_t)r->n * 8);
+		put(b, r->launches, (size_t)r->n * 4);
+		put(b, r->gpu_ns, (size_t)r->n * 8);
+	}
+}
+
 static void put_dicts(struct wbuf *b, const struct agg_window *w)
 {
 	for (size_t i = 0; i < w->nsources; i++) {
@@ -219,10 +237,12 @@ int spool_encode(const struct agg_window *w, char **out, size_t *len)
 	put_u64(&b, w->nroutes);
 	put_u64(&b, w->nrequests);
 	put_u64(&b, w->noffcpu);
+	put_u64(&b, w->ngpu);
 	put_rows(&b, w);
 	put_dicts(&b, w);
 	put_requests(&b, w);
 	put_offcpu(&b, w);
+	put_gpu(&b, w);
 	if (b.oom) {
 		free(b.p);
 		return -ENOMEM;
@@ -358,6 +378,24 @@ static void get_offcpu(struct rbuf *r, struct agg_window *w)
 	}
 }
 
+static void get_gpu(struct rbuf *r, struct agg_window *w)
+{
+	for (size_t i = 0; i < w->ngpu && !r->bad; i++) {
+		struct store_gpu_row *row = &w->gpu[i];
+
+		row->bucket_us = (int64_t)get_u64(r);
+		row->source_id = get_u64(r);
+		get(r, row->trace_id, 16);
+		row->span_id = get_u64(r);
+		row->n = get_u32(r);
+		row->stacks = get_array(r, row->n, 8);
+		row->launches = get_array(r, row->n, 4);
+		row->gpu_ns = get_array(r, row->n, 8);
+		for (uint32_t j = 0; row->launches && j < row->n; j++)
+			w->gpu_launches += row->launches[j];
+	}
+}
+
 static const char *get_str_or_empty(struct rbuf *r)
 {
 	const char *s = get_str(r);
@@ -436,20 +474,24 @@ enum {
 	MIN_ROUTE = 8 + 4 + 4,
 	MIN_REQUEST = 6 * 8 + 16 + 4,
 	MIN_OFFCPU = 8 + 8 + 16 + 8 + 1 + 4,
+	MIN_GPU = 8 + 8 + 16 + 8 + 4,
 };
+#define NARRAYS 9
 
 struct agg_window *spool_decode(const char *buf, size_t len)
 {
 	struct rbuf r;
 	struct agg_window h = {0}, *w;
-	uint64_t body, sum, n[8] = {0};
-	static const size_t min[8] = {MIN_ROW,	 MIN_SOURCE, MIN_FUNCTION, MIN_FRAME,
-				      MIN_STACK, MIN_ROUTE,  MIN_REQUEST,  MIN_OFFCPU};
-	static const size_t elem[8] = {
+	uint64_t body, sum, n[NARRAYS] = {0};
+	static const size_t min[NARRAYS] = {MIN_ROW,	 MIN_SOURCE, MIN_FUNCTION,
+					    MIN_FRAME,	 MIN_STACK,  MIN_ROUTE,
+					    MIN_REQUEST, MIN_OFFCPU, MIN_GPU};
+	static const size_t elem[NARRAYS] = {
 	    sizeof(struct store_sample_row), sizeof(struct agg_source),
 	    sizeof(struct agg_function),     sizeof(struct agg_frame),
 	    sizeof(struct agg_stack),	     sizeof(struct agg_route),
-	    sizeof(struct store_request),    sizeof(struct store_offcpu_row)};
+	    sizeof(struct store_request),    sizeof(struct store_offcpu_row),
+	    sizeof(struct store_gpu_row)};
 	int narrays;
 	size_t fixed, bytes, need = 0;
 	const char *trigger_at;
@@ -458,6 +500,8 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	if (!buf || len < HEADER)
 		goto bad;
 	if (!memcmp(buf, WIN_MAGIC, 8))
+		narrays = 9;
+	else if (!memcmp(buf, WIN_MAGIC_V2, 8))
 		narrays = 8;
 	else if (!memcmp(buf, WIN_MAGIC_V1, 8))
 		narrays = 7;
@@ -494,7 +538,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	if (need > r.left)
 		goto bad;
 	fixed = (sizeof(*w) + 7) & ~(size_t)7;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < NARRAYS; i++)
 		fixed += (n[i] * elem[i] + 7) & ~(size_t)7;
 	/* strings and arrays: at most twice their bytes in the file, with NULs and alignment */
 	bytes = fixed + 2 * body + 64;
@@ -515,6 +559,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	w->routes = take(&r, n[5] * elem[5]);
 	w->requests = take(&r, n[6] * elem[6]);
 	w->offcpu = take(&r, n[7] * elem[7]);
+	w->gpu = take(&r, n[8] * elem[8]);
 	w->nrows = n[0];
 	w->nsources = n[1];
 	w->nfunctions = n[2];
@@ -523,6 +568,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	w->nroutes = n[5];
 	w->nrequests = n[6];
 	w->noffcpu = n[7];
+	w->ngpu = n[8];
 	{
 		struct rbuf t = r;
 
@@ -536,6 +582,7 @@ struct agg_window *spool_decode(const char *buf, size_t len)
 	get_dicts(&r, w);
 	get_requests(&r, w);
 	get_offcpu(&r, w);
+	get_gpu(&r, w);
 	if (r.bad || r.left) {
 		free(block);
 		goto bad;

@@ -131,6 +131,23 @@ struct store_offcpu_row {
 	const uint32_t *us;	/* microseconds off CPU with each stack, >= 1 */
 };
 
+/*
+ * GPU time (docs/gpu.md), for traceprof.gpu: one row = the kernels that
+ * the launches of one span (or of no request, trace_id zero) caused, from
+ * one source in one time bucket: stacks[i] (a launch stack whose leaf
+ * frame is the kernel) launched launches[i] kernels that ran gpu_ns[i] ns.
+ */
+struct store_gpu_row {
+	int64_t bucket_us;	  /* start of the time bucket, microseconds since the Unix epoch */
+	uint64_t source_id;	  /* ids_source() of an added source */
+	uint8_t trace_id[16];	  /* all zero: outside any request */
+	uint64_t span_id;	  /* 0 when trace_id is zero */
+	uint32_t n;		  /* entries in stacks, launches and gpu_ns, >= 1 */
+	const uint64_t *stacks;	  /* stack ids (not 0), borrowed during the call */
+	const uint32_t *launches; /* kernels launched with each stack, >= 1 */
+	const uint64_t *gpu_ns;	  /* their GPU time, ns, <= INT64_MAX */
+};
+
 struct store_stats {
 	uint64_t sample_rows_written;	  /* samples rows committed */
 	uint64_t samples_written;	  /* sum of counts in those rows */
@@ -145,6 +162,8 @@ struct store_stats {
 	uint64_t trigger_samples_written; /* sum of counts in those rows */
 	uint64_t offcpu_rows_written;	  /* offcpu rows committed */
 	uint64_t offcpu_us_written;	  /* sum of their durations (µs) */
+	uint64_t gpu_rows_written;	  /* gpu rows committed */
+	uint64_t gpu_launches_written;	  /* sum of their launches */
 };
 
 /*
@@ -214,6 +233,13 @@ int store_add_trigger_samples(struct store *st, const char *trigger_id,
  * duration), buffered and flushed in the same transaction as the others.
  */
 int store_add_offcpu(struct store *st, const struct store_offcpu_row *row);
+/*
+ * GPU rows (struct store_gpu_row), copied; validated like off-CPU rows
+ * (-EINVAL, counted in rows_invalid: source 0, n 0 or over the row limit,
+ * a span without a trace, a stack id 0, launches 0 or over INT32_MAX,
+ * gpu_ns over INT64_MAX), flushed in the same transaction as the others.
+ */
+int store_add_gpu(struct store *st, const struct store_gpu_row *row);
 
 /*
  * Whether s is text the store accepts: well-formed UTF-8 as PostgreSQL

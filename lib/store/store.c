@@ -5,8 +5,8 @@
  * Data flow: store_add_*() validates a row (a bad row is refused and
  * counted, so it can never abort a COPY later) and appends it, already
  * encoded for COPY by store_copy.c, to one buffer per destination table:
- * five dictionaries, samples, requests, trigger_samples and offcpu. store_flush() sends the buffers
- * and drops them only after COMMIT; until then they are kept for a retry.
+ * five dictionaries, samples, requests, trigger_samples, offcpu and gpu. store_flush() sends the
+ * buffers and drops them only after COMMIT; until then they are kept for a retry.
  *
  * Workload: one store per writer thread adding 10^5..10^6 sample rows per
  * second and flushing every 10k-50k rows. Adds do no allocation once the
@@ -15,7 +15,7 @@
  * (kind, id); when it is full it is cleared, since resending an entry only
  * costs a row the server skips (ON CONFLICT DO NOTHING).
  *
- * Bounds: max_rows sample + request + trigger + offcpu rows and 256 MiB of them encoded;
+ * Bounds: max_rows sample + request + trigger + offcpu + gpu rows and 256 MiB of them encoded;
  * 200000 dictionary entries and 64 MiB of them; beyond that adds return
  * -ENOBUFS (counted) until a flush succeeds.
  */
@@ -305,6 +305,7 @@ void store_free(struct store *st)
 	copybuf_release(&st->requests);
 	copybuf_release(&st->trigger_samples);
 	copybuf_release(&st->offcpu);
+	copybuf_release(&st->gpu);
 	for (int k = 0; k < DICT_KINDS; k++)
 		copybuf_release(&st->dict[k]);
 	free(st->seen.ids);
@@ -649,9 +650,10 @@ int store_add_route(struct store *st, uint64_t route_id, const char *method, con
 static bool rows_full(const struct store *st)
 {
 	return st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows +
-		       st->cur.offcpu_rows >=
+		       st->cur.offcpu_rows + st->cur.gpu_rows >=
 		   st->opts.max_rows ||
-	       st->samples.len + st->requests.len + st->trigger_samples.len + st->offcpu.len >=
+	       st->samples.len + st->requests.len + st->trigger_samples.len + st->offcpu.len +
+		       st->gpu.len >=
 		   STORE_MAX_ROW_BYTES;
 }
 
@@ -761,6 +763,43 @@ int store_add_offcpu(struct store *st, const struct store_offcpu_row *row)
 	return 0;
 }
 
+/* Validates a GPU row; *total receives its launches. */
+static bool valid_gpu(const struct store *st, const struct store_gpu_row *r, uint64_t *total)
+{
+	if (!r || r->n < 1 || r->n > STORE_MAX_ROW_STACKS || !r->stacks || !r->launches ||
+	    !r->gpu_ns || r->source_id == 0 || trace_zero(r->trace_id) != (r->span_id == 0) ||
+	    !valid_time(st, r->bucket_us))
+		return false;
+	*total = 0;
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (!r->stacks[i] || r->launches[i] < 1 || r->launches[i] > INT32_MAX ||
+		    r->gpu_ns[i] > INT64_MAX)
+			return false;
+		*total += r->launches[i];
+	}
+	return true;
+}
+
+int store_add_gpu(struct store *st, const struct store_gpu_row *row)
+{
+	uint64_t total;
+	int err;
+
+	if (!st)
+		return -EINVAL;
+	if (!valid_gpu(st, row, &total))
+		return refuse(st);
+	if (rows_full(st))
+		return refuse_full(st);
+	err = copy_put_gpu(&st->gpu, st->format, row);
+	if (err)
+		return err;
+	st->cur.gpu_rows++;
+	st->cur.gpu_launches += total;
+	note_time(st, row->bucket_us);
+	return 0;
+}
+
 int store_add_request(struct store *st, const struct store_request *req)
 {
 	int err;
@@ -784,7 +823,7 @@ int store_add_request(struct store *st, const struct store_request *req)
 size_t store_pending_rows(const struct store *st)
 {
 	return st ? st->cur.sample_rows + st->cur.request_rows + st->cur.trigger_rows +
-			st->cur.offcpu_rows
+			st->cur.offcpu_rows + st->cur.gpu_rows
 		  : 0;
 }
 

@@ -520,6 +520,49 @@ int copy_put_offcpu(struct copybuf *b, enum copy_format f, const struct store_of
 	return 0;
 }
 
+int copy_put_gpu(struct copybuf *b, enum copy_format f, const struct store_gpu_row *r)
+{
+	bool tagged = !trace_is_zero(r->trace_id);
+	char *p;
+	int err;
+
+	if (f == COPY_BINARY)
+		err = copybuf_reserve(b, 2 + 12 + 12 + 12 + 20 + bin_array_size(r->n, 8) * 2 +
+					     bin_array_size(r->n, 4));
+	else
+		err = copybuf_reserve(b, 160 + (TEXT_INT64_MAX + 1) * 2 * (size_t)r->n +
+					     11 * (size_t)r->n);
+	if (err)
+		return err;
+	p = b->data + b->len;
+	if (f == COPY_BINARY) {
+		p = put_be16(p, 7);
+		p = bin_row_head(p, r->bucket_us, r->source_id, r->span_id,
+				 tagged ? r->trace_id : NULL);
+		p = bin_i64_array(p, r->stacks, r->n);
+		p = bin_array_header(p, r->n, 4, INT4OID);
+		for (uint32_t i = 0; i < r->n; i++)
+			p = bin_i32(p, r->launches[i]);
+		p = bin_i64_array(p, r->gpu_ns, r->n);
+	} else {
+		p = txt_row_head(p, r->bucket_us, r->source_id, r->span_id,
+				 tagged ? r->trace_id : NULL);
+		p = txt_tab(txt_i64_array(p, r->stacks, r->n));
+		*p++ = '{';
+		for (uint32_t i = 0; i < r->n; i++) {
+			if (i)
+				*p++ = ',';
+			p = txt_u64(p, r->launches[i]);
+		}
+		*p++ = '}';
+		p = txt_tab(p);
+		p = txt_i64_array(p, r->gpu_ns, r->n);
+		p = txt_end(p);
+	}
+	b->len = (size_t)(p - b->data);
+	return 0;
+}
+
 int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_request *r)
 {
 	char *p;

@@ -26,6 +26,7 @@
 #define COPY_SAMPLES_COLUMNS	     "bucket, source_id, span_id, trace_id, hz, stacks, counts"
 #define COPY_TRIGGER_SAMPLES_COLUMNS COPY_SAMPLES_COLUMNS ", trigger_id"
 #define COPY_OFFCPU_COLUMNS	     "bucket, source_id, span_id, trace_id, kind, stacks, us"
+#define COPY_GPU_COLUMNS	     "bucket, source_id, span_id, trace_id, stacks, launches, gpu_ns"
 #define COPY_REQUESTS_COLUMNS                                                                      \
 	"start_time, source_id, trace_id, span_id, parent_span_id, route_id, duration_us, "        \
 	"status_code, context_source"
@@ -80,6 +81,8 @@ int copy_put_trigger_sample(struct copybuf *b, enum copy_format f, const char *t
 			    const struct store_sample_row *r, uint64_t total);
 /* A traceprof.offcpu row (every us[i] in 1..INT32_MAX). */
 int copy_put_offcpu(struct copybuf *b, enum copy_format f, const struct store_offcpu_row *r);
+/* A traceprof.gpu row (validated by store_add_gpu). */
+int copy_put_gpu(struct copybuf *b, enum copy_format f, const struct store_gpu_row *r);
 int copy_put_request(struct copybuf *b, enum copy_format f, const struct store_request *r);
 int copy_put_function(struct copybuf *b, enum copy_format f, uint64_t id, const char *name,
 		      const char *module, int kind);

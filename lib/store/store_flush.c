@@ -57,6 +57,7 @@ static void snapshot(const struct store *st, struct pending *m)
 	m->request_bytes = st->requests.len;
 	m->trigger_bytes = st->trigger_samples.len;
 	m->offcpu_bytes = st->offcpu.len;
+	m->gpu_bytes = st->gpu.len;
 	for (int k = 0; k < DICT_KINDS; k++)
 		m->dict_bytes[k] = st->dict[k].len;
 }
@@ -78,6 +79,11 @@ static void forget_written(struct store *st, const struct pending *m)
 	copybuf_drop_prefix(&st->requests, m->request_bytes);
 	copybuf_drop_prefix(&st->trigger_samples, m->trigger_bytes);
 	copybuf_drop_prefix(&st->offcpu, m->offcpu_bytes);
+	copybuf_drop_prefix(&st->gpu, m->gpu_bytes);
+	st->cur.gpu_rows -= m->gpu_rows;
+	st->cur.gpu_launches -= m->gpu_launches;
+	st->stats.gpu_rows_written += m->gpu_rows;
+	st->stats.gpu_launches_written += m->gpu_launches;
 	st->cur.sample_rows -= m->sample_rows;
 	st->cur.request_rows -= m->request_rows;
 	st->cur.trigger_rows -= m->trigger_rows;
@@ -103,8 +109,9 @@ static void forget_written(struct store *st, const struct pending *m)
 	copybuf_trim(&st->requests, keep(m->request_bytes));
 	copybuf_trim(&st->trigger_samples, keep(m->trigger_bytes));
 	copybuf_trim(&st->offcpu, keep(m->offcpu_bytes));
+	copybuf_trim(&st->gpu, keep(m->gpu_bytes));
 	if (!st->cur.sample_rows && !st->cur.request_rows && !st->cur.trigger_rows &&
-	    !st->cur.offcpu_rows) {
+	    !st->cur.offcpu_rows && !st->cur.gpu_rows) {
 		st->min_us = INT64_MAX;
 		st->max_us = INT64_MIN;
 	}
@@ -300,6 +307,8 @@ static int flush_once(struct store *st)
 	if (!err && m.offcpu_rows)
 		err = copy_in(st, "traceprof.offcpu", COPY_OFFCPU_COLUMNS, &st->offcpu,
 			      m.offcpu_bytes);
+	if (!err && m.gpu_rows)
+		err = copy_in(st, "traceprof.gpu", COPY_GPU_COLUMNS, &st->gpu, m.gpu_bytes);
 	if (!err && st->opts.before_commit && st->opts.before_commit(st->opts.commit_ctx, xid)) {
 		store_set_error(st, "flush to %s: the batch was held back before COMMIT",
 				st->describe);
@@ -416,7 +425,7 @@ int store_flush(struct store *st)
 	if (!err && st->commit_unknown)
 		err = resolve_commit(st);
 	if (!err && (st->cur.sample_rows || st->cur.request_rows || st->cur.trigger_rows ||
-		     st->cur.offcpu_rows || st->dict_total)) {
+		     st->cur.offcpu_rows || st->cur.gpu_rows || st->dict_total)) {
 		err = flush_once(st);
 		if (err == -EIO && st->missing_partition) {
 			/* Someone dropped a partition we had seen: look again and retry. */

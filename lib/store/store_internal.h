@@ -42,6 +42,8 @@ struct pending {
 	size_t request_rows;		 /* rows in the requests buffer */
 	size_t trigger_rows;		 /* rows in the trigger_samples buffer */
 	size_t offcpu_rows;		 /* rows in the offcpu buffer */
+	size_t gpu_rows;		 /* rows in the gpu buffer */
+	uint64_t gpu_launches;		 /* sum of launches of those gpu rows */
 	uint64_t samples;		 /* sum of counts of those sample rows */
 	uint64_t trigger_samples;	 /* sum of counts of those trigger rows */
 	uint64_t offcpu_us;		 /* sum of durations of those offcpu rows */
@@ -50,6 +52,7 @@ struct pending {
 	size_t request_bytes;		 /* snapshot only: requests buffer length */
 	size_t trigger_bytes;		 /* snapshot only: trigger_samples buffer length */
 	size_t offcpu_bytes;		 /* snapshot only: offcpu buffer length */
+	size_t gpu_bytes;		 /* snapshot only: gpu buffer length */
 	size_t dict_bytes[DICT_KINDS];	 /* snapshot only: dictionary buffer lengths */
 };
 
@@ -79,6 +82,7 @@ struct store {
 	struct copybuf requests;	 /* encoded request rows */
 	struct copybuf trigger_samples;	 /* encoded trigger_samples rows */
 	struct copybuf offcpu;		 /* encoded offcpu rows */
+	struct copybuf gpu;		 /* encoded gpu rows */
 	struct copybuf dict[DICT_KINDS]; /* encoded dictionary entries */
 	struct pending cur;		 /* what is buffered now */
 	size_t dict_total;		 /* sum of cur.dict_entries */

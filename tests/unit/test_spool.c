@@ -54,6 +54,8 @@ static uint32_t counts0[3] = {5, 1, 7};
 static uint64_t frames_a[2] = {201, 202}, frames_b[1] = {203};
 static uint64_t off_stacks0[2] = {104, 0}, off_stacks1[1] = {101};
 static uint32_t off_us0[2] = {1500, 320}, off_us1[1] = {77};
+static uint64_t gpu_stacks0[2] = {101, 104}, gpu_ns0[2] = {5000000000ull, 12};
+static uint32_t gpu_launches0[2] = {3, 1};
 
 /* A hand-built window, w, with the arrays it points into. */
 struct hand {
@@ -66,6 +68,7 @@ struct hand {
 	struct agg_route rt[1];
 	struct store_request rq[1];
 	struct store_offcpu_row off[2];
+	struct store_gpu_row gpu[1];
 };
 
 static struct agg_window *hand_window(struct hand *h)
@@ -144,6 +147,17 @@ static struct agg_window *hand_window(struct hand *h)
 	w->noffcpu = 2;
 	w->offcpu = off;
 	w->offcpu_us = 1500 + 320 + 77;
+	h->gpu[0] = (struct store_gpu_row){.bucket_us = 1700000000000000LL,
+					   .source_id = 11,
+					   .span_id = 0x55,
+					   .n = 2,
+					   .stacks = gpu_stacks0,
+					   .launches = gpu_launches0,
+					   .gpu_ns = gpu_ns0};
+	memset(h->gpu[0].trace_id, 0xab, 16);
+	w->ngpu = 1;
+	w->gpu = h->gpu;
+	w->gpu_launches = 4;
 	w->trigger_id = "default/slow-checkout";
 	w->missing_entries = 3;
 	w->samples_overflow = 2;
@@ -229,6 +243,61 @@ static void check_same(const struct agg_window *a, const struct agg_window *b)
 	}
 }
 
+/* GPU rows of a and b the same. */
+static void check_same_gpu(const struct agg_window *a, const struct agg_window *b)
+{
+	CHECK(b->ngpu == a->ngpu && b->gpu_launches == a->gpu_launches,
+	      "GPU rows %zu, %llu launches", b->ngpu, (unsigned long long)b->gpu_launches);
+	for (size_t i = 0; i < a->ngpu && b->ngpu == a->ngpu; i++) {
+		const struct store_gpu_row *x = &a->gpu[i], *y = &b->gpu[i];
+
+		CHECK(x->bucket_us == y->bucket_us && x->source_id == y->source_id &&
+			  !memcmp(x->trace_id, y->trace_id, 16) && x->span_id == y->span_id &&
+			  x->n == y->n && !memcmp(x->stacks, y->stacks, x->n * sizeof(uint64_t)) &&
+			  !memcmp(x->launches, y->launches, x->n * sizeof(uint32_t)) &&
+			  !memcmp(x->gpu_ns, y->gpu_ns, x->n * sizeof(uint64_t)),
+		      "GPU row %zu", i);
+	}
+}
+
+/*
+ * A file of the second format (before GPU rows: magic TPSPOOL2, no GPU
+ * count) written by an earlier agent is still read after an upgrade: the
+ * same window, without GPU rows.
+ */
+static void test_second_format(void)
+{
+	struct hand h;
+	struct agg_window *w = hand_window(&h), *back;
+	size_t len, at = 24 + 6 * 8 + 4 + strlen(w->trigger_id) + 8 * 8;
+	uint64_t body, sum;
+	char *buf;
+
+	w->ngpu = 0;
+	w->gpu_launches = 0;
+	if (spool_encode(w, &buf, &len) != 0) {
+		CHECK(0, "encode");
+		return;
+	}
+	memcpy(buf, "TPSPOOL2", 8);
+	memmove(buf + at, buf + at + 8, len - at - 8); /* the GPU count (0) out */
+	len -= 8;
+	body = len - 24;
+	sum = spool_hash(buf + 24, body);
+	memcpy(buf + 8, &body, 8);
+	memcpy(buf + 16, &sum, 8);
+	back = spool_decode(buf, len);
+	CHECK(back != NULL, "a second-format file is read");
+	if (back) {
+		CHECK(back->ngpu == 0 && back->noffcpu == 2 && back->nrows == 2,
+		      "second format: rows and off-CPU rows as written, no GPU rows");
+		check_same(w, back);
+		check_same_gpu(w, back);
+	}
+	agg_window_free(back);
+	free(buf);
+}
+
 /*
  * A file of the first format (before off-CPU rows: magic TPSPOOL1, no
  * off-CPU count) written by an earlier agent is still read after an
@@ -244,13 +313,15 @@ static void test_first_format(void)
 
 	w->noffcpu = 0;
 	w->offcpu_us = 0;
+	w->ngpu = 0;
+	w->gpu_launches = 0;
 	if (spool_encode(w, &buf, &len) != 0) {
 		CHECK(0, "encode");
 		return;
 	}
 	memcpy(buf, "TPSPOOL1", 8);
-	memmove(buf + at, buf + at + 8, len - at - 8); /* the off-CPU count (0) out */
-	len -= 8;
+	memmove(buf + at, buf + at + 16, len - at - 16); /* the off-CPU and GPU counts (0) out */
+	len -= 16;
 	body = len - 24;
 	sum = spool_hash(buf + 24, body);
 	memcpy(buf + 8, &body, 8);
@@ -282,6 +353,7 @@ static void test_roundtrip(void)
 	CHECK(back != NULL, "decode");
 	if (back) {
 		check_same(w, back);
+		check_same_gpu(w, back);
 		CHECK(back->bytes >= sizeof(*back) && back->spool_id == 0, "window bytes %zu",
 		      back->bytes);
 	}
@@ -641,6 +713,7 @@ int main(void)
 	snprintf(dir, sizeof(dir), "%s/spool", tmpl);
 	test_roundtrip();
 	test_first_format();
+	test_second_format();
 	test_directory();
 	agg = agg_new(&(struct agg_opts){.window_us = SEC});
 	if (!agg)
