@@ -1128,6 +1128,7 @@ static __always_inline struct tp_sample *life_record(__u16 kind, __u32 tgid, __u
 /* Off-CPU capture: its maps and programs (uses the helpers above). */
 #include "offcpu.bpf.c"
 #include "zerocode.bpf.c"
+#include "gpu.bpf.c"
 
 /*
  * Per process, on its thread-group leader: when its last TP_REC_MAPS

@@ -77,7 +77,19 @@ enum tp_record_kind {
 	TP_REC_HTTP = 6,   /* thread tid answered an HTTP/1.x request found from its system */
 			   /* calls (docs/zero-code-http.md): time_ns its end, the request's */
 			   /* context, off_us the status, struct tp_http after the header */
+	TP_REC_GPU = 7,	   /* thread tid launched CUDA work (docs/gpu.md): the thread's */
+			   /* context, user_n user frames from the launch marker (kern_n 0), */
+			   /* off_us the correlation id, struct tp_gpu_launch at */
+			   /* ips[TP_MAX_FRAMES]; the record is TP_GPU_BYTES long */
 };
+
+/* What a TP_REC_GPU record carries after its frames, at ips[TP_MAX_FRAMES]. */
+struct tp_gpu_launch {
+	__u64 stream; /* the marker's stream argument */
+	__u32 device; /* CUDA device ordinal */
+	__u32 api;    /* enum tp_cuda_api (include/traceprof/cuda_ring.h) */
+};
+#define TP_GPU_BYTES (64 + TP_MAX_FRAMES * 8 + 16)
 
 /*
  * What follows the 64-byte header of a TP_REC_HTTP record (in ips[]):
@@ -276,6 +288,11 @@ enum tp_counter {
 	TP_CNT_PY_FRAMES = 41,	  /* Python frames taken */
 	TP_CNT_PY_TRUNC = 42,	  /* walks cut at TP_PY_MAX_FRAMES or the record's room */
 	TP_CNT_PY_FAULT = 43,	  /* walks cut by memory that could not be read */
+	/* CUDA kernel launches (gpu.bpf.c, docs/gpu.md) */
+	TP_CNT_GPU_LAUNCHES = 44, /* TP_REC_GPU records emitted (marker calls of targets) */
+	TP_CNT_GPU_LOST = 45,	  /* marker calls of targets lost: ring buffer full */
+	TP_CNT_GPU_FILTERED = 46, /* marker calls of processes the target filter skips */
+	TP_CNT_GPU_TAGGED = 47,	  /* of the records, with a request context */
 	/* HTTP/1.x from system calls: what was read and not taken for a request */
 	TP_CNT_HTTP_NOT_HEAD = 48,  /* socket reads, no request open, not starting with a method */
 	TP_CNT_HTTP_BAD_LINE = 49,  /* a method, then no valid HTTP/1.x request line */

@@ -15,18 +15,23 @@
 #include "traceprof/log.h"
 
 /* Counts and logs (debug only: every answer is normal somewhere) the try of path. */
+static const char *probe_func(const struct loader_probes *lp)
+{
+	return lp->func ? lp->func : LOADER_PROBE_FUNC;
+}
+
 static int note(struct loader_probes *lp, const char *path, int err)
 {
 	if (err == 0) {
 		lp->attached++;
-		log_debug("loader uprobe attached path=%s func=%s", path, LOADER_PROBE_FUNC);
+		log_debug("uprobe attached path=%s func=%s", path, probe_func(lp));
 	} else if (err == -ENOENT) {
 		lp->no_symbol++;
-		log_debug("no loader uprobe path=%s: no function %s", path, LOADER_PROBE_FUNC);
+		log_debug("no uprobe path=%s: no function %s", path, probe_func(lp));
 	} else {
 		lp->failed++;
-		log_debug("cannot attach loader uprobe path=%s func=%s err=%s", path,
-			  LOADER_PROBE_FUNC, strerror(-err));
+		log_debug("cannot attach uprobe path=%s func=%s err=%s", path, probe_func(lp),
+			  strerror(-err));
 	}
 	return err;
 }
@@ -34,7 +39,7 @@ static int note(struct loader_probes *lp, const char *path, int err)
 int loader_probes_attach(struct loader_probes *lp, struct bpf_program *prog, const char *path,
 			 uint64_t dev, uint64_t ino)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = LOADER_PROBE_FUNC);
+	LIBBPF_OPTS(bpf_uprobe_opts, uopts, .func_name = probe_func(lp));
 	uint64_t value;
 	int err, type, i;
 
@@ -43,13 +48,12 @@ int loader_probes_attach(struct loader_probes *lp, struct bpf_program *prog, con
 			return lp->files[i].err;
 	if (lp->n == LOADER_PROBE_MAX) {
 		if (!lp->full++)
-			log_info("loader uprobe on %d files already; processes of %s are looked at "
-				 "again on the usual schedule only",
-				 LOADER_PROBE_MAX, path);
+			log_info("uprobe on %s in %d files already; %s is not probed",
+				 probe_func(lp), LOADER_PROBE_MAX, path);
 		return -ENOSPC;
 	}
 	/* asked for a function the file lacks, libbpf warns: look first */
-	err = tlsloc_file_symbol(path, LOADER_PROBE_FUNC, &value, &type);
+	err = tlsloc_file_symbol(path, probe_func(lp), &value, &type);
 	if (err < 0 && err != -ENOEXEC && err != -ENOTSUP)
 		return note(lp, path, err); /* not opened: tried again by the next process */
 	if (err <= 0 || type != STT_FUNC) {

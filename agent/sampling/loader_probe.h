@@ -37,10 +37,12 @@ struct loader_probes {
 	uint64_t no_symbol; /* files without LOADER_PROBE_FUNC (a static loader, another libc) */
 	uint64_t failed;    /* files where the attach failed (no CAP_SYS_ADMIN, unreadable) */
 	uint64_t full;	    /* files not tried: LOADER_PROBE_MAX reached */
+	const char *func;   /* the function probed: NULL for LOADER_PROBE_FUNC (another set */
+			    /* of files uses the same logic: the CUDA launch marker) */
 };
 
 /*
- * Puts prog on LOADER_PROBE_FUNC of the ELF file at path, which is the file
+ * Puts prog on LOADER_PROBE_FUNC (or lp->func) of the ELF file at path, which is the file
  * (dev, ino), for every process. The same file again returns the first
  * answer without reading it. 0: attached; -ENOENT: the file has no such
  * function (normal for some loaders: a debug line, counted, never a

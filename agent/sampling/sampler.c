@@ -31,6 +31,7 @@
 #include "offcpu_attach.h"
 #include "sampler.skel.h"
 #include "tlsloc.h"
+#include "traceprof/cuda_ring.h"
 #include "traceprof/log.h"
 #include "zc_attach.h"
 
@@ -100,6 +101,7 @@ struct sampler {
 	uint32_t offcpu_min_us;		/* and threshold */
 	size_t unwind_rows;		/* rows of the unwind area; 0: no CFI unwinding */
 	struct loader_probes loaders;	/* the loader rendezvous uprobe, per loader file */
+	struct loader_probes gpu;	/* the CUDA launch marker's uprobe, per library file */
 	struct offcpu_links offcpu;	/* off-CPU programs while capture is on */
 };
 
@@ -530,6 +532,7 @@ void sampler_free(struct sampler *s)
 		free(s->uprobes[i].path);
 	}
 	loader_probes_free(&s->loaders);
+	loader_probes_free(&s->gpu);
 	offcpu_links_free(&s->offcpu);
 	bpf_link__destroy(s->exit_link);
 	bpf_link__destroy(s->exec_link);
@@ -694,6 +697,19 @@ int sampler_attach_loader_probe(struct sampler *s, const char *path, uint64_t de
 	return loader_probes_attach(&s->loaders, s->skel->progs.on_dl_debug_state, path, dev, ino);
 }
 
+int sampler_attach_gpu_probe(struct sampler *s, const char *path, uint64_t dev, uint64_t ino)
+{
+	if (!path)
+		return -EINVAL;
+	s->gpu.func = TP_CUDA_MARKER;
+	return loader_probes_attach(&s->gpu, s->skel->progs.on_gpu_launch, path, dev, ino);
+}
+
+bool sampler_gpu_probe_known(const struct sampler *s, uint64_t dev, uint64_t ino)
+{
+	return loader_probes_known(&s->gpu, dev, ino);
+}
+
 bool sampler_loader_known(const struct sampler *s, uint64_t dev, uint64_t ino)
 {
 	return loader_probes_known(&s->loaders, dev, ino);
@@ -840,6 +856,10 @@ int sampler_get_stats(struct sampler *s, struct sampler_stats *st)
 	st->loaders_no_symbol = s->loaders.no_symbol;
 	st->loaders_failed = s->loaders.failed;
 	st->loaders_over = s->loaders.full;
+	st->gpu_probed = s->gpu.attached;
+	st->gpu_no_symbol = s->gpu.no_symbol;
+	st->gpu_probe_failed = s->gpu.failed;
+	st->gpu_probe_over = s->gpu.full;
 	st->zc_attached = s->zc.tp_enter != NULL;
 	st->zc_hook_libc = zc_attach_libc(&s->zc);
 	st->zc_hook_syscalls = s->zc.n_syscalls;

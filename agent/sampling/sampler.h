@@ -57,12 +57,16 @@ struct sampler_stats {
 	uint64_t loaders_no_symbol;    /* loader files without _dl_debug_state */
 	uint64_t loaders_failed;       /* tries that failed (no CAP_SYS_ADMIN, unreadable) */
 	uint64_t loaders_over;	       /* loader files not tried: too many */
-	uint64_t zc_attached;	       /* 1 while the zero-code syscall programs are attached */
-	uint64_t zc_hook_libc;	       /* zero-code processes on the libc hook (uprobes) */
-	uint64_t zc_hook_syscalls;     /* and on the syscall hook (tracepoints) */
-	uint64_t zc_uprobe_links;      /* the libc hook's uprobe links held */
-	uint64_t zc_libc_fallbacks;    /* processes whose libc could not be probed */
-	uint64_t zc_attaches;	       /* hooks attached, in all (an exec attaches again) */
+	uint64_t gpu_probed;	       /* libtraceprof-cuda files with the launch marker's uprobe */
+	uint64_t gpu_no_symbol;	       /* such files without traceprof_cuda_launch */
+	uint64_t gpu_probe_failed;  /* marker attaches that failed (no CAP_SYS_ADMIN, unreadable) */
+	uint64_t gpu_probe_over;    /* such files not tried: too many */
+	uint64_t zc_attached;	    /* 1 while the zero-code syscall programs are attached */
+	uint64_t zc_hook_libc;	    /* zero-code processes on the libc hook (uprobes) */
+	uint64_t zc_hook_syscalls;  /* and on the syscall hook (tracepoints) */
+	uint64_t zc_uprobe_links;   /* the libc hook's uprobe links held */
+	uint64_t zc_libc_fallbacks; /* processes whose libc could not be probed */
+	uint64_t zc_attaches;	    /* hooks attached, in all (an exec attaches again) */
 };
 
 struct sampler;
@@ -147,6 +151,15 @@ int sampler_attach_sdk_uprobe(struct sampler *s, const char *binary_path, pid_t 
  * -ENOSPC when too many loader files were tried, or -errno of the attach.
  */
 int sampler_attach_loader_probe(struct sampler *s, const char *path, uint64_t dev, uint64_t ino);
+/*
+ * Attaches on_gpu_launch (bpf/gpu.bpf.c) to the CUDA launch marker
+ * (traceprof_cuda_launch, include/traceprof/cuda_ring.h) of the
+ * libtraceprof-cuda file at path, the file (dev, ino), for every process.
+ * Once per file; answers as sampler_attach_loader_probe.
+ */
+int sampler_attach_gpu_probe(struct sampler *s, const char *path, uint64_t dev, uint64_t ino);
+/* Whether sampler_attach_gpu_probe was tried on the file (dev, ino) already. */
+bool sampler_gpu_probe_known(const struct sampler *s, uint64_t dev, uint64_t ino);
 /* Whether sampler_attach_loader_probe was tried on the file (dev, ino) already. */
 bool sampler_loader_known(const struct sampler *s, uint64_t dev, uint64_t ino);
 /*
