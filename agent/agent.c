@@ -35,6 +35,7 @@
 
 #include "aggregate.h"
 #include "endpoints.h"
+#include "gpu.h"
 #include "kubepods.h"
 #include "proctable.h"
 #include "obi_map.h"
@@ -83,6 +84,7 @@ struct agent {
 	struct zc_requests zc;		      /* requests found from system calls */
 	struct zc_owners zco;		      /* who asked for that capture of a process */
 	struct pycache *pyc;		      /* code objects of Python processes' frames */
+	struct gpu *gpu;		      /* CUDA launches (docs/gpu.md), or NULL (--gpu off) */
 	struct endpoints ep;		      /* OTLP, AgentControl, triggers, Kubernetes */
 	struct stack_slot *stacks;	      /* STACK_CACHE_SIZE entries */
 	uint64_t stacks_evictions;	      /* agg_dict_evictions() they are valid for */
@@ -395,6 +397,18 @@ static int on_http(struct agent *a, const struct tp_sample *s, size_t len, const
 	return 0;
 }
 
+/* A CUDA launch (docs/gpu.md): its request here, the rest in gpu.c. */
+static int on_gpu(struct agent *a, const struct tp_sample *s, size_t len, const struct proc *p,
+		  int64_t t_us)
+{
+	uint8_t trace[16];
+	uint64_t span;
+
+	record_request(a, s, trace, &span, false);
+	gpu_on_launch(a->gpu, s, len, p->source_id, trace, span, t_us);
+	return 0;
+}
+
 static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 {
 	struct agent *a = ctx;
@@ -402,7 +416,8 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 	struct agg_sample as;
 	struct proc *p;
 
-	if (s->kind != TP_REC_SAMPLE && s->kind != TP_REC_OFFCPU && s->kind != TP_REC_HTTP)
+	if (s->kind != TP_REC_SAMPLE && s->kind != TP_REC_OFFCPU && s->kind != TP_REC_HTTP &&
+	    s->kind != TP_REC_GPU)
 		return 0;
 	if (s->kind == TP_REC_SAMPLE)
 		a->n.samples++;
@@ -415,6 +430,8 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 		return 0;
 	if (s->kind == TP_REC_HTTP)
 		return on_http(a, s, len, p);
+	if (s->kind == TP_REC_GPU)
+		return on_gpu(a, s, len, p, t_us);
 	proctable_sampled(&a->procs, p, t_us);
 	if (s->kind == TP_REC_OFFCPU)
 		return on_offcpu(a, s, p, t_us);
@@ -433,6 +450,21 @@ static int on_sample(void *ctx, const struct tp_sample *s, size_t len)
 }
 
 /* ---- life cycle ---- */
+
+/* Exec and exit records: a GPU process's ring is read a last time, then the table's turn. */
+static int on_event(void *ctx, const struct sampler_event *ev)
+{
+	struct agent *a = ctx;
+
+	if (a->gpu && (ev->kind == TP_REC_EXIT || ev->kind == TP_REC_EXEC))
+		gpu_forget_process(a->gpu, ev->pid, agent_clock_us(CLOCK_REALTIME));
+	return proctable_on_event(&a->procs, ev);
+}
+
+static void note_gpu(void *ctx, int pid, uint64_t source_id)
+{
+	gpu_note_process(ctx, pid, source_id);
+}
 
 /*
  * The agent forgets every process that ends (exit and exec records, the
@@ -579,7 +611,7 @@ static int open_sampler(struct agent *a)
 		log_error("cannot start sampling: %s", strerror(errno));
 		return -1;
 	}
-	sampler_set_event_fn(a->sampler, proctable_on_event, &a->procs);
+	sampler_set_event_fn(a->sampler, on_event, a);
 	a->raise.sampler = a->zco.sampler = a->sampler;
 	a->raise.base_hz = (unsigned)cfg->frequency;
 	a->raise.zc = a->procs.zc = &a->zco;
@@ -677,6 +709,15 @@ struct agent *agent_new(const struct agent_config *cfg)
 		goto out_free;
 	a->procs.trig = a->raise.trig = a->ep.trig;
 	a->procs.kube = a->ep.kube;
+	if (cfg->gpu) {
+		struct gpu_opts go = {.sampler = a->sampler, .sym = &a->sym, .agg = a->agg};
+
+		a->gpu = gpu_new(&go);
+		if (!a->gpu)
+			goto out_free;
+		a->procs.on_look = note_gpu;
+		a->procs.look_ctx = a->gpu;
+	}
 
 	if (cfg->target == CONFIG_TARGET_PIDS) {
 		int64_t now = agent_clock_us(CLOCK_REALTIME);
@@ -736,6 +777,7 @@ static void write_stats(struct agent *a, double elapsed_s)
 	    .obi = &a->obi.st,
 	    .zc = &a->zc.st,
 	    .pyc = a->pyc,
+	    .gpu = a->gpu,
 	};
 
 	stats_write(&s);
@@ -806,6 +848,9 @@ static int poll_timeout_ms(const struct agent *a, int64_t next_sweep_mono, int64
 	/* request records wake the loop at most every 5 ms (zerocode.bpf.c): one may wait */
 	if (a->zco.nagent + a->zco.ntrig > 0 && mono + ZC_POLL_MS * 1000 < due)
 		due = mono + ZC_POLL_MS * 1000;
+	/* kernel records wait in the GPU processes' rings, launches for them (docs/gpu.md) */
+	if (gpu_active(a->gpu) && mono + GPU_POLL_MS * 1000 < due)
+		due = mono + GPU_POLL_MS * 1000;
 	if (a->zc.n && (int64_t)(a->zc.first_ns / 1000) + ZC_SHIP_US < due)
 		due = (int64_t)(a->zc.first_ns / 1000) + ZC_SHIP_US;
 	if (a->ep.trig) {
@@ -862,6 +907,7 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 		sync_clocks(a);
 		mono = agent_clock_us(CLOCK_MONOTONIC);
 		real = mono + a->mono_to_real_us;
+		gpu_tick(a->gpu, real, mono);
 		agg_tick(a->agg, real);
 		raise_apply_decisions(&a->raise);
 		note_new_targets(a);
@@ -909,6 +955,10 @@ int agent_run(struct agent *a, volatile sig_atomic_t *stop, volatile sig_atomic_
 	endpoints_stop_servers(&a->ep);
 	while (sampler_poll(a->sampler, 0, on_sample, a) > 0)
 		;
+	/* the rings a last time; what still waits is counted as its wait's end would */
+	gpu_tick(a->gpu, agent_clock_us(CLOCK_REALTIME), agent_clock_us(CLOCK_MONOTONIC));
+	gpu_tick(a->gpu, agent_clock_us(CLOCK_REALTIME),
+		 agent_clock_us(CLOCK_MONOTONIC) + GPU_LAUNCH_EXPIRE_US + GPU_PENDING_US);
 	raise_apply_decisions(&a->raise); /* requests already claimed keep their raised samples */
 	agg_close(a->agg);
 	ship_closed(a);
@@ -931,6 +981,7 @@ void agent_free(struct agent *a)
 		return;
 	endpoints_free(&a->ep); /* servers, trigger engine, pod informer: before the sampler */
 	unwind_free(a->unwind); /* writes the sampler's maps: before it */
+	gpu_free(a->gpu);	/* its rings; the uprobes go with the sampler */
 	a->zco.sampler = NULL;	/* the sampler's links go with it */
 	sampler_free(a->sampler);
 	raise_free(&a->raise);

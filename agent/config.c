@@ -298,6 +298,14 @@ static const struct tp_option settings[] = {
      .help = "Python frames of CPython processes read with their native ones (docs/python.md): "
 	     "on or off",
      .words = onoff_words},
+    {.name = "gpu",
+     .type = TP_OPT_ENUM,
+     .offset = FIELD(gpu),
+     .def = "on",
+     .help = "CUDA kernel launches per request (docs/gpu.md): on (the launch marker of "
+	     "libtraceprof-cuda is probed in every process that loads it, and its kernels' GPU "
+	     "time is stored per request and launch stack) or off (nothing attached)",
+     .words = onoff_words},
     {.name = "perf-maps",
      .type = TP_OPT_ENUM,
      .offset = FIELD(perf_maps),

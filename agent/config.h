@@ -45,6 +45,7 @@ struct agent_config {
 	char obi_map[4096];	   /* OBI's pinned trace map: a path, "auto" or "" (off) */
 	int zero_code_http;	  /* HTTP/1.x requests from system calls: 0 off, 1 on, 2 syscalls */
 	int python;		  /* 1: Python frames of CPython processes (docs/python.md) */
+	int gpu;		  /* 1: CUDA kernel launches of libtraceprof-cuda (docs/gpu.md) */
 	int perf_maps;		  /* 1: JIT frames named from perf maps (docs/symbols.md) */
 	char node[256];		  /* node name recorded with every source */
 	int log_level;		  /* enum log_level */

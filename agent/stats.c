@@ -14,6 +14,7 @@
 
 #include "aggregate.h"
 #include "endpoints.h"
+#include "gpu.h"
 #include "obi_map.h"
 #include "zc_requests.h"
 #include "kubepods.h"
@@ -42,6 +43,65 @@ static void write_offcpu_stats(const struct stats_sources *s, FILE *f, const str
 		"\nagg_offcpu_overflow=%" PRIu64 "\n",
 		s->counts->offcpu, s->counts->offcpu_us, s->counts->offcpu_refused, ag->offcpu,
 		ag->offcpu_invalid, ag->offcpu_overflow);
+}
+
+/*
+ * CUDA launches (docs/gpu.md): the uprobe's records (bpf_gpu_*), the join
+ * (gpu_*), the rings (gpu_ring_*), the producers' own counters
+ * (gpu_producer_*) and what the aggregator kept (agg_gpu_*).
+ */
+static void write_gpu_stats(const struct stats_sources *s, FILE *f, const struct sampler_stats *ss,
+			    const struct agg_stats *ag)
+{
+	struct gpu_stats g;
+	const struct {
+		const char *name;
+		uint64_t v;
+	} * e, rows[] = {
+		   {"bpf_gpu_launches", ss->counters[TP_CNT_GPU_LAUNCHES]},
+		   {"bpf_gpu_lost", ss->counters[TP_CNT_GPU_LOST]},
+		   {"bpf_gpu_filtered", ss->counters[TP_CNT_GPU_FILTERED]},
+		   {"bpf_gpu_tagged", ss->counters[TP_CNT_GPU_TAGGED]},
+		   {"gpu_probe_files", 0},
+		   {"gpu_probed", ss->gpu_probed},
+		   {"gpu_probe_no_marker", ss->gpu_no_symbol},
+		   {"gpu_probe_failed", ss->gpu_probe_failed},
+		   {"gpu_probe_over", ss->gpu_probe_over},
+	       };
+
+	gpu_get_stats(s->gpu, &g);
+	for (e = rows; e < rows + sizeof(rows) / sizeof(rows[0]); e++)
+		fprintf(f, "%s=%" PRIu64 "\n", e->name,
+			strcmp(e->name, "gpu_probe_files") ? e->v : g.probe_files);
+	fprintf(f,
+		"gpu_launches=%" PRIu64 "\ngpu_launches_joined=%" PRIu64
+		"\ngpu_launches_unmatched=%" PRIu64 "\ngpu_launches_evicted=%" PRIu64
+		"\ngpu_launches_dup=%" PRIu64 "\ngpu_records=%" PRIu64
+		"\ngpu_records_joined=%" PRIu64 "\ngpu_records_unmatched=%" PRIu64
+		"\ngpu_records_pending_full=%" PRIu64 "\ngpu_records_bad_time=%" PRIu64
+		"\ngpu_records_refused=%" PRIu64 "\ngpu_records_stored=%" PRIu64 "\ngpu_ns=%" PRIu64
+		"\ngpu_procs_full=%" PRIu64 "\ngpu_stack_frames_dropped=%" PRIu64 "\n",
+		g.launches, g.launches_joined, g.launches_unmatched, g.launches_evicted,
+		g.launches_dup, g.records, g.records_joined, g.records_unmatched,
+		g.records_pending_full, g.records_bad_time, g.records_refused, g.records_stored,
+		g.gpu_ns, g.procs_full, g.stack_frames_dropped);
+	fprintf(f,
+		"gpu_rings_opened=%" PRIu64 "\ngpu_rings_closed=%" PRIu64
+		"\ngpu_ring_open_failed=%" PRIu64 "\ngpu_ring_bad_header=%" PRIu64
+		"\ngpu_ring_bad_head=%" PRIu64 "\ngpu_ring_skipped=%" PRIu64
+		"\ngpu_ring_bad_records=%" PRIu64 "\ngpu_ring_bad_names=%" PRIu64
+		"\ngpu_ring_cut_names=%" PRIu64 "\ngpu_ring_read_errors=%" PRIu64 "\n",
+		g.ring.opened, g.rings_closed, g.ring.open_failed, g.ring.bad_header,
+		g.ring.bad_head, g.ring.skipped, g.ring.bad_records, g.ring.bad_names,
+		g.ring.cut_names, g.ring.read_errors);
+	fprintf(
+	    f,
+	    "gpu_producer_launches=%" PRIu64 "\ngpu_producer_records=%" PRIu64
+	    "\ngpu_producer_dropped_full=%" PRIu64 "\ngpu_producer_names_lost=%" PRIu64
+	    "\ngpu_producer_cupti_dropped=%" PRIu64 "\nagg_gpu_launches=%" PRIu64
+	    "\nagg_gpu_ns=%" PRIu64 "\nagg_gpu_invalid=%" PRIu64 "\nagg_gpu_overflow=%" PRIu64 "\n",
+	    g.prod_launches, g.prod_records, g.prod_dropped_full, g.prod_names_lost,
+	    g.prod_cupti_dropped, ag->gpu_launches, ag->gpu_ns, ag->gpu_invalid, ag->gpu_overflow);
 }
 
 /* Context sources other than the thread context: OBI's trace map (obi_map.h). */
@@ -430,6 +490,7 @@ void stats_write(const struct stats_sources *s)
 	write_procctx_stats(f);
 	write_zc_stats(s, f, &ss);
 	write_py_stats(s, f, &ss);
+	write_gpu_stats(s, f, &ss, &ag);
 	write_spool_stats(s, f, &sh);
 	write_otlp_stats(s, f);
 	write_hold_stats(s, f);

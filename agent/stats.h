@@ -65,6 +65,7 @@ struct stats_sources {
 	const struct obi_map_stats *obi;    /* OBI's trace map (obi_map.h) */
 	const struct zc_requests_stats *zc; /* requests from system calls (zc_requests.h) */
 	const struct pycache *pyc;	    /* code objects of Python frames (pyproc.h) */
+	const struct gpu *gpu;		    /* CUDA launches (gpu.h), or NULL */
 };
 
 /* Writes the file (path.tmp, then renamed over path); a failure is logged. */

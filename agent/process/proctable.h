@@ -118,6 +118,9 @@ struct proctable {
 	uint64_t kube_gen;	 /* kubepods_generation() last acted on */
 	bool uprobe_warned;	 /* said once that the SDK uprobe is unavailable */
 	bool loader_warned;	 /* said once that the loader uprobe is unavailable */
+	/* told after each full look at a process (first look, exec, new mappings), or NULL */
+	void (*on_look)(void *ctx, int pid, uint64_t source_id);
+	void *look_ctx;
 	struct proctable_stats st;
 };
 
