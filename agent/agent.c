@@ -461,9 +461,9 @@ static int on_event(void *ctx, const struct sampler_event *ev)
 	return proctable_on_event(&a->procs, ev);
 }
 
-static void note_gpu(void *ctx, int pid, uint64_t source_id)
+static bool note_gpu(void *ctx, int pid, uint64_t source_id)
 {
-	gpu_note_process(ctx, pid, source_id);
+	return gpu_note_process(ctx, pid, source_id);
 }
 
 /*

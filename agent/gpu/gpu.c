@@ -145,13 +145,13 @@ static void try_ring(struct gpu *g, struct gpu_proc *p, int64_t now)
 	p->next_try_us = now + p->step_us;
 }
 
-void gpu_note_process(struct gpu *g, int pid, uint64_t source_id)
+bool gpu_note_process(struct gpu *g, int pid, uint64_t source_id)
 {
 	struct procmem_maps pm;
 	struct gpu_proc *p = NULL;
 
 	if (!g || procmem_maps_read(pid, &pm) != 0)
-		return;
+		return false;
 	for (size_t i = 0; i < pm.n; i++) {
 		if (!is_lib(&pm.maps[i]))
 			continue;
@@ -161,10 +161,11 @@ void gpu_note_process(struct gpu *g, int pid, uint64_t source_id)
 	}
 	procmem_maps_free(&pm);
 	if (!p)
-		return;
+		return false;
 	p->source_id = source_id;
 	p->step_us = 0;
 	try_ring(g, p, mono_us());
+	return true;
 }
 
 /* Reads ring r's records into the join; false when it cannot be read any more. */
@@ -209,6 +210,8 @@ void gpu_on_launch(struct gpu *g, const struct tp_sample *s, size_t len, uint64_
 		try_ring(g, p, mono_us());
 	l.key = (uint64_t)s->pid << 32 | s->off_us;
 	l.stack_id = gpu_launch_stack(g, s);
+	log_debug("GPU launch pid=%u corr=%u frames=%u stack=%016" PRIx64, s->pid, s->off_us,
+		  s->user_n, l.stack_id);
 	l.source_id = source_id;
 	l.span_id = span;
 	memcpy(l.trace_id, trace, 16);

@@ -86,9 +86,10 @@ void gpu_free(struct gpu *g);
 /*
  * Looks at process pid's mappings (first look, exec, a dlopen): the
  * marker's uprobe on each libtraceprof-cuda file, its ring when it has
- * one (or a later look for it while the library is there).
+ * one (or a later look for it while the library is there). Returns
+ * whether the process is followed (it maps the library).
  */
-void gpu_note_process(struct gpu *g, int pid, uint64_t source_id);
+bool gpu_note_process(struct gpu *g, int pid, uint64_t source_id);
 /* The process ended or started a new program: its ring is drained and closed. */
 void gpu_forget_process(struct gpu *g, int pid, int64_t now_us);
 /*

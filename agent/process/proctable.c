@@ -475,8 +475,8 @@ static const char *proc_inspect_now(struct proctable *t, struct proc *p, int64_t
 			agg_add_source(t->agg, p->source_id, &unk);
 		}
 	}
-	if (t->on_look)
-		t->on_look(t->look_ctx, p->pid, p->source_id);
+	if (t->on_look && t->on_look(t->look_ctx, p->pid, p->source_id) && !p->unwind_noted)
+		proctable_note_unwind(t, p);
 	rc = tlsloc_resolve(p->pid, 0, &loc, &info);
 	/* first the uprobe: the location says whether it is attached */
 	if (!p->sdk_uprobe && info.module[0])

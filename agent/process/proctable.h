@@ -118,8 +118,12 @@ struct proctable {
 	uint64_t kube_gen;	 /* kubepods_generation() last acted on */
 	bool uprobe_warned;	 /* said once that the SDK uprobe is unavailable */
 	bool loader_warned;	 /* said once that the loader uprobe is unavailable */
-	/* told after each full look at a process (first look, exec, new mappings), or NULL */
-	void (*on_look)(void *ctx, int pid, uint64_t source_id);
+	/*
+	 * told after each full look at a process (first look, exec, new
+	 * mappings), or NULL; true: its unwind tables are wanted now (its
+	 * launch stacks are taken by a uprobe, not by samples)
+	 */
+	bool (*on_look)(void *ctx, int pid, uint64_t source_id);
 	void *look_ctx;
 	struct proctable_stats st;
 };
