@@ -13,6 +13,7 @@
 #include "gpu_internal.h"
 #include "procmem.h"
 #include "sampler.h"
+#include "symbolize.h"
 #include "traceprof/log.h"
 
 #define RING_TRY_MIN_US 20000	/* the first look again for a ring: 20 ms, doubling... */
@@ -139,6 +140,10 @@ static void try_ring(struct gpu *g, struct gpu_proc *p, int64_t now)
 	if (rc == 0)
 		return;
 	p->ring.fd = -1;
+	if (rc == -EPROTO) { /* refused: again only when its mappings change */
+		p->next_try_us = INT64_MAX;
+		return;
+	}
 	p->step_us = p->step_us ? p->step_us * 2 : RING_TRY_MIN_US;
 	if (p->step_us > RING_TRY_MAX_US)
 		p->step_us = RING_TRY_MAX_US;
@@ -149,6 +154,7 @@ bool gpu_note_process(struct gpu *g, int pid, uint64_t source_id)
 {
 	struct procmem_maps pm;
 	struct gpu_proc *p = NULL;
+	bool known = true;
 
 	if (!g || procmem_maps_read(pid, &pm) != 0)
 		return false;
@@ -156,12 +162,23 @@ bool gpu_note_process(struct gpu *g, int pid, uint64_t source_id)
 		if (!is_lib(&pm.maps[i]))
 			continue;
 		probe_lib(g, pid, &pm.maps[i]);
-		if (!p && gpu_join_init(g) == 0)
+		if (!p && gpu_join_init(g) == 0) {
+			known = find_proc(g, pid) != NULL;
 			p = add_proc(g, pid);
+		}
 	}
 	procmem_maps_free(&pm);
 	if (!p)
 		return false;
+	if (!known) {
+		/*
+		 * The symbolizer's snapshot of its mappings may be older than the
+		 * library and the runtime that loaded it (a look at its exec): a
+		 * new one, so its launch stacks resolve from the first.
+		 */
+		sym_forget_process(*g->o.sym, pid);
+		sym_note_process(*g->o.sym, pid);
+	}
 	p->source_id = source_id;
 	p->step_us = 0;
 	try_ring(g, p, mono_us());

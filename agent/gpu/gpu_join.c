@@ -193,7 +193,10 @@ static uint64_t symbolize_launch(struct gpu *g, const struct tp_sample *s)
 
 uint64_t gpu_launch_stack(struct gpu *g, const struct tp_sample *s)
 {
-	uint64_t key = ids_hash_bytes(0x6770750000000000ull ^ ((uint64_t)s->pid << 8) ^ s->user_n,
+	/* the symbolizer's generation: the process's mappings re-read, JIT code named */
+	uint64_t names = sym_names_gen(*g->o.sym, (int)s->pid);
+	uint64_t key = ids_hash_bytes(0x6770750000000000ull ^ ((uint64_t)s->pid << 8) ^ s->user_n ^
+					  (names << 32),
 				      s->ips, (size_t)s->user_n * sizeof(uint64_t)) |
 		       1;
 	struct stack_ent *e;

@@ -202,7 +202,7 @@ int gpu_ring_drain(struct gpu_ring *r, struct gpu_krec *out, int max, struct gpu
 	uint64_t head, names_used, end;
 	int n = 0;
 
-	if (r->fd < 0)
+	if (r->fd < 0 || r->broken)
 		return -EIO;
 	/* head, then names_used (published before head): the syscall orders the reads */
 	if (!pread_all(r->fd, &head, 8, offsetof(struct tp_cuda_ring_hdr, head)) ||
@@ -229,7 +229,8 @@ int gpu_ring_drain(struct gpu_ring *r, struct gpu_krec *out, int max, struct gpu
 			want = r->nrecs - at; /* up to the ring's end; the rest from index 0 */
 		if (!pread_all(r->fd, buf, want * sizeof(buf[0]),
 			       r->recs_off + at * sizeof(buf[0]))) {
-			st->read_errors++;
+			st->read_errors++; /* the file shrank under its header */
+			r->broken = true;
 			break;
 		}
 		for (k = 0; k < want; k++) {

@@ -48,8 +48,9 @@ struct gpu_ring {
 	uint64_t recs_off;
 	uint64_t names_off;
 	uint64_t tail;	  /* records consumed (ours; the header's copy is written) */
+	bool broken;	  /* a read came short: the next drain says -EIO */
 	uint64_t prod[5]; /* the producer's counters last read: launches, records, */
-	/* dropped_full, names_lost, cupti_dropped */
+			  /* dropped_full, names_lost, cupti_dropped */
 };
 
 /* A record as the agent uses it: checked, its name copied (NUL-terminated). */
@@ -68,7 +69,8 @@ int gpu_ring_open(struct gpu_ring *r, int pid, struct gpu_ring_stats *st);
 /*
  * Reads up to max records of [tail, head) into out, advances the tail and
  * writes it back; returns the records read (refused ones are counted and
- * not returned), or -EIO when the file cannot be read any more.
+ * not returned), or -EIO when the file cannot be read any more (it shrank:
+ * the call after the one that found it).
  */
 int gpu_ring_drain(struct gpu_ring *r, struct gpu_krec *out, int max, struct gpu_ring_stats *st);
 /* The producer's counters now into r->prod (ignored when one went back); -EIO. */

@@ -244,6 +244,16 @@ static void note_loader(struct proctable *t, struct proc *p)
 		snprintf(path, sizeof(path), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, p->pid,
 			 m->start, m->end);
 	rc = sampler_attach_loader_probe(t->sampler, path, m->dev, m->inode);
+	if (rc == 0 && !p->maps_due_us) {
+		/*
+		 * The first process of this loader: what it loaded between its
+		 * start and now came before the probe (a CUDA runtime's injection
+		 * library, dlopened at once). One more look soon finds it.
+		 */
+		p->maps_due_us = agent_clock_us(CLOCK_REALTIME) + PROCTABLE_MAPS_GAP_US;
+		if (p->maps_due_us < t->next_recheck_us)
+			t->next_recheck_us = p->maps_due_us;
+	}
 	if (rc != 0 && rc != -ENOENT && rc != -ENOSPC && !t->loader_warned) {
 		/* needs CAP_SYS_ADMIN, as the SDK uprobe */
 		log_info("loader uprobe unavailable (%s): libraries loaded later are found by "

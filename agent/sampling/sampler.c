@@ -309,7 +309,8 @@ static int ring_sample(void *ctx, void *data, size_t len)
 
 	if (len < offsetof(struct tp_sample, ips))
 		return 0; /* never written by sampler.bpf.c */
-	/* off-CPU, HTTP and GPU records are samples of other kinds: the callback tells them apart */
+	/* off-CPU, HTTP and GPU records are samples of other kinds: the callback tells them apart
+	 */
 	if (((const struct tp_sample *)data)->kind != TP_REC_SAMPLE &&
 	    ((const struct tp_sample *)data)->kind != TP_REC_OFFCPU &&
 	    ((const struct tp_sample *)data)->kind != TP_REC_HTTP &&
