@@ -188,11 +188,18 @@ bool gpu_note_process(struct gpu *g, int pid, uint64_t source_id)
 /* Reads ring r's records into the join; false when it cannot be read any more. */
 static bool drain(struct gpu *g, struct gpu_proc *p, int64_t now_mono, int64_t now_us)
 {
-	int n = gpu_ring_drain(&p->ring, g->krecs, GPU_DRAIN_BATCH, &g->st.ring);
+	for (int k = 0; k < GPU_DRAIN_BATCH / GPU_DRAIN_CHUNK; k++) {
+		uint64_t t0 = p->ring.tail;
+		int n = gpu_ring_drain(&p->ring, g->krecs, GPU_DRAIN_CHUNK, &g->st.ring);
 
-	for (int i = 0; i < n; i++)
-		gpu_add_record(g, p->pid, p->source_id, &g->krecs[i], now_mono, now_us);
-	return n >= 0 && gpu_ring_counters(&p->ring) == 0;
+		if (n < 0)
+			return false;
+		for (int i = 0; i < n; i++)
+			gpu_add_record(g, p->pid, p->source_id, &g->krecs[i], now_mono, now_us);
+		if (p->ring.tail - t0 != GPU_DRAIN_CHUNK)
+			break; /* the ring is empty (or was resynchronized) */
+	}
+	return gpu_ring_counters(&p->ring) == 0;
 }
 
 void gpu_forget_process(struct gpu *g, int pid, int64_t now_us)

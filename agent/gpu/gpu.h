@@ -39,6 +39,7 @@
 #define GPU_MAX_PENDING	     (1u << 16) /* kernel records waiting at once */
 #define GPU_MAX_PROCS	     256	/* processes with a ring (or waiting for one) */
 #define GPU_DRAIN_BATCH	     16384	/* kernel records read from one ring per tick */
+#define GPU_DRAIN_CHUNK	     1024	/* ... GPU_DRAIN_CHUNK at a time */
 #define GPU_MAX_NS	     (3600ull * 1000000000ull) /* a longer kernel is refused */
 
 struct agg;

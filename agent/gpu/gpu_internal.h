@@ -60,7 +60,7 @@ struct gpu {
 	struct stack_ent *stacks;    /* GPU_STACK_CACHE raw launch stacks */
 	struct stack_ent *full;	     /* GPU_FULL_CACHE full stacks */
 	uint64_t evictions;	     /* agg_dict_evictions() the caches are valid for */
-	struct gpu_krec *krecs;	     /* GPU_DRAIN_BATCH records of one drain */
+	struct gpu_krec *krecs;	     /* GPU_DRAIN_CHUNK records of one read */
 	uint64_t frame_ids[GPU_MAX_FRAMES + 1];
 	uint64_t closed_prod[5]; /* the producers' counters of the rings closed */
 	int miss_pid;		 /* a launch's process without an entry, looked at */

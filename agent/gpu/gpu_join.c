@@ -32,7 +32,7 @@ int gpu_join_init(struct gpu *g)
 	g->pending = calloc(GPU_MAX_PENDING, sizeof(*g->pending));
 	g->stacks = calloc(GPU_STACK_CACHE, sizeof(*g->stacks));
 	g->full = calloc(GPU_FULL_CACHE, sizeof(*g->full));
-	g->krecs = calloc(GPU_DRAIN_BATCH, sizeof(*g->krecs));
+	g->krecs = calloc(GPU_DRAIN_CHUNK, sizeof(*g->krecs));
 	if (!g->launches || !g->index || !g->pending || !g->stacks || !g->full || !g->krecs) {
 		gpu_join_free(g);
 		return -ENOMEM;
