@@ -127,7 +127,7 @@ SELECT replace(g.trace_id::text, '-', ''), substr(f.name, 7), sum(u.n), sum(u.ns
 FROM traceprof.gpu g
 CROSS JOIN LATERAL unnest(g.stacks, g.launches, g.gpu_ns) AS u(stack, n, ns)
 JOIN traceprof.stacks s ON s.stack_id = u.stack
-JOIN traceprof.functions f ON f.function_id = s.function_ids[1]
+JOIN traceprof.functions f ON f.function_id = s.function_ids[cardinality(s.function_ids)]
 WHERE g.trace_id IS NOT NULL AND f.name LIKE '[gpu] %'
 GROUP BY 1, 2""")
 stored = {}
