@@ -1,6 +1,6 @@
 /*
  * gpu_hostile - a process whose libtraceprof-cuda ring lies (docs/gpu.md,
- * "What the agent trusts"): the agent must count what it refuses and go
+ * "What the agent trusts of a ring"): the agent must count what it refuses and go
  * on. usage: gpu_hostile LIB [badmagic]
  *
  * It creates its ring (a memfd named as the library's) with a valid header

@@ -1,6 +1,6 @@
 /*
  * test_gpu_join: the agent's GPU join and ring reader (agent/gpu/,
- * docs/agent.md "GPU launches") without BPF, on synthetic launches and
+ * docs/gpu.md "The agent") without BPF, on synthetic launches and
  * records with a clock of the test's own.
  *
  * The join: a kernel record joins its launch (the launch's request, its
