@@ -63,6 +63,8 @@ struct gpu {
 	struct gpu_krec *krecs;	     /* GPU_DRAIN_CHUNK records of one read */
 	uint64_t frame_ids[GPU_MAX_FRAMES + 1];
 	uint64_t closed_prod[5]; /* the producers' counters of the rings closed */
+	uint64_t added;		 /* launches added (ever) */
+	uint64_t added_seen;	 /* ... when the pending records were last looked up */
 	int miss_pid;		 /* a launch's process without an entry, looked at */
 	int64_t miss_us;	 /* then (monotonic) */
 };

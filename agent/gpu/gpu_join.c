@@ -127,6 +127,7 @@ void gpu_add_launch(struct gpu *g, const struct gpu_launch *l)
 	pos = (g->l_head + g->l_n) & (GPU_MAX_LAUNCHES - 1);
 	g->launches[pos] = *l;
 	g->launches[pos].live = 1;
+	g->added++;
 	g->l_n++;
 	for (i = mix(l->key) & (INDEX_SLOTS - 1); g->index[i]; i = (i + 1) & (INDEX_SLOTS - 1))
 		;
@@ -309,12 +310,22 @@ void gpu_add_record(struct gpu *g, int pid, uint64_t source_id, const struct gpu
 
 void gpu_join_tick(struct gpu *g, int64_t now_mono, int64_t now_us)
 {
+	/* no launch came since the last pass: only the oldest can change (expire) */
+	bool lookup = g->added != g->added_seen;
 	uint32_t kept = 0;
 
+	g->added_seen = g->added;
 	for (uint32_t i = 0; i < g->p_n; i++) {
 		struct gpu_pending *p = &g->pending[i];
-		struct gpu_launch *l = find(g, p->key);
+		struct gpu_launch *l = NULL;
 
+		if (!lookup && now_mono - p->t_us < GPU_PENDING_US) {
+			/* in arrival order: the rest are younger still */
+			memmove(&g->pending[kept], p, (g->p_n - i) * sizeof(*p));
+			kept += g->p_n - i;
+			break;
+		}
+		l = lookup ? find(g, p->key) : NULL;
 		if (l) {
 			join(g, l, p->frame_id, p->ns, now_mono, now_us);
 		} else if (now_mono - p->t_us >= GPU_PENDING_US) {
