@@ -234,8 +234,6 @@ void gpu_on_launch(struct gpu *g, const struct tp_sample *s, size_t len, uint64_
 		try_ring(g, p, mono_us());
 	l.key = (uint64_t)s->pid << 32 | s->off_us;
 	l.stack_id = gpu_launch_stack(g, s);
-	log_debug("GPU launch pid=%u corr=%u frames=%u stack=%016" PRIx64, s->pid, s->off_us,
-		  s->user_n, l.stack_id);
 	l.source_id = source_id;
 	l.span_id = span;
 	memcpy(l.trace_id, trace, 16);

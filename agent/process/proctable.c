@@ -743,6 +743,18 @@ int proctable_on_event(void *ctx, const struct sampler_event *ev)
 		proc_remove(t, p);
 	}
 	p = proctable_get(t, pid, agent_clock_us(CLOCK_REALTIME));
+	if (p && !p->maps_due_us) {
+		/*
+		 * The look above came as the program started; the loader's
+		 * calls within TP_MAPS_GAP_NS of the exec give no maps record
+		 * (bpf/sampler.bpf.c), so a library dlopened that early (a CUDA
+		 * runtime's injection library) is found by one more look after
+		 * the gap. Its mappings unchanged, that look stops at once.
+		 */
+		p->maps_due_us = agent_clock_us(CLOCK_REALTIME) + PROCTABLE_MAPS_GAP_US;
+		if (p->maps_due_us < t->next_recheck_us)
+			t->next_recheck_us = p->maps_due_us;
+	}
 	/*
 	 * It ran and now runs a new program: its tables now, not at its next
 	 * sample read (also when the record comes after a look at the new
