@@ -25,7 +25,7 @@ wl() {
 	shift
 	(
 		echo "$BASHPID" >"$cg/cgroup.procs"
-		CUDA_INJECTION64_PATH=$lib exec "$workload" --settle-ms 600 --linger-ms 200 "$@" \
+		CUDA_INJECTION64_PATH=$lib exec "$workload" --linger-ms 200 "$@" \
 			>"$work/$name.out"
 	) || fail "the workload $name failed"
 }
@@ -43,8 +43,10 @@ agent_stop() {
 }
 
 agent_run
-wl truth --requests 9 --threads 3 --kernels 5 --graph
-wl lose --requests 4 --threads 1 --kernels 3 --lose-records 5
+# the first launch 1.2 s after the runtime starts: the library found (at
+# most 250 ms), the process's unwind tables built (its launch stacks)
+wl truth --settle-ms 1200 --requests 9 --threads 3 --kernels 5 --graph
+wl lose --settle-ms 1200 --requests 4 --threads 1 --kernels 3 --lose-records 5
 agent_stop
 
 # the truth: per request and kernel name, launches and GPU ns, and the launcher
@@ -89,7 +91,7 @@ echo "ok: 5 records never came: 5 launches expired unmatched, the 7 others store
 # --gpu off: nothing attached, nothing stored
 q "TRUNCATE traceprof.gpu" >/dev/null
 agent_run --gpu off
-wl off --requests 2 --threads 1 --kernels 2
+wl off --settle-ms 300 --requests 2 --threads 1 --kernels 2
 agent_stop
 [ "$(q "SELECT count(*) FROM traceprof.gpu")" = 0 ] || fail "rows stored with --gpu off"
 [ "$(stat bpf_gpu_launches)" = 0 ] && [ "$(stat gpu_probed)" = 0 ] || fail "--gpu off attached the marker"
