@@ -14,16 +14,31 @@
  * stack from the probe's registers with the sampler's walker (CFI tables
  * where placed, else frame pointers) and emits a TP_REC_GPU record: the
  * frames at ips[0, user_n), the correlation id in off_us, the stream and
- * device | api << 32 at ips[TP_MAX_FRAMES] and ips[TP_MAX_FRAMES + 1]
- * (bpf/sampler.h). The agent joins it with the kernels' records of the
- * same id from the process's shared ring.
+ * device | api << 32 right after the frames (bpf/sampler.h). The agent
+ * joins it with the kernels' records of the same id from the process's
+ * shared ring.
+ *
+ * The record is built in a per-CPU buffer and copied into the ring at its
+ * length, TP_GPU_BYTES(user_n), not reserved at its largest (1,096 bytes)
+ * as a sample's: a launch stack is tens of frames, and a flood of
+ * launches would fill the ring with room never used. The copy of a few
+ * hundred bytes from a buffer that stays in cache is small next to the
+ * uprobe's trap (bench/results.md).
  */
+
+/* The record being built, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_sample);
+} gpu_scratch SEC(".maps");
 
 SEC("uprobe")
 int BPF_KPROBE(on_gpu_launch, __u32 correlation_id, __u32 device, __u64 stream, __u32 api)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 tgid = task->tgid, tid = task->pid, un;
+	__u32 tgid = task->tgid, tid = task->pid, un, zero = 0;
 	struct counter_set *c = counters_here();
 	struct thread_ctx tc;
 	struct tp_sample *s;
@@ -35,12 +50,9 @@ int BPF_KPROBE(on_gpu_launch, __u32 correlation_id, __u32 device, __u64 stream, 
 			c->n[TP_CNT_GPU_FILTERED]++;
 		return 0;
 	}
-	s = bpf_ringbuf_reserve(&samples, TP_GPU_BYTES, 0);
-	if (!s) {
-		if (c)
-			c->n[TP_CNT_GPU_LOST]++;
+	s = bpf_map_lookup_elem(&gpu_scratch, &zero);
+	if (!s)
 		return 0;
-	}
 	read_thread_ctx(task, &tc);
 	s->kind = TP_REC_GPU;
 	s->time_ns = bpf_ktime_get_ns();
@@ -61,16 +73,21 @@ int BPF_KPROBE(on_gpu_launch, __u32 correlation_id, __u32 device, __u64 stream, 
 #else
 	un = take_stack(ctx, s->ips, BPF_F_USER_STACK, c, 1);
 #endif
+	un &= 0x7f; /* at most TP_MAX_FRAMES: a bound the verifier sees */
 	s->user_n = un;
 	s->flags = sflags | ctx_src_flags(&tc);
-	s->ips[TP_MAX_FRAMES] = stream;
-	s->ips[TP_MAX_FRAMES + 1] = (__u64)device | (__u64)api << 32;
+	s->ips[un] = stream;
+	s->ips[un + 1] = (__u64)device | (__u64)api << 32;
 	/* launches come in floods: wake the reader as samples do (it also polls) */
 	if (wakeup_bytes)
 		flags = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) < wakeup_bytes
 			    ? BPF_RB_NO_WAKEUP
 			    : BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(s, flags);
+	if (bpf_ringbuf_output(&samples, s, TP_GPU_BYTES(un), flags) != 0) {
+		if (c)
+			c->n[TP_CNT_GPU_LOST]++;
+		return 0;
+	}
 	if (c) {
 		c->n[TP_CNT_GPU_LAUNCHES]++;
 		if (tc.state == TP_CTX_TAGGED)

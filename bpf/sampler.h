@@ -79,17 +79,17 @@ enum tp_record_kind {
 			   /* context, off_us the status, struct tp_http after the header */
 	TP_REC_GPU = 7,	   /* thread tid launched CUDA work (docs/gpu.md): the thread's */
 			   /* context, user_n user frames from the launch marker (kern_n 0), */
-			   /* off_us the correlation id, struct tp_gpu_launch at */
-			   /* ips[TP_MAX_FRAMES]; the record is TP_GPU_BYTES long */
+			   /* off_us the correlation id, struct tp_gpu_launch right after */
+			   /* the frames (at ips[user_n]); TP_GPU_BYTES(user_n) bytes long */
 };
 
-/* What a TP_REC_GPU record carries after its frames, at ips[TP_MAX_FRAMES]. */
+/* What a TP_REC_GPU record carries after its frames, at ips[user_n]. */
 struct tp_gpu_launch {
 	__u64 stream; /* the marker's stream argument */
 	__u32 device; /* CUDA device ordinal */
 	__u32 api;    /* enum tp_cuda_api (include/traceprof/cuda_ring.h) */
 };
-#define TP_GPU_BYTES (64 + TP_MAX_FRAMES * 8 + 16)
+#define TP_GPU_BYTES(user_n) (64u + ((user_n) + 2u) * 8u)
 
 /*
  * What follows the 64-byte header of a TP_REC_HTTP record (in ips[]):

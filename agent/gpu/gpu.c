@@ -221,7 +221,8 @@ void gpu_on_launch(struct gpu *g, const struct tp_sample *s, size_t len, uint64_
 	struct gpu_proc *p;
 
 	(void)t_us;
-	if (!g || len < TP_GPU_BYTES || s->user_n > TP_MAX_FRAMES || gpu_join_init(g) != 0)
+	if (!g || s->user_n > TP_MAX_FRAMES || len < TP_GPU_BYTES(s->user_n) ||
+	    gpu_join_init(g) != 0)
 		return;
 	g->st.launches++;
 	p = find_proc(g, (int)s->pid);
