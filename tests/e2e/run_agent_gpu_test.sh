@@ -30,19 +30,22 @@ wl() {
 	) || fail "the workload $name failed"
 }
 # stat NAME: the counter from the stats file of the agent that ran last
-stat() { sed -n "s/^$1=//p" "$work/gpu.stats"; }
+stat() { sed -n "s/^$1=//p" "$work/$run.stats"; }
+# agent_run NAME ARGS...: an agent with its own log and stats file
 agent_run() {
-	start_agent gpu "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 19 \
-		--otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/gpu.stats" "$@"
+	run=$1
+	shift
+	start_agent "$run" "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 19 \
+		--otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/$run.stats" "$@"
 }
 agent_stop() {
 	kill -TERM "$agent_pid"
 	wait "$agent_pid" || fail "the agent exited with status $?"
-	grep -E '^(bpf_gpu|gpu_|agg_gpu)[a-z_]*=[1-9]' "$work/gpu.stats" | tr '\n' ' ' || true
+	grep -E '^(bpf_gpu|gpu_|agg_gpu)[a-z_]*=[1-9]' "$work/$run.stats" | tr '\n' ' ' || true
 	echo
 }
 
-agent_run
+agent_run gpu
 # the first launch 1.2 s after the runtime starts: the library found (at
 # most 250 ms), the process's unwind tables built (its launch stacks)
 wl truth --settle-ms 1200 --requests 9 --threads 3 --kernels 5 --graph
@@ -90,7 +93,7 @@ echo "ok: 5 records never came: 5 launches expired unmatched, the 7 others store
 
 # --gpu off: nothing attached, nothing stored
 q "TRUNCATE traceprof.gpu" >/dev/null
-agent_run --gpu off
+agent_run gpuoff --gpu off
 wl off --settle-ms 300 --requests 2 --threads 1 --kernels 2
 agent_stop
 [ "$(q "SELECT count(*) FROM traceprof.gpu")" = 0 ] || fail "rows stored with --gpu off"
