@@ -19,6 +19,7 @@ packages=(
 	chromium
 	gunicorn python3-flask # the Python package's end-to-end test (sdk/python)
 	openjdk-17-jdk-headless # e2e_jit_java: Java's JIT frames named from its perf map
+	bpftrace # benchmarks: an empty uprobe in bench/gpu_cost.sh, offcputime's stand-in in bench/offcpu_cost.sh
 )
 # Node.js runs the OpenTelemetry JavaScript SDK in the interoperability test;
 # a node and npm already installed (from any source) are used as they are.
