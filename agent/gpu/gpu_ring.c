@@ -165,12 +165,18 @@ static bool read_name(struct gpu_ring *r, const struct tp_cuda_rec *in, uint64_t
 {
 	uint32_t len = in->name_len;
 	uint64_t used = names_used < r->names_bytes ? names_used : r->names_bytes;
+	struct gpu_name_ent *e;
 
 	out->name[0] = 0;
 	if (!len)
 		return true;
 	if (in->name_off > used || len > used - in->name_off)
 		return false;
+	e = &r->names[(in->name_off * 2654435761u) >> 28 & (GPU_NAME_CACHE - 1)];
+	if (e->ok && e->off == in->name_off && e->len == in->name_len) {
+		memcpy(out->name, e->name, sizeof(out->name));
+		return true;
+	}
 	if (len > GPU_NAME_MAX) {
 		len = GPU_NAME_MAX;
 		st->cut_names++;
@@ -193,6 +199,10 @@ static bool read_name(struct gpu_ring *r, const struct tp_cuda_rec *in, uint64_t
 		st->bad_names++;
 		snprintf(out->name, sizeof(out->name), "[bad name]");
 	}
+	e->ok = 1;
+	e->off = in->name_off;
+	e->len = in->name_len;
+	memcpy(e->name, out->name, sizeof(e->name));
 	return true;
 }
 

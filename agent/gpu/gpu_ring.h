@@ -38,6 +38,20 @@ struct gpu_ring_stats {
 	uint64_t read_errors; /* preads that came short (the file shrank) */
 };
 
+/*
+ * A name read before, by its place in the names area: names are
+ * append-only and never change once published (cuda_ring.h), and the
+ * library interns them, so a kernel launched again names the same bytes;
+ * a name is read with a pread once, not once a record. (A producer that
+ * rewrites a published name only misnames its own kernels.)
+ */
+#define GPU_NAME_CACHE 16
+struct gpu_name_ent {
+	uint32_t off, len; /* the record's name_off and name_len */
+	uint32_t ok;	   /* 1: name holds what they gave */
+	char name[GPU_NAME_MAX + 1];
+};
+
 /* One ring. */
 struct gpu_ring {
 	int pid;	/* the process */
@@ -51,6 +65,7 @@ struct gpu_ring {
 	bool broken;	  /* a read came short: the next drain says -EIO */
 	uint64_t prod[5]; /* the producer's counters last read: launches, records, */
 			  /* dropped_full, names_lost, cupti_dropped */
+	struct gpu_name_ent names[GPU_NAME_CACHE]; /* names read, by their place */
 };
 
 /* A record as the agent uses it: checked, its name copied (NUL-terminated). */
