@@ -231,8 +231,9 @@ void gpu_on_launch(struct gpu *g, const struct tp_sample *s, size_t len, uint64_
 		g->miss_pid = (int)s->pid;
 		g->miss_us = mono_us();
 		gpu_note_process(g, (int)s->pid, source_id);
-	} else if (p->ring.fd < 0 && mono_us() >= p->next_try_us)
+	} else if (p && p->ring.fd < 0 && mono_us() >= p->next_try_us) {
 		try_ring(g, p, mono_us());
+	}
 	l.key = (uint64_t)s->pid << 32 | s->off_us;
 	l.stack_id = gpu_launch_stack(g, s);
 	l.source_id = source_id;

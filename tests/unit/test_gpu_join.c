@@ -204,6 +204,31 @@ static void test_full(void)
 	gpu_free(g);
 }
 
+/*
+ * Launch records of a process the module does not follow (its library
+ * not found, or the process table full): kept, looked at once a second,
+ * and never a crash.
+ */
+static void test_unfollowed(void)
+{
+	struct gpu *g = new_gpu();
+	struct tp_sample smp = {
+	    .pid = (uint32_t)getpid(), .tid = (uint32_t)getpid(), .kind = TP_REC_GPU, .user_n = 1};
+	uint8_t trace[16] = {0};
+
+	smp.ips[0] = (uint64_t)(uintptr_t)test_unfollowed;
+	for (uint32_t i = 0; i < 3; i++) {
+		smp.off_us = i + 1;
+		gpu_on_launch(g, &smp, TP_GPU_BYTES(1), 3, trace, 0, 0);
+	}
+	gpu_on_launch(g, &smp, TP_GPU_BYTES(1) - 1, 3, trace, 0, 0); /* short: ignored */
+	CHECK(g->st.launches == 3 && g->l_n == 3 && gpu_active(g),
+	      "3 launches of a process not followed kept (%llu, %u)",
+	      (unsigned long long)g->st.launches, g->l_n);
+	close_window();
+	gpu_free(g);
+}
+
 /* ---- the ring ---- */
 
 #define NRECS 16
@@ -381,6 +406,7 @@ int main(void)
 	sym = sym_new(NULL);
 	test_join();
 	test_full();
+	test_unfollowed();
 	test_utf8();
 	test_header_lies();
 	test_ring();
