@@ -17,7 +17,10 @@
 #                    windows wait in its spool), runs the program with
 #                    CUDA_INJECTION64_PATH set, stops the agent and leaves in
 #                    OUT: spool.tar, truth.txt (the program's lines),
-#                    agent.log, agent-stats.txt, env.txt.
+#                    agent.log, agent-stats.txt, env.txt, build.log,
+#                    program.err and bench.txt: the launch call's time
+#                    (gpu_requests --bench, 5 rounds each) without
+#                    libtraceprof-cuda, with it and no agent, with both.
 #   verify OUT       here: a private PostgreSQL whose connection string is
 #                    the one the run used; an agent started on the spool
 #                    delivers the windows; then each request's stored
@@ -75,6 +78,15 @@ run() {
 			{ tail -30 "$out/build.log"; die "gpu_requests did not build"; }
 		prog=("$work/gpu_requests" 24 3 5000)
 	fi
+	bench_round() { # MODE [ENV...]: one timed round of launch calls into bench.txt
+		local mode=$1
+		shift
+		[ "${STANDIN:-0}" = 1 ] && return 0
+		env "$@" "$work/gpu_requests" --bench 20000 2>>"$out/program.err" |
+			sed "s/^bench /mode=$mode /" >>"$out/bench.txt"
+	}
+	: >"$out/bench.txt"
+	for _ in 1 2 3 4 5; do bench_round library_no_agent CUDA_INJECTION64_PATH="$lib"; done
 	rm -rf "$SPOOL" && mkdir -p "$SPOOL"
 	"$dir/traceprof-agent" --db "$CONNINFO" --spool-dir "$SPOOL" --frequency 19 --window 2s \
 		--otlp-grpc '' --otlp-http '' --control-listen '' --control-token-generate '' \
@@ -84,13 +96,26 @@ run() {
 	CUDA_INJECTION64_PATH=$lib "${prog[@]}" >"$out/truth.txt" 2>"$out/program.err"
 	rc=$?
 	sleep 3
+	for _ in 1 2 3 4 5; do
+		bench_round plain
+		bench_round library_and_agent CUDA_INJECTION64_PATH="$lib"
+	done
 	kill -TERM "$agent_pid"
 	wait "$agent_pid"
 	echo "program exit $rc, agent exit $?" >>"$out/env.txt"
 	tar -C "$SPOOL" -cf "$out/spool.tar" . || die "no spool"
 	grep -c '^request' "$out/truth.txt" | sed 's/^/requests: /'
 	grep -E '^gpu_' "$out/agent-stats.txt" || true
+	bench_summary "$out/bench.txt"
 	return $rc
+}
+
+bench_summary() { # BENCH_FILE: median ns per launch call of each mode
+	[ -s "$1" ] || return 0
+	awk '{split($1, m, "="); split($3, v, "="); n[m[2]]++; x[m[2], n[m[2]]] = v[2]}
+	     END {for (k in n) {c = n[k]; for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++)
+	              if (x[k, j] < x[k, i]) {t = x[k, i]; x[k, i] = x[k, j]; x[k, j] = t}
+	          printf "launch call, %s: median %.0f ns of %d rounds\n", k, x[k, int((c + 1) / 2)], c}}' "$1"
 }
 
 verify() {
@@ -103,6 +128,7 @@ verify() {
 	"$agent" --db "$CONNINFO" --spool-dir "$SPOOL" --target "pid:$$" --duration 6s \
 		--otlp-grpc '' --otlp-http '' --control-listen '' --control-token-generate '' \
 		--stats-file "$out/verify-stats.txt" >"$out/verify.log" 2>&1 || die "the agent failed (verify.log)"
+	bench_summary "$out/bench.txt"
 	reader=$("$db" conninfo "$PGDIR" --role reader)
 	python3 - "$reader" "$out/truth.txt" <<'EOF'
 import subprocess, sys
@@ -162,7 +188,7 @@ errs.sort()
 med = errs[len(errs) // 2] if errs else float("nan")
 mx = errs[-1] if errs else float("nan")
 print(f"requests {len(truth)}, (request, kernel) pairs {total}: counts exact {count_ok}, "
-      f"launcher in stack {fn_ok}; GPU time vs the program's events: median |error| {med:.4%}, "
+      f"launcher in stack {fn_ok}; GPU time vs the program's truth: median |error| {med:.4%}, "
       f"max {mx:.4%}; traces stored that are not requests: {extra}")
 sys.exit(1 if bad or extra or not total else 0)
 EOF

@@ -36,11 +36,22 @@ static char *ring_names;
 static struct name_slot names[NAME_SLOTS];
 static char demangled[TPC_MAX_NAME + 1]; /* under ring_lock */
 
-__attribute__((visibility("default"), noinline, used)) void
+__attribute__((visibility("default"), noinline, noclone, used)) void
 traceprof_cuda_launch(uint32_t correlation_id, uint32_t device, uint64_t stream, uint32_t api)
 {
 	/* The agent's uprobe reads the arguments from the registers here. */
+#if defined(__x86_64__)
+	/* The probe point: a 5-byte nop, each argument in its ABI register (cuda_ring.h). */
+	__asm__ volatile(".globl " TP_CUDA_MARKER_PROBE "\n\t"
+			 ".type " TP_CUDA_MARKER_PROBE ", @function\n" TP_CUDA_MARKER_PROBE ":\n\t"
+			 ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"
+			 ".size " TP_CUDA_MARKER_PROBE ", 5"
+			 :
+			 : "D"(correlation_id), "S"(device), "d"(stream), "c"(api)
+			 : "memory");
+#else
 	__asm__ volatile("" : : "r"(correlation_id), "r"(device), "r"(stream), "r"(api) : "memory");
+#endif
 }
 
 static uint64_t env_size(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi)

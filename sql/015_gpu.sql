@@ -4,7 +4,7 @@
 -- trace_id NULL) caused, from one source in one time bucket, aggregated by
 -- the agent per launch stack: stacks[i] launched launches[i] kernels that
 -- ran gpu_ns[i] nanoseconds on the GPU in all. A stack here is the CPU
--- stack of the launching thread, leaf first as every stack, whose leaf
+-- stack of the launching thread, root first as every stack, whose leaf
 -- frame is the kernel: function name '[gpu] ' || kernel name, module
 -- '[gpu]' (so flame graphs of GPU time end in the kernel). The stacks are
 -- the same dictionary as samples'. A launch whose CPU stack was not taken

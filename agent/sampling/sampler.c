@@ -703,7 +703,14 @@ int sampler_attach_gpu_probe(struct sampler *s, const char *path, uint64_t dev, 
 {
 	if (!path)
 		return -EINVAL;
-	s->gpu.func = TP_CUDA_MARKER;
+	uint64_t value;
+	int type;
+
+	/* The nop the library puts in its marker, where it has one (cuda_ring.h). */
+	s->gpu.func =
+	    tlsloc_file_symbol(path, TP_CUDA_MARKER_PROBE, &value, &type) > 0 && type == STT_FUNC
+		? TP_CUDA_MARKER_PROBE
+		: TP_CUDA_MARKER;
 	return loader_probes_attach(&s->gpu, s->skel->progs.on_gpu_launch, path, dev, ino);
 }
 

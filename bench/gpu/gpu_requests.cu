@@ -3,6 +3,11 @@
 // of GPU time per request (bench/gpu_device_check.sh, docs/gpu.md).
 //
 // usage: gpu_requests [REQUESTS [THREADS [SETTLE_MS]]]   (default 24 3 5000)
+//        gpu_requests --bench N
+//
+// --bench: the launch call's time on the application thread, N launches
+// of a kernel that does nothing (a sync every 1,024 keeps the queue short),
+// after 1,000 untimed ones; prints "bench launches=N ns_per_launch=X".
 //
 // Every request launches, on its thread's own stream:
 //   spin_kernel       twice, 1 to 3 ms each   (<<< >>>: the runtime's launch)
@@ -28,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 extern "C" {
@@ -261,12 +267,38 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* The launch call's time: the cost figure of following launches. */
+static int bench(long n)
+{
+	struct thread_state s;
+	struct timespec t0, t1;
+
+	CHECK(cudaFree(0));
+	setup(&s);
+	for (int i = 0; i < 1000; i++)
+		launch_spin(&s, 0ul, 0);
+	CHECK(cudaStreamSynchronize(s.stream));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (long i = 0; i < n; i++) {
+		launch_spin(&s, 0ul, 0);
+		if ((i & 1023) == 1023)
+			CHECK(cudaStreamSynchronize(s.stream));
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(cudaStreamSynchronize(s.stream));
+	printf("bench launches=%ld ns_per_launch=%.1f\n", n,
+	       ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct thread_state st[16];
 	pthread_t th[16];
 	cudaDeviceProp prop;
 
+	if (argc == 3 && strcmp(argv[1], "--bench") == 0)
+		return bench(atol(argv[2]) > 0 ? atol(argv[2]) : 1);
 	if (argc > 1)
 		n_requests = atol(argv[1]);
 	if (argc > 2)

@@ -29,6 +29,14 @@
 #define TP_CUDA_RING_MAGIC   0x3176616475637074ull /* "tpcudav1" little-endian */
 #define TP_CUDA_RING_VERSION 1u
 #define TP_CUDA_MARKER	     "traceprof_cuda_launch" /* the exported marker's symbol */
+/*
+ * x86-64: the probe point inside the marker, a 5-byte nop with the
+ * arguments in their registers, exported as a function symbol of its own.
+ * A uprobe there costs a system call instead of a breakpoint trap on
+ * kernels that optimize uprobes on 5-byte nops (Linux 6.18 on x86-64):
+ * the agent probes it where the library has it, else the marker's entry.
+ */
+#define TP_CUDA_MARKER_PROBE "traceprof_cuda_launch_probe"
 
 /* How the launch was made: the marker's api argument. */
 enum tp_cuda_api {
