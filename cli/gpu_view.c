@@ -14,22 +14,33 @@
 static const char kernels_sql[] =
     "SELECT kernel, launches, gpu_ms, gpu_pct FROM traceprof.trace_gpu_kernels($1, $2)";
 
-int gpu_kernels_text(FILE *out, struct cli_db *db, const char *trace_id, const char *service)
+/* The trace's kernels and their sums; NULL (*rc set) when the query failed. */
+static PGresult *query_kernels(struct cli_db *db, const char *trace_id, const char *service,
+			       int *rc, double *total, long long *launches)
 {
 	const char *params[2] = {trace_id, service};
-	double total = 0;
-	long long launches = 0;
+	PGresult *res = cli_query(db, kernels_sql, 2, params, rc);
+
+	*total = 0;
+	*launches = 0;
+	for (int i = 0; res && i < PQntuples(res); i++) {
+		*launches += atoll(PQgetvalue(res, i, 1));
+		*total += strtod(PQgetvalue(res, i, 2), NULL);
+	}
+	return res;
+}
+
+int gpu_kernels_text(FILE *out, struct cli_db *db, const char *trace_id, const char *service)
+{
+	double total;
+	long long launches;
 	int rc, n;
-	PGresult *res = cli_query(db, kernels_sql, 2, params, &rc);
+	PGresult *res = query_kernels(db, trace_id, service, &rc, &total, &launches);
 
 	if (!res)
 		return rc;
 	n = PQntuples(res);
 	if (n > 0) {
-		for (int i = 0; i < n; i++) {
-			launches += atoll(PQgetvalue(res, i, 1));
-			total += strtod(PQgetvalue(res, i, 2), NULL);
-		}
 		fprintf(out,
 			"GPU time: %.1f ms in %lld kernel launches (time on the GPU: it overlaps "
 			"the spans,\nit is not part of them)\n",
@@ -47,20 +58,15 @@ int gpu_kernels_text(FILE *out, struct cli_db *db, const char *trace_id, const c
 
 int gpu_kernels_json(FILE *out, struct cli_db *db, const char *trace_id, const char *service)
 {
-	const char *params[2] = {trace_id, service};
-	double total = 0;
-	long long launches = 0;
+	double total;
+	long long launches;
 	int rc, n;
-	PGresult *res = cli_query(db, kernels_sql, 2, params, &rc);
+	PGresult *res = query_kernels(db, trace_id, service, &rc, &total, &launches);
 
 	if (!res)
 		return rc;
 	n = PQntuples(res);
 	if (n > 0) {
-		for (int i = 0; i < n; i++) {
-			launches += atoll(PQgetvalue(res, i, 1));
-			total += strtod(PQgetvalue(res, i, 2), NULL);
-		}
 		fputs(",\n \"gpu\": {\"gpu_ms\": ", out);
 		cli_json_num(out, total);
 		fprintf(out, ", \"launches\": %lld, \"kernels\": [", launches);

@@ -173,6 +173,14 @@ static char *bin_i64_array(char *p, const uint64_t *v, size_t n)
 	return p;
 }
 
+static char *bin_i32_array(char *p, const uint32_t *v, size_t n)
+{
+	p = bin_array_header(p, n, 4, INT4OID);
+	for (size_t i = 0; i < n; i++)
+		p = bin_i32(p, v[i]);
+	return p;
+}
+
 static size_t bin_array_size(size_t elems, size_t elem_size)
 {
 	return 4 + ARRAY_HEADER_BYTES + elems * (4 + elem_size);
@@ -315,6 +323,18 @@ static char *txt_i64_array(char *p, const uint64_t *v, size_t n)
 		if (i)
 			*p++ = ',';
 		p = txt_i64(p, (int64_t)v[i]);
+	}
+	*p++ = '}';
+	return p;
+}
+
+static char *txt_u32_array(char *p, const uint32_t *v, size_t n)
+{
+	*p++ = '{';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			*p++ = ',';
+		p = txt_u64(p, v[i]);
 	}
 	*p++ = '}';
 	return p;
@@ -499,22 +519,13 @@ int copy_put_offcpu(struct copybuf *b, enum copy_format f, const struct store_of
 				 tagged ? r->trace_id : NULL);
 		p = bin_i16(p, r->kind);
 		p = bin_i64_array(p, r->stacks, r->n);
-		p = bin_array_header(p, r->n, 4, INT4OID);
-		for (uint32_t i = 0; i < r->n; i++)
-			p = bin_i32(p, r->us[i]);
+		p = bin_i32_array(p, r->us, r->n);
 	} else {
 		p = txt_row_head(p, r->bucket_us, r->source_id, r->span_id,
 				 tagged ? r->trace_id : NULL);
 		p = txt_tab(txt_u64(p, r->kind));
 		p = txt_tab(txt_i64_array(p, r->stacks, r->n));
-		*p++ = '{';
-		for (uint32_t i = 0; i < r->n; i++) {
-			if (i)
-				*p++ = ',';
-			p = txt_u64(p, r->us[i]);
-		}
-		*p++ = '}';
-		p = txt_end(p);
+		p = txt_end(txt_u32_array(p, r->us, r->n));
 	}
 	b->len = (size_t)(p - b->data);
 	return 0;
@@ -540,24 +551,14 @@ int copy_put_gpu(struct copybuf *b, enum copy_format f, const struct store_gpu_r
 		p = bin_row_head(p, r->bucket_us, r->source_id, r->span_id,
 				 tagged ? r->trace_id : NULL);
 		p = bin_i64_array(p, r->stacks, r->n);
-		p = bin_array_header(p, r->n, 4, INT4OID);
-		for (uint32_t i = 0; i < r->n; i++)
-			p = bin_i32(p, r->launches[i]);
+		p = bin_i32_array(p, r->launches, r->n);
 		p = bin_i64_array(p, r->gpu_ns, r->n);
 	} else {
 		p = txt_row_head(p, r->bucket_us, r->source_id, r->span_id,
 				 tagged ? r->trace_id : NULL);
 		p = txt_tab(txt_i64_array(p, r->stacks, r->n));
-		*p++ = '{';
-		for (uint32_t i = 0; i < r->n; i++) {
-			if (i)
-				*p++ = ',';
-			p = txt_u64(p, r->launches[i]);
-		}
-		*p++ = '}';
-		p = txt_tab(p);
-		p = txt_i64_array(p, r->gpu_ns, r->n);
-		p = txt_end(p);
+		p = txt_tab(txt_u32_array(p, r->launches, r->n));
+		p = txt_end(txt_i64_array(p, r->gpu_ns, r->n));
 	}
 	b->len = (size_t)(p - b->data);
 	return 0;

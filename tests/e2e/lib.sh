@@ -77,7 +77,7 @@ start_agent() {
 	"$@" 2> >(stamp >"$work/$name.log") &
 	agent_pid=$!
 	pids+=("$agent_pid")
-	for _ in $(seq 100); do grep -qs 'sampling at' "$work/$name.log" && break; sleep 0.1; done
+	for _ in $(seq 300); do grep -qs 'sampling at' "$work/$name.log" && break; sleep 0.1; done
 	grep -q 'sampling at' "$work/$name.log" || fail "the agent $name did not start"
 }
 # snapshot FILE: SIGUSR1 to $agent_pid (it writes its stats to FILE and

@@ -43,6 +43,9 @@ run_agent() { # run_agent N TARGET_PID
 		--spool-dir "$work/spool" --stats-file "$work/stats$1" \
 		>"$work/agent$1.out" 2>"$work/agent$1.log" &
 	agent_pid=$!
+	# loading the BPF programs takes seconds on a busy machine
+	for _ in $(seq 300); do grep -qs 'sampling at' "$work/agent$1.log" && return 0; sleep 0.1; done
+	fail "the agent did not start"
 }
 # the demo service exports its server spans to the agent
 "$service" --port 0 --threads 2 --work-scale 0.2 --otlp-endpoint "http://127.0.0.1:$otlp/v1/traces" \

@@ -45,7 +45,7 @@ port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$work/service.out")
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --control-listen "" \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
 grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
 
 # The demo has no frame pointers: its stacks are whole once the agent has

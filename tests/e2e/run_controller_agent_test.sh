@@ -42,7 +42,7 @@ start_agent() {
 	"$agent" --db "$agent_conn" --target "pid:$target_pid" --control-listen "127.0.0.1:$port" \
 		--control-token-file "$dir/token" >>"$dir/agent.out" 2>>"$dir/agent.log" &
 	agent_pid=$!
-	for _ in $(seq 100); do grep -qs 'sampling at' "$dir/agent.log" && break; sleep 0.1; done
+	for _ in $(seq 300); do grep -qs 'sampling at' "$dir/agent.log" && break; sleep 0.1; done
 }
 
 # A process for the trigger to target.

@@ -46,7 +46,7 @@ grep -q ready "$work/py.out" || fail "the Python program did not start"
 	--otlp-http "127.0.0.1:$otlp_port" --otlp-grpc "" --control-listen "" \
 	--stats-file "$work/stats" 2>"$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
 echo go >&3
 for _ in $(seq 100); do grep -q done "$work/py.out" && break; sleep 0.1; done
 grep -q done "$work/py.out" || fail "the Python program did not finish"

@@ -30,7 +30,7 @@ front_pid=${pids[-1]} front_port=$port
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
 pids+=("$agent_pid")
-for _ in $(seq 100); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
 grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
 
 # The demo has no frame pointers: its stacks are whole once the agent has
