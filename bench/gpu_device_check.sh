@@ -17,10 +17,14 @@
 #                    windows wait in its spool), runs the program with
 #                    CUDA_INJECTION64_PATH set, stops the agent and leaves in
 #                    OUT: spool.tar, truth.txt (the program's lines),
-#                    agent.log, agent-stats.txt, env.txt, build.log,
-#                    program.err and bench.txt: the launch call's time
-#                    (gpu_requests --bench, 5 rounds each) without
-#                    libtraceprof-cuda, with it and no agent, with both.
+#                    agent.log, agent-stats.txt, env.txt, build.log (and
+#                    the programs' errors), bench.txt: the launch call's
+#                    time (gpu_requests --bench, 5 rounds each) without
+#                    libtraceprof-cuda, with it and no agent, with both;
+#                    where PyTorch is installed, torch.txt: the requests
+#                    of bench/gpu/torch_requests.py under the library and
+#                    the agent, and what one of its passes launches by
+#                    torch.profiler (CUPTI, without the library).
 #   verify OUT       here: a private PostgreSQL whose connection string is
 #                    the one the run used; an agent started on the spool
 #                    delivers the windows; then each request's stored
@@ -58,6 +62,8 @@ stage() {
 
 run() {
 	local dir=$1 out=$2 work=/tmp/tp-gpucheck agent_pid rc prog lib
+	# the windows must wait in the spool: no database where the run's conninfo points
+	[ -S "$PGDIR/run/.s.PGSQL.5432" ] && die "a database listens at $PGDIR (an earlier verify): stop it first"
 	mkdir -p "$out" "$work" || die "cannot make $out"
 	export LD_LIBRARY_PATH=$dir/lib
 	{
@@ -82,7 +88,7 @@ run() {
 		local mode=$1
 		shift
 		[ "${STANDIN:-0}" = 1 ] && return 0
-		env "$@" "$work/gpu_requests" --bench 20000 2>>"$out/program.err" |
+		env "$@" "$work/gpu_requests" --bench 20000 2>>"$out/build.log" |
 			sed "s/^bench /mode=$mode /" >>"$out/bench.txt"
 	}
 	: >"$out/bench.txt"
@@ -93,16 +99,32 @@ run() {
 		--stats-file "$out/agent-stats.txt" >"$out/agent.log" 2>&1 &
 	agent_pid=$!
 	sleep 3
-	CUDA_INJECTION64_PATH=$lib "${prog[@]}" >"$out/truth.txt" 2>"$out/program.err"
+	CUDA_INJECTION64_PATH=$lib "${prog[@]}" >"$out/truth.txt" 2>>"$out/build.log"
 	rc=$?
 	sleep 3
 	for _ in 1 2 3 4 5; do
 		bench_round plain
 		bench_round library_and_agent CUDA_INJECTION64_PATH="$lib"
 	done
+	# PyTorch, where it is installed: its requests under the library and the agent
+	local torch=0 trq=$here/bench/gpu/torch_requests.py
+	if [ "${STANDIN:-0}" != 1 ] && python3 -c 'import torch' 2>/dev/null; then
+		torch=1
+		# the machine's own libraries for Python (the agent's are older)
+		env -u LD_LIBRARY_PATH TRACEPROF_SDK_LIBRARY="$dir/lib/libtraceprof-sdk.so.0" \
+			CUDA_INJECTION64_PATH="$lib" python3 "$trq" "$here/sdk/python" 12 \
+			>"$out/torch.txt" 2>>"$out/build.log" || torch=0
+		sleep 3
+	fi
 	kill -TERM "$agent_pid"
 	wait "$agent_pid"
 	echo "program exit $rc, agent exit $?" >>"$out/env.txt"
+	# what one pass launches, from torch.profiler (CUPTI) without the library
+	if [ $torch = 1 ]; then
+		env -u LD_LIBRARY_PATH python3 "$trq" "$here/sdk/python" --profile >>"$out/torch.txt" \
+			2>>"$out/build.log"
+		grep -c '^request' "$out/torch.txt" | sed 's/^/PyTorch requests: /'
+	fi
 	tar -C "$SPOOL" -cf "$out/spool.tar" . || die "no spool"
 	grep -c '^request' "$out/truth.txt" | sed 's/^/requests: /'
 	grep -E '^gpu_' "$out/agent-stats.txt" || true
@@ -130,9 +152,9 @@ verify() {
 		--stats-file "$out/verify-stats.txt" >"$out/verify.log" 2>&1 || die "the agent failed (verify.log)"
 	bench_summary "$out/bench.txt"
 	reader=$("$db" conninfo "$PGDIR" --role reader)
-	python3 - "$reader" "$out/truth.txt" <<'EOF'
-import subprocess, sys
-conn, truth_file = sys.argv[1], sys.argv[2]
+	python3 - "$reader" "$out/truth.txt" "$out/torch.txt" <<'EOF'
+import os, subprocess, sys
+conn, truth_file, torch_file = sys.argv[1], sys.argv[2], sys.argv[3]
 def sql(q):
     r = subprocess.run(["psql", conn, "-XAtF\t", "-c", q], capture_output=True, text=True)
     if r.returncode:
@@ -183,7 +205,44 @@ for trace, kernels in truth.items():
         else:
             print(f"STACK trace={trace} kernel={name}: {fn} not in {got[2][:300]}")
             bad += 1
-extra = sum(1 for t in stored if t not in truth)
+torch_req, one_pass = {}, {}
+if os.path.exists(torch_file):
+    for line in open(torch_file):
+        if line.startswith("request "):
+            kv = dict(p.split("=", 1) for p in line.split()[1:])
+            torch_req[kv["trace"]] = int(kv["passes"])
+        elif line.startswith("profile "):
+            head, ns = line.rstrip("\n").rsplit(" gpu_ns=", 1)
+            head, count = head.rsplit(" count=", 1)
+            # the agent keeps a kernel's name up to 256 bytes (docs/gpu.md)
+            name = head.split(" kernel=", 1)[1].encode()[:256].decode("utf-8", "ignore")
+            c0, t0 = one_pass.get(name, (0, 0.0))
+            one_pass[name] = (c0 + int(count), t0 + float(ns))
+if torch_req:
+    pairs, exact, ratios = 0, 0, []
+    for trace, passes in torch_req.items():
+        got = stored.get(trace, {})
+        for name in set(got) | set(one_pass):
+            pairs += 1
+            want = passes * one_pass.get(name, (0, 0.0))[0]
+            have = got.get(name, (0, 0, ""))[0]
+            if have == want:
+                exact += 1
+            else:
+                print(f"TORCH COUNT trace={trace} kernel={name[:120]}: stored {have}, one pass x {passes} = {want}")
+                bad += 1
+        want_ns = passes * sum(ns * 1.0 for _, ns in one_pass.values())
+        if want_ns:
+            ratios.append(sum(v[1] for v in got.values()) / want_ns)
+    ratios.sort()
+    print(f"PyTorch: requests {len(torch_req)}, (request, kernel) pairs {pairs}: counts exact {exact} "
+          f"({len(one_pass)} kernels a pass, names as torch.profiler gives them); GPU time per request "
+          f"against one profiled pass in another process: median ratio {ratios[len(ratios) // 2]:.3f}, "
+          f"range {ratios[0]:.3f}-{ratios[-1]:.3f}")
+elif os.path.exists(torch_file):
+    print("PyTorch: no requests")
+    bad += 1
+extra = sum(1 for t in stored if t not in truth and t not in torch_req)
 errs.sort()
 med = errs[len(errs) // 2] if errs else float("nan")
 mx = errs[-1] if errs else float("nan")

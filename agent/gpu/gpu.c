@@ -226,11 +226,23 @@ void gpu_on_launch(struct gpu *g, const struct tp_sample *s, size_t len, uint64_
 		return;
 	g->st.launches++;
 	p = find_proc(g, (int)s->pid);
-	if (!p && (g->miss_pid != (int)s->pid || mono_us() - g->miss_us > 1000000)) {
-		/* its library came before the agent's look: the look now (once a second) */
-		g->miss_pid = (int)s->pid;
-		g->miss_us = mono_us();
-		gpu_note_process(g, (int)s->pid, source_id);
+	if (!p) {
+		/*
+		 * Its library came after the agent's last look (a dlopen whose
+		 * maps record was not sent, or a look that failed): a look now,
+		 * again every GPU_MISS_RETRY_US while it launches and for
+		 * GPU_MISS_KEEP_US after its last launch (gpu_tick), so that its
+		 * ring is read even when its launches stopped.
+		 */
+		g->miss_last_us = mono_us();
+		g->miss_source = source_id;
+		if (g->miss_pid != (int)s->pid ||
+		    g->miss_last_us - g->miss_us >= GPU_MISS_RETRY_US) {
+			g->miss_pid = (int)s->pid;
+			g->miss_us = g->miss_last_us;
+			if (gpu_note_process(g, (int)s->pid, source_id))
+				g->miss_pid = 0;
+		}
 	} else if (p && p->ring.fd < 0 && mono_us() >= p->next_try_us) {
 		try_ring(g, p, mono_us());
 	}
@@ -247,6 +259,14 @@ void gpu_tick(struct gpu *g, int64_t now_us, int64_t now_mono)
 {
 	if (!g || !g->launches)
 		return;
+	if (g->miss_pid && now_mono - g->miss_us >= GPU_MISS_RETRY_US) {
+		int pid = g->miss_pid;
+
+		g->miss_us = now_mono;
+		if (gpu_note_process(g, pid, g->miss_source) ||
+		    now_mono - g->miss_last_us > GPU_MISS_KEEP_US)
+			g->miss_pid = 0; /* found, or given up on */
+	}
 	for (int i = 0; i < g->nprocs; i++) {
 		struct gpu_proc *p = &g->procs[i];
 

@@ -10,6 +10,10 @@
 #define GPU_STACK_CACHE 16384 /* raw launch stacks -> stack id (power of two) */
 #define GPU_FULL_CACHE	16384 /* (launch stack, kernel frame) -> stack id (power of two) */
 #define GPU_MAX_FRAMES	512   /* the store's limit on frames per stack */
+/* A launch's process without an entry (its library not seen yet): looked at again so often, */
+#define GPU_MISS_RETRY_US 100000
+/* ... for so long after its last launch. */
+#define GPU_MISS_KEEP_US 10000000
 
 /* A launch record kept for its kernel records. */
 struct gpu_launch {
@@ -67,6 +71,8 @@ struct gpu {
 	uint64_t added_seen;	 /* ... when the pending records were last looked up */
 	int miss_pid;		 /* a launch's process without an entry, looked at */
 	int64_t miss_us;	 /* then (monotonic) */
+	int64_t miss_last_us;	 /* its last launch (monotonic) */
+	uint64_t miss_source;	 /* its source */
 };
 
 /* gpu_join.c */

@@ -261,10 +261,21 @@ int procmem_maps_read(pid_t pid, struct procmem_maps *maps)
 	if (maps_scope.open && maps_scope.pid == pid && maps_scope.text)
 		return procmem_maps_parse(maps_scope.text, maps_scope.len, maps);
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	err = read_whole(path, &text, &len);
-	if (err)
-		return err;
-	err = procmem_maps_parse(text, len, maps);
+	/*
+	 * The kernel writes the file in chunks, a walk of the mappings each:
+	 * read while the process maps or unmaps (a dlopen), lines can come out
+	 * of order (-EIO from the parser). Read again, a few times.
+	 */
+	for (int tries = 0;; tries++) {
+		err = read_whole(path, &text, &len);
+		if (err)
+			return err;
+		err = procmem_maps_parse(text, len, maps);
+		if (err != -EIO || tries == 2)
+			break;
+		free(text);
+		text = NULL;
+	}
 	if (maps_scope.open && maps_scope.pid == pid) {
 		maps_scope.text = text; /* the scope's readers parse this copy */
 		maps_scope.len = len;
