@@ -218,8 +218,18 @@ const char *tpc_demangle(const char *name, char *out, size_t size)
 	if (!name || name[0] != '_' || name[1] != 'Z' || size == 0)
 		return name;
 	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-		/* The C++ runtime's demangler, when the process has one (CUDA's runtime does). */
+		/*
+		 * The C++ runtime's demangler. In the global scope where the
+		 * program links it; else from the copy a library loaded
+		 * privately (Python's extensions are loaded RTLD_LOCAL, and
+		 * with them libstdc++), or a new local one.
+		 */
 		fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!fn) {
+			void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+
+			fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
+		}
 		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
 	}
 	if (!fn)
