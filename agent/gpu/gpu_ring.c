@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "traceprof/log.h"
+#include "traceprof/utf8.h"
 
 #define RING_MAPPING "/memfd:" TP_CUDA_RING_NAME " (deleted)"
 #define READ_CHUNK   256 /* records read with one pread */
@@ -126,36 +127,11 @@ int gpu_ring_open(struct gpu_ring *r, int pid, struct gpu_ring_stats *st)
 
 bool gpu_utf8_ok(const char *s, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	const unsigned char *p = (const unsigned char *)s;
 
-	while (p < end) {
-		unsigned c = *p++, need, min;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			if (!c)
-				return false;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0)
-			need = 1, min = 0x80, cp = c & 0x1f;
-		else if ((c & 0xf0) == 0xe0)
-			need = 2, min = 0x800, cp = c & 0x0f;
-		else if ((c & 0xf8) == 0xf0)
-			need = 3, min = 0x10000, cp = c & 0x07;
-		else
+	for (size_t i = 0, u; i < n; i += u)
+		if (!p[i] || !(u = tp_utf8_len(p + i, n - i)))
 			return false;
-		if ((size_t)(end - p) < need)
-			return false;
-		for (unsigned i = 0; i < need; i++) {
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (p[i] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		p += need;
-	}
 	return true;
 }
 

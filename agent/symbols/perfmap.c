@@ -23,6 +23,7 @@
  */
 #include "perfmap.h"
 #include "traceprof/hex.h"
+#include "traceprof/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -236,39 +237,13 @@ static bool parse_hex(const char **p, const char *end, uint64_t *v)
 	return true;
 }
 
-/* Bytes of the well-formed UTF-8 sequence at s (n bytes left), 0 if none. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned int c = s[0], cp, min;
-	size_t len;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, cp = c & 0x1f, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, cp = c & 0x0f, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, cp = c & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3fu);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* Copies name (len bytes) to out as UTF-8 text: other bytes and controls become '?'. */
 static void sanitize(char *out, const char *name, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)name;
 
 	for (size_t i = 0; i < len;) {
-		size_t u = s[i] >= 0x80 ? utf8_len(s + i, len - i) : 1;
+		size_t u = tp_utf8_len(s + i, len - i);
 
 		if (u > 1) {
 			memcpy(out + i, s + i, u);

@@ -2,6 +2,7 @@
  * jsonbuf.c - see jsonbuf.h.
  */
 #include "jsonbuf.h"
+#include "traceprof/utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,34 +47,6 @@ void jsonbuf_printf(struct jsonbuf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 }
 
-size_t jsonbuf_utf8_len(const unsigned char *s, size_t n)
-{
-	unsigned int c = s[0];
-	size_t len;
-	unsigned int cp, min;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, cp = c & 0x1f, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, cp = c & 0x0f, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, cp = c & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 void jsonbuf_str(struct jsonbuf *b, const char *s)
 {
 	size_t n;
@@ -96,7 +69,7 @@ void jsonbuf_str(struct jsonbuf *b, const char *s)
 			b->len += (size_t)snprintf(b->s + b->len, 7, "\\u%04x", *p);
 		} else if (*p < 0x80) {
 			b->s[b->len++] = (char)*p;
-		} else if ((u = jsonbuf_utf8_len(p, (size_t)(end - p)))) {
+		} else if ((u = tp_utf8_len(p, (size_t)(end - p)))) {
 			memcpy(b->s + b->len, p, u);
 			b->len += u;
 			p += u - 1;

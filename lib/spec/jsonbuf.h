@@ -23,12 +23,6 @@ void jsonbuf_printf(struct jsonbuf *b, const char *fmt, ...) __attribute__((form
  * UTF-8 as U+FFFD.
  */
 void jsonbuf_str(struct jsonbuf *b, const char *s);
-/*
- * Length of the valid UTF-8 sequence at s (at most n bytes available): 1 to
- * 4, or 0 when s does not start one (overlong forms, surrogates and code
- * points over U+10FFFF are not valid).
- */
-size_t jsonbuf_utf8_len(const unsigned char *s, size_t n);
 /* The text (the caller frees it), or NULL after a failure; b is emptied. */
 char *jsonbuf_take(struct jsonbuf *b);
 void jsonbuf_free(struct jsonbuf *b);

@@ -19,6 +19,7 @@
 #include "jsonbuf.h"
 #include "manifest.h"
 #include "manifest_internal.h"
+#include "traceprof/utf8.h"
 
 char *manifest_escape(char *out, size_t outlen, const char *s, size_t max_in)
 {
@@ -29,7 +30,7 @@ char *manifest_escape(char *out, size_t outlen, const char *s, size_t max_in)
 	if (!outlen)
 		return out;
 	while (i < n) {
-		size_t u = jsonbuf_utf8_len(p + i, n - i), adv = u ? u : 1, k;
+		size_t u = tp_utf8_len(p + i, n - i), adv = u ? u : 1, k;
 		char tmp[8];
 
 		if (i + adv > max_in) {

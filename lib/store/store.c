@@ -31,6 +31,7 @@
 #include "store_internal.h"
 #include "traceprof/log.h"
 #include "traceprof/migrate.h"
+#include "traceprof/utf8.h"
 
 /* ---- errors ---- */
 
@@ -350,43 +351,14 @@ static int refuse_full(struct store *st)
 static bool valid_utf8(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	const unsigned char *start = p;
+	size_t n = strnlen(s, STORE_MAX_STRING + 1);
 
-	while (*p) {
-		unsigned char c = *p;
-		int len;
-		unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-
-		if (c < 0x80) {
-			p++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			len = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			len = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			len = 4;
-		else
+	if (n > STORE_MAX_STRING)
+		return false;
+	for (size_t i = 0, u; i < n; i += u)
+		if (!(u = tp_utf8_len(p + i, n - i)))
 			return false;
-		if (c == 0xe0)
-			lo = 0xa0;
-		else if (c == 0xed)
-			hi = 0x9f;
-		else if (c == 0xf0)
-			lo = 0x90;
-		else if (c == 0xf4)
-			hi = 0x8f;
-		if (p[1] < lo || p[1] > hi)
-			return false;
-		for (int i = 2; i < len; i++)
-			if ((p[i] & 0xc0) != 0x80)
-				return false;
-		p += len;
-		if (p - start > STORE_MAX_STRING)
-			return false;
-	}
-	return p - start <= STORE_MAX_STRING;
+	return true;
 }
 
 bool store_valid_text(const char *s)
