@@ -674,7 +674,7 @@ struct agent *agent_new(const struct agent_config *cfg)
 		goto out_free;
 	}
 	a->stacks = calloc(STACK_CACHE_SIZE, sizeof(*a->stacks));
-	a->pyc = pycache_new();
+	a->pyc = pycache_new(a->cfg.python_cache_bytes);
 	a->procs.pyc = a->pyc;
 	if (proctable_init(&a->procs) != 0 || !a->stacks || !a->pyc ||
 	    zc_owners_init(&a->zco, NULL) != 0)

@@ -267,6 +267,9 @@ static const struct tp_option settings[] = {
 	"BPF ring buffer size (rounded up to a power of two); auto: 128K per CPU, at least 1M"),
     NUM("symbol-cache-bytes", TP_OPT_BYTES, symbol_cache_bytes, 1 << 20, (double)(1ull << 40),
 	"32M", "memory for cached symbol tables"),
+    NUM("python-cache-bytes", TP_OPT_BYTES, python_cache_bytes, 1 << 20, 1 << 30, "16M",
+	"memory for the names and line tables of Python code objects; one process may hold a "
+	"quarter of it"),
     NUM("unwind-table-bytes", TP_OPT_BYTES, unwind_table_bytes, 0, 1 << 30, "30M",
 	"kernel memory for the unwind tables of sampled code built without frame pointers "
 	"(CFI unwinding, 8 bytes a row); 0: frame pointers only"),

@@ -38,6 +38,7 @@ struct agent_config {
 	size_t queue_bytes;	   /* bound of windows waiting for the database */
 	size_t ring_bytes;	   /* BPF ring buffer size (power of two pages); 0: auto */
 	size_t symbol_cache_bytes; /* bound of cached symbol tables */
+	size_t python_cache_bytes; /* bound of cached Python code objects (names, line tables) */
 	size_t unwind_table_bytes; /* kernel memory for unwind table rows; 0: frame pointers only */
 	size_t max_keys;	   /* distinct aggregation keys per window */
 	int offcpu;		   /* enum sampler_offcpu_mode: off, requests, all */

@@ -48,8 +48,7 @@ uint32_t py_frames_emit(struct pycache *pc, const struct proc *p, const struct t
 	for (uint32_t i = to; i-- > from;) {
 		const __u64 *f = w + (size_t)i * TP_PY_WORDS;
 		const struct pycode *c =
-		    pc && p->pyp ? pycache_get(pc, p->pid, p->gen, p->pyp->layout, f[0], f[1])
-				 : NULL;
+		    pc && p->pyp ? pycache_get(pc, p->pid, p->gen, p->pyp, f) : NULL;
 		struct sym_frame sf = {.build_id = "", .kind = SYM_KIND_USER};
 
 		if (c) {

@@ -147,12 +147,14 @@ static void write_py_stats(const struct stats_sources *s, FILE *f, const struct 
 		"\npy_unsupported=%" PRIu64 "\npy_refused=%" PRIu64 "\npy_stacks=%" PRIu64
 		"\npy_eval_mismatch=%" PRIu64 "\npy_unknown=%" PRIu64 "\npy_code_hits=%" PRIu64
 		"\npy_code_misses=%" PRIu64 "\npy_code_faults=%" PRIu64 "\npy_code_flushes=%" PRIu64
-		"\n",
+		"\npy_code_stale=%" PRIu64 "\npy_code_share_evicts=%" PRIu64
+		"\npy_code_bytes=%" PRIu64 "\npy_code_budget_bytes=%" PRIu64 "\n",
 		ss->counters[TP_CNT_PY_STACKS], ss->counters[TP_CNT_PY_NO_TSTATE],
 		ss->counters[TP_CNT_PY_FRAMES], ss->counters[TP_CNT_PY_TRUNC],
 		ss->counters[TP_CNT_PY_FAULT], s->procs->st.py_found, s->procs->st.py_unsupported,
 		s->procs->st.py_refused, s->counts->py_stacks, s->counts->py_eval_mismatch,
-		s->counts->py_unknown, pc.hits, pc.misses, pc.faults, pc.flushes);
+		s->counts->py_unknown, pc.hits, pc.misses, pc.faults, pc.flushes, pc.stale,
+		pc.share_evicts, pc.bytes, pc.budget_bytes);
 }
 
 /* HTTP/1.x requests found from system calls (docs/zero-code-http.md). */

@@ -98,7 +98,7 @@ static long py_frame_step(__u32 i, void *arg)
 	struct py_walk_ctx *w = arg;
 	struct py_scratch *sc;
 	__u32 zero = 0, k;
-	__u64 code, instr;
+	__u64 code, instr, func, module, names[2];
 
 	if (!w->addr)
 		return 1;
@@ -128,10 +128,23 @@ static long py_frame_step(__u32 i, void *arg)
 	code = py_u64(sc->frame, w->pp.frame_code);
 	instr = py_u64(sc->frame, w->pp.frame_instr);
 	instr = instr > code + w->pp.code_adaptive ? instr - code - w->pp.code_adaptive : 0;
+	/*
+	 * The name's parts as they are now, while the frame holds its code and
+	 * function: the agent reads the strings later and checks them against
+	 * these (sampler.h). A failed read leaves 0: the agent then finds no
+	 * module, or a code object that does not check out ("[python]").
+	 */
+	names[0] = names[1] = module = 0;
+	if (bpf_probe_read_user(names, sizeof(names), (void *)(code + w->pp.code_qualname)))
+		names[0] = names[1] = 0;
+	func = w->pp.frame_func != TP_PY_NONE ? py_u64(sc->frame, w->pp.frame_func) : 0;
+	if (func && w->pp.func_module != TP_PY_NONE &&
+	    bpf_probe_read_user(&module, sizeof(module), (void *)(func + w->pp.func_module)))
+		module = 0;
 	sc->words[k] = code;
-	sc->words[k + 1] = w->pp.frame_func != TP_PY_NONE ? py_u64(sc->frame, w->pp.frame_func) : 0;
+	sc->words[k + 1] = module;
 	sc->words[k + 2] =
-	    (instr & 0xffffffffull) |
+	    (instr & 0xffffffffull) | (tp_py_ident(names[0], names[1]) << TP_PY_IDENT_SHIFT) |
 	    (w->pp.frame_entry != TP_PY_NONE && py_u8(sc->frame, w->pp.frame_entry) ? TP_PY_ENTRY
 										    : 0);
 	w->n++;

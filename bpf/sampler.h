@@ -156,19 +156,34 @@ struct tp_obi_ctx {
  * "py_procs" the sampler reads the interrupted thread's interpreter frames
  * after its native ones: TP_PY_WORDS words a frame, innermost first, at
  * ips[kern_n + user_n], their count in a sample record's off_us (0 for
- * other processes). A frame: the code object's address, the function
- * object's address (0 when none), then the instruction's byte offset
- * in its code (low 32 bits) and TP_PY_ENTRY in the high bits when the
- * frame was entered from C: the frames from the innermost to the first
- * such one ran in the innermost native evaluation loop frame, the next
- * chunk in the next one. Offsets are per interpreter version, from the
- * agent (agent/process/pyproc.c).
+ * other processes). A frame: the code object's address; the address of
+ * its function's module name (the str that __module__ points at, read in
+ * the same walk, 0 when none); then the instruction's byte offset in its
+ * code (low 32 bits), TP_PY_ENTRY when the frame was entered from C (the
+ * frames from the innermost to the first such one ran in the innermost
+ * native evaluation loop frame, the next chunk in the next one) and the
+ * code object's identity at the time of the sample in the top bits
+ * (tp_py_ident of its qualified name's and location table's addresses):
+ * the agent names the code later, from the process's memory, and a code
+ * object freed since and its address reused by another fails that check
+ * instead of lending its name. Offsets are per interpreter version, from
+ * the agent (agent/process/pyproc.c).
  */
-#define TP_PY_MAX_FRAMES 40
-#define TP_PY_WORDS	 3
-#define TP_PY_ENTRY	 (1ull << 32)
-#define TP_PY_NONE	 0xffff /* an offset the interpreter does not have */
-#define TP_PY_FRAME_READ 128	/* bytes of a frame read at once: every offset + 8 below */
+#define TP_PY_MAX_FRAMES  40
+#define TP_PY_WORDS	  3
+#define TP_PY_ENTRY	  (1ull << 32)
+#define TP_PY_IDENT_SHIFT 40
+#define TP_PY_NONE	  0xffff /* an offset the interpreter does not have */
+#define TP_PY_FRAME_READ  128	 /* bytes of a frame read at once: every offset + 8 below */
+
+/* 24 bits that change when a code object's name or location table does. */
+static inline __u64 tp_py_ident(__u64 qualname, __u64 linetable)
+{
+	__u64 h = (qualname ^ (linetable * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+
+	return (h >> 40) & 0xffffff;
+}
+
 struct tp_py_proc {
 	__u64 interp_head;	   /* address of _PyRuntime.interpreters.head */
 	__u16 interp_threads_head; /* PyInterpreterState: threads.head */
@@ -183,8 +198,10 @@ struct tp_py_proc {
 	__u16 frame_entry;	   /* ... the byte that says it was entered from C, or TP_PY_NONE */
 	__u16 frame_owner;	   /* ... the byte of its owner, or TP_PY_NONE */
 	__u16 code_adaptive;	   /* PyCodeObject: the first instruction */
+	__u16 code_qualname;	   /* ... co_qualname, with co_linetable the next word */
+	__u16 func_module;	   /* PyFunctionObject: __module__, or TP_PY_NONE */
 	__u8 owner_cstack;	   /* owner of a C-stack shim frame (3.12+), 0xff none */
-	__u8 reserved[7];	   /* zero */
+	__u8 reserved[3];	   /* zero */
 };
 #define TP_MAX_PY_PROCS 4096
 

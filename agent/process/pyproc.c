@@ -142,8 +142,12 @@ int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out
 	out->layout = layout_of(version);
 	if (!out->layout)
 		return -ENOTSUP;
+	if (out->layout->co_linetable != out->layout->co_qualname + 8)
+		return -ENOTSUP; /* the sampler reads both names in one piece */
 	out->bpf = out->layout->bpf;
 	out->bpf.interp_head = bias + values[0] + out->layout->runtime_interp;
+	out->bpf.code_qualname = out->layout->co_qualname;
+	out->bpf.func_module = out->layout->func_module;
 	if (values[2] && sizes[2]) {
 		out->eval_start = bias + values[2];
 		out->eval_end = out->eval_start + sizes[2];
@@ -221,46 +225,67 @@ static int read_str(pid_t pid, const struct pyproc_layout *l, uint64_t addr, cha
 	return 0;
 }
 
-int pycode_read(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t func,
-		struct pycode *out)
+/* The code's qualified name, file and table addresses and first line; 0 or -EFAULT. */
+static int code_fields(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t *qual,
+		       uint64_t *file, uint64_t *table, int32_t *first)
 {
-	uint64_t qual, file, table, module = 0;
-	char mod[128] = "", qn[200];
-	int64_t tlen;
-	int32_t first;
-
-	memset(out, 0, sizeof(*out));
-	if (!code || procmem_read(pid, code + l->co_qualname, &qual, sizeof(qual)) ||
-	    procmem_read(pid, code + l->co_filename, &file, sizeof(file)) ||
-	    procmem_read(pid, code + l->co_linetable, &table, sizeof(table)) ||
-	    procmem_read(pid, code + l->co_firstlineno, &first, sizeof(first)) ||
-	    read_str(pid, l, qual, qn, sizeof(qn)) ||
-	    read_str(pid, l, file, out->file, sizeof(out->file)))
+	if (!code || procmem_read(pid, code + l->co_qualname, qual, sizeof(*qual)) ||
+	    procmem_read(pid, code + l->co_filename, file, sizeof(*file)) ||
+	    procmem_read(pid, code + l->co_linetable, table, sizeof(*table)) ||
+	    procmem_read(pid, code + l->co_firstlineno, first, sizeof(*first)))
 		return -EFAULT;
-	if (func && !procmem_read(pid, func + l->func_module, &module, sizeof(module)) && module)
-		read_str(pid, l, module, mod, sizeof(mod)); /* not a str (rare): no module */
-	snprintf(out->function, sizeof(out->function), "%s%s%s", mod, mod[0] ? "." : "", qn);
-	out->firstlineno = first;
-	if (table && !procmem_read(pid, table + l->bytes_size, &tlen, sizeof(tlen)) && tlen > 0 &&
-	    (uint64_t)tlen <= LINETABLE_MAX) {
-		out->linetable = malloc((size_t)tlen);
-		if (!out->linetable)
-			return -ENOMEM;
-		if (procmem_read(pid, table + l->bytes_data, out->linetable, (size_t)tlen)) {
-			free(out->linetable);
-			out->linetable = NULL;
-		} else {
-			out->linetable_len = (size_t)tlen;
-		}
-	}
 	return 0;
 }
 
-void pycode_free(struct pycode *c)
+int pycode_read(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t module,
+		uint32_t ident, struct pycode **out)
 {
-	free(c->linetable);
+	uint64_t qual, file, table, qual2, file2, table2;
+	char mod[128] = "", qn[200], fn[512];
+	int64_t tlen = 0;
+	int32_t first, first2;
+	size_t flen, nlen, tbytes = 0;
+	struct pycode *c;
+	char *p;
+
+	*out = NULL;
+	if (code_fields(pid, l, code, &qual, &file, &table, &first))
+		return -EFAULT;
+	if (tp_py_ident(qual, table) != ident)
+		return -ESTALE;
+	if (read_str(pid, l, qual, qn, sizeof(qn)) || read_str(pid, l, file, fn, sizeof(fn)))
+		return -EFAULT;
+	if (module)
+		read_str(pid, l, module, mod, sizeof(mod)); /* not a str (rare): no module */
+	if (table && !procmem_read(pid, table + l->bytes_size, &tlen, sizeof(tlen)) && tlen > 0 &&
+	    (uint64_t)tlen <= LINETABLE_MAX)
+		tbytes = (size_t)tlen;
+	flen = strlen(fn) + 1;
+	nlen = strlen(mod) + 1 + strlen(qn) + 1;
+	c = malloc(sizeof(*c) + nlen + flen + tbytes);
+	if (!c)
+		return -ENOMEM;
+	p = (char *)(c + 1);
+	snprintf(p, nlen, "%s%s%s", mod, mod[0] ? "." : "", qn);
+	c->function = p;
+	memcpy(p + nlen, fn, flen);
+	c->file = p + nlen;
+	c->firstlineno = first;
 	c->linetable = NULL;
 	c->linetable_len = 0;
+	c->bytes = sizeof(*c) + nlen + flen + tbytes;
+	if (tbytes && !procmem_read(pid, table + l->bytes_data, p + nlen + flen, tbytes)) {
+		c->linetable = (const uint8_t *)(p + nlen + flen);
+		c->linetable_len = tbytes;
+	}
+	/* read again: the code object may have been freed (and reused) while it was read */
+	if (code_fields(pid, l, code, &qual2, &file2, &table2, &first2) || qual2 != qual ||
+	    file2 != file || table2 != table || first2 != first) {
+		free(c);
+		return -ESTALE;
+	}
+	*out = c;
+	return 0;
 }
 
 /* A varint of the location table: 6 bits a byte, 0x40 says more follow. */
@@ -328,22 +353,26 @@ int pycode_line(const struct pycode *c, uint32_t instr)
 /* ---- the cache ---- */
 
 struct pyentry {
-	pid_t pid; /* 0: free */
-	bool bad;  /* the code object could not be read: not tried again */
-	uint64_t gen;
-	uint64_t code;
-	struct pycode c;
+	pid_t pid;	  /* 0: free */
+	uint32_t ident;	  /* tp_py_ident the sample saw */
+	uint64_t gen;	  /* the process's program generation */
+	uint64_t code;	  /* the code object's address */
+	uint64_t module;  /* the module name's address, 0 none */
+	struct pycode *c; /* owned; NULL: could not be read (not tried again) */
 };
 
 struct pycache {
-	struct pyentry *slots; /* PYCACHE_MAX * 2, open addressing */
-	size_t n;
+	struct pyentry *slots; /* PYCACHE_SLOTS, open addressing */
+	size_t n;	       /* entries */
+	size_t budget;	       /* bytes at most */
+	uint64_t epoch;	       /* bumped at each flush: processes' counts older than it are 0 */
 	struct pycache_stats st;
 };
 
 #define PYCACHE_SLOTS (2 * PYCACHE_MAX)
+#define ENTRY_BYTES   (sizeof(struct pyentry) * 2) /* an entry's share of the slot table */
 
-struct pycache *pycache_new(void)
+struct pycache *pycache_new(size_t budget_bytes)
 {
 	struct pycache *pc = calloc(1, sizeof(*pc));
 
@@ -351,17 +380,30 @@ struct pycache *pycache_new(void)
 		free(pc);
 		return NULL;
 	}
+	if (pc) {
+		pc->budget = budget_bytes;
+		pc->epoch = 1;
+		pc->st.budget_bytes = budget_bytes;
+	}
 	return pc;
+}
+
+static size_t entry_bytes(const struct pyentry *e)
+{
+	return ENTRY_BYTES + (e->c ? e->c->bytes : 0);
 }
 
 static void flush(struct pycache *pc)
 {
 	for (size_t i = 0; i < PYCACHE_SLOTS; i++) {
 		if (pc->slots[i].pid)
-			pycode_free(&pc->slots[i].c);
+			free(pc->slots[i].c);
 		pc->slots[i].pid = 0;
+		pc->slots[i].c = NULL;
 	}
 	pc->n = 0;
+	pc->st.bytes = 0;
+	pc->epoch++;
 }
 
 void pycache_free(struct pycache *pc)
@@ -373,9 +415,10 @@ void pycache_free(struct pycache *pc)
 	free(pc);
 }
 
-static size_t slot_of(pid_t pid, uint64_t gen, uint64_t code)
+static size_t slot_of(pid_t pid, uint64_t gen, uint64_t code, uint64_t module, uint32_t ident)
 {
-	uint64_t h = code ^ ((uint64_t)pid << 32) ^ (gen * 0x9e3779b97f4a7c15ull);
+	uint64_t h = code ^ ((uint64_t)pid << 32) ^ (gen * 0x9e3779b97f4a7c15ull) ^
+		     (module * 0xc2b2ae3d27d4eb4full) ^ ident;
 
 	h ^= h >> 29;
 	h *= 0xbf58476d1ce4e5b9ull;
@@ -383,35 +426,65 @@ static size_t slot_of(pid_t pid, uint64_t gen, uint64_t code)
 	return (size_t)h & (PYCACHE_SLOTS - 1);
 }
 
-const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen,
-				 const struct pyproc_layout *l, uint64_t code, uint64_t func)
+static size_t *proc_bytes(const struct pycache *pc, struct pyproc *pp)
 {
-	size_t i = slot_of(pid, gen, code);
+	if (pp->cache_epoch != pc->epoch) {
+		pp->cache_epoch = pc->epoch;
+		pp->cache_bytes = 0;
+	}
+	return &pp->cache_bytes;
+}
+
+const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen, struct pyproc *pp,
+				 const __u64 f[TP_PY_WORDS])
+{
+	uint32_t ident = (uint32_t)(f[2] >> TP_PY_IDENT_SHIFT);
+	size_t i = slot_of(pid, gen, f[0], f[1], ident), need;
+	struct pycode *c = NULL;
 	struct pyentry *e;
+	int err;
 
 	for (;; i = (i + 1) & (PYCACHE_SLOTS - 1)) {
 		e = &pc->slots[i];
 		if (!e->pid)
 			break;
-		if (e->pid == pid && e->gen == gen && e->code == code) {
+		if (e->pid == pid && e->gen == gen && e->code == f[0] && e->module == f[1] &&
+		    e->ident == ident) {
 			pc->st.hits++;
-			return e->bad ? NULL : &e->c;
+			return e->c;
 		}
 	}
 	pc->st.misses++;
-	if (pc->n >= PYCACHE_MAX) {
+	err = pycode_read(pid, pp->layout, f[0], f[1], ident, &c);
+	/* kept as unreadable either way: the key holds the identity the sample saw */
+	pc->st.stale += err == -ESTALE;
+	pc->st.faults += err && err != -ESTALE;
+	need = ENTRY_BYTES + (c ? c->bytes : 0);
+	if (*proc_bytes(pc, pp) + need > pc->budget / PYCACHE_SHARE) {
+		pc->st.share_evicts++;
+		pycache_forget(pc, pid);
+		pp->cache_bytes = 0;
+	}
+	if (pc->n >= PYCACHE_MAX || pc->st.bytes + need > pc->budget) {
 		pc->st.flushes++;
 		flush(pc);
-		i = slot_of(pid, gen, code);
-		e = &pc->slots[i];
 	}
-	e->bad = pycode_read(pid, l, code, func, &e->c) != 0;
-	pc->st.faults += e->bad;
-	e->pid = pid;
-	e->gen = gen;
-	e->code = code;
+	if (need > pc->budget / PYCACHE_SHARE) {
+		free(c); /* larger than any share: named, not kept */
+		c = NULL;
+		pc->st.faults++;
+		return NULL;
+	}
+	for (i = slot_of(pid, gen, f[0], f[1], ident); pc->slots[i].pid;
+	     i = (i + 1) & (PYCACHE_SLOTS - 1))
+		;
+	e = &pc->slots[i];
+	*e = (struct pyentry){
+	    .pid = pid, .ident = ident, .gen = gen, .code = f[0], .module = f[1], .c = c};
 	pc->n++;
-	return e->bad ? NULL : &e->c;
+	pc->st.bytes += need;
+	*proc_bytes(pc, pp) += need;
+	return c;
 }
 
 void pycache_forget(struct pycache *pc, pid_t pid)
@@ -427,7 +500,9 @@ void pycache_forget(struct pycache *pc, pid_t pid)
 		struct pyentry *e = &pc->slots[i];
 
 		if (e->pid == pid) {
-			pycode_free(&e->c);
+			pc->st.bytes -= entry_bytes(e);
+			free(e->c);
+			e->c = NULL;
 			e->pid = 0;
 			pc->n--;
 		}
@@ -439,7 +514,7 @@ void pycache_forget(struct pycache *pc, pid_t pid)
 		if (!e.pid)
 			continue;
 		pc->slots[i].pid = 0;
-		for (j = slot_of(e.pid, e.gen, e.code); pc->slots[j].pid;
+		for (j = slot_of(e.pid, e.gen, e.code, e.module, e.ident); pc->slots[j].pid;
 		     j = (j + 1) & (PYCACHE_SLOTS - 1))
 			;
 		pc->slots[j] = e;

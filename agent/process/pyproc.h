@@ -54,6 +54,8 @@ struct pyproc {
 	const struct pyproc_layout *layout;
 	struct tp_py_proc bpf;	       /* for sampler_set_python */
 	uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault in the process, [start, end) */
+	uint64_t cache_epoch;	       /* the pycache's epoch when cache_bytes was counted */
+	size_t cache_bytes;	       /* bytes of the pycache holding this process's code */
 };
 
 /*
@@ -64,39 +66,63 @@ struct pyproc {
  */
 int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out);
 
-/* A code object as the agent names it. Strings are valid UTF-8. */
+/*
+ * A code object as the agent names it: one allocation holding the struct,
+ * its strings and its location table (free with free()). Strings are
+ * valid UTF-8.
+ */
 struct pycode {
-	char function[256]; /* "module.qualname" ("qualname" when the module is unknown) */
-	char file[512];	    /* co_filename */
-	int firstlineno;
-	uint8_t *linetable; /* co_linetable bytes (owned), NULL when unreadable */
-	size_t linetable_len;
+	const char *function;	  /* "module.qualname" ("qualname" when the module is unknown) */
+	const char *file;	  /* co_filename */
+	int firstlineno;	  /* co_firstlineno */
+	const uint8_t *linetable; /* co_linetable bytes, NULL when unreadable */
+	size_t linetable_len;	  /* its length */
+	size_t bytes;		  /* the allocation's size */
 };
 
 /*
- * Reads the code object at code (and the module of the function at func,
- * 0 for none) of pid into *out (free with pycode_free). 0, -EFAULT when
- * the memory is not a readable code object, -ENOMEM.
+ * Reads the code object at code of pid, named with the module whose name
+ * is the str at module (0: none), and checks that its qualified name and
+ * location table are still those the sample saw (ident, tp_py_ident of
+ * their addresses: a code object freed since and its address reused fails
+ * it). *out is the caller's to free. 0; -ESTALE when it is no longer the
+ * code the sample saw; -EFAULT when the memory is not a readable code
+ * object; -ENOMEM.
  */
-int pycode_read(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t func,
-		struct pycode *out);
-void pycode_free(struct pycode *c);
+int pycode_read(pid_t pid, const struct pyproc_layout *l, uint64_t code, uint64_t module,
+		uint32_t ident, struct pycode **out);
 /* The line of the instruction at byte offset instr in the code (CPython 3.11's location table). */
 int pycode_line(const struct pycode *c, uint32_t instr);
 
-/* Code objects read, per (process, address), bounded. */
-#define PYCACHE_MAX 16384
+/*
+ * Code objects read, per (process, program generation, code address,
+ * module, identity), bounded in bytes: the whole cache by budget_bytes and
+ * each process by budget_bytes / PYCACHE_SHARE (a process over its share
+ * loses its own entries, counted; a full cache is emptied, counted), and
+ * by PYCACHE_MAX entries.
+ */
+#define PYCACHE_MAX   16384
+#define PYCACHE_SHARE 4 /* a process may hold a quarter of the budget */
 struct pycache_stats {
 	uint64_t hits, misses; /* lookups */
 	uint64_t faults;       /* code objects that could not be read */
+	uint64_t stale;	       /* code objects freed (or changed) since their sample */
 	uint64_t flushes;      /* the cache was full and emptied */
+	uint64_t share_evicts; /* a process over its share lost its entries */
+	uint64_t bytes;	       /* held now */
+	uint64_t budget_bytes; /* the bound */
 };
 struct pycache;
-struct pycache *pycache_new(void);
+/* A cache of at most budget_bytes; NULL on ENOMEM. */
+struct pycache *pycache_new(size_t budget_bytes);
 void pycache_free(struct pycache *pc);
-/* The code at (pid, gen, code), read on a miss; NULL when unreadable. Valid until the next call. */
-const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen,
-				 const struct pyproc_layout *l, uint64_t code, uint64_t func);
+/*
+ * The code that frame word f (the sampler's three words, sampler.h) of
+ * process pid (program generation gen, interpreter pp) names, read on a
+ * miss; NULL when unreadable or stale. Valid until the next call.
+ */
+const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen, struct pyproc *pp,
+				 const __u64 f[TP_PY_WORDS]);
 /* Forgets the process's entries (it exited or exec'd). */
 void pycache_forget(struct pycache *pc, pid_t pid);
 void pycache_get_stats(const struct pycache *pc, struct pycache_stats *out);

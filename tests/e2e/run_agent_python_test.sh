@@ -10,7 +10,10 @@
 # samples with a Python frame. Next to it, two processes break their own
 # frame chain while sampled (py_scribble.py: a cycle, an unmapped link):
 # counted (bpf_py_trunc, bpf_py_fault), no hang, both finish, the agent
-# goes on.
+# goes on. A fourth (py_churn.py) makes and drops short-lived functions
+# of two modules (lambdas, generator expressions, closures, functions and
+# classes made per call, code compiled at run time): every frame of its
+# files must carry its own module's name (py_churn_check.py).
 # usage: run_agent_python_test.sh TRACEPROF_DB AGENT CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 agent=$2 cluster=$3
@@ -29,18 +32,22 @@ pids+=("$wl")
 cyc=$!
 "$py" "$here/py_scribble.py" garbage "$work/stop" 60 >"$work/garbage.out" &
 gar=$!
-pids+=("$cyc" "$gar")
+mkdir -p "$work/churn"
+"$py" "$here/py_churn.py" "$work/churn" "$work/stop" 60 >"$work/churn.out" 2>&1 &
+chn=$!
+pids+=("$cyc" "$gar" "$chn")
 sleep 0.3
-start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$wl,$cyc,$gar" --frequency 997 \
+start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$wl,$cyc,$gar,$chn" --frequency 997 \
 	--window 1s --otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/stats"
 wait "$wl" || fail "the workload failed" # it prints its truth after SECONDS of CPU per thread
 touch "$work/stop" # the two with a broken chain stop once the workload is done
 wait "$cyc" && wait "$gar" || fail "a process with a broken frame chain failed"
+wait "$chn" || fail "the churning process failed: $(cat "$work/churn.out")"
 sleep 1.5
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 grep -E '^(bpf_py_[a-z_]*|py_[a-z_]*)=' "$work/stats"
-grep -qx 'py_processes=3' "$work/stats" || fail "the agent did not find the three interpreters"
+grep -qx 'py_processes=4' "$work/stats" || fail "the agent did not find the four interpreters"
 grep -q '^bpf_py_trunc=[1-9]' "$work/stats" || fail "the cycle in a frame chain was not counted"
 grep -q '^bpf_py_fault=[1-9]' "$work/stats" || fail "the unmapped frame link was not counted"
 
@@ -60,4 +67,5 @@ SELECT u.n, string_agg(coalesce(fn.name, '[unknown]') || chr(31) || coalesce(fn.
  GROUP BY u.stack_id, u.n;
 SQL
 python3 "$here/py_check.py" "$work/stacks.tsv" "$work/truth.txt" || fail "Python stacks do not match the workload's truth"
+python3 "$here/py_churn_check.py" "$work/stacks.tsv" || fail "short-lived functions were named wrong"
 echo "ok: Python frames of a live CPython 3.11, interleaved with its native frames"

@@ -135,13 +135,22 @@ static void codes(pid_t pid, const struct pyproc *pp, const struct truth *t)
 	int right = 0, total = 0;
 
 	for (int i = 0; i < t->ncodes; i++) {
-		struct pycode c;
+		const struct pyproc_layout *l = pp->layout;
+		uint64_t code = t->codes[i].code;
+		uint64_t module = t->codes[i].func ? rd(pid, t->codes[i].func + l->func_module) : 0;
+		uint32_t ident = (uint32_t)tp_py_ident(rd(pid, code + l->co_qualname),
+						       rd(pid, code + l->co_linetable));
+		struct pycode *cp = NULL, c0 = {.function = "", .file = ""}, *c = &c0;
 
-		CHECK(pycode_read(pid, pp->layout, t->codes[i].code, t->codes[i].func, &c) == 0,
-		      "code %s readable", t->codes[i].name);
-		CHECK(!strcmp(c.function, t->codes[i].name) && !strcmp(c.file, t->codes[i].file) &&
-			  c.firstlineno == t->codes[i].first,
-		      "code: %s %s %d, Python says %s %s %d", c.function, c.file, c.firstlineno,
+		CHECK(pycode_read(pid, l, code, module, ident ^ 1, &cp) == -ESTALE && !cp,
+		      "code %s with another identity: stale", t->codes[i].name);
+		CHECK(pycode_read(pid, l, code, module, ident, &cp) == 0 && cp, "code %s readable",
+		      t->codes[i].name);
+		if (cp)
+			c = cp;
+		CHECK(!strcmp(c->function, t->codes[i].name) &&
+			  !strcmp(c->file, t->codes[i].file) && c->firstlineno == t->codes[i].first,
+		      "code: %s %s %d, Python says %s %s %d", c->function, c->file, c->firstlineno,
 		      t->codes[i].name, t->codes[i].file, t->codes[i].first);
 		for (int k = 0; k < t->nlines; k++) {
 			int got;
@@ -149,17 +158,17 @@ static void codes(pid_t pid, const struct pyproc *pp, const struct truth *t)
 			if (t->lines[k].code != t->codes[i].code)
 				continue;
 			total++;
-			got = pycode_line(&c, t->lines[k].off);
+			got = pycode_line(c, t->lines[k].off);
 			right += got == t->lines[k].line;
 			if (got != t->lines[k].line)
-				fprintf(stderr, "  %s +%u: line %d, Python says %d\n", c.function,
+				fprintf(stderr, "  %s +%u: line %d, Python says %d\n", c->function,
 					t->lines[k].off, got, t->lines[k].line);
 		}
-		pycode_free(&c);
+		free(cp);
 	}
 	CHECK(total > 20 && right == total, "lines of every co_lines() range: %d of %d", right,
 	      total);
-	CHECK(pycode_read(pid, pp->layout, 8, 0, &(struct pycode){0}) == -EFAULT,
+	CHECK(pycode_read(pid, pp->layout, 8, 0, 0, &(struct pycode *){NULL}) == -EFAULT,
 	      "a pointer that is not a code object");
 }
 
