@@ -69,6 +69,11 @@ cat "$work/demo.out"
 [ "$rc" -eq 0 ] || fail "the demo exited with status $rc"
 echo "the demo took $((SECONDS - start_s)) s"
 leftovers
+# what a user sees on the terminal's error stream: notes, never a shell's
+# or a tool's error line
+errs=$(grep -Ev '^note: ' "$work/demo.log" || true)
+[ -z "$errs" ] || fail "the demo printed error lines: $errs"
+grep -q "traceprof-db stop $db" "$work/demo.out" || fail "the demo does not say how to stop its database"
 out=$work/demo.out
 conn=$("$tpdb" conninfo "$db")
 q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
