@@ -172,17 +172,29 @@ static int read_status(int pid, int *nspid, uid_t *uid)
 
 int perfmap_open_at(int dirfd, const char *rel, uid_t uid, struct perfmap_stats *st)
 {
+	/*
+	 * As the process would open it, and stricter: inside its root, no
+	 * symbolic link anywhere on the way (a link the process's user made
+	 * could name a file only root may read), a regular file with one name
+	 * (a hard link could be such a file too), owned by the process's user
+	 * (a file a user bind-mounted over its own map in its own namespaces
+	 * keeps its real owner).
+	 */
 	struct open_how how = {
-	    .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	    .flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW,
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
 	};
 	struct stat s;
 	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
 
 	/* no fallback without openat2 (Linux < 5.6): links could lead out of the root */
+	if (fd < 0 && errno == ELOOP) {
+		st->refused++;
+		return -EPERM;
+	}
 	if (fd < 0)
 		return -errno;
-	if (fstat((int)fd, &s) != 0 || !S_ISREG(s.st_mode) || (s.st_uid != uid && s.st_uid != 0)) {
+	if (fstat((int)fd, &s) != 0 || !S_ISREG(s.st_mode) || s.st_uid != uid || s.st_nlink != 1) {
 		close((int)fd);
 		st->refused++;
 		return -EPERM;

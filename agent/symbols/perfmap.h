@@ -48,7 +48,7 @@ struct perfmap_stats {
 	    bad_lines;	  /* skipped: not "START SIZE name", bad hex, size 0, wrapping, too long */
 	uint64_t dropped; /* good lines not kept: a cap was reached */
 	uint64_t rereads; /* files read again from the start (shrunk, replaced, rewritten) */
-	uint64_t refused; /* files not read: not a regular file, or owned by another user */
+	uint64_t refused; /* files not read: a link, not regular, or another user's */
 };
 
 /* What perfmap_update changed (bits of its result). */
@@ -67,13 +67,15 @@ void perfmap_free(struct perfmap *pm, struct perfmap_stats *st);
  * Opens the perf map of pid as the process sees it: tmp/perf-<NSPID>.map
  * under /proc/<pid>/root (NSPID: its pid in its own pid namespace, the last
  * field of NSpid in /proc/<pid>/status), resolved inside that root (no
- * symbolic link leads out of it), without blocking. *nspid (0 = not known
- * yet) and *uid cache the status fields. A file that is not regular or
- * owned by neither the process's user nor root is refused (-EPERM,
- * counted). Returns a file descriptor or -errno (-ENOENT: no perf map).
+ * symbolic link is followed at all), without blocking. *nspid (0 = not
+ * known yet) and *uid cache the status fields. A symbolic link, a file
+ * that is not regular, has more than one name or is not owned by the
+ * process's user is refused (-EPERM, counted): the agent reads as root
+ * what the process's user could have pointed it at. Returns a file
+ * descriptor or -errno (-ENOENT: no perf map).
  */
 int perfmap_open(int pid, int *nspid, uid_t *uid, struct perfmap_stats *st);
-/* As perfmap_open for the file rel under the directory dirfd, owned by uid or root. */
+/* As perfmap_open for the file rel under the directory dirfd, owned by uid. */
 int perfmap_open_at(int dirfd, const char *rel, uid_t uid, struct perfmap_stats *st);
 
 /*

@@ -6,19 +6,22 @@
  * written waits), replacement (a new file, a shorter one, one rewritten in
  * place, also with the same first line), later lines winning over the ones they overlap, garbage
  * lines counted and skipped, the caps per process and over all processes, the bytes parsed per
- * pass, and files that must not be read (a FIFO, a link out of the process's root). Then the
+ * pass, and files that must not be read (a FIFO, a symbolic or hard link, another user's file,
+ * root's file bind-mounted by a user over its own map in its own namespaces). Then the
  * symbolizer: a child process with anonymous and memfd executable pages and a perf map naming them;
  * an address added to the map later is named once the generation moves on; ELF code keeps its
  * symbol whatever the map says.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -326,14 +329,33 @@ static void test_refused(void)
 	fd = perfmap_open_at(dirfd_, "fifo.map", getuid(), &st);
 	CHECK(fd == -EPERM, "a FIFO is refused without blocking: %d", fd);
 	CHECK(st.refused == refused + 1, "refusal counted");
-	/* a link out of the root resolves inside it: no such file there */
+	/* a symbolic link is never followed, out of the root or inside it */
+	put("target.map", "w", "1000 10 inside\n");
 	snprintf(path, sizeof(path), "%s/link.map", dir);
 	if (symlink("/etc/hostname", path) == 0) {
 		fd = perfmap_open_at(dirfd_, "link.map", getuid(), &st);
-		CHECK(fd == -ENOENT, "a link out of the root: %d", fd);
+		CHECK(fd == -EPERM, "a link out of the root is refused: %d", fd);
 		if (fd >= 0)
 			close(fd);
 	}
+	snprintf(path, sizeof(path), "%s/inlink.map", dir);
+	CHECK(symlink("target.map", path) == 0, "link made");
+	fd = perfmap_open_at(dirfd_, "inlink.map", getuid(), &st);
+	CHECK(fd == -EPERM, "a link inside the root is refused: %d", fd);
+	if (fd >= 0)
+		close(fd);
+	/* a second name of a file (a hard link to what the user could not read) */
+	snprintf(path, sizeof(path), "%s/hard.map", dir);
+	{
+		char target[128];
+
+		snprintf(target, sizeof(target), "%s/target.map", dir);
+		CHECK(link(target, path) == 0, "hard link made");
+	}
+	fd = perfmap_open_at(dirfd_, "hard.map", getuid(), &st);
+	CHECK(fd == -EPERM, "a file with two names is refused: %d", fd);
+	if (fd >= 0)
+		close(fd);
 	CHECK(perfmap_open_at(dirfd_, "missing.map", getuid(), &st) == -ENOENT, "no map");
 	if (getuid() == 0) {
 		/* a file of another user is refused */
@@ -347,7 +369,87 @@ static void test_refused(void)
 			CHECK(perfmap_open_at(dirfd_, "other.map", 54321, &st) == -EPERM,
 			      "another user's file is refused");
 		}
+		/* root's file, for a process of another user */
+		CHECK(perfmap_open_at(dirfd_, "target.map", 12345, &st) == -EPERM,
+		      "root's file for another user's process is refused");
 	}
+}
+
+/*
+ * The attack itself: a process of an unprivileged user bind-mounts a file
+ * only root may read over its own perf map, in a user and mount namespace
+ * of its own, where the agent (root) would read it through /proc/PID/root.
+ */
+static void test_bind_mount(void)
+{
+	char secret[128], map[64];
+	int sync_pipe[2], go[2], fd, nspid = 0;
+	uid_t uid = 0;
+	uint64_t refused = st.refused;
+	pid_t pid;
+	char c = 0;
+
+	if (getuid() != 0) {
+		printf("skip: the bind-mount check needs root\n");
+		return;
+	}
+	char sdir[] = "/tmp/tp-perfmap-secret-XXXXXX";
+	FILE *sf;
+
+	/* a directory anyone may pass through, holding a file only root may read */
+	CHECK(mkdtemp(sdir) && chmod(sdir, 0755) == 0, "secret directory");
+	snprintf(secret, sizeof(secret), "%s/secret", sdir);
+	sf = fopen(secret, "w");
+	CHECK(sf && fputs("1000 10 root_only_secret\n", sf) >= 0 && fclose(sf) == 0,
+	      "secret written");
+	chmod(secret, 0600);
+	signal(SIGPIPE, SIG_IGN);
+	CHECK(pipe(sync_pipe) == 0 && pipe(go) == 0, "pipes");
+	pid = fork();
+	if (pid == 0) {
+		char m[64];
+		int f;
+
+		snprintf(m, sizeof(m), "/tmp/perf-%d.map", getpid());
+		unlink(m);
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		f = open(m, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		if (f < 0)
+			_exit(3);
+		close(f);
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS) || mount(secret, m, NULL, MS_BIND, NULL))
+			_exit(4);
+		c = 'r';
+		if (write(sync_pipe[1], &c, 1) != 1)
+			_exit(5);
+		if (read(go[0], &c, 1) != 1)
+			_exit(6);
+		_exit(0);
+	}
+	close(sync_pipe[1]);
+	close(go[0]);
+	CHECK(read(sync_pipe[0], &c, 1) == 1 && c == 'r', "the child bind-mounted a root file");
+	fd = perfmap_open(pid, &nspid, &uid, &st);
+	CHECK(uid == 65534, "its user is nobody: %u", (unsigned)uid);
+	CHECK(fd == -EPERM, "the bind-mounted root file is refused: %d", fd);
+	CHECK(st.refused == refused + 1, "refusal counted");
+	if (fd >= 0)
+		close(fd);
+	c = 'g';
+	CHECK(write(go[1], &c, 1) == 1, "told the child to end");
+	{
+		int status = 0;
+
+		waitpid(pid, &status, 0);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: %d", status);
+	}
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", pid);
+	unlink(map);
+	unlink(secret);
+	rmdir(sdir);
+	close(sync_pipe[0]);
+	close(go[1]);
 }
 
 /* ---- through the symbolizer ---- */
@@ -490,6 +592,7 @@ int main(void)
 	test_caps();
 	test_pass_bound();
 	test_refused();
+	test_bind_mount();
 	test_symbolizer();
 	close(dirfd_);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
