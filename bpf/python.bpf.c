@@ -6,9 +6,15 @@
  * For a process in "py_procs" (written by the agent with the offsets of
  * its interpreter's version), the thread's PyThreadState is found once by
  * walking the interpreter's thread list for the one whose native thread
- * id is the sampled thread's, and kept in the thread's task storage
- * ("py_threads"); each sample checks that it still names the thread (one
- * read) before trusting it. From the thread state's current frame the
+ * id is the sampled thread's or, failing that, whose thread_id is the
+ * thread's pthread_self() (its thread pointer on x86-64 and arm64 glibc:
+ * how the interpreter itself tells threads apart). The second finds the
+ * main thread of a worker that a server forked from C (uWSGI): the fork
+ * copied the master's thread state with the master's native id, but the
+ * thread pointer of the forking thread is the same in the child. The
+ * state is kept in the thread's task storage ("py_threads"); each sample
+ * checks that it still names the thread (one read, two for a forked
+ * worker) before trusting it. From the thread state's current frame the
  * walk follows the previous links, reading TP_PY_FRAME_READ bytes of each
  * frame at once, and writes TP_PY_WORDS words a frame into the record
  * (sampler.h). Every read is bpf_probe_read_user: a freed or scribbled
@@ -67,6 +73,8 @@ struct py_walk_ctx {
 	struct tp_py_proc pp; /* the offsets (copied: the callbacks see scalars only) */
 	__u64 addr;	      /* the thread state, or the frame, to look at next */
 	__u64 found;	      /* the thread list: the thread state found */
+	__u64 found_tp;	      /* ... the one whose thread_id is the thread pointer */
+	__u64 tp;	      /* the thread list: the thread's pointer (pthread_self()) */
 	__u32 tid;	      /* the thread list: whose */
 	__u32 n;	      /* the frame chain: frames taken */
 	__u8 fault;	      /* a read failed */
@@ -88,6 +96,10 @@ static long py_thread_step(__u32 i, void *arg)
 		w->found = w->addr;
 		return 1;
 	}
+	if (!w->found_tp && w->pp.ts_thread_id != TP_PY_NONE && w->tp &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(w->addr + w->pp.ts_thread_id)) &&
+	    id == w->tp)
+		w->found_tp = w->addr;
 	if (bpf_probe_read_user(&w->addr, sizeof(w->addr), (void *)(w->addr + w->pp.ts_next)))
 		w->fault = 1;
 	return w->fault;
@@ -157,16 +169,24 @@ static __always_inline __u64 py_tstate(struct task_struct *task, struct py_walk_
 	__u64 *cached = bpf_task_storage_get(&py_threads, task, NULL, 0);
 	__u64 interp, id;
 
+	w->tp = thread_pointer(task);
 	if (cached && *cached &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(*cached + w->pp.ts_native_tid)) &&
 	    id == w->tid)
+		return *cached;
+	if (cached && *cached && w->pp.ts_thread_id != TP_PY_NONE && w->tp &&
+	    !bpf_probe_read_user(&id, sizeof(id), (void *)(*cached + w->pp.ts_thread_id)) &&
+	    id == w->tp)
 		return *cached;
 	if (bpf_probe_read_user(&interp, sizeof(interp), (void *)w->pp.interp_head) || !interp ||
 	    bpf_probe_read_user(&w->addr, sizeof(w->addr),
 				(void *)(interp + w->pp.interp_threads_head)))
 		return 0;
 	w->found = 0;
+	w->found_tp = 0;
 	bpf_loop(TP_PY_MAX_THREADS, py_thread_step, w, 0);
+	if (!w->found)
+		w->found = w->found_tp;
 	if (w->found) {
 		cached =
 		    bpf_task_storage_get(&py_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);

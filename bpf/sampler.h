@@ -200,8 +200,9 @@ struct tp_py_proc {
 	__u16 code_adaptive;	   /* PyCodeObject: the first instruction */
 	__u16 code_qualname;	   /* ... co_qualname, with co_linetable the next word */
 	__u16 func_module;	   /* PyFunctionObject: __module__, or TP_PY_NONE */
+	__u16 ts_thread_id;	   /* PyThreadState: thread_id (pthread_self()), or TP_PY_NONE */
 	__u8 owner_cstack;	   /* owner of a C-stack shim frame (3.12+), 0xff none */
-	__u8 reserved[3];	   /* zero */
+	__u8 reserved[1];	   /* zero */
 };
 #define TP_MAX_PY_PROCS 4096
 

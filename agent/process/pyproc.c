@@ -34,6 +34,7 @@ const struct pyproc_layout pyproc_layouts[] = {
 		.frame_entry = 68,
 		.frame_owner = 69,
 		.code_adaptive = 184,
+		.ts_thread_id = 152,
 		.owner_cstack = 0xff,
 	    },
 	.runtime_interp = 40,

@@ -4,7 +4,7 @@ Prints, from the interpreter's own view (ctypes and the code objects'
 attributes), one line per fact, then waits in waiter() until stdin
 closes:
 
-  TSTATE <address of the main thread's PyThreadState> <native thread id>
+  TSTATE <address of the main thread's PyThreadState> <native thread id> <pthread_self()>
   CODE <id(code)> <id(function)> <module>.<qualname> <co_firstlineno> <co_filename>
   LINE <id(code)> <byte offset> <line>    (one per co_lines() range)
   STACK <id(code)> ...                    (waiter's frames, innermost first)
@@ -42,7 +42,8 @@ def waiter():
 
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
-out = ["TSTATE %d %d" % (api.PyThreadState_Get(), threading.get_native_id())]
+out = ["TSTATE %d %d %d" % (api.PyThreadState_Get(), threading.get_native_id(),
+                            threading.get_ident())]
 for fn in (Shop.checkout, nested, café, waiter):
     c = fn.__code__
     out.append("CODE %d %d %s.%s %d %s" % (id(c), id(fn), fn.__module__, c.co_qualname,

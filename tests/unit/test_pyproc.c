@@ -39,7 +39,7 @@ struct tline {
 };
 
 struct truth {
-	uint64_t tstate, tid;
+	uint64_t tstate, tid, ident; /* the main thread's state, native id, pthread_self() */
 	int ncodes;
 	struct tcode codes[MAX_CODES];
 	int nlines;
@@ -78,7 +78,8 @@ static int read_truth(FILE *f, struct truth *t)
 		line[strcspn(line, "\n")] = 0;
 		if (!strcmp(line, "READY"))
 			return 0;
-		if (sscanf(line, "TSTATE %" SCNu64 " %" SCNu64, &t->tstate, &t->tid) == 2)
+		if (sscanf(line, "TSTATE %" SCNu64 " %" SCNu64 " %" SCNu64, &t->tstate, &t->tid,
+			   &t->ident) == 3)
 			continue;
 		if (!strncmp(line, "CODE ", 5) && t->ncodes < MAX_CODES) {
 			struct tcode *c = &t->codes[t->ncodes];
@@ -122,6 +123,10 @@ static void walk(pid_t pid, const struct pyproc *pp, const struct truth *t)
 			found = ts;
 	CHECK(found == t->tstate, "thread state by native id: %#" PRIx64 ", Python says %#" PRIx64,
 	      found, t->tstate);
+	/* a forked worker's is found by pthread_self() (python.bpf.c) */
+	CHECK(b->ts_thread_id != TP_PY_NONE && rd(pid, t->tstate + b->ts_thread_id) == t->ident,
+	      "thread_id: %#" PRIx64 ", Python says %#" PRIx64,
+	      rd(pid, t->tstate + b->ts_thread_id), t->ident);
 	frame = rd(pid, rd(pid, found + b->ts_cframe) + b->ts_frame);
 	for (; frame && n < 4; frame = rd(pid, frame + b->frame_previous))
 		codes[n++] = rd(pid, frame + b->frame_code);
