@@ -35,7 +35,10 @@ burn_pid=$!
 "$agent" --db "$agent_conn connect_timeout=2" --target "pid:$burn_pid" --frequency 99 --window 1s \
 	--queue-bytes 6K --stats-file "$work/stats" -v >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
-sleep 4
+# sampling (BPF verification takes seconds on a busy machine), then a few windows delivered
+for _ in $(seq 300); do grep -qs 'sampling at' "$work/agent.log" && break; sleep 0.1; done
+grep -q 'sampling at' "$work/agent.log" || fail "the agent did not start"
+sleep 3
 "$tpdb" stop "$work/db" >/dev/null
 echo "database stopped"
 sleep 8
