@@ -130,6 +130,9 @@ static long py_frame_step(__u32 i, void *arg)
 			sc->words[k] |= TP_PY_ENTRY;
 		return 0;
 	}
+	if (w->pp.owner_skip != 0xff && w->pp.frame_owner != TP_PY_NONE &&
+	    py_u8(sc->frame, w->pp.frame_owner) == w->pp.owner_skip)
+		return 0; /* the thread's base frame (3.14): no code of its own */
 	if (w->n >= TP_PY_MAX_FRAMES) {
 		w->trunc = 1;
 		return 1;
@@ -137,7 +140,7 @@ static long py_frame_step(__u32 i, void *arg)
 	k = w->n * TP_PY_WORDS;
 	if (k > TP_PY_MAX_FRAMES * TP_PY_WORDS - TP_PY_WORDS)
 		return 1;
-	code = py_u64(sc->frame, w->pp.frame_code);
+	code = py_u64(sc->frame, w->pp.frame_code) & ~(__u64)w->pp.ref_tag_bits;
 	instr = py_u64(sc->frame, w->pp.frame_instr);
 	instr = instr > code + w->pp.code_adaptive ? instr - code - w->pp.code_adaptive : 0;
 	/*
@@ -149,7 +152,9 @@ static long py_frame_step(__u32 i, void *arg)
 	names[0] = names[1] = module = 0;
 	if (bpf_probe_read_user(names, sizeof(names), (void *)(code + w->pp.code_qualname)))
 		names[0] = names[1] = 0;
-	func = w->pp.frame_func != TP_PY_NONE ? py_u64(sc->frame, w->pp.frame_func) : 0;
+	func = w->pp.frame_func != TP_PY_NONE
+		   ? py_u64(sc->frame, w->pp.frame_func) & ~(__u64)w->pp.ref_tag_bits
+		   : 0;
 	if (func && w->pp.func_module != TP_PY_NONE &&
 	    bpf_probe_read_user(&module, sizeof(module), (void *)(func + w->pp.func_module)))
 		module = 0;

@@ -202,7 +202,9 @@ struct tp_py_proc {
 	__u16 func_module;	   /* PyFunctionObject: __module__, or TP_PY_NONE */
 	__u16 ts_thread_id;	   /* PyThreadState: thread_id (pthread_self()), or TP_PY_NONE */
 	__u8 owner_cstack;	   /* owner of a C-stack shim frame (3.12+), 0xff none */
-	__u8 reserved[1];	   /* zero */
+	__u8 owner_skip;   /* owner of a frame with no code (3.14's base frame), 0xff none */
+	__u8 ref_tag_bits; /* low bits of a frame's code and function words that tag them */
+	__u8 reserved[5];  /* zero */
 };
 #define TP_MAX_PY_PROCS 4096
 

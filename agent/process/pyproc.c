@@ -3,8 +3,11 @@
  *
  * CPython 3.11's layout was read off Debian 12's python3.11 and is
  * checked by test_pyproc against a live interpreter (the addresses Python
- * itself reports through ctypes); other versions are not in the table yet
- * (docs/python.md says what 3.12 and 3.13 change).
+ * itself reports through ctypes). 3.13 and 3.14 publish most offsets in
+ * _Py_DebugOffsets, read from the process (the word of each field in that
+ * struct is per version, from Debian 13's python3.13 and unstable's
+ * python3.14); the table holds the rest. 3.12 is not in the table
+ * (docs/python.md says why).
  */
 #include "pyproc.h"
 
@@ -36,6 +39,7 @@ const struct pyproc_layout pyproc_layouts[] = {
 		.code_adaptive = 184,
 		.ts_thread_id = 152,
 		.owner_cstack = 0xff,
+		.owner_skip = 0xff,
 	    },
 	.runtime_interp = 40,
 	.ts_interp = 16,
@@ -52,6 +56,92 @@ const struct pyproc_layout pyproc_layouts[] = {
 	.bytes_size = 16,
 	.bytes_data = 32,
     },
+    /*
+     * 3.13 and 3.14: most offsets come from the process (_Py_DebugOffsets);
+     * these are those it does not give: the frame's function (f_funcobj),
+     * the function's __module__, the frame owners, and 3.14's tagged
+     * stack references (f_executable and f_funcobj are _PyStackRef, whose
+     * low bits are flags).
+     */
+    {
+	.major = 3,
+	.minor = 13,
+	.debug = &(const struct pyproc_debug_words){.version = 1,
+						    .rt_interp_head = 5,
+						    .is_threads_head = 9,
+						    .ts_next = 21,
+						    .ts_interp = 22,
+						    .ts_frame = 23,
+						    .ts_thread_id = 24,
+						    .ts_native_tid = 25,
+						    .fr_previous = 29,
+						    .fr_code = 30,
+						    .fr_instr = 31,
+						    .fr_owner = 33,
+						    .co_filename = 35,
+						    .co_name = 36,
+						    .co_qualname = 37,
+						    .co_linetable = 38,
+						    .co_firstlineno = 39,
+						    .co_adaptive = 43,
+						    .bytes_size = 65,
+						    .bytes_data = 66,
+						    .str_state = 68,
+						    .str_length = 69,
+						    .str_ascii_size = 70,
+						    .count = 71},
+	.bpf =
+	    {
+		.ts_cframe = TP_PY_NONE,
+		.frame_func = 16,
+		.frame_entry = TP_PY_NONE,
+		.owner_cstack = 3, /* FRAME_OWNED_BY_CSTACK */
+		.owner_skip = 0xff,
+	    },
+	.func_module = 104,
+    },
+    {
+	.major = 3,
+	.minor = 14,
+	.debug = &(const struct pyproc_debug_words){.version = 1,
+						    .rt_interp_head = 5,
+						    .is_threads_head = 9,
+						    .ts_next = 24,
+						    .ts_interp = 25,
+						    .ts_frame = 26,
+						    .ts_thread_id = 27,
+						    .ts_native_tid = 28,
+						    .fr_previous = 32,
+						    .fr_code = 33,
+						    .fr_instr = 34,
+						    .fr_owner = 36,
+						    .co_filename = 40,
+						    .co_name = 41,
+						    .co_qualname = 42,
+						    .co_linetable = 43,
+						    .co_firstlineno = 44,
+						    .co_adaptive = 48,
+						    .bytes_size = 75,
+						    .bytes_data = 76,
+						    .str_state = 78,
+						    .str_length = 79,
+						    .str_ascii_size = 80,
+						    .count = 81},
+	.bpf =
+	    {
+		.ts_cframe = TP_PY_NONE,
+		.frame_func = 16,
+		.frame_entry = TP_PY_NONE,
+		/*
+		 * FRAME_OWNED_BY_INTERPRETER: the entry frame each evaluation
+		 * loop pushes (and the thread's base frame, outermost)
+		 */
+		.owner_cstack = 3,
+		.owner_skip = 4, /* FRAME_OWNED_BY_CSTACK: no code of its own */
+		.ref_tag_bits = 3,
+	    },
+	.func_module = 104,
+    },
 };
 const size_t pyproc_nlayouts = sizeof(pyproc_layouts) / sizeof(pyproc_layouts[0]);
 
@@ -64,6 +154,89 @@ static bool python_name(const char *path)
 
 	b = b ? b + 1 : path;
 	return !strncmp(b, "python3", 7) || !strncmp(b, "libpython3", 10);
+}
+
+/* Bounds on offsets read from a process (it may lie): what a struct of that kind can be. */
+#define DEBUG_OFF_MAX	(1u << 20)	      /* into _PyRuntime or an interpreter */
+#define DEBUG_SMALL_MAX 1024		      /* into a thread state, code, bytes or str object */
+#define DEBUG_WORDS_MAX 96		      /* _Py_DebugOffsets words read at most */
+#define DEBUG_COOKIE	0x7970677562656478ull /* "xdebugpy" */
+
+/* A small offset (thread state, code object, str, bytes) of word i, or -1. */
+static int small_off(const uint64_t *w, uint8_t i, uint64_t max)
+{
+	return w[i] < max ? (int)w[i] : -1;
+}
+
+/*
+ * Completes l (from the table) with the offsets of the interpreter's own
+ * _Py_DebugOffsets at runtime (3.13+), each bounded: 0, or -EPROTO when
+ * the process's struct is not what its version's should be.
+ */
+static int from_debug_offsets(pid_t pid, uint64_t runtime, uint32_t version,
+			      struct pyproc_layout *l)
+{
+	const struct pyproc_debug_words *d = l->debug;
+	uint64_t w[DEBUG_WORDS_MAX];
+	int v[24], n = 0;
+
+	if (d->count > DEBUG_WORDS_MAX || procmem_read(pid, runtime, w, d->count * sizeof(w[0])))
+		return -EFAULT;
+	if (w[0] != DEBUG_COOKIE || (w[d->version] >> 16) != version >> 16)
+		return -EPROTO;
+	if (w[d->rt_interp_head] >= DEBUG_OFF_MAX || w[d->is_threads_head] >= DEBUG_OFF_MAX)
+		return -EPROTO;
+	/* frame offsets: within the bytes the sampler reads of a frame */
+	v[n++] = small_off(w, d->fr_previous, TP_PY_FRAME_READ - 8);
+	v[n++] = small_off(w, d->fr_code, TP_PY_FRAME_READ - 8);
+	v[n++] = small_off(w, d->fr_instr, TP_PY_FRAME_READ - 8);
+	v[n++] = small_off(w, d->fr_owner, TP_PY_FRAME_READ - 1);
+	v[n++] = small_off(w, d->ts_next, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->ts_interp, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->ts_frame, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->ts_thread_id, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->ts_native_tid, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->co_filename, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->co_name, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->co_qualname, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->co_linetable, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->co_firstlineno, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->co_adaptive, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->bytes_size, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->bytes_data, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->str_state, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->str_length, DEBUG_SMALL_MAX);
+	v[n++] = small_off(w, d->str_ascii_size, DEBUG_SMALL_MAX);
+	for (int i = 0; i < n; i++)
+		if (v[i] < 0)
+			return -EPROTO;
+	l->bpf.frame_previous = (uint16_t)v[0];
+	l->bpf.frame_code = (uint16_t)v[1];
+	l->bpf.frame_instr = (uint16_t)v[2];
+	l->bpf.frame_owner = (uint16_t)v[3];
+	l->bpf.ts_next = (uint16_t)v[4];
+	l->ts_interp = (uint16_t)v[5];
+	l->bpf.ts_frame = (uint16_t)v[6];
+	l->bpf.ts_thread_id = (uint16_t)v[7];
+	l->bpf.ts_native_tid = (uint16_t)v[8];
+	l->co_filename = (uint16_t)v[9];
+	l->co_name = (uint16_t)v[10];
+	l->co_qualname = (uint16_t)v[11];
+	l->co_linetable = (uint16_t)v[12];
+	l->co_firstlineno = (uint16_t)v[13];
+	l->bpf.code_adaptive = (uint16_t)v[14];
+	l->bytes_size = (uint16_t)v[15];
+	l->bytes_data = (uint16_t)v[16];
+	l->str_state = (uint16_t)v[17];
+	l->str_length = (uint16_t)v[18];
+	l->str_ascii_data = (uint16_t)v[19];
+	/* a compact str that is not ASCII: utf8_length and utf8 follow the ASCII header */
+	l->str_compact_data = (uint16_t)(v[19] + 16);
+	l->runtime_interp = (uint16_t)w[d->rt_interp_head];
+	l->bpf.interp_threads_head = (uint16_t)w[d->is_threads_head];
+	if (w[d->is_threads_head] > UINT16_MAX || w[d->rt_interp_head] > UINT16_MAX)
+		return -EPROTO; /* the sampler's offsets are 16 bits */
+	return 0;
 }
 
 static const struct pyproc_layout *layout_of(uint32_t version)
@@ -129,6 +302,7 @@ static int find_runtime(pid_t pid, const struct procmem_maps *maps, uint64_t val
 
 int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out)
 {
+	const struct pyproc_layout *l;
 	uint64_t values[3], sizes[3], bias = 0, interp = 0, ts = 0, back = 0;
 	uint32_t version = 0;
 	int err;
@@ -140,15 +314,19 @@ int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out
 	if (procmem_read(pid, bias + values[1], &version, sizeof(version)))
 		return -EFAULT;
 	out->version = version;
-	out->layout = layout_of(version);
-	if (!out->layout)
+	l = layout_of(version);
+	if (!l)
 		return -ENOTSUP;
-	if (out->layout->co_linetable != out->layout->co_qualname + 8)
+	out->layout = *l;
+	if (l->debug && (err = from_debug_offsets(pid, bias + values[0], version, &out->layout)))
+		return err;
+	l = &out->layout;
+	if (l->co_linetable != l->co_qualname + 8)
 		return -ENOTSUP; /* the sampler reads both names in one piece */
-	out->bpf = out->layout->bpf;
-	out->bpf.interp_head = bias + values[0] + out->layout->runtime_interp;
-	out->bpf.code_qualname = out->layout->co_qualname;
-	out->bpf.func_module = out->layout->func_module;
+	out->bpf = l->bpf;
+	out->bpf.interp_head = bias + values[0] + l->runtime_interp;
+	out->bpf.code_qualname = l->co_qualname;
+	out->bpf.func_module = l->func_module;
 	if (values[2] && sizes[2]) {
 		out->eval_start = bias + values[2];
 		out->eval_end = out->eval_start + sizes[2];
@@ -156,7 +334,7 @@ int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out
 	/* the main interpreter's first thread state must point back at it */
 	if (procmem_read(pid, out->bpf.interp_head, &interp, sizeof(interp)) || !interp ||
 	    procmem_read(pid, interp + out->bpf.interp_threads_head, &ts, sizeof(ts)) || !ts ||
-	    procmem_read(pid, ts + out->layout->ts_interp, &back, sizeof(back)))
+	    procmem_read(pid, ts + l->ts_interp, &back, sizeof(back)))
 		return -EAGAIN;
 	return back == interp ? 0 : -EPROTO;
 }
@@ -456,7 +634,7 @@ const struct pycode *pycache_get(struct pycache *pc, pid_t pid, uint64_t gen, st
 		}
 	}
 	pc->st.misses++;
-	err = pycode_read(pid, pp->layout, f[0], f[1], ident, &c);
+	err = pycode_read(pid, &pp->layout, f[0], f[1], ident, &c);
 	/* kept as unreadable either way: the key holds the identity the sample saw */
 	pc->st.stale += err == -ESTALE;
 	pc->st.faults += err && err != -ESTALE;

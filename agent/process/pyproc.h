@@ -7,10 +7,11 @@
  * Detection: a mapped file named python3* or libpython3* that defines
  * _PyRuntime and Py_Version; the version is read from the process (the
  * value of Py_Version), the layout is the table entry of its major and
- * minor version (pyproc_layouts), and the runtime is checked before use:
- * the main interpreter's first thread state must point back at it. An
- * unknown version, or a runtime that does not check out, gives native
- * frames only.
+ * minor version (pyproc_layouts), completed for 3.13+ from the
+ * interpreter's own _Py_DebugOffsets (each offset bounded before use),
+ * and the runtime is checked before use: the main interpreter's first
+ * thread state must point back at it. An unknown version, or a runtime
+ * that does not check out, gives native frames only.
  *
  * Not thread-safe: the agent's main loop owns the cache.
  */
@@ -25,9 +26,30 @@
 #include "bpf/sampler.h"
 #include "procmem.h"
 
+/*
+ * Where, in 3.13+'s _Py_DebugOffsets (the 64-bit words at the start of
+ * _PyRuntime, after the cookie "xdebugpy"), each offset the agent uses is:
+ * a word index per field, per minor version (the struct grows between
+ * versions).
+ */
+struct pyproc_debug_words {
+	uint8_t version;				   /* PY_VERSION_HEX */
+	uint8_t rt_interp_head;				   /* _PyRuntime: interpreters.head */
+	uint8_t is_threads_head;			   /* PyInterpreterState: threads.head */
+	uint8_t ts_next, ts_interp, ts_frame;		   /* PyThreadState: ..., current_frame */
+	uint8_t ts_thread_id, ts_native_tid;		   /* ... */
+	uint8_t fr_previous, fr_code, fr_instr, fr_owner;  /* _PyInterpreterFrame */
+	uint8_t co_filename, co_name, co_qualname;	   /* PyCodeObject */
+	uint8_t co_linetable, co_firstlineno, co_adaptive; /* ... */
+	uint8_t bytes_size, bytes_data;			   /* PyBytesObject: ob_size, ob_sval */
+	uint8_t str_state, str_length, str_ascii_size;	   /* PyASCIIObject, sizeof it */
+	uint8_t count;					   /* words to read */
+};
+
 /* Offsets the agent reads code objects with (the sampler's are in struct tp_py_proc). */
 struct pyproc_layout {
-	unsigned major, minor;	   /* the versions it is for */
+	unsigned major, minor;			/* the versions it is for */
+	const struct pyproc_debug_words *debug; /* 3.13+: the rest from the process */
 	struct tp_py_proc bpf;	   /* the sampler's offsets (interp_head: from _PyRuntime) */
 	uint16_t runtime_interp;   /* _PyRuntime: interpreters.head */
 	uint16_t ts_interp;	   /* PyThreadState: interp */
@@ -50,9 +72,9 @@ extern const struct pyproc_layout pyproc_layouts[];
 extern const size_t pyproc_nlayouts;
 
 struct pyproc {
-	uint32_t version; /* Py_Version (0x030b07f0 is 3.11.7 final), 0 when not read */
-	const struct pyproc_layout *layout;
-	struct tp_py_proc bpf;	       /* for sampler_set_python */
+	uint32_t version;	     /* Py_Version (0x030b07f0 is 3.11.7 final), 0 when not read */
+	struct pyproc_layout layout; /* the table's entry, completed from the process (3.13+) */
+	struct tp_py_proc bpf;	     /* for sampler_set_python */
 	uint64_t eval_start, eval_end; /* _PyEval_EvalFrameDefault in the process, [start, end) */
 	uint64_t cache_epoch;	       /* the pycache's epoch when cache_bytes was counted */
 	size_t cache_bytes;	       /* bytes of the pycache holding this process's code */

@@ -121,3 +121,23 @@ manifest() {
 	printf 'apiVersion: traceprof.dev/v1alpha1\nkind: TraceProfileTrigger\nmetadata:\n  name: %s\nspec:\n  service: %s\n' "$n" "$svc"
 	for l in "$@"; do printf '  %s\n' "$l"; done
 }
+# py_stacks_tsv OUT: every stored stack of $conn as "samples<TAB>frames", the
+# frames root first, separated by \x1e, each "function\x1fmodule\x1fline"
+# (what tests/e2e/py_check.py and py_churn_check.py read)
+py_stacks_tsv() {
+	psql "$conn" -qXAt -v ON_ERROR_STOP=1 -F $'\t' >"$1" <<'SQL'
+WITH u AS (
+    SELECT x.stack_id, sum(coalesce(x.c, 1)) AS n
+      FROM traceprof.samples s
+     CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS x(stack_id, c)
+     GROUP BY x.stack_id)
+SELECT u.n, string_agg(coalesce(fn.name, '[unknown]') || chr(31) || coalesce(fn.module, '')
+                       || chr(31) || coalesce(fr.line, 0), chr(30) ORDER BY f.ord)
+  FROM u
+  JOIN traceprof.stacks st ON st.stack_id = u.stack_id
+ CROSS JOIN LATERAL unnest(st.frame_ids) WITH ORDINALITY AS f(frame_id, ord)
+  LEFT JOIN traceprof.frames fr ON fr.frame_id = f.frame_id
+  LEFT JOIN traceprof.functions fn ON fn.function_id = fr.function_id
+ GROUP BY u.stack_id, u.n;
+SQL
+}

@@ -1,6 +1,11 @@
 """Checks e2e_agent_python's stored stacks against py_workload.py's truth.
 
-usage: python3 py_check.py STACKS.tsv TRUTH.txt
+usage: python3 py_check.py STACKS.tsv TRUTH.txt [--no-interleaving]
+
+--no-interleaving: report, but do not require, the Python frames of a C
+extension's callback in their place among the native frames (an
+interpreter whose evaluation loop the agent cannot find in the native
+stack: docs/python.md, "Versions").
 
 STACKS.tsv: one stored stack a line, "samples<TAB>frames" with the frames
 root first, separated by \\x1e, each "function\\x1fmodule\\x1fline".
@@ -75,12 +80,20 @@ for n, fr in cb:
         ordered += n
 ncb = sum(n for n, _ in cb)
 print("json_cb samples with via_json, then native frames, then json_cb: %d of %d" % (ordered, ncb))
-if ncb == 0 or ordered < 0.95 * ncb:
+if ncb == 0 or (ordered < 0.95 * ncb and "--no-interleaving" not in sys.argv[3:]):
     fails.append("interleaving: %d of %d json_cb samples in order" % (ordered, ncb))
-left = sum(n for n, fr in stacks if any(f[0] == "_PyEval_EvalFrameDefault" for f in fr))
-print("samples still showing _PyEval_EvalFrameDefault: %d" % left)
-if left > 0.01 * total:
+# of the workload's own threads (a process churning generators, beside it,
+# is often sampled while a generator's loop enters or leaves, when its
+# native frame is there and its Python frame not yet or no longer)
+mine = [(n, fr) for n, fr in stacks
+        if any(f[0] in ("__main__.main_loop", "__main__.worker") for f in fr)]
+left = sum(n for n, fr in mine if any(f[0] == "_PyEval_EvalFrameDefault" for f in fr))
+print("workload samples still showing _PyEval_EvalFrameDefault: %d" % left)
+if left > 0.01 * sum(n for n, _ in mine):
     fails.append("%d samples keep the evaluation loop's native frame" % left)
+    for n, fr in sorted(mine, key=lambda x: -x[0])[:200]:
+        if any(f[0] == "_PyEval_EvalFrameDefault" for f in fr):
+            print("  kept (%d): %s" % (n, ";".join(f[0] for f in fr)))
 
 # recursion: burn_b under recurse 6 times (recurse(5) .. recurse(0))
 depth = collections.Counter()

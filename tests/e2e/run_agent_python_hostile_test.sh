@@ -51,20 +51,6 @@ bytes=$(sed -n 's/^py_code_bytes=//p' "$work/stats")
 grep -q '^py_code_share_evicts=[1-9]' "$work/stats" || fail "the attacker was not held to its share"
 [ "$hwm" -le "$limit_kb" ] || fail "the agent's peak RSS is $((hwm / 1024)) MiB, over $((limit_kb / 1024)) MiB"
 
-psql "$conn" -qXAt -v ON_ERROR_STOP=1 -F $'\t' >"$work/stacks.tsv" <<'SQL'
-WITH u AS (
-    SELECT x.stack_id, sum(coalesce(x.c, 1)) AS n
-      FROM traceprof.samples s
-     CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS x(stack_id, c)
-     GROUP BY x.stack_id)
-SELECT u.n, string_agg(coalesce(fn.name, '[unknown]') || chr(31) || coalesce(fn.module, '')
-                       || chr(31) || coalesce(fr.line, 0), chr(30) ORDER BY f.ord)
-  FROM u
-  JOIN traceprof.stacks st ON st.stack_id = u.stack_id
- CROSS JOIN LATERAL unnest(st.frame_ids) WITH ORDINALITY AS f(frame_id, ord)
-  LEFT JOIN traceprof.frames fr ON fr.frame_id = f.frame_id
-  LEFT JOIN traceprof.functions fn ON fn.function_id = fr.function_id
- GROUP BY u.stack_id, u.n;
-SQL
+py_stacks_tsv "$work/stacks.tsv"
 python3 "$here/py_churn_check.py" "$work/stacks.tsv" || fail "the well-behaved process lost its names"
 echo "ok: the agent kept its Python cache within budget under attack ($((hwm / 1024)) MiB peak)"

@@ -51,21 +51,7 @@ grep -qx 'py_processes=4' "$work/stats" || fail "the agent did not find the four
 grep -q '^bpf_py_trunc=[1-9]' "$work/stats" || fail "the cycle in a frame chain was not counted"
 grep -q '^bpf_py_fault=[1-9]' "$work/stats" || fail "the unmapped frame link was not counted"
 
-psql "$conn" -qXAt -v ON_ERROR_STOP=1 -F $'\t' >"$work/stacks.tsv" <<'SQL'
-WITH u AS (
-    SELECT x.stack_id, sum(coalesce(x.c, 1)) AS n
-      FROM traceprof.samples s
-     CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS x(stack_id, c)
-     GROUP BY x.stack_id)
-SELECT u.n, string_agg(coalesce(fn.name, '[unknown]') || chr(31) || coalesce(fn.module, '')
-                       || chr(31) || coalesce(fr.line, 0), chr(30) ORDER BY f.ord)
-  FROM u
-  JOIN traceprof.stacks st ON st.stack_id = u.stack_id
- CROSS JOIN LATERAL unnest(st.frame_ids) WITH ORDINALITY AS f(frame_id, ord)
-  LEFT JOIN traceprof.frames fr ON fr.frame_id = f.frame_id
-  LEFT JOIN traceprof.functions fn ON fn.function_id = fr.function_id
- GROUP BY u.stack_id, u.n;
-SQL
+py_stacks_tsv "$work/stacks.tsv"
 python3 "$here/py_check.py" "$work/stacks.tsv" "$work/truth.txt" || fail "Python stacks do not match the workload's truth"
 python3 "$here/py_churn_check.py" "$work/stacks.tsv" || fail "short-lived functions were named wrong"
 echo "ok: Python frames of a live CPython 3.11, interleaved with its native frames"

@@ -140,7 +140,7 @@ static void codes(pid_t pid, const struct pyproc *pp, const struct truth *t)
 	int right = 0, total = 0;
 
 	for (int i = 0; i < t->ncodes; i++) {
-		const struct pyproc_layout *l = pp->layout;
+		const struct pyproc_layout *l = &pp->layout;
 		uint64_t code = t->codes[i].code;
 		uint64_t module = t->codes[i].func ? rd(pid, t->codes[i].func + l->func_module) : 0;
 		uint32_t ident = (uint32_t)tp_py_ident(rd(pid, code + l->co_qualname),
@@ -173,7 +173,7 @@ static void codes(pid_t pid, const struct pyproc *pp, const struct truth *t)
 	}
 	CHECK(total > 20 && right == total, "lines of every co_lines() range: %d of %d", right,
 	      total);
-	CHECK(pycode_read(pid, pp->layout, 8, 0, 0, &(struct pycode *){NULL}) == -EFAULT,
+	CHECK(pycode_read(pid, &pp->layout, 8, 0, 0, &(struct pycode *){NULL}) == -EFAULT,
 	      "a pointer that is not a code object");
 }
 
@@ -196,8 +196,8 @@ int main(void)
 		return check_done();
 	CHECK(procmem_maps_read(pid, &maps) == 0, "maps");
 	rc = pyproc_detect(pid, &maps, &pp);
-	CHECK(rc == 0 && pp.version >> 16 == 0x030b && pp.layout, "detected 3.11: %d %#x", rc,
-	      pp.version);
+	CHECK(rc == 0 && pp.version >> 16 == 0x030b && pp.layout.major == 3,
+	      "detected 3.11: %d %#x", rc, pp.version);
 	CHECK(pp.eval_start && pp.eval_end > pp.eval_start, "_PyEval_EvalFrameDefault found");
 	if (rc == 0) {
 		walk(pid, &pp, t);
