@@ -7,7 +7,7 @@
 
 uint32_t py_frames_count(const struct tp_sample *s)
 {
-	uint32_t n = s->kind == TP_REC_SAMPLE ? s->off_us : 0;
+	uint32_t n = s->kind == TP_REC_SAMPLE || s->kind == TP_REC_OFFCPU ? s->py_n : 0;
 
 	if (n > TP_PY_MAX_FRAMES ||
 	    (size_t)s->kern_n + s->user_n + (size_t)n * TP_PY_WORDS > 2 * TP_MAX_FRAMES)

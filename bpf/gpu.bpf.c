@@ -55,6 +55,7 @@ int BPF_KPROBE(on_gpu_launch, __u32 correlation_id, __u32 device, __u64 stream, 
 		return 0;
 	read_thread_ctx(task, &tc);
 	s->kind = TP_REC_GPU;
+	s->py_n = 0;
 	s->time_ns = bpf_ktime_get_ns();
 	s->cgroup_id = filter_mode == TP_FILTER_CGROUP ? bpf_get_current_cgroup_id() : 0;
 	s->pid = tgid;

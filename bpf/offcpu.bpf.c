@@ -96,6 +96,7 @@ static __always_inline void off_header(struct tp_sample *s, const struct off_thr
 				       __u16 flags)
 {
 	s->kind = TP_REC_OFFCPU;
+	s->py_n = 0;
 	s->time_ns = time;
 	s->cgroup_id = 0;
 	s->pid = t->tgid;
@@ -204,6 +205,13 @@ static __always_inline void off_flush_pending(void *ctx, struct off_thread *t, _
 	off_header(s, t, tid, &t->p_ctx, t->p_time, t->p_ns, sflags);
 	s->kern_n = kn;
 	s->user_n = un;
+	/* where it blocked in Python: its frames, read now (it has not run since) */
+	if (un && py_on) {
+		const struct tp_py_proc *pp = bpf_map_lookup_elem(&py_procs, &t->tgid);
+
+		if (pp)
+			py_walk(s, pp, PY_SLOT_OFFCPU);
+	}
 	off_submit(s);
 	t->p_time = 0;
 	if (c)

@@ -979,6 +979,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	record_ctx(s, tc);
 	s->hz = hz;
 	s->off_us = 0;
+	s->py_n = 0;
 
 	/* a sample of user mode has no kernel frames: skip the helper call */
 	if (!user_mode)
@@ -999,7 +1000,7 @@ static __always_inline void emit_record(struct bpf_perf_event_data *ctx, bool us
 	s->user_n = un;
 	s->flags = sflags | ctx_src_flags(tc);
 	if (pp)
-		py_walk(s, pp);
+		py_walk(s, pp, PY_SLOT_SAMPLE);
 
 	/*
 	 * A wakeup per sample costs more than the rest of the program (an

@@ -155,19 +155,16 @@ struct tp_obi_ctx {
  * Python frames (python.bpf.c, docs/python.md). For a process in
  * "py_procs" the sampler reads the interrupted thread's interpreter frames
  * after its native ones: TP_PY_WORDS words a frame, innermost first, at
- * ips[kern_n + user_n], their count in a sample record's off_us (0 for
- * other processes). A frame: the code object's address; the address of
- * its function's module name (the str that __module__ points at, read in
- * the same walk, 0 when none); then the instruction's byte offset in its
- * code (low 32 bits), TP_PY_ENTRY when the frame was entered from C (the
- * frames from the innermost to the first such one ran in the innermost
- * native evaluation loop frame, the next chunk in the next one) and the
- * code object's identity at the time of the sample in the top bits
- * (tp_py_ident of its qualified name's and location table's addresses):
- * the agent names the code later, from the process's memory, and a code
- * object freed since and its address reused by another fails that check
- * instead of lending its name. Offsets are per interpreter version, from
- * the agent (agent/process/pyproc.c).
+ * ips[kern_n + user_n], their count in py_n (0 for other processes), in
+ * CPU samples and in the records of blocked off-CPU intervals. A frame: the code object's address;
+ * the address of its function's module name (the str that __module__ points at, read in the same
+ * walk, 0 when none); then the instruction's byte offset in its code (low 32 bits), TP_PY_ENTRY
+ * when the frame was entered from C (the frames from the innermost to the first such one ran in the
+ * innermost native evaluation loop frame, the next chunk in the next one) and the code object's
+ * identity at the time of the sample in the top bits (tp_py_ident of its qualified name's and
+ * location table's addresses): the agent names the code later, from the process's memory, and a
+ * code object freed since and its address reused by another fails that check instead of lending its
+ * name. Offsets are per interpreter version, from the agent (agent/process/pyproc.c).
  */
 #define TP_PY_MAX_FRAMES  40
 #define TP_PY_WORDS	  3
@@ -241,9 +238,10 @@ struct tp_sample {
 	__u16 hz;	   /* sampling frequency of the event that fired (its bpf cookie) */
 	__u16 kern_n;	   /* kernel frames */
 	__u16 user_n;	   /* user frames */
-	__u16 kind;	   /* enum tp_record_kind */
+	__u8 kind;	   /* enum tp_record_kind */
+	__u8 py_n;	   /* TP_REC_SAMPLE, TP_REC_OFFCPU: Python frames after the native ones */
 	__u16 flags;	   /* TP_SAMPLE_RAISED, TP_SAMPLE_BASE */
-	__u32 off_us;	   /* TP_REC_OFFCPU: the interval in µs; TP_REC_SAMPLE: Python frames */
+	__u32 off_us; /* TP_REC_OFFCPU: the interval in µs; HTTP: status; GPU: correlation id */
 	__u64 ips[2 * TP_MAX_FRAMES]; /* only kern_n + user_n are meaningful */
 };
 

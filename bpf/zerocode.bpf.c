@@ -299,6 +299,7 @@ static __always_inline void zc_end(struct zc_thread *t, __u64 end_ns, __u16 flag
 		return;
 	}
 	s->kind = TP_REC_HTTP;
+	s->py_n = 0;
 	s->time_ns = end_ns;
 	s->cgroup_id = 0;
 	s->pid = task->tgid;
