@@ -1586,6 +1586,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if self.injected_refusal():
                 code = self.injected_code
             else:
+                self.injected_delay()
                 code = self.route(body, user)
         except ApiError as e:
             code = e.code
@@ -1598,17 +1599,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(500, ApiError(500, "InternalError", "internal error: %r" % e).status())
         self.log_request_line(code, user)
 
-    def injected_refusal(self):
-        """Answers with the fault "refuse" (faults.json) when this request matches it."""
-        f = self.server.faults().get("refuse")
-        if not f:
-            return False
+    def fault_matches(self, f):
+        """Whether this request matches a fault's methods, path and watch keys."""
         u = urllib.parse.urlsplit(self.path)
         if f.get("methods") and self.command not in f["methods"]:
             return False
         if f.get("path") and f["path"] not in u.path:
             return False
         if "watch" in f and f["watch"] != ("watch=" in u.query):
+            return False
+        return True
+
+    def injected_delay(self):
+        """Holds a matching request for the fault "delay" (faults.json), then serves it:
+        a slow API server (the write is applied, and answered, after the delay)."""
+        f = self.server.faults().get("delay")
+        if f and self.fault_matches(f):
+            time.sleep(float(f.get("seconds", 1)))
+
+    def injected_refusal(self):
+        """Answers with the fault "refuse" (faults.json) when this request matches it."""
+        f = self.server.faults().get("refuse")
+        if not f:
+            return False
+        if not self.fault_matches(f):
             return False
         if not self.server.fault_take("refuse", f.get("count")):
             return False
@@ -1901,8 +1915,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         return 200
 
+    def watch_held(self, f):
+        """Seconds the fault "watch_delay" holds this watch's events back (0: none)."""
+        d = f.get("watch_delay")
+        if not d or (d.get("path") and d["path"] not in urllib.parse.urlsplit(self.path).path):
+            return 0.0
+        return float(d.get("seconds", 1))
+
     def watch_loop(self, rd, cursor, deadline, bookmarks, match, wrap):
         srv, store = self.server, self.server.store
+        held = []  # (when it happened, event) not sent yet (fault "watch_delay")
         last_bookmark = time.monotonic()
         seen, end_at, reset_at, gone_at = None, None, None, None
         while not srv.stopping.is_set():
@@ -1951,7 +1973,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 elif typ == "DELETED":
                     now_m = was_m or now_m
                 if now_m or (typ == "DELETED" and was_m):
-                    self.chunk({"type": typ, "object": wrap(obj)})
+                    held.append((time.monotonic(), {"type": typ, "object": wrap(obj)}))
+            hold = self.watch_held(f)
+            while held and time.monotonic() - held[0][0] >= hold:
+                self.chunk(held.pop(0)[1])
+            if held:
+                continue  # no bookmark past an event held back
             if bookmarks and time.monotonic() - last_bookmark >= srv.bookmark_interval:
                 last_bookmark = time.monotonic()
                 self.chunk({"type": "BOOKMARK", "object": {
