@@ -262,6 +262,7 @@ struct kube_leader_opts {
 	long renew_deadline_ms; /* 0: 10000 */
 	long retry_period_ms;	/* 0: 2000 */
 	bool no_release;	/* do not release the Lease on stop */
+	long wall_offset_s;	/* tests only: added to the wall clock written (a skewed node) */
 	void (*started_leading)(void *arg);
 	void (*stopped_leading)(void *arg);
 	void (*new_leader)(void *arg, const char *identity); /* "" when released */

@@ -3,10 +3,12 @@
  * the semantics of client-go's leaderelection (15 s / 10 s / 2 s):
  *
  *   candidate: every retry period (jittered up to +20 %) GET the Lease;
- *     missing -> create it holding it; held by another whose record has
- *     not changed for a lease duration (local monotonic observation), or
- *     whose renewTime + leaseDurationSeconds has passed, or released
- *     (holder "") -> take it (acquireTime, leaseTransitions + 1);
+ *     missing -> create it holding it; held by another whose record
+ *     (holder, renewTime, resourceVersion) has not changed for a lease
+ *     duration as observed on this process's monotonic clock, or released
+ *     (holder "") -> take it (acquireTime, leaseTransitions + 1). The
+ *     wall-clock times in the record are for humans only: a peer whose
+ *     clock is skewed by any amount never deposes a leader that renews;
  *   leader: every retry period renew (renewTime); no successful renew for
  *     the renew deadline -> stopped_leading, back to candidate;
  *   fencing: kube_leader_may_act() is true only while the last successful
@@ -48,6 +50,7 @@ struct kube_leader {
 	/* thread only */
 	char observed_holder[256]; /* holder last seen */
 	char observed_renew[64];   /* renewTime last seen */
+	char observed_rv[64];	   /* metadata.resourceVersion last seen */
 	int64_t observed_ms;	   /* when the record last changed (monotonic) */
 	int64_t last_renew_ms;	   /* start of the last successful round as leader (monotonic;
 				      under lock) */
@@ -126,15 +129,27 @@ static void count(struct kube_leader *l, uint64_t *field)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* Notes the record read; calls new_leader when the holder changed. */
-static void observe(struct kube_leader *l, const char *holder, const char *renew)
+/*
+ * Notes the record read (holder, renewTime, resourceVersion of lease, which
+ * may be NULL); any change restarts the lease duration on the monotonic
+ * clock. Calls new_leader when the holder changed.
+ */
+static void observe(struct kube_leader *l, const json_t *lease, const char *holder)
 {
+	const json_t *spec = json_object_get(lease, "spec");
+	const char *renew = json_string_value(json_object_get(spec, "renewTime"));
+	const char *rv = json_string_value(
+	    json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
+
+	renew = renew ? renew : "";
+	rv = rv ? rv : "";
 	if (strcmp(holder, l->observed_holder) != 0 || strcmp(renew, l->observed_renew) != 0 ||
-	    l->observed_ms == 0) {
+	    strcmp(rv, l->observed_rv) != 0 || l->observed_ms == 0) {
 		bool changed = strcmp(holder, l->observed_holder) != 0 || l->observed_ms == 0;
 
 		snprintf(l->observed_holder, sizeof(l->observed_holder), "%s", holder);
 		snprintf(l->observed_renew, sizeof(l->observed_renew), "%s", renew);
+		snprintf(l->observed_rv, sizeof(l->observed_rv), "%s", rv);
 		l->observed_ms = kube_mono_ms();
 		if (changed && l->o.new_leader)
 			l->o.new_leader(l->o.arg, holder);
@@ -150,6 +165,7 @@ static json_t *spec_for(struct kube_leader *l, const json_t *old_spec, bool acqu
 	const char *holder = json_string_value(json_object_get(old_spec, "holderIdentity"));
 
 	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += l->o.wall_offset_s; /* test only: a skewed clock */
 	kube_format_microtime(now, &ts);
 	if (release) {
 		json_object_set_new(spec, "holderIdentity", json_string(""));
@@ -176,9 +192,8 @@ static int try_acquire_or_renew(struct kube_leader *l)
 {
 	struct kube_response r;
 	json_t *spec, *lease, *body;
-	const char *holder, *renew;
+	const char *holder;
 	json_int_t dur;
-	struct timespec rt, now;
 	bool mine, expired;
 	int rc;
 
@@ -197,7 +212,7 @@ static int try_acquire_or_renew(struct kube_leader *l)
 		rc = kube_request(l->client, KUBE_POST, l->leases_path, body, &r);
 		json_decref(body);
 		if (!rc && r.http_status == 201) {
-			observe(l, l->identity, "");
+			observe(l, r.body, l->identity);
 			kube_response_clear(&r);
 			return 0;
 		}
@@ -215,14 +230,13 @@ static int try_acquire_or_renew(struct kube_leader *l)
 	lease = r.body;
 	spec = json_object_get(lease, "spec");
 	holder = json_string_value(json_object_get(spec, "holderIdentity"));
-	renew = json_string_value(json_object_get(spec, "renewTime"));
 	holder = holder ? holder : "";
 	dur = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
-	observe(l, holder, renew ? renew : "");
+	observe(l, lease, holder);
 	mine = strcmp(holder, l->identity) == 0;
-	clock_gettime(CLOCK_REALTIME, &now);
-	expired = !*holder || kube_mono_ms() - l->observed_ms >= dur * 1000 ||
-		  (renew && kube_parse_time(renew, &rt) == 0 && rt.tv_sec + dur < now.tv_sec);
+	/* client-go's rule: the record unchanged for a lease duration on our own
+	 * monotonic clock; renewTime is never compared with our wall clock */
+	expired = !*holder || kube_mono_ms() - l->observed_ms >= dur * 1000;
 	if (!mine && !expired) {
 		kube_response_clear(&r);
 		return -EBUSY;
@@ -234,10 +248,7 @@ static int try_acquire_or_renew(struct kube_leader *l)
 	rc = kube_request(l->client, KUBE_PUT, l->lease_path, body, &r);
 	json_decref(body);
 	if (!rc && r.http_status == 200) {
-		const char *nr = json_string_value(
-		    json_object_get(json_object_get(r.body, "spec"), "renewTime"));
-
-		observe(l, l->identity, nr ? nr : "");
+		observe(l, r.body, l->identity);
 		kube_response_clear(&r);
 		return 0;
 	}
