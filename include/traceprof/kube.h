@@ -352,9 +352,13 @@ int kube_events_flush(struct kube_events *ev, long timeout_ms);
 
 /* ---- status ----------------------------------------------------------- */
 
+/* A kube_status_fn's answer: fresh already holds the status to write. */
+#define KUBE_STATUS_UNCHANGED 1
+
 /*
  * Computes the status to write from fresh (the object as the server has it
- * now, borrowed); *status is a new reference. Non-zero aborts the update.
+ * now, borrowed); *status is a new reference. KUBE_STATUS_UNCHANGED: fresh
+ * already has it (nothing is written); another non-zero aborts the update.
  */
 typedef int (*kube_status_fn)(void *arg, const json_t *fresh, json_t **status);
 
@@ -362,8 +366,10 @@ typedef int (*kube_status_fn)(void *arg, const json_t *fresh, json_t **status);
  * PUTs obj (borrowed, with metadata.resourceVersion and status) to
  * obj_path + "/status". On 409 re-reads obj_path, recomputes the status with
  * fn and tries again, at most max_retries times (0: 5). Returns 0 when
- * written, -EAGAIN when every try conflicted, another -errno otherwise; resp
- * (may be NULL) holds the last answer.
+ * written, KUBE_STATUS_UNCHANGED when fn found the fresh object already
+ * holding it (resp: that GET), -EAGAIN when every try conflicted,
+ * -ECANCELED when fn refused, another -errno otherwise; resp (may be NULL)
+ * holds the last answer.
  */
 int kube_update_status(struct kube_client *c, const char *obj_path, const json_t *obj,
 		       kube_status_fn fn, void *arg, int max_retries, struct kube_response *resp);

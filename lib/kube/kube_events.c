@@ -20,7 +20,8 @@
  *
  * Status: kube_update_status PUTs the object's /status with the
  * resourceVersion it was read at; a 409 re-reads the object and asks the
- * caller to compute the status again from what is there now.
+ * caller to compute the status again from what is there now (or to say
+ * that what is there already is what it would write: no write).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -594,8 +595,14 @@ int kube_update_status(struct kube_client *c, const char *obj_path, const json_t
 			break;
 		}
 		fresh = json_deep_copy(r->body);
-		if (!fresh || fn(arg, r->body, &status) != 0 || !status) {
+		rc = fresh ? fn(arg, r->body, &status) : -ENOMEM;
+		if (rc == KUBE_STATUS_UNCHANGED) {
+			json_decref(fresh); /* already there: nothing to write */
+			break;
+		}
+		if (rc != 0 || !status) {
 			json_decref(fresh);
+			json_decref(status);
 			rc = -ECANCELED;
 			break;
 		}

@@ -1271,6 +1271,15 @@ static int recompute(void *arg, const json_t *fresh, json_t **status)
 	return 0;
 }
 
+/* The status the fresh object has already: nothing to write. */
+static int already_there(void *arg, const json_t *fresh, json_t **status)
+{
+	(void)arg;
+	(void)fresh;
+	*status = NULL;
+	return KUBE_STATUS_UNCHANGED;
+}
+
 static void test_status(struct kube_client *c)
 {
 	const char *path = "/api/v1/namespaces/default/pods/st1";
@@ -1294,6 +1303,20 @@ static void test_status(struct kube_client *c)
 	const char *msg = json_string_value(json_object_get(s, "message"));
 	CHECK(phase && strcmp(phase, "Running") == 0 && msg && strcmp(msg, "7") == 0,
 	      "the recomputed status, from the fresh labels");
+	/* first is stale again: a 409, and the callback finds its status there */
+	rc = kube_update_status(c, path, first, already_there, NULL, 3, &r);
+	CHECK(rc == KUBE_STATUS_UNCHANGED && r.http_status == 200,
+	      "no write when the fresh object has the status: %d %ld", rc, r.http_status);
+	kube_response_clear(&r);
+	{
+		json_t *again = NULL;
+
+		req(c, KUBE_GET, path, NULL, &again);
+		CHECK(json_equal(json_object_get(again, "metadata"),
+				 json_object_get(now, "metadata")),
+		      "nothing written: the resourceVersion unchanged");
+		json_decref(again);
+	}
 	json_decref(now);
 	json_decref(first);
 }
