@@ -26,12 +26,19 @@
  * leader election only the leader takes keys from the queue; the others
  * keep their caches warm and drop what they are handed.
  *
+ * Status writes and their Events are not made here: a trigger key computes
+ * the status and hands the write to the status writers (kube_writer.c,
+ * --status-workers threads, one write at a time per trigger, the newest
+ * status only), so neither the pass nor the agents ever wait on the API
+ * server's latency.
+ *
  * This file owns the wiring: the state's life (setup, teardown), the
  * informers' handlers, what every file uses on an object (its trigger id,
  * its validation) and the write guard, the health probes, leader
  * election, the signal thread and the worker loop. The :sync pass, the
  * pods a trigger selects and the agents are kube_sync.c's; a trigger's
- * status and its events kube_status.c's; the shared state kube_state.h.
+ * status and its events kube_status.c's; the writes kube_writer.c's; the
+ * shared state kube_state.h.
  */
 #include "kube_mode.h"
 
@@ -375,6 +382,11 @@ static int setup(struct kstate *s)
 	s->q = kube_workqueue_new();
 	if (!s->q)
 		return -1;
+	s->writer = kwriter_start(s, cfg->status_workers, err, sizeof(err));
+	if (!s->writer) {
+		log_error("status writers: %s", err);
+		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/%s", TRIGGERS_PREFIX, TRIGGERS_PLURAL);
 	s->triggers = informer(s, path, NULL, &th);
 	s->pods = informer(s, "/api/v1/pods", NULL, &ph);
@@ -408,6 +420,7 @@ static int setup(struct kstate *s)
 		    .stopped_leading = stopped_leading,
 		    .new_leader = new_leader,
 		    .arg = s,
+		    .wall_offset_s = cfg->test_clock_offset_s,
 		};
 
 		s->leader = kube_leader_start(s->kc, &lo, err, sizeof(err));
@@ -426,6 +439,7 @@ static int setup(struct kstate *s)
 static void teardown(struct kstate *s)
 {
 	health_stop(s->health);
+	kwriter_stop(s->writer); /* before the Lease is released, the queue and the emitter */
 	if (s->leader)
 		kube_leader_stop(s->leader);
 	if (s->triggers)
@@ -446,6 +460,18 @@ static void teardown(struct kstate *s)
 	trigger_rows_free(&s->rows);
 	ctl_db_close(&s->db);
 	kube_config_free(s->kc);
+}
+
+/* A trigger key: its status computed, and its write handed to the writers. */
+static void reconcile_key(struct kstate *s, const char *k)
+{
+	int rc = kmode_reconcile(s, k);
+
+	if (rc < 0)
+		kube_workqueue_add_rate_limited(s->q, k);
+	else if (rc == 0)
+		kube_workqueue_forget(s->q, k); /* nothing to write */
+	/* else the writer forgets the key once written, or retries it */
 }
 
 int kube_mode_run(const struct kube_mode_config *cfg)
@@ -491,10 +517,8 @@ int kube_mode_run(const struct kube_mode_config *cfg)
 			kube_workqueue_add_after(s->q, KEY_RESYNC, cfg->resync_ms);
 		} else if (!atomic_load(&s->leading)) {
 			kube_workqueue_forget(s->q, k); /* the leader's business */
-		} else if (kmode_reconcile(s, k)) {
-			kube_workqueue_add_rate_limited(s->q, k);
 		} else {
-			kube_workqueue_forget(s->q, k);
+			reconcile_key(s, k);
 		}
 		kube_workqueue_done(s->q, key);
 	}

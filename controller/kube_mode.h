@@ -17,6 +17,7 @@
 #define KUBE_MODE_AGENT_SELECTOR "app.kubernetes.io/name=traceprof-agent"
 #define KUBE_MODE_AGENT_PORT	 4320
 #define KUBE_MODE_LEASE		 "traceprof-controller"
+#define KUBE_MODE_MAX_WRITERS	 64 /* --status-workers at most */
 
 struct kube_mode_config {
 	const char *kubeconfig;			  /* kubeconfig path, or NULL with in_cluster */
@@ -35,7 +36,9 @@ struct kube_mode_config {
 	const char *lease_namespace;		  /* namespace of the Lease; NULL: our own */
 	const char *identity;			  /* leader identity; NULL: hostname_pid */
 	const char *health_addr;		  /* --health-addr HOST:PORT; NULL: none */
-	int stuck_ms; /* /readyz fails once an informer has failed this long; 0: 60 s */
+	int stuck_ms;		 /* /readyz fails once an informer has failed this long; 0: 60 s */
+	int status_workers;	 /* threads writing statuses and their events */
+	int test_clock_offset_s; /* tests only: seconds added to this replica's wall clock */
 };
 
 /*

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -33,10 +34,23 @@ struct kagent {
 	bool seen;	    /* found in the current pass */
 };
 
+/* Counters of the status writers (kube_writer.c). */
+struct kwriter_stats {
+	uint64_t queued;    /* writes handed over */
+	uint64_t coalesced; /* replaced by a newer one, or equal to the one in flight */
+	uint64_t dropped;   /* refused: too many keys waiting (retried with backoff) */
+	uint64_t written;   /* PUTs that landed */
+	uint64_t unchanged; /* the object already had the status, or was gone */
+	uint64_t failed;    /* failed writes (retried with backoff) */
+};
+
+struct kwriter;
+
 struct kstate {
 	const struct kube_mode_config *cfg;	    /* flags */
 	struct kube_config *kc;			    /* API server and credentials */
-	struct kube_client *client;		    /* the worker's client (status writes) */
+	struct kube_client *client;		    /* the main thread's client (GETs) */
+	struct kwriter *writer;			    /* status writes and their events */
 	struct kube_informer *triggers;		    /* every TraceProfileTrigger */
 	struct kube_informer *pods;		    /* every pod */
 	struct kube_informer *agent_pods;	    /* the agents' pods, or NULL */
@@ -73,5 +87,14 @@ void kmode_sync_pass(struct kstate *s);
 
 /* kube_status.c: one trigger's status and events */
 int kmode_reconcile(struct kstate *s, const char *key);
+int kmode_status_rebase(const json_t *obj, const json_t *fresh, json_t **status);
+void kmode_status_events(struct kstate *s, const json_t *obj, const json_t *old, const json_t *now);
+
+/* kube_writer.c: status writes on worker threads */
+struct kwriter *kwriter_start(struct kstate *s, int workers, char *err, size_t errlen);
+int kwriter_submit(struct kwriter *w, const char *key, const char *path, json_t *obj,
+		   const json_t *base);
+void kwriter_get_stats(struct kwriter *w, struct kwriter_stats *st);
+void kwriter_stop(struct kwriter *w);
 
 #endif

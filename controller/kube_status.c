@@ -1,9 +1,12 @@
 /*
  * kube_status.c - one TraceProfileTrigger's status (a "namespace/name" key,
- * see kube_mode.c): computed from the cached object, its row and the
- * agents' last status (phase, progress, trace ids, targets, conditions),
- * written through the status subresource only when it differs (409:
- * recomputed from the fresh object), and the Events of its transitions.
+ * see kube_mode.c): computed on the main thread from the cached object, its
+ * row and the agents' last status (phase, progress, trace ids, targets,
+ * conditions) and, only when it differs, handed to the status writers
+ * (kube_writer.c). After a 409 a writer puts the status on the fresh
+ * object (kmode_status_rebase: nothing is written when the fresh object
+ * already has it), and the Events of a transition compare the written
+ * status with the one it replaced on the server, never with the cache.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,8 +46,8 @@ static const char *reason_of(const char *phase, const char *row_reason)
 	return phase;
 }
 
-static json_t *condition(const json_t *old_status, const char *type, bool on, const char *reason,
-			 const char *message, json_int_t gen)
+static json_t *condition(struct kstate *s, const json_t *old_status, const char *type, bool on,
+			 const char *reason, const char *message, json_int_t gen)
 {
 	const json_t *c, *old = NULL;
 	const char *status = on ? "True" : "False", *ltt = NULL;
@@ -64,6 +67,7 @@ static json_t *condition(const json_t *old_status, const char *type, bool on, co
 		ltt = kmode_str_at(old, "lastTransitionTime", NULL);
 	if (!ltt) {
 		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += s->cfg->test_clock_offset_s; /* tests only: a skewed node */
 		kube_format_time(now, &ts);
 		ltt = now;
 	}
@@ -180,10 +184,10 @@ static json_t *compute_status(struct kstate *s, const json_t *fresh)
 	if (*msg)
 		json_object_set_new(st, "message", json_string(msg));
 	conds = json_array();
-	json_array_append_new(conds, condition(old, "Active", strcmp(phase, "Active") == 0,
+	json_array_append_new(conds, condition(s, old, "Active", strcmp(phase, "Active") == 0,
 					       reason ? reason : phase, msg, gen));
 	json_array_append_new(conds,
-			      condition(old, "Completed", strcmp(phase, "Completed") == 0,
+			      condition(s, old, "Completed", strcmp(phase, "Completed") == 0,
 					strcmp(phase, "Completed") == 0 ? "MaxRequestsCollected"
 									: (reason ? reason : phase),
 					strcmp(phase, "Completed") == 0 ? msg : "", gen));
@@ -192,14 +196,70 @@ static json_t *compute_status(struct kstate *s, const json_t *fresh)
 	return st;
 }
 
-static int status_fn(void *arg, const json_t *fresh, json_t **status)
+/* c's lastTransitionTime from the same condition in status when it has the same status. */
+static void keep_transition_time(json_t *c, const json_t *status)
 {
-	*status = compute_status(arg, fresh);
-	return *status ? 0 : -ENOMEM;
+	const json_t *o;
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "conditions"), i, o)
+	{
+		const char *type = kmode_str_at(o, "type", NULL), *ltt;
+
+		if (!type || !kmode_str_at(c, "type", NULL) ||
+		    strcmp(type, kmode_str_at(c, "type", NULL)) != 0)
+			continue;
+		ltt = kmode_str_at(o, "lastTransitionTime", NULL);
+		if (ltt && kmode_str_at(o, "status", NULL) && kmode_str_at(c, "status", NULL) &&
+		    strcmp(kmode_str_at(o, "status", NULL), kmode_str_at(c, "status", NULL)) == 0)
+			json_object_set_new(c, "lastTransitionTime", json_string(ltt));
+	}
 }
 
-/* Events for what changed between the old status and the new one. */
-static void emit_events(struct kstate *s, const json_t *obj, const json_t *old, const json_t *now)
+static bool same_at(const json_t *a, const json_t *b, const char *field)
+{
+	return json_equal(json_object_get(json_object_get(a, "metadata"), field),
+			  json_object_get(json_object_get(b, "metadata"), field));
+}
+
+/*
+ * After a 409, on a status writer's thread: obj's status (computed by the
+ * main thread) put on fresh, the object as the server has it now. It
+ * depends on the object only through its uid, generation and spec (the
+ * same for both, else -ESTALE: the main thread computes it again) and the
+ * conditions' transition times (taken from fresh). Returns 0 and *status
+ * (new), KUBE_STATUS_UNCHANGED when fresh already holds it, or -errno.
+ */
+int kmode_status_rebase(const json_t *obj, const json_t *fresh, json_t **status)
+{
+	const json_t *c;
+	json_t *st;
+	size_t i;
+
+	*status = NULL;
+	if (!same_at(obj, fresh, "uid") || !same_at(obj, fresh, "generation") ||
+	    !json_equal(json_object_get(obj, "spec"), json_object_get(fresh, "spec")))
+		return -ESTALE;
+	st = json_deep_copy(json_object_get(obj, "status"));
+	if (!st)
+		return -ENOMEM;
+	json_array_foreach(json_object_get(st, "conditions"), i, c)
+	{
+		keep_transition_time((json_t *)c, json_object_get(fresh, "status"));
+	}
+	if (json_equal(st, json_object_get(fresh, "status"))) {
+		json_decref(st);
+		return KUBE_STATUS_UNCHANGED;
+	}
+	*status = st;
+	return 0;
+}
+
+/*
+ * Events for what changed between old, the status a write replaced on the
+ * server, and now, the one written (thread-safe: kube_event_emit queues).
+ */
+void kmode_status_events(struct kstate *s, const json_t *obj, const json_t *old, const json_t *now)
 {
 	const char *was = kmode_str_at(old, "phase", NULL),
 		   *phase = kmode_str_at(now, "phase", NULL);
@@ -241,52 +301,36 @@ static void emit_events(struct kstate *s, const json_t *obj, const json_t *old, 
 		kube_event_emit(s->events, &ref, "Warning", "NoTargets", "%s", msg);
 }
 
-/* One trigger's status. Returns 0, or -errno to retry with backoff. */
+/*
+ * One trigger's status, computed and handed to the status writers when it
+ * differs from the cached object's. Returns 0 (nothing to write), 1 (handed
+ * over: the writer forgets or retries the key) or -errno to retry with
+ * backoff.
+ */
 int kmode_reconcile(struct kstate *s, const char *key)
 {
 	json_t *obj = kube_informer_get(s->triggers, key), *st, *copy;
-	struct kube_response resp = {0};
 	char path[700];
 	int rc;
 
 	if (!obj)
 		return 0; /* deleted: the pass ends its row and the agents drop it */
 	st = compute_status(s, obj);
-	if (!st) {
-		json_decref(obj);
-		return -ENOMEM;
-	}
-	if (json_equal(st, json_object_get(obj, "status"))) {
+	if (!st || json_equal(st, json_object_get(obj, "status"))) {
+		rc = st ? 0 : -ENOMEM;
 		json_decref(st);
 		json_decref(obj);
-		return 0;
+		return rc;
 	}
 	copy = json_deep_copy(obj);
-	json_object_set(copy, "status", st);
+	json_object_set_new(copy, "status", st);
 	rc = kube_path(path, sizeof(path), TRIGGERS_PREFIX,
 		       kmode_str_at(obj, "metadata", "namespace"), TRIGGERS_PLURAL,
 		       kmode_str_at(obj, "metadata", "name"), NULL);
-	if (!rc && !kmode_may_act(s))
-		rc = -EPERM; /* lost the lease meanwhile, or past the renew deadline: write nothing
-			      */
-	if (!rc)
-		rc = kube_update_status(s->client, path, copy, status_fn, s, 0, &resp);
-	if (rc == 0) {
-		const json_t *written = json_object_get(resp.body, "status");
-
-		log_debug("status written key=%s phase=%s", key,
-			  kmode_str_at(written, "phase", NULL));
-		emit_events(s, obj, json_object_get(obj, "status"), written ? written : st);
-	} else if (kube_is_not_found(&resp)) {
-		rc = 0; /* deleted meanwhile */
-	} else if (rc != -EPERM) {
-		log_warn("status update failed key=%s: %s%s", key,
-			 resp.error[0] ? resp.error : resp.status.message,
-			 rc == -EAGAIN ? " (conflicts)" : "");
-	}
-	kube_response_clear(&resp);
-	json_decref(copy);
-	json_decref(st);
+	if (rc || !copy)
+		json_decref(copy);
+	else
+		rc = kwriter_submit(s->writer, key, path, copy, json_object_get(obj, "status"));
 	json_decref(obj);
-	return rc == -EPERM ? 0 : rc;
+	return rc;
 }

@@ -155,6 +155,26 @@ static const struct tp_option options[] = {
        "--stuck-after '%s' is not a duration between 1s and 1h",
        "/readyz fails once a watch of the API server has\nfailed this long without a success "
        "(default 60s)"),
+    {.name = "status-workers",
+     .type = TP_OPT_CUSTOM,
+     .offset = ARG(kcfg.status_workers),
+     .min = 1,
+     .max = KUBE_MODE_MAX_WRITERS,
+     .arg = "N",
+     .help = "threads writing statuses to the API server\n(default 4)",
+     .bad =
+	 "--status-workers '%s' is not a number between 1 and " TP_OPTS_STR(KUBE_MODE_MAX_WRITERS),
+     .parse = parse_int},
+    /* tests only: this replica's wall clock offset by S seconds (a skewed node) */
+    {.name = "test-clock-offset",
+     .type = TP_OPT_CUSTOM,
+     .offset = ARG(kcfg.test_clock_offset_s),
+     .min = -86400,
+     .max = 86400,
+     .arg = "S",
+     .flags = TP_OPT_HIDDEN,
+     .bad = "--test-clock-offset '%s' is not a number of seconds within a day",
+     .parse = parse_int},
     {.type = TP_OPT_TEXT, .help = "\nboth modes:\n"},
     STR("agent-token-file", cfg.auth.token_file, "F",
 	"send the bearer token in F to the agents (default\nwithout a client certificate: the "
@@ -304,7 +324,8 @@ int main(int argc, char **argv)
 				.kcfg = {.agent_selector = KUBE_MODE_AGENT_SELECTOR,
 					 .agent_port = KUBE_MODE_AGENT_PORT,
 					 .leader_elect = true,
-					 .resync_ms = 30000}};
+					 .resync_ms = 30000,
+					 .status_workers = 4}};
 	int rc;
 
 	log_set_prefix("traceprof-controller");
