@@ -7,7 +7,20 @@
 #   grew to 30 s;
 # - every trigger list and watch answered 500: /readyz turns 503 naming the
 #   TraceProfileTrigger watch after --stuck-after (2 s), and 200 again once
-#   the server answers.
+#   the server answers;
+# - every status write answered after 8 s for 30 s: each of 6 triggers is
+#   Active in the table (what the agents are sent) within 1 s of kubectl
+#   apply, and once the writes land each has an Active status, one row and
+#   exactly one Activated event; before, the writes ran on the thread of the
+#   pass and each slow write held up every trigger (4-24 s);
+# - a 409 on a trigger's first status write while the watch lags 3 s behind
+#   (so the next reconciles see the object from before the write): exactly
+#   one Activated event; before, a reconcile from the stale cache wrote the
+#   same status again and emitted Activated twice;
+# - two replicas whose clocks are 90 s apart: the one behind leads and keeps
+#   the Lease for 18 s (more than the 15 s lease), the one ahead never takes
+#   it; when the leader stops it takes over; before, the one ahead judged
+#   the Lease expired by its own wall clock within a round (2 s).
 # usage: run_kube_watch_test.sh TRACEPROF_DB CONTROLLER CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 controller=$2 cluster=$3
@@ -17,12 +30,13 @@ command -v curl >/dev/null || { echo "skip: curl not found"; exit 77; }
 . "$(dirname "$0")/kube_lib.sh"
 
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_kube_watch)
-start_apiserver
+start_apiserver --log "$work/requests.txt"
 install_crd
 health=$(free_port)
 "$controller" --kubeconfig "$kube_state/kubeconfig" --leader-elect=false --agent-selector "" \
 	--db "$conn" --interval 500ms --health-addr "127.0.0.1:$health" --stuck-after 2s \
 	2>"$work/controller.log" &
+ctl=$!
 pids+=($!)
 ready() { curl -s -o "$work/readyz" -w '%{http_code}' "http://127.0.0.1:$health/readyz" || true; }
 for _ in $(seq 100); do [ "$(ready)" = 200 ] && break; sleep 0.1; done
@@ -75,4 +89,88 @@ faults '{}'
 for _ in $(seq 400); do [ "$(ready)" = 200 ] && break; sleep 0.1; done
 [ "$(ready)" = 200 ] || fail "/readyz not 200 again: $(cat "$work/readyz")"
 echo "ok: /readyz 200 again once the server answers"
+
+# milliseconds since $1 ($EPOCHREALTIME)
+since() { python3 -c "print(round(($EPOCHREALTIME - $1) * 1000))"; }
+# activated NAME: the count of the trigger's Activated events (0: none)
+activated() {
+	kc get events --field-selector "involvedObject.name=$1,reason=Activated" \
+		-o jsonpath='{range .items[*]}{.count}{"\n"}{end}' | awk '{ n += $1 } END { print n + 0 }'
+}
+# one_activated NAME: exactly one Activated event, once the emitter has sent it
+one_activated() {
+	for _ in $(seq 50); do [ "$(activated "$1")" -ge 1 ] && break; sleep 0.1; done
+	sleep 1 # a second one would be sent by now
+	[ "$(activated "$1")" = 1 ] || fail "$1: $(activated "$1") Activated events, not 1"
+}
+
+# 3. Every status write answered after 8 s, for 30 s: the table (and so the
+# agents) must not wait on them.
+faults '{"delay": {"seconds": 8, "methods": ["PUT"], "path": "/status"}}'
+t_fault=$EPOCHREALTIME
+worst=0
+for i in $(seq 6); do
+	t0=$EPOCHREALTIME
+	trigger "slow-$i"
+	until [ "$(q "SELECT phase FROM traceprof.trace_profile_triggers WHERE name = 'slow-$i'")" = Active ]; do
+		[ "$(since "$t0")" -le 10000 ] || fail "slow-$i not Active in the table within 10 s"
+		sleep 0.05
+	done
+	ms=$(since "$t0")
+	echo "slow-$i: Active in the table $ms ms after kubectl apply"
+	[ "$ms" -gt "$worst" ] && worst=$ms
+	sleep 3
+done
+[ "$worst" -le 1000 ] || fail "a trigger took $worst ms to be Active while status writes took 8 s"
+echo "ok: 6 triggers each Active in the table within $worst ms while status writes took 8 s"
+sleep "$(python3 -c "print(max(0, 30 - ($EPOCHREALTIME - $t_fault)))")"
+faults '{}'
+for i in $(seq 6); do
+	for _ in $(seq 200); do [ "$(tpt "slow-$i" '{.status.phase}')" = Active ] && break; sleep 0.1; done
+	[ "$(tpt "slow-$i" '{.status.phase}')" = Active ] || fail "slow-$i: status not Active"
+	check "slow-$i: one row" 1 "SELECT count(*) FROM traceprof.trace_profile_triggers WHERE name = 'slow-$i'"
+	one_activated "slow-$i"
+done
+echo "ok: each status Active once the writes landed, one Activated event each"
+
+# 4. A 409 on the first status write, the watch 3 s behind.
+faults '{"refuse": {"status": 409, "count": 1, "methods": ["PUT"], "path": "/traceprofiletriggers/conflict-1/status"},
+	"watch_delay": {"seconds": 3, "path": "/traceprofiletriggers"}}'
+trigger conflict-1
+for _ in $(seq 150); do [ "$(tpt conflict-1 '{.status.phase}')" = Active ] && break; sleep 0.1; done
+[ "$(tpt conflict-1 '{.status.phase}')" = Active ] || fail "conflict-1: status not Active"
+grep -q 'PUT .*/conflict-1/status .* 409 ' "$work/requests.txt" || fail "conflict-1: no 409 was answered"
+sleep 4 # the reconciles of the stale cache (every 500 ms pass) meanwhile
+faults '{}'
+one_activated conflict-1
+echo "ok: a 409 during activation: one Activated event"
+
+# 5. Two replicas with clocks 90 s apart. The one behind (no offset) leads.
+kill -TERM "$ctl"
+wait "$ctl" 2>/dev/null || true
+replica() { # ID OFFSET
+	"$controller" --kubeconfig "$kube_state/kubeconfig" --agent-selector "" --db "$conn" \
+		--interval 500ms --identity "$1" --test-clock-offset "$2" 2>"$work/$1.log" &
+	replica_pid=$!
+	pids+=($!)
+}
+lease() { kc get lease traceprof-controller -o jsonpath="$1" 2>/dev/null || true; }
+replica skew-behind 0
+behind=$replica_pid
+for _ in $(seq 100); do [ "$(lease '{.spec.holderIdentity}')" = skew-behind ] && break; sleep 0.1; done
+[ "$(lease '{.spec.holderIdentity}')" = skew-behind ] || fail "skew-behind did not take the Lease"
+transitions=$(lease '{.spec.leaseTransitions}')
+replica skew-ahead 90
+ahead=$replica_pid
+sleep 18
+kill -0 "$ahead" || fail "skew-ahead exited"
+[ "$(lease '{.spec.holderIdentity}')" = skew-behind ] ||
+	fail "the replica 90 s ahead took the Lease: $(lease '{.spec}')"
+[ "$(lease '{.spec.leaseTransitions}')" = "$transitions" ] || fail "the Lease changed hands: $(lease '{.spec}')"
+! grep -qE 'leading(:| lease=)' "$work/skew-ahead.log" || fail "skew-ahead led: $(grep leading "$work/skew-ahead.log")"
+echo "ok: the leader kept the Lease for 18 s beside a replica 90 s ahead"
+kill -TERM "$behind"
+for _ in $(seq 50); do [ "$(lease '{.spec.holderIdentity}')" = skew-ahead ] && break; sleep 0.1; done
+[ "$(lease '{.spec.holderIdentity}')" = skew-ahead ] || fail "skew-ahead did not take the released Lease"
+echo "ok: the replica ahead took the Lease once the leader released it"
 echo "PASS"
