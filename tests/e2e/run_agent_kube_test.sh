@@ -43,9 +43,11 @@ in_cgroup() { # cgroup seconds
 
 # ---- the database and the agent ----
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_kube)
-in_cgroup "$cg_a" 12
+# the burners run until stopped (the agent's start, BPF verification, takes
+# seconds on a busy machine); they are sampled for 9 s once it samples
+in_cgroup "$cg_a" 120
 burn_a=$!
-in_cgroup "$cg_late" 12
+in_cgroup "$cg_late" 120
 burn_late=$!
 start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$burn_a,$burn_late" --frequency 99 \
 	--window 1s --kubeconfig "$kube_state/kubeconfig" --node node-a --otlp-grpc '' \
@@ -53,6 +55,8 @@ start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$burn_a,$burn_
 sleep 3
 # pod-late's process has been sampled under its pod UID; now the pod is bound to node-a.
 kc patch pod -n shop pod-late --type merge -p '{"spec":{"nodeName":"node-a"}}' >/dev/null
+sleep 6
+kill "$burn_a" "$burn_late" 2>/dev/null || true
 wait "$burn_a" "$burn_late" || true
 kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
