@@ -7,6 +7,7 @@ usage: TRACEPROF_SDK_LIBRARY=.../libtraceprof-sdk.so python3 -m unittest test_tr
 (the package directory, sdk/python, on PYTHONPATH)
 """
 
+import asyncio
 import http.server
 import io
 import os
@@ -325,6 +326,92 @@ print("served", len(calls))
         self.assertIn("served 2", r.stdout)
         self.assertEqual(r.stderr.count("requests are not tagged"), 1, r.stderr)
         self.assertIn("/nonexistent/libtraceprof-sdk.so", r.stderr)
+
+
+class ASGI(unittest.TestCase):
+    """The ASGI middleware on a real asyncio loop: requests interleaved at
+    every await, each seeing its own trace exactly while its code runs, a
+    task it creates carrying its trace, nothing attached between them."""
+
+    def run_requests(self, app, traces):
+        mw = traceprof.ASGIMiddleware(app)
+        sent = {}
+
+        async def one(trace):
+            scope = {"type": "http", "method": "GET", "path": "/a",
+                     "headers": [(b"traceparent", traceparent(trace).encode())]}
+            msgs = []
+
+            async def receive():
+                return {"type": "http.request", "body": b""}
+
+            async def send(m):
+                msgs.append(m)
+
+            await mw(scope, receive, send)
+            sent[trace] = msgs
+
+        async def main():
+            between = []
+
+            async def watcher():  # a task of no request, running between them
+                for _ in range(20):
+                    between.append(traceprof.thread_context())
+                    await asyncio.sleep(0)
+
+            w = asyncio.ensure_future(watcher())
+            await asyncio.gather(*(one(t) for t in traces))
+            await w
+            return between
+
+        between = asyncio.run(main())
+        return sent, between
+
+    def test_interleaved_requests_each_their_own_trace(self):
+        seen = []
+
+        async def app(scope, receive, send):
+            mine = scope["headers"][0][1].decode().split("-")[1]
+            for _ in range(10):
+                ctx = traceprof.thread_context()
+                seen.append((mine, ctx[0] if ctx else None))
+                await asyncio.sleep(0)  # another request runs here
+
+            async def child():
+                ctx = traceprof.thread_context()
+                seen.append((mine, ctx[0] if ctx else None))
+
+            await asyncio.create_task(child())
+            await send({"type": "http.response.start", "status": 201, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        traces = ["%032x" % (0x1000 + i) for i in range(5)]
+        sent, between = self.run_requests(app, traces)
+        self.assertEqual(len(seen), 5 * 11)
+        wrong = [(m, got) for m, got in seen if m != got]
+        self.assertEqual(wrong, [], "each step and each created task under its own request's trace")
+        self.assertEqual([c for c in between if c is not None], [], "nothing attached between requests")
+        self.assertIsNone(traceprof.thread_context(), "detached after the loop")
+        self.assertEqual(sorted(sent), sorted(traces))
+
+    def test_detached_when_the_app_raises(self):
+        async def app(scope, receive, send):
+            await asyncio.sleep(0)
+            raise RuntimeError("the app failed")
+
+        with self.assertRaises(RuntimeError):
+            self.run_requests(app, ["%032x" % 0x2000])
+        self.assertIsNone(traceprof.thread_context())
+
+    def test_other_scopes_pass_untagged(self):
+        seen = []
+
+        async def app(scope, receive, send):
+            seen.append(traceprof.thread_context())
+
+        mw = traceprof.ASGIMiddleware(app)
+        asyncio.run(mw({"type": "lifespan"}, None, None))
+        self.assertEqual(seen, [None])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ One line in a Flask (or any WSGI) service:
 
     app.wsgi_app = traceprof.WSGIMiddleware(app.wsgi_app, service_name="shop")
 
+or in an ASGI one (Starlette, FastAPI, on uvicorn):
+
+    app = traceprof.ASGIMiddleware(app, service_name="shop")
+
 See README.md next to this package for what it does and its limits.
 """
 
@@ -17,9 +21,11 @@ import threading
 
 from . import _native
 from ._native import ENV_LIBRARY, LibraryNotFound
+from .asgi import ASGIMiddleware
 from .wsgi import WSGIMiddleware
 
 __all__ = [
+    "ASGIMiddleware",
     "ENV_LIBRARY",
     "LibraryNotFound",
     "WSGIMiddleware",
