@@ -5,7 +5,9 @@
  *
  * For a process in "py_procs" (written by the agent with the offsets of
  * its interpreter's version), the thread's PyThreadState is found once by
- * walking the interpreter's thread list for the one whose native thread
+ * walking the thread lists of the process's interpreters (sub-interpreters
+ * first, as the runtime links them; mod_wsgi runs applications in
+ * sub-interpreters) for the one whose native thread
  * id is the sampled thread's or, failing that, whose thread_id is the
  * thread's pthread_self() (its thread pointer on x86-64 and arm64 glibc:
  * how the interpreter itself tells threads apart). The second finds the
@@ -64,6 +66,7 @@ struct py_walk_ctx {
 struct py_scratch {
 	struct tp_py_proc pp;			     /* the offsets (copied: a per-CPU read) */
 	__u64 tp;				     /* the thread's pointer (pthread_self()) */
+	__u64 interp;				     /* the thread list: whose interpreter */
 	__u64 found;				     /* the thread list: the thread state found */
 	__u64 found_tp;				     /* ... whose thread_id is the thread pointer */
 	__u8 frame[TP_PY_FRAME_READ + 8];	     /* one frame as read */
@@ -97,11 +100,20 @@ static long py_thread_step(__u32 i, void *arg)
 	struct py_scratch *sc;
 	__u64 id;
 
-	if (!w->addr)
-		return 1;
 	sc = bpf_map_lookup_elem(&py_scratch, &w->slot);
 	if (!sc)
 		return 1;
+	if (!w->addr) {
+		/* the end of one interpreter's threads: the next interpreter's (mod_wsgi's, ...) */
+		if (sc->pp.interp_next == TP_PY_NONE || !sc->interp ||
+		    bpf_probe_read_user(&sc->interp, sizeof(sc->interp),
+					(void *)(sc->interp + sc->pp.interp_next)) ||
+		    !sc->interp ||
+		    bpf_probe_read_user(&w->addr, sizeof(w->addr),
+					(void *)(sc->interp + sc->pp.interp_threads_head)))
+			return 1;
+		return 0;
+	}
 	if (bpf_probe_read_user(&id, sizeof(id), (void *)(w->addr + sc->pp.ts_native_tid))) {
 		w->fault = 1;
 		return 1;
@@ -189,10 +201,31 @@ static __always_inline __u64 py_tstate(struct task_struct *task, struct py_walk_
 {
 	__u64 *cached = bpf_task_storage_get(&py_threads, task, NULL, 0);
 	struct py_scratch *sc = bpf_map_lookup_elem(&py_scratch, &w->slot);
-	__u64 interp, id, tp = thread_pointer(task);
+	__u64 interp, id, holder, tp = thread_pointer(task);
 
 	if (!sc)
 		return 0;
+	/*
+	 * The thread holding the GIL is running Python: the state it runs under
+	 * is the GIL's holder. This names the right one also for a thread with
+	 * states in several interpreters (mod_wsgi's applications each have
+	 * their own), which the cache or the lists alone would not.
+	 */
+	if (sc->pp.gil_holder &&
+	    !bpf_probe_read_user(&holder, sizeof(holder), (void *)sc->pp.gil_holder) && holder &&
+	    ((!bpf_probe_read_user(&id, sizeof(id), (void *)(holder + sc->pp.ts_native_tid)) &&
+	      id == w->tid) ||
+	     (sc->pp.ts_thread_id != TP_PY_NONE && tp &&
+	      !bpf_probe_read_user(&id, sizeof(id), (void *)(holder + sc->pp.ts_thread_id)) &&
+	      id == tp))) {
+		if (!cached || *cached != holder) {
+			cached = bpf_task_storage_get(&py_threads, task, NULL,
+						      BPF_LOCAL_STORAGE_GET_F_CREATE);
+			if (cached)
+				*cached = holder;
+		}
+		return holder;
+	}
 	if (cached && *cached &&
 	    !bpf_probe_read_user(&id, sizeof(id), (void *)(*cached + sc->pp.ts_native_tid)) &&
 	    id == w->tid)
@@ -206,6 +239,7 @@ static __always_inline __u64 py_tstate(struct task_struct *task, struct py_walk_
 				(void *)(interp + sc->pp.interp_threads_head)))
 		return 0;
 	sc->tp = tp;
+	sc->interp = interp;
 	sc->found = 0;
 	sc->found_tp = 0;
 	bpf_loop(TP_PY_MAX_THREADS, py_thread_step, w, 0);

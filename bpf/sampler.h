@@ -182,7 +182,8 @@ static inline __u64 tp_py_ident(__u64 qualname, __u64 linetable)
 }
 
 struct tp_py_proc {
-	__u64 interp_head;	   /* address of _PyRuntime.interpreters.head */
+	__u64 interp_head; /* address of _PyRuntime.interpreters.head */
+	__u64 gil_holder;  /* address of the word naming the GIL's holder (a thread state), 0 */
 	__u16 interp_threads_head; /* PyInterpreterState: threads.head */
 	__u16 ts_next;		   /* PyThreadState: next */
 	__u16 ts_native_tid;	   /* PyThreadState: native_thread_id */
@@ -201,7 +202,9 @@ struct tp_py_proc {
 	__u8 owner_cstack;	   /* owner of a C-stack shim frame (3.12+), 0xff none */
 	__u8 owner_skip;   /* owner of a frame with no code (3.14's base frame), 0xff none */
 	__u8 ref_tag_bits; /* low bits of a frame's code and function words that tag them */
-	__u8 reserved[5];  /* zero */
+	__u8 reserved[1];  /* zero */
+	__u16 interp_next; /* PyInterpreterState: next (sub-interpreters), or TP_PY_NONE */
+	__u16 reserved2;   /* zero */
 };
 #define TP_MAX_PY_PROCS 4096
 

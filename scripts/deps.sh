@@ -19,6 +19,7 @@ packages=(
 	chromium
 	gunicorn python3-flask # the Python package's end-to-end test (sdk/python)
 	uwsgi-core uwsgi-plugin-python3 # e2e_agent_python_uwsgi: Python frames in workers forked from C
+	libapache2-mod-wsgi-py3 # e2e_agent_python_modwsgi: Python in Apache, in sub-interpreters
 	python3-uvicorn python3-starlette # e2e_asgi: the ASGI middleware on a real event loop server
 	debootstrap # root file systems of other Debian releases (Python 3.13, 3.14) for tests/e2e
 	openjdk-17-jdk-headless # e2e_jit_java: Java's JIT frames named from its perf map

@@ -38,10 +38,12 @@ const struct pyproc_layout pyproc_layouts[] = {
 		.frame_owner = 69,
 		.code_adaptive = 184,
 		.ts_thread_id = 152,
+		.interp_next = 0,
 		.owner_cstack = 0xff,
 		.owner_skip = 0xff,
 	    },
 	.runtime_interp = 40,
+	.runtime_gil_holder = 576, /* gilstate.tstate_current */
 	.ts_interp = 16,
 	.co_filename = 112,
 	.co_name = 120,
@@ -69,6 +71,8 @@ const struct pyproc_layout pyproc_layouts[] = {
 	.debug = &(const struct pyproc_debug_words){.version = 1,
 						    .rt_interp_head = 5,
 						    .is_threads_head = 9,
+						    .is_next = 8,
+						    .is_gil_holder = 18,
 						    .ts_next = 21,
 						    .ts_interp = 22,
 						    .ts_frame = 23,
@@ -106,6 +110,8 @@ const struct pyproc_layout pyproc_layouts[] = {
 	.debug = &(const struct pyproc_debug_words){.version = 1,
 						    .rt_interp_head = 5,
 						    .is_threads_head = 9,
+						    .is_next = 8,
+						    .is_gil_holder = 19,
 						    .ts_next = 24,
 						    .ts_interp = 25,
 						    .ts_frame = 26,
@@ -184,7 +190,8 @@ static int from_debug_offsets(pid_t pid, uint64_t runtime, uint32_t version,
 		return -EFAULT;
 	if (w[0] != DEBUG_COOKIE || (w[d->version] >> 16) != version >> 16)
 		return -EPROTO;
-	if (w[d->rt_interp_head] >= DEBUG_OFF_MAX || w[d->is_threads_head] >= DEBUG_OFF_MAX)
+	if (w[d->rt_interp_head] >= DEBUG_OFF_MAX || w[d->is_threads_head] >= DEBUG_OFF_MAX ||
+	    w[d->is_next] >= DEBUG_OFF_MAX || w[d->is_gil_holder] >= DEBUG_OFF_MAX)
 		return -EPROTO;
 	/* frame offsets: within the bytes the sampler reads of a frame */
 	v[n++] = small_off(w, d->fr_previous, TP_PY_FRAME_READ - 8);
@@ -234,7 +241,10 @@ static int from_debug_offsets(pid_t pid, uint64_t runtime, uint32_t version,
 	l->str_compact_data = (uint16_t)(v[19] + 16);
 	l->runtime_interp = (uint16_t)w[d->rt_interp_head];
 	l->bpf.interp_threads_head = (uint16_t)w[d->is_threads_head];
-	if (w[d->is_threads_head] > UINT16_MAX || w[d->rt_interp_head] > UINT16_MAX)
+	l->bpf.interp_next = (uint16_t)w[d->is_next];
+	l->interp_gil_holder = (uint32_t)w[d->is_gil_holder];
+	if (w[d->is_threads_head] > UINT16_MAX || w[d->rt_interp_head] > UINT16_MAX ||
+	    w[d->is_next] > UINT16_MAX)
 		return -EPROTO; /* the sampler's offsets are 16 bits */
 	return 0;
 }
@@ -300,6 +310,27 @@ static int find_runtime(pid_t pid, const struct procmem_maps *maps, uint64_t val
 	return -ENOENT;
 }
 
+/*
+ * The address of the word that names the GIL's holder, 0 when unknown:
+ * 3.11's _PyRuntime.gilstate.tstate_current; 3.13+'s last holder of the
+ * main interpreter's GIL (which sub-interpreters share unless made with
+ * their own), the main interpreter being the last of the list from head.
+ */
+static uint64_t gil_holder(pid_t pid, uint64_t runtime, uint64_t head,
+			   const struct pyproc_layout *l)
+{
+	uint64_t interp = head, next = 0;
+
+	if (l->runtime_gil_holder)
+		return runtime + l->runtime_gil_holder;
+	if (!l->interp_gil_holder || l->bpf.interp_next == TP_PY_NONE)
+		return 0;
+	for (int i = 0; i < 64; i++, interp = next)
+		if (procmem_read(pid, interp + l->bpf.interp_next, &next, sizeof(next)) || !next)
+			break;
+	return next ? 0 : interp + l->interp_gil_holder;
+}
+
 int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out)
 {
 	const struct pyproc_layout *l;
@@ -336,7 +367,10 @@ int pyproc_detect(pid_t pid, const struct procmem_maps *maps, struct pyproc *out
 	    procmem_read(pid, interp + out->bpf.interp_threads_head, &ts, sizeof(ts)) || !ts ||
 	    procmem_read(pid, ts + l->ts_interp, &back, sizeof(back)))
 		return -EAGAIN;
-	return back == interp ? 0 : -EPROTO;
+	if (back != interp)
+		return -EPROTO;
+	out->bpf.gil_holder = gil_holder(pid, bias + values[0], interp, l);
+	return 0;
 }
 
 /* ---- code objects ---- */

@@ -33,13 +33,15 @@
  * versions).
  */
 struct pyproc_debug_words {
-	uint8_t version;				   /* PY_VERSION_HEX */
-	uint8_t rt_interp_head;				   /* _PyRuntime: interpreters.head */
-	uint8_t is_threads_head;			   /* PyInterpreterState: threads.head */
-	uint8_t ts_next, ts_interp, ts_frame;		   /* PyThreadState: ..., current_frame */
-	uint8_t ts_thread_id, ts_native_tid;		   /* ... */
-	uint8_t fr_previous, fr_code, fr_instr, fr_owner;  /* _PyInterpreterFrame */
-	uint8_t co_filename, co_name, co_qualname;	   /* PyCodeObject */
+	uint8_t version;				  /* PY_VERSION_HEX */
+	uint8_t rt_interp_head;				  /* _PyRuntime: interpreters.head */
+	uint8_t is_threads_head;			  /* PyInterpreterState: threads.head */
+	uint8_t is_next;				  /* PyInterpreterState: next */
+	uint8_t is_gil_holder;				  /* PyInterpreterState: _gil.last_holder */
+	uint8_t ts_next, ts_interp, ts_frame;		  /* PyThreadState: ..., current_frame */
+	uint8_t ts_thread_id, ts_native_tid;		  /* ... */
+	uint8_t fr_previous, fr_code, fr_instr, fr_owner; /* _PyInterpreterFrame */
+	uint8_t co_filename, co_name, co_qualname;	  /* PyCodeObject */
 	uint8_t co_linetable, co_firstlineno, co_adaptive; /* ... */
 	uint8_t bytes_size, bytes_data;			   /* PyBytesObject: ob_size, ob_sval */
 	uint8_t str_state, str_length, str_ascii_size;	   /* PyASCIIObject, sizeof it */
@@ -50,21 +52,23 @@ struct pyproc_debug_words {
 struct pyproc_layout {
 	unsigned major, minor;			/* the versions it is for */
 	const struct pyproc_debug_words *debug; /* 3.13+: the rest from the process */
-	struct tp_py_proc bpf;	   /* the sampler's offsets (interp_head: from _PyRuntime) */
-	uint16_t runtime_interp;   /* _PyRuntime: interpreters.head */
-	uint16_t ts_interp;	   /* PyThreadState: interp */
-	uint16_t co_filename;	   /* PyCodeObject */
-	uint16_t co_name;	   /* ... */
-	uint16_t co_qualname;	   /* ... */
-	uint16_t co_linetable;	   /* ... */
-	uint16_t co_firstlineno;   /* ... (an int) */
-	uint16_t func_module;	   /* PyFunctionObject: __module__ */
-	uint16_t str_state;	   /* PyASCIIObject: the state bits (an unsigned int) */
-	uint16_t str_length;	   /* ... the length in code points */
-	uint16_t str_ascii_data;   /* data of a compact ASCII string */
-	uint16_t str_compact_data; /* data of a compact string that is not ASCII */
-	uint16_t bytes_size;	   /* PyBytesObject: ob_size */
-	uint16_t bytes_data;	   /* ... ob_sval */
+	struct tp_py_proc bpf;	     /* the sampler's offsets (interp_head: from _PyRuntime) */
+	uint16_t runtime_interp;     /* _PyRuntime: interpreters.head */
+	uint16_t runtime_gil_holder; /* _PyRuntime: the GIL holder's thread state (3.11) */
+	uint32_t interp_gil_holder;  /* the main interpreter: its GIL's last holder (3.13+) */
+	uint16_t ts_interp;	     /* PyThreadState: interp */
+	uint16_t co_filename;	     /* PyCodeObject */
+	uint16_t co_name;	     /* ... */
+	uint16_t co_qualname;	     /* ... */
+	uint16_t co_linetable;	     /* ... */
+	uint16_t co_firstlineno;     /* ... (an int) */
+	uint16_t func_module;	     /* PyFunctionObject: __module__ */
+	uint16_t str_state;	     /* PyASCIIObject: the state bits (an unsigned int) */
+	uint16_t str_length;	     /* ... the length in code points */
+	uint16_t str_ascii_data;     /* data of a compact ASCII string */
+	uint16_t str_compact_data;   /* data of a compact string that is not ASCII */
+	uint16_t bytes_size;	     /* PyBytesObject: ob_size */
+	uint16_t bytes_data;	     /* ... ob_sval */
 };
 
 /* The layouts known, and how many. */

@@ -123,6 +123,11 @@ static void walk(pid_t pid, const struct pyproc *pp, const struct truth *t)
 			found = ts;
 	CHECK(found == t->tstate, "thread state by native id: %#" PRIx64 ", Python says %#" PRIx64,
 	      found, t->tstate);
+	/* the GIL's holder: the main thread, or nobody while it waits in read() */
+	CHECK(pp->bpf.gil_holder &&
+		  (rd(pid, pp->bpf.gil_holder) == 0 || rd(pid, pp->bpf.gil_holder) == t->tstate),
+	      "GIL holder word at %#" PRIx64 ": %#" PRIx64, (uint64_t)pp->bpf.gil_holder,
+	      rd(pid, pp->bpf.gil_holder));
 	/* a forked worker's is found by pthread_self() (python.bpf.c) */
 	CHECK(b->ts_thread_id != TP_PY_NONE && rd(pid, t->tstate + b->ts_thread_id) == t->ident,
 	      "thread_id: %#" PRIx64 ", Python says %#" PRIx64,
