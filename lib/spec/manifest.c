@@ -741,11 +741,16 @@ static void known_keys(const char *parent, const char *keys[MAX_KEYS + 1], char 
 	size_t plen = strlen(parent), n = 0;
 
 	for (size_t i = 0; i < trigger_spec_n_fields && n < MAX_KEYS; i++) {
-		const char *path = trigger_spec_fields[i].path, *rest = path + plen + 1;
-		size_t len = strcspn(rest, ".");
+		const char *path = trigger_spec_fields[i].path, *rest;
+		size_t len;
 		bool seen = false;
 
-		if (strncmp(path, parent, plen) != 0 || path[plen] != '.' || len >= 32)
+		/* rest only once path is known to go on past parent and its '.' */
+		if (strncmp(path, parent, plen) != 0 || path[plen] != '.')
+			continue;
+		rest = path + plen + 1;
+		len = strcspn(rest, ".");
+		if (len >= 32)
 			continue;
 		snprintf(names[n], 32, "%.*s", (int)len, rest);
 		for (size_t k = 0; k < n; k++)
