@@ -67,7 +67,8 @@ char *control_auth_read_file(const char *path, char *err, size_t errlen)
 
 /*
  * Whether the open token file fd may be trusted: a regular file that only
- * its owner can write, that owner being us or root. 0, or -EPERM with the
+ * its owner can write and others cannot read (mode 600 or 640), that owner
+ * being us or root. 0, or -EPERM with the
  * fix in err.
  */
 static int check_token_file(int fd, const char *path, char *err, size_t errlen)
@@ -85,10 +86,17 @@ static int check_token_file(int fd, const char *path, char *err, size_t errlen)
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
 		snprintf(err, errlen,
-			 "token file %s is writable by %s (mode %04o): anyone who can write it "
-			 "can replace the token; run chmod 600 %s",
+			 "token file %s is writable by %s (mode %04o, wanted 600 or 640): anyone "
+			 "who can write it can replace the token; run chmod 600 %s",
 			 path, st.st_mode & S_IWOTH ? "every user" : "its group",
 			 (unsigned)(st.st_mode & 07777), path);
+		return -EPERM;
+	}
+	if (st.st_mode & S_IROTH) {
+		snprintf(err, errlen,
+			 "token file %s is readable by every user (mode %04o, wanted 600 or 640): "
+			 "anyone on the machine can use the token; run chmod 600 %s",
+			 path, (unsigned)(st.st_mode & 07777), path);
 		return -EPERM;
 	}
 	if (st.st_uid != me && st.st_uid != 0) {

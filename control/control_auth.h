@@ -5,7 +5,8 @@
  * line of its file.
  *
  * A token file is trusted only when nobody else could have written it: a
- * regular file, not writable by group or others, owned by the reading
+ * regular file, not writable by group or others nor readable by others
+ * (mode 600 or 640; 400 and 440 too), owned by the reading
  * process's effective user or by root, holding at least
  * CONTROL_AUTH_MIN_TOKEN characters. Anything else is refused with a
  * message that says what to fix; symbolic links are followed (Kubernetes
@@ -37,7 +38,7 @@ char *control_auth_read_file(const char *path, char *err, size_t errlen);
  * Reads the bearer token: the first line of the file, blanks around it
  * removed. A new string (the caller frees), or NULL with the reason in err
  * and errno set: ENOENT and the like when it cannot be opened, EPERM for a
- * file others could have written (see above), EINVAL for a token that is
+ * file others could have written or read (see above), EINVAL for a token that is
  * shorter than CONTROL_AUTH_MIN_TOKEN, longer than CONTROL_AUTH_MAX_TOKEN
  * or not printable.
  */

@@ -37,6 +37,7 @@ for _ in $(seq 50); do [ -s "$work/burn.port" ] && [ -s "$work/exec.port" ] && b
 [ -s "$work/burn.port" ] && [ -s "$work/exec.port" ] || fail "zc_stale.py did not start"
 ctl_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 start_agent agent "$agent" --db "$(as_role writer)" --target "cgroup:$cg" --frequency 999 \
 	--otlp-grpc "" --otlp-http "" --control-listen "127.0.0.1:$ctl_port" \
 	--control-token-file "$work/token" --stats-file "$work/stats"

@@ -81,6 +81,7 @@ otlp_port=$(free_port)
 ctl_port=$(free_port)
 health_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 endpoint="http://127.0.0.1:$otlp_port/v1/traces"
 start payment "$service" --port 0 --threads 4 --otlp-endpoint "$endpoint"
 pay_port=$port pay_pid=${pids[-1]}

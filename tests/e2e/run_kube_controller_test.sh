@@ -25,6 +25,7 @@ install_crd
 otlp_port=$(free_port)
 ctl_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 start payment "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces"
 pay_port=$port pay_pid=${pids[-1]}
 pod_for "$pay_pid" payment-1 app=payment node-a

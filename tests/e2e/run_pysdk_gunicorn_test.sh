@@ -37,6 +37,7 @@ otlp_port=$(free_port)
 ctl_port=$(free_port)
 app_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 
 TRACEPROF_SDK_LIBRARY=$sdk PYTHONPATH="$here/../../sdk/python" PYTHONDONTWRITEBYTECODE=1 \
 	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$otlp_port/v1/traces" \

@@ -34,6 +34,7 @@ needs_bpf
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_trigger_multi)
 status="$work/status.json"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 mkdir "$work/triggers" "$work/flood"
 
 # two services, two agents

@@ -28,6 +28,7 @@ conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_trigger)
 otlp_port=$(free_port)
 ctl_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 
 start payment "$service" --port 0 --threads 4 --otlp-endpoint "http://127.0.0.1:$otlp_port/v1/traces"
 pay_port=$port pay_pid=${pids[-1]}

@@ -43,6 +43,7 @@ apache-prefork)
 esac
 ctl_port=$(free_port)
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/token"
+chmod 600 "$work/token"
 start_agent agent "$agent" --db "$(as_role writer)" --target "$target" --frequency 19 \
 	--otlp-grpc "" --otlp-http "" --control-listen "127.0.0.1:$ctl_port" \
 	--control-token-file "$work/token" --stats-file "$work/stats"

@@ -459,7 +459,8 @@ static void test_generated(struct triggers *t)
 
 /*
  * Token files refused at start by the server and the client, each error
- * naming the fix: writable by others, by the group, owned by another
+ * naming the fix: writable by others, by the group, readable by others
+ * (0644, 0604), owned by another
  * user (nobody), 10 and 1 characters long.
  */
 static void test_bad_token_files(struct triggers *t)
@@ -472,6 +473,9 @@ static void test_bad_token_files(struct triggers *t)
 	} bad[] = {
 	    {"t-0666", TOKEN_A, 0666, (uid_t)-1, "chmod 600"},
 	    {"t-0620", TOKEN_A, 0620, (uid_t)-1, "writable by its group"},
+	    {"t-0644", TOKEN_A, 0644, (uid_t)-1,
+	     "readable by every user (mode 0644, wanted 600 or 640)"},
+	    {"t-0604", TOKEN_A, 0604, (uid_t)-1, "readable by every user"},
 	    {"t-nobody", TOKEN_A, 0600, 65534, "owned by uid 65534"},
 	    {"t-10", "0123456789\n", 0600, (uid_t)-1, "has 10 characters"},
 	    {"t-1", "x\n", 0600, (uid_t)-1, "has 1 characters"},
@@ -499,6 +503,25 @@ static void test_bad_token_files(struct triggers *t)
 		CHECK(control_client_new("127.0.0.1:1", &a, err, sizeof(err)) == NULL &&
 			  strstr(err, bad[i].says),
 		      "client with %s: %s", bad[i].name, err);
+	}
+}
+
+/* The modes the token file may have: 600, 640, 400 and 440. */
+static void test_good_token_modes(void)
+{
+	static const mode_t good[] = {0600, 0640, 0400, 0440};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char p[256], err[512] = "";
+		char *tok;
+
+		write_file("t-good", TOKEN_A);
+		path(p, sizeof(p), "t-good");
+		chmod(p, good[i]);
+		tok = control_auth_read_token(p, err, sizeof(err));
+		CHECK(tok != NULL, "mode %04o refused: %s", (unsigned)good[i], err);
+		free(tok);
+		chmod(p, 0600);
 	}
 }
 
@@ -672,6 +695,7 @@ int main(void)
 	test_token(t);
 	test_generated(t);
 	test_bad_token_files(t);
+	test_good_token_modes();
 	test_unknown_method(t);
 	test_flood(t);
 	test_mtls(t);
