@@ -502,9 +502,9 @@ void stats_write(const struct stats_sources *s)
 	fprintf(f,
 		"sym_lookups=%" PRIu64 "\nsym_cache_hits=%" PRIu64 "\nsym_elf_loads=%" PRIu64
 		"\nsym_elf_bytes=%" PRIu64 "\nsym_unknown_frames=%" PRIu64
-		"\nsym_map_refreshes=%" PRIu64 "\n",
+		"\nsym_map_refreshes=%" PRIu64 "\nsym_elf_refused=%" PRIu64 "\n",
 		sy.lookups, sy.cache_hits, sy.elf_loads, sy.elf_bytes, sy.unknown_frames,
-		sy.map_refreshes);
+		sy.map_refreshes, sy.elf_refused);
 	fprintf(f,
 		"perfmap_processes=%" PRIu64 "\nperfmap_entries=%" PRIu64 "\nperfmap_bytes=%" PRIu64
 		"\nperfmap_lines=%" PRIu64 "\nperfmap_bad_lines=%" PRIu64

@@ -8,7 +8,9 @@
  *      .build-id/xx/yyyy.debug path; both present and different: refused;
  *   2. its function symbols (.symtab, .dynsym) and DWARF line tables, with
  *      the agent's reader (agent/symbols/elfsyms.c: checked libelf/libdw
- *      calls, a corrupt file gives an error or fewer symbols, never a crash);
+ *      calls, a corrupt file gives an error or fewer symbols, never a crash;
+ *      compressed sections that would inflate past --max-inflate-section or
+ *      --max-inflate refuse the file before anything is inflated);
  *   3. in one transaction: a cursor over traceprof.frames_to_name(build id)
  *      (unnamed frames, and named ones without a source line), fetched
  *      BATCH rows at a time; each batch's addresses are looked up and handed
@@ -45,8 +47,9 @@
 #define BUILDID_TEXT (2 * BUILDID_MAX + 1) /* hex and NUL */
 
 struct sym_args {
-	const char *conninfo;
-	bool verbose, help;
+	const char *conninfo;		   /* --db */
+	struct elf_inflate_limits inflate; /* --max-inflate-section, --max-inflate */
+	bool verbose, help;		   /* -v, --help */
 };
 
 #define ARG(m) offsetof(struct sym_args, m)
@@ -56,6 +59,23 @@ static const struct tp_option sym_options[] = {
      .offset = ARG(conninfo),
      .arg = "CONNINFO",
      .help = "libpq conninfo or URI of the owner role; default: PG* environment"},
+    {.name = "max-inflate-section",
+     .type = TP_OPT_BYTES,
+     .offset = ARG(inflate.section),
+     .min = 1 << 20,
+     .max = (double)(1ULL << 40),
+     .def = TP_OPTS_STR(ELF_INFLATE_SECTION_MIB) "M",
+     .arg = "BYTES",
+     .help = "largest size one compressed debug section may inflate to; larger: the file is "
+	     "refused"},
+    {.name = "max-inflate",
+     .type = TP_OPT_BYTES,
+     .offset = ARG(inflate.total),
+     .min = 1 << 20,
+     .max = (double)(1ULL << 40),
+     .def = TP_OPTS_STR(ELF_INFLATE_TOTAL_MIB) "M",
+     .arg = "BYTES",
+     .help = "largest size all of a file's compressed sections may inflate to together"},
     TP_OPT_VERBOSE_ROW(ARG(verbose)),
     TP_OPT_HELP_ROW(ARG(help)),
 };
@@ -201,10 +221,26 @@ static void path_build_id(const char *path, char *hex, size_t size)
 		hex[0] = '\0';
 }
 
+/* Says why path's compressed sections were refused. */
+static void refused_inflate(const char *path, const struct elf_inflate_refusal *why)
+{
+	if (why->over_total)
+		log_error("%s: refused: its compressed sections inflate to %" PRIu64
+			  " bytes together (up to %s), over the limit of %" PRIu64
+			  " (--max-inflate)",
+			  path, why->total, why->section, why->limit);
+	else
+		log_error("%s: refused: compressed section %s inflates to %" PRIu64
+			  " bytes, over the limit of %" PRIu64 " (--max-inflate-section)",
+			  path, why->section, why->bytes, why->limit);
+}
+
 /* Opens path and reads its build id and symbols into *es. 0, or logs why not. */
-static int open_symbols(const char *path, int *fd, struct elfsyms **es, char *build_id)
+static int open_symbols(const char *path, const struct elf_inflate_limits *lim, int *fd,
+			struct elfsyms **es, char *build_id)
 {
 	struct elfsyms_source src = {.fd = -1};
+	struct elf_inflate_refusal why;
 	struct elfsyms_header h;
 	char from_path[BUILDID_TEXT];
 	struct stat st;
@@ -249,7 +285,11 @@ static int open_symbols(const char *path, int *fd, struct elfsyms **es, char *bu
 			  path);
 		return -1;
 	}
-	*es = elfsyms_load(&src, NULL, true);
+	*es = elfsyms_load(&src, NULL, true, lim, &why);
+	if (!*es && errno == EFBIG) {
+		refused_inflate(path, &why);
+		return -1;
+	}
 	if (!*es) {
 		log_error("%s: cannot read its symbols: %s", path,
 			  errno == ENOMEM ? "out of memory" : "a corrupt ELF file");
@@ -427,14 +467,14 @@ static void print_result(const char *path, const struct sym_result *r)
 }
 
 /* One FILE. Returns its status. */
-static int add_file(PGconn *conn, const char *path)
+static int add_file(PGconn *conn, const char *path, const struct elf_inflate_limits *lim)
 {
 	struct sym_result r;
 	struct elfsyms *es = NULL;
 	int fd = -1, rc = SYMBOLS_DB;
 
 	memset(&r, 0, sizeof(r));
-	if (open_symbols(path, &fd, &es, r.build_id)) {
+	if (open_symbols(path, lim, &fd, &es, r.build_id)) {
 		rc = SYMBOLS_BAD_FILE;
 		goto out;
 	}
@@ -505,7 +545,7 @@ int db_symbols_main(int argc, char **argv)
 		return SYMBOLS_DB;
 	}
 	for (; next < argc && rc != SYMBOLS_DB; next++) {
-		rc = add_file(conn, argv[next]);
+		rc = add_file(conn, argv[next], &a.inflate);
 		bad |= rc == SYMBOLS_BAD_FILE;
 		nomatch |= rc == SYMBOLS_NO_MATCH;
 	}

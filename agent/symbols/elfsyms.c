@@ -15,11 +15,12 @@
  * the call.
  *
  * DWARF, when present, stays open (libdw reads the debug sections it needs
- * into memory). The inlined chain of an address comes from a per-unit
- * index of its function DIEs, built by one walk of the unit the first time
- * an address falls in it: libdw's dwarf_getscopes() walks the unit's DIE
- * tree again for every address (25 us in a small unit, 250 us in a large
- * one, each time), the index answers in about a microsecond.
+ * into memory, inflating compressed ones: a file whose compressed sections
+ * inflate past the limits of elfinflate.h is refused before libdw opens it). The inlined chain of
+ * an address comes from a per-unit index of its function DIEs, built by one walk of the unit the
+ * first time an address falls in it: libdw's dwarf_getscopes() walks the unit's DIE tree again for
+ * every address (25 us in a small unit, 250 us in a large one, each time), the index answers in
+ * about a microsecond.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -31,6 +32,7 @@
 #include <string.h>
 
 #include "buildid.h"
+#include "elfinflate.h"
 #include "elfsyms.h"
 
 #define ELFSYMS_MAX_INLINE   32 /* nesting of inlined functions followed */
@@ -375,7 +377,13 @@ static size_t debug_bytes(Elf *elf, bool *has_aranges)
 	return total;
 }
 
-static void open_dwarf(struct elfsyms *es, const struct elfsyms_source *debug)
+/*
+ * Opens the DWARF of the file or of debug. -EFBIG (why filled) when the
+ * one it would open has compressed sections that inflate past lim: libdw
+ * inflates them whole.
+ */
+static int open_dwarf(struct elfsyms *es, const struct elfsyms_source *debug,
+		      const struct elf_inflate_limits *lim, struct elf_inflate_refusal *why)
 {
 	Elf *candidates[2] = {es->elf, NULL};
 
@@ -390,14 +398,18 @@ static void open_dwarf(struct elfsyms *es, const struct elfsyms_source *debug)
 	for (int i = 0; i < 2 && !es->dwarf; i++) {
 		if (!candidates[i])
 			continue;
+		if (elf_inflate_check(candidates[i], lim, why))
+			return -EFBIG;
 		es->dwarf = dwarf_begin_elf(candidates[i], DWARF_C_READ, NULL);
 		if (es->dwarf)
 			es->dwarf_bytes = debug_bytes(candidates[i], &es->has_aranges);
 	}
+	return 0;
 }
 
 struct elfsyms *elfsyms_load(const struct elfsyms_source *src, const struct elfsyms_source *debug,
-			     bool lines)
+			     bool lines, const struct elf_inflate_limits *lim,
+			     struct elf_inflate_refusal *why)
 {
 	struct elfsyms *es = calloc(1, sizeof(*es));
 	struct build b = {0};
@@ -414,7 +426,7 @@ struct elfsyms *elfsyms_load(const struct elfsyms_source *src, const struct elfs
 	if (!err)
 		err = add_symbols(&b, es->elf, SHT_DYNSYM);
 	if (!err && lines)
-		open_dwarf(es, debug);
+		err = open_dwarf(es, debug, lim, why);
 	/* a stripped file whose debug file has the full .symtab */
 	if (!err && debug && !has_section_type(es->elf, SHT_SYMTAB)) {
 		Elf *d = es->debug_elf ? es->debug_elf : open_elf(debug);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "buildid.h"
+#include "elfinflate.h"
 
 #define ELFSYMS_MAX_SEGMENTS 16 /* PT_LOAD segments kept (binaries have 2-5) */
 
@@ -61,11 +62,15 @@ struct elfsyms;
  * Loads the function symbols of src and, when lines is set, its DWARF (or
  * that of debug, a separate debug file with the same build, may be NULL).
  * A file without symbols loads fine and finds nothing. The sources must
- * stay open until elfsyms_free(): the DWARF is read lazily. Returns NULL
- * with errno set: ENOEXEC, EIO, ENOMEM. The caller frees with elfsyms_free().
+ * stay open until elfsyms_free(): the DWARF is read lazily. With lines, the
+ * file whose DWARF would be opened is refused when its compressed sections
+ * inflate past lim (NULL: the defaults of elfinflate.h): errno EFBIG, why
+ * (may be NULL) says which section. Returns NULL with errno set: ENOEXEC,
+ * EIO, ENOMEM, EFBIG. The caller frees with elfsyms_free().
  */
 struct elfsyms *elfsyms_load(const struct elfsyms_source *src, const struct elfsyms_source *debug,
-			     bool lines);
+			     bool lines, const struct elf_inflate_limits *lim,
+			     struct elf_inflate_refusal *why);
 void elfsyms_free(struct elfsyms *es);
 /* Heap bytes held (symbols, names, an estimate of the DWARF read). */
 size_t elfsyms_bytes(const struct elfsyms *es);

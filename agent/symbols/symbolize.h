@@ -71,6 +71,7 @@ struct sym_stats {
 	uint64_t cache_misses; /* resolved through mappings and symbol tables */
 	uint64_t elf_loads;    /* symbol tables parsed (a file evicted and reloaded counts twice) */
 	uint64_t elf_evictions;	  /* symbol tables dropped to stay within max_elf_bytes */
+	uint64_t elf_refused;	  /* files refused: compressed sections inflate past the limits */
 	uint64_t elf_entries;	  /* files known now (loaded or not) */
 	uint64_t elf_bytes;	  /* bytes of the loaded symbol tables and debug info now */
 	uint64_t unknown_frames;  /* frames returned with SYM_KIND_UNKNOWN (misses only) */

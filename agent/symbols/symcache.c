@@ -216,10 +216,12 @@ bool sym_elf_ensure(struct symbolizer *sym, struct sym_elf *e)
 	}
 	if (e->load_failed)
 		return false;
-	e->syms = elfsyms_load(&src, e->debug_fd >= 0 ? &dbg : NULL, !sym->opts.no_lines);
+	e->syms =
+	    elfsyms_load(&src, e->debug_fd >= 0 ? &dbg : NULL, !sym->opts.no_lines, NULL, NULL);
 	if (!e->syms) {
 		log_debug("cannot load symbols module=%s build_id=%s err=%d", e->module,
 			  e->build_id, errno);
+		sym->stats.elf_refused += errno == EFBIG;
 		e->load_failed = true;
 		return false;
 	}

@@ -6,6 +6,7 @@
  * turns every frame state into a 12-byte row.
  */
 #include "cfi.h"
+#include "elfinflate.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -575,6 +576,11 @@ static int open_cfi(struct builder *b, Elf *elf, Dwarf **dw, enum cfi_source *sr
 	GElf_Shdr sh;
 	if (!scn || !gelf_getshdr(scn, &sh)) {
 		errno = ENOENT;
+		return -1;
+	}
+	/* libelf (this section) and libdw (.debug_*) inflate whole: bounded first */
+	if ((!b->eh || (sh.sh_flags & SHF_COMPRESSED)) && elf_inflate_check(elf, NULL, NULL)) {
+		errno = EFBIG;
 		return -1;
 	}
 	if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0) {

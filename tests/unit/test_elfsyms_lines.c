@@ -221,7 +221,7 @@ static long compare_file(const char *path, uint64_t step)
 	CHECK(fd >= 0, "open %s", path);
 	if (fd < 0)
 		return 0;
-	es = elfsyms_load(&src, NULL, true);
+	es = elfsyms_load(&src, NULL, true, NULL, NULL);
 	CHECK(es && elfsyms_has_lines(es), "%s: loaded with DWARF", path);
 	CHECK(text_range(fd, &lo, &hi) && hi > lo, "%s: .text found", path);
 	r.in = es && hi > lo ? ref_start(path, lo, hi, step, tmp) : NULL;
