@@ -174,10 +174,12 @@ static void write_zc_stats(const struct stats_sources *s, FILE *f, const struct 
 	fprintf(f,
 		"bpf_http_not_head=%" PRIu64 "\nbpf_http_bad_line=%" PRIu64
 		"\nbpf_http_split=%" PRIu64 "\nbpf_http_pipelined=%" PRIu64
-		"\nbpf_http_head_cut=%" PRIu64 "\nbpf_http_stale=%" PRIu64 "\n",
+		"\nbpf_http_head_cut=%" PRIu64 "\nbpf_http_stale=%" PRIu64
+		"\nbpf_http_bad_traceparent=%" PRIu64 "\n",
 		ss->counters[TP_CNT_HTTP_NOT_HEAD], ss->counters[TP_CNT_HTTP_BAD_LINE],
 		ss->counters[TP_CNT_HTTP_SPLIT], ss->counters[TP_CNT_HTTP_PIPELINED],
-		ss->counters[TP_CNT_HTTP_HEAD_CUT], ss->counters[TP_CNT_HTTP_STALE]);
+		ss->counters[TP_CNT_HTTP_HEAD_CUT], ss->counters[TP_CNT_HTTP_STALE],
+		ss->counters[TP_CNT_HTTP_BAD_TRACEPARENT]);
 	fprintf(f,
 		"zc_hook_libc=%" PRIu64 "\nzc_hook_syscalls=%" PRIu64 "\nzc_uprobe_links=%" PRIu64
 		"\nzc_libc_fallbacks=%" PRIu64 "\nzc_attaches=%" PRIu64 "\n",

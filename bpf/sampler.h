@@ -321,7 +321,8 @@ enum tp_counter {
 	TP_CNT_HTTP_PIPELINED = 51, /* two requests in one read: neither taken */
 	TP_CNT_HTTP_HEAD_CUT = 52,  /* requests whose head did not end in the bytes looked at */
 	TP_CNT_HTTP_STALE = 53, /* requests dropped open: capture stopped, or the thread exec'd */
-	TP_CNT_MAX = 54,
+	TP_CNT_HTTP_BAD_TRACEPARENT = 54, /* traceparents refused (malformed, two): a new trace */
+	TP_CNT_MAX = 55,
 };
 
 /*

@@ -117,12 +117,13 @@ struct zc_find {
 	__u32 n;
 	__u32 at;  /* index of the value after "traceparent:", 0: not found */
 	__u32 end; /* index after the blank line that ends the head, 0: not in b */
+	__u8 two;  /* a second traceparent line: neither is adopted (W3C) */
 };
 
 /*
  * bpf_loop over the head's bytes: at each line start, the blank line that
  * ends the head (the loop stops there: a body is never searched) or
- * "traceparent:" (any case).
+ * "traceparent:" (any case; a second one sets two).
  */
 static long zc_find_tp(__u32 i, void *arg)
 {
@@ -139,7 +140,7 @@ static long zc_find_tp(__u32 i, void *arg)
 		f->end = i + (c == '\n' ? 2 : 3);
 		return 1;
 	}
-	if (f->at || i + 13 > f->n)
+	if (i + 13 > f->n)
 		return 0;
 	for (int k = 0; k < 12; k++) {
 		c = f->b[(i + 1 + k) & (ZC_BUF - 1)];
@@ -148,7 +149,10 @@ static long zc_find_tp(__u32 i, void *arg)
 		if (c != name[k])
 			return 0;
 	}
-	f->at = i + 13;
+	if (f->at)
+		f->two = 1;
+	else
+		f->at = i + 13;
 	return 0;
 }
 
@@ -218,9 +222,22 @@ static __always_inline int zc_request_line(const char *b, __u32 n, __u32 m)
 }
 
 /*
+ * Whether the traceparent field value at p (its flags end at p + 55) ends
+ * as version's rules say: version 00 with a blank or the end of the line
+ * (what follows a blank is not looked at: the verifier's budget); a later
+ * version may also go on with '-' and more fields.
+ */
+static __always_inline bool zc_tp_end(const char *b, __u32 n, __u32 p, bool v00)
+{
+	char c = p + 55 < n ? b[(p + 55) & (ZC_BUF - 1)] : 0;
+
+	return c == '\r' || c == '\n' || c == ' ' || c == '\t' || (c == '-' && !v00);
+}
+
+/*
  * The traceparent of the head b (n bytes) whose value starts at at (0:
- * none), strict (the SDK's rules): trace id, parent span id and flags into
- * t. Returns whether a valid one was found.
+ * none), strict (the SDK's rules, tp_sdk_traceparent_parse): trace id,
+ * parent span id and flags into t. Returns whether a valid one was found.
  */
 static __always_inline bool zc_traceparent(const char *b, __u32 n, __u32 at, struct zc_thread *t)
 {
@@ -240,7 +257,8 @@ static __always_inline bool zc_traceparent(const char *b, __u32 n, __u32 at, str
 	h = zc_hex(b[p & (ZC_BUF - 1)]);
 	l = zc_hex(b[(p + 1) & (ZC_BUF - 1)]);
 	if (h < 0 || l < 0 || (h == 15 && l == 15) || b[(p + 2) & (ZC_BUF - 1)] != '-' ||
-	    b[(p + 35) & (ZC_BUF - 1)] != '-' || b[(p + 52) & (ZC_BUF - 1)] != '-')
+	    b[(p + 35) & (ZC_BUF - 1)] != '-' || b[(p + 52) & (ZC_BUF - 1)] != '-' ||
+	    !zc_tp_end(b, n, p, h == 0 && l == 0))
 		return false;
 	for (int k = 0; k < 16; k++) {
 		h = zc_hex(b[(p + 3 + 2 * k) & (ZC_BUF - 1)]);
@@ -428,9 +446,11 @@ static __always_inline void zc_read_done(struct zc_thread *t, struct task_struct
 		t->flags |= TP_HTTP_TRUNCATED;
 	if (!f.end)
 		count(TP_CNT_HTTP_HEAD_CUT); /* a traceparent after the bytes read is not seen */
-	if (zc_traceparent(sc->b, n, f.at, t)) {
+	if (!f.two && zc_traceparent(sc->b, n, f.at, t)) {
 		t->flags |= TP_HTTP_TRACEPARENT;
 	} else {
+		if (f.at)
+			count(TP_CNT_HTTP_BAD_TRACEPARENT); /* refused: a new trace */
 		zc_random(t->hdr.trace_id, 16);
 		__builtin_memset(t->parent_span_id, 0, 8);
 		t->hdr.trace_flags = 1;

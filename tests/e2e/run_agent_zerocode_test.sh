@@ -135,7 +135,7 @@ psql "$conn" -qX -v ON_ERROR_STOP=1 \
 	-c "CREATE TABLE truth (kind text, trace text, parent text, path text, status int, client_ms float8)" \
 	-c "\\copy truth FROM '$work/truth.csv' WITH (FORMAT csv)" >/dev/null
 total=$(q "SELECT count(*) FROM truth WHERE kind <> 'garbage'")
-[ "$total" = $((2 * n + 4)) ] || fail "the client made $total requests"
+[ "$total" = $((2 * n + 7)) ] || fail "the client made $total requests"
 rows="SELECT replace(r.trace_id::text, '-', '') AS trace, lpad(to_hex(r.parent_span_id), 16, '0') AS parent,
              rt.method, rt.route, r.status_code, r.duration_us, r.span_id
         FROM traceprof.requests r LEFT JOIN traceprof.routes rt ON rt.route_id = r.route_id"
@@ -152,9 +152,13 @@ bad=$(q "SELECT count(*) FROM ($rows) x WHERE x.method <> 'GET'")
 tp=$(q "SELECT count(*) FROM truth t JOIN ($rows) x ON x.trace = t.trace AND x.parent = t.parent
          WHERE t.kind = 'tp' AND x.route = t.path AND x.status_code = 200")
 [ "$tp" = "$n" ] || fail "$tp of the $n requests with a traceparent kept its trace and parent ids"
-# the invalid one (version ff) starts a new trace
+# invalid ones (version ff, 00 with a field after the flags, two headers) start a new trace
 [ "$(q "SELECT count(*) FROM ($rows) x JOIN truth t ON x.trace = t.trace WHERE t.kind = 'bad'")" = 0 ] ||
-	fail "an invalid traceparent (version ff) was taken"
+	fail "an invalid traceparent (version ff, 00 with more fields, two headers) was taken"
+grep -qx 'bpf_http_bad_traceparent=3' "$work/zc.stats" || fail "the invalid traceparents are not counted"
+# a later version with more fields: adopted by its first four
+[ "$(q "SELECT count(*) FROM ($rows) x JOIN truth t ON x.trace = t.trace AND x.parent = t.parent WHERE t.kind = 'future'")" = 1 ] ||
+	fail "a later version's traceparent with more fields was not adopted"
 [ "$(q "SELECT count(*) FROM ($rows) x WHERE x.route = '/missing' AND x.status_code = 404")" = 1 ] ||
 	fail "the 404 is not stored with its status"
 # a traceparent beyond the 2 KiB of the head looked at: a new trace, the request still stored
@@ -181,8 +185,8 @@ none=$(q "SELECT count(*) FROM ($rows) x WHERE x.route ~ '^/burn/[0-9]+$'
 stray=$(q "SELECT count(*) FROM ($per_trace) s WHERE NOT EXISTS (SELECT FROM ($rows) x WHERE x.trace = s.trace)")
 [ "$stray" = 0 ] || fail "$stray trace ids on samples that no request has"
 tagged=$(q "SELECT coalesce(sum(n), 0) FROM ($per_trace) s")
-echo "   samples tagged with the requests' trace ids: $tagged ($((2 * n + 2)) requests of $ms ms of CPU at 99 Hz)"
-[ "$tagged" -ge $(((2 * n + 2) * ms * 99 / 1000 / 2)) ] || fail "only $tagged samples tagged"
+echo "   samples tagged with the requests' trace ids: $tagged ($((2 * n + 5)) requests of $ms ms of CPU at 99 Hz)"
+[ "$tagged" -ge $(((2 * n + 5) * ms * 99 / 1000 / 2)) ] || fail "only $tagged samples tagged"
 echo "ok: an unmodified Python server's requests found from its system calls, rows and samples; hostile input counted"
 
 # otlp-forward: the same requests as server spans, upstream

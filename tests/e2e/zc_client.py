@@ -1,7 +1,9 @@
 """The load with ground truth for e2e_agent_zerocode: requests to
 zc_server.py, some with a traceparent (known trace and parent span ids),
-some without, one with an invalid one (version ff), over kept-alive
-connections and new ones; then hostile input: binary garbage on a
+some without, invalid ones (version ff, version 00 with a field after
+the flags, two traceparent headers: none adopted, W3C Trace Context) and
+one of a later version with more fields (adopted by its first four), over
+kept-alive connections and new ones; then hostile input: binary garbage on a
 connection, a request whose traceparent comes after 60 KiB of headers
 (beyond what the agent looks at), and a request target with bytes that are
 not ASCII. Prints one CSV line a request (and one for the garbage):
@@ -42,6 +44,12 @@ for i in range(n):
 bad = "ff-0d%030x-%016x-01" % (1, 1)
 st, t = get(keep, "/burn/%d" % ms, {"traceparent": bad})
 print("bad,0d%030x,,/burn/%d,%d,%.3f" % (1, ms, st, t), flush=True)
+extra = "00-0d%030x-%016x-01-extra" % (2, 2)
+st, t = get(keep, "/burn/%d" % ms, {"traceparent": extra})
+print("bad,0d%030x,,/burn/%d,%d,%.3f" % (2, ms, st, t), flush=True)
+future = "cc-0f%030x-%016x-01-what-the-future" % (1, 0x6001)
+st, t = get(keep, "/burn/%d" % ms, {"traceparent": future})
+print("future,0f%030x,%016x,/burn/%d,%d,%.3f" % (1, 0x6001, ms, st, t), flush=True)
 st, t = get(keep, "/missing", {})
 print("new,,,/missing,%d,%.3f" % (st, t), flush=True)
 keep.close()
@@ -74,3 +82,6 @@ conn.close()
 print("big,%s,,/burn/%d,%d,%.3f" % (big, ms, st, t), flush=True)
 st, t = raw(b"GET /burn/%d/\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % ms)
 print("nonascii,,,/burn/%d/??,%d,%.3f" % (ms, st, t), flush=True)
+two = "traceparent: 00-0d%030x-%016x-01\r\n" % (3, 3)
+st, t = raw(b"GET /burn/%d HTTP/1.1\r\nHost: x\r\n%s%sConnection: close\r\n\r\n" % (ms, two.encode(), two.encode()))
+print("bad,0d%030x,,/burn/%d,%d,%.3f" % (3, ms, st, t), flush=True)
