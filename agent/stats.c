@@ -471,8 +471,8 @@ void stats_write(const struct stats_sources *s)
 		s->procs->st.exits, s->procs->st.swept, s->counts->sym_renewals);
 	fprintf(f,
 		"agg_samples=%" PRIu64 "\nagg_late=%" PRIu64 "\nagg_overflow=%" PRIu64
-		"\nagg_windows=%" PRIu64 "\n",
-		ag.samples, ag.samples_late, ag.samples_overflow, ag.windows);
+		"\nagg_windows=%" PRIu64 "\nagg_names_sanitized=%" PRIu64 "\n",
+		ag.samples, ag.samples_late, ag.samples_overflow, ag.windows, ag.names_sanitized);
 	fprintf(f,
 		"windows_submitted=%" PRIu64 "\nwindows_delivered=%" PRIu64
 		"\nwindows_dropped=%" PRIu64 "\nsamples_submitted=%" PRIu64

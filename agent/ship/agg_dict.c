@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agg_dict.h"
+#include "traceprof/utf8.h"
 
 #define MAX_FRAMES  512
 #define SOURCE_STRS 7
@@ -144,6 +145,21 @@ static const char *put_str(char **pos, const char *s)
 	return d;
 }
 
+/*
+ * put_str() for what is added to the dictionary: the copy is made
+ * safe to store and show (tp_utf8_sanitize: names come from other
+ * processes), replacements counted in *sanitized.
+ */
+static const char *put_name(char **pos, const char *s, uint64_t *sanitized)
+{
+	size_t n = str_size(s);
+	char *d = *pos;
+
+	*sanitized += tp_utf8_sanitize(d, s ? s : "", n - 1) != 0;
+	*pos += n;
+	return d;
+}
+
 static void dent_init(struct dent *h, uint64_t seq, uint64_t id, size_t strbytes)
 {
 	h->id = id;
@@ -179,7 +195,7 @@ int agg_dict_add_source(struct agg_dict *d, uint64_t seq, uint64_t id,
 	dent_init(&e->h, seq, id, bytes);
 	pos = e->buf;
 	for (int i = 0; i < SOURCE_STRS; i++)
-		e->s[i] = put_str(&pos, in[i]);
+		e->s[i] = put_name(&pos, in[i], &d->sanitized);
 	return dmap_put(&d->map[AGG_DICT_SOURCES], id, e);
 }
 
@@ -201,8 +217,8 @@ int agg_dict_add_function(struct agg_dict *d, uint64_t seq, uint64_t id, const c
 	dent_init(&e->h, seq, id, bytes);
 	e->kind = kind;
 	pos = e->buf;
-	e->name = put_str(&pos, name);
-	e->module = put_str(&pos, module);
+	e->name = put_name(&pos, name, &d->sanitized);
+	e->module = put_name(&pos, module, &d->sanitized);
 	return dmap_put(&d->map[AGG_DICT_FUNCTIONS], id, e);
 }
 
@@ -226,8 +242,8 @@ int agg_dict_add_frame(struct agg_dict *d, uint64_t seq, uint64_t id, uint64_t f
 	e->address = address;
 	e->line = line;
 	pos = e->buf;
-	e->build_id = put_str(&pos, build_id);
-	e->file = file ? put_str(&pos, file) : NULL;
+	e->build_id = put_name(&pos, build_id, &d->sanitized);
+	e->file = file ? put_name(&pos, file, &d->sanitized) : NULL;
 	return dmap_put(&d->map[AGG_DICT_FRAMES], id, e);
 }
 

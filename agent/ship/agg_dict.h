@@ -41,7 +41,8 @@ struct agg_dict {
 	struct agg_dict_list cl[AGG_DICT_KINDS]; /* the closure of the window being closed */
 	uint64_t evicted;			 /* entries swept as idle */
 	uint64_t missing;			 /* referenced ids not registered */
-	uint64_t epoch;				 /* closures collected: marks entries in one */
+	uint64_t sanitized; /* names with characters replaced (tp_utf8_sanitize) */
+	uint64_t epoch;	    /* closures collected: marks entries in one */
 };
 
 /* Sizes of the closure collected since agg_dict_closure_reset(). */

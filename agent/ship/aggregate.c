@@ -434,6 +434,7 @@ void agg_get_stats(const struct agg *a, struct agg_stats *out)
 	out->dict_entries = agg_dict_entries(&a->dict);
 	out->dict_evicted = a->dict.evicted;
 	out->missing_entries = a->dict.missing;
+	out->names_sanitized = a->dict.sanitized;
 }
 
 void agg_window_free(struct agg_window *w)

@@ -187,6 +187,7 @@ struct agg_stats {
 	uint64_t dict_entries;	   /* dictionary entries held */
 	uint64_t dict_evicted;	   /* entries swept as idle */
 	uint64_t missing_entries;  /* referenced ids that were not registered */
+	uint64_t names_sanitized;  /* names stored with unsafe characters replaced by '?' */
 	uint64_t trigger_windows;  /* windows of raised samples built (agg_trigger_window) */
 	uint64_t offcpu;	   /* off-CPU intervals counted into windows */
 	uint64_t offcpu_invalid;   /* refused: kind, us 0, span without trace, source 0 */

@@ -249,25 +249,6 @@ static bool parse_hex(const char **p, const char *end, uint64_t *v)
 	return true;
 }
 
-/* Copies name (len bytes) to out as UTF-8 text: other bytes and controls become '?'. */
-static void sanitize(char *out, const char *name, size_t len)
-{
-	const unsigned char *s = (const unsigned char *)name;
-
-	for (size_t i = 0; i < len;) {
-		size_t u = tp_utf8_len(s + i, len - i);
-
-		if (u > 1) {
-			memcpy(out + i, s + i, u);
-			i += u;
-		} else {
-			out[i] = s[i] < 0x20 || s[i] >= 0x7f ? '?' : (char)s[i];
-			i++;
-		}
-	}
-	out[len] = '\0';
-}
-
 static bool batch_push(struct batch *b, const struct pm_entry *e)
 {
 	if (b->n == b->cap) {
@@ -332,7 +313,7 @@ static void parse_line(struct perfmap *pm, struct batch *b, const char *line, si
 		st->dropped++;
 		return;
 	}
-	sanitize(pm->names + pm->names_len, p, nlen);
+	tp_utf8_sanitize(pm->names + pm->names_len, p, nlen);
 	pm->names_len += nlen + 1;
 	st->lines++;
 }

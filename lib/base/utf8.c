@@ -1,5 +1,8 @@
-/* utf8.c - well-formed UTF-8 (include/traceprof/utf8.h). */
+/* utf8.c - well-formed UTF-8 and names safe to show (include/traceprof/utf8.h). */
 #include "traceprof/utf8.h"
+
+#include <stdbool.h>
+#include <string.h>
 
 size_t tp_utf8_len(const unsigned char *s, size_t n)
 {
@@ -29,4 +32,51 @@ size_t tp_utf8_len(const unsigned char *s, size_t n)
 	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
 	return len;
+}
+
+/* The code point of the well-formed sequence of len bytes at s. */
+static unsigned int code_point(const unsigned char *s, size_t len)
+{
+	static const unsigned char lead_mask[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+	unsigned int cp = s[0] & lead_mask[len];
+
+	for (size_t i = 1; i < len; i++)
+		cp = (cp << 6) | (s[i] & 0x3fu);
+	return cp;
+}
+
+static bool unsafe_code_point(unsigned int cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+	       (cp >= 0x2066 && cp <= 0x2069);
+}
+
+size_t tp_utf8_safe_len(const unsigned char *s, size_t n)
+{
+	size_t len = tp_utf8_len(s, n);
+
+	return len && !unsafe_code_point(code_point(s, len)) ? len : 0;
+}
+
+size_t tp_utf8_sanitize(char *out, const char *in, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)in;
+	size_t o = 0, replaced = 0;
+
+	for (size_t i = 0; i < len;) {
+		size_t u = tp_utf8_safe_len(s + i, len - i);
+
+		if (u) {
+			memmove(out + o, s + i, u);
+			o += u;
+			i += u;
+			continue;
+		}
+		u = tp_utf8_len(s + i, len - i);
+		out[o++] = '?';
+		i += u ? u : 1;
+		replaced++;
+	}
+	out[o] = '\0';
+	return replaced;
 }

@@ -9,7 +9,8 @@
  * a one-hour profile is written in a few milliseconds.
  *
  * Every untrusted string passes through sanitize() (valid UTF-8, no
- * control characters, bounded length) and then xml_put() or js_put().
+ * control characters or bidirectional overrides, bounded length) and then
+ * xml_put() or js_put().
  */
 #include <errno.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "flamegraph_internal.h"
+#include "traceprof/utf8.h"
 
 struct wbuf {
 	FILE *f;	   /* destination */
@@ -79,33 +81,20 @@ static void w_fix2(struct wbuf *w, int64_t h)
 }
 
 /*
- * Copies s into dst as valid UTF-8 without control characters (each bad
- * byte or control character becomes U+FFFD), at most NAME_MAX_BYTES bytes
- * then "..". dst holds NAME_MAX_BYTES + 8. Returns the length.
+ * Copies s into dst as valid UTF-8 of characters safe to show
+ * (tp_utf8_safe_len: no control characters, no bidirectional overrides or
+ * isolates; each bad byte or such character becomes U+FFFD), at most
+ * NAME_MAX_BYTES bytes then "..". dst holds NAME_MAX_BYTES + 8. Returns
+ * the length.
  */
 static size_t sanitize(const char *s, char *dst)
 {
 	const uint8_t *p = (const uint8_t *)s;
 	size_t n = 0;
 	while (*p) {
-		size_t len = 0;
-		uint8_t c = p[0];
-		if (c >= 0x20 && c < 0x7f)
-			len = 1;
-		else if (c >= 0xc2 && c <= 0xdf)
-			len = (p[1] & 0xc0) == 0x80 ? 2 : 0;
-		else if (c >= 0xe0 && c <= 0xef) {
-			uint8_t lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-			len = p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
-			if (len && c == 0xef && p[1] == 0xbf && p[2] >= 0xbe)
-				len = 0; /* U+FFFE, U+FFFF: not XML characters */
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			uint8_t lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-			len = p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 &&
-				      (p[3] & 0xc0) == 0x80
-				  ? 4
-				  : 0;
-		}
+		size_t len = tp_utf8_safe_len(p, strnlen((const char *)p, 4));
+		if (len == 3 && p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xbe)
+			len = 0; /* U+FFFE, U+FFFF: not XML characters */
 		if (n + (len ? len : 3) > NAME_MAX_BYTES) {
 			memcpy(dst + n, "..", 2);
 			n += 2;

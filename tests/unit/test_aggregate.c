@@ -655,8 +655,54 @@ static void test_offcpu(void)
 	agg_free(a);
 }
 
+/*
+ * Names from other processes are stored safe to show: ESC, CSI (U+009B),
+ * U+202E and a byte that is not UTF-8 each become '?' in the window, the
+ * names counted; the ids stay the callers'.
+ */
+static void test_names_sanitized(void)
+{
+	struct agg *a = agg_new(&(struct agg_opts){.window_us = SEC});
+	struct store_source src = {.service = "svc\xe2\x80\xae", .node = "n"};
+	struct agg_sample s = {.time_us = BASE, .source_id = 1, .hz = 19, .stack_id = 3};
+	uint64_t fr = 2;
+	struct agg_window *w;
+	struct agg_stats st;
+
+	CHECK(agg_add_source(a, 1, &src) == 0 &&
+		  agg_add_function(a, 1,
+				   "f\x1b[2J\xc2\x9bx\xe2\x80\xae"
+				   "y",
+				   "m\xff.so", 0) == 0 &&
+		  agg_add_frame(a, 2, 1, "b",
+				"src/\xe2\x81\xa6"
+				"a.c",
+				1, 0) == 0 &&
+		  agg_add_stack(a, 3, &fr, 1) == 0,
+	      "dictionary");
+	agg_add(a, &s);
+	agg_close(a);
+	w = agg_take(a);
+	CHECK(w && w->nfunctions == 1 && w->nframes == 1 && w->nsources == 1, "one of each");
+	if (w) {
+		CHECK(!strcmp(w->functions[0].name, "f?[2J?x?y") && w->functions[0].id == 1,
+		      "function name '%s'", w->functions[0].name);
+		CHECK(!strcmp(w->functions[0].module, "m?.so"), "module '%s'",
+		      w->functions[0].module);
+		CHECK(!strcmp(w->frames[0].file, "src/?a.c"), "file '%s'", w->frames[0].file);
+		CHECK(!strcmp(w->sources[0].src.service, "svc?"), "service '%s'",
+		      w->sources[0].src.service);
+	}
+	agg_get_stats(a, &st);
+	CHECK(st.names_sanitized == 4, "4 names sanitized, counted %llu",
+	      (unsigned long long)st.names_sanitized);
+	agg_window_free(w);
+	agg_free(a);
+}
+
 int main(void)
 {
+	test_names_sanitized();
 	test_hz_and_invalid();
 	test_offcpu();
 	test_dictionary();
