@@ -107,12 +107,23 @@ const char *cli_time_rfc3339(int64_t us, char *buf, size_t len);
 /* Parses a positive integer flag value; 0 or -1. */
 int cli_parse_count(const char *text, long *out);
 
-/* Opens -o FILE (or returns stdout). */
-FILE *cli_open_output(const char *path);
+/*
+ * Opens -o FILE (or stdout) for output in format. Text and folded output
+ * goes through a stream that escapes what a terminal would act on, so a
+ * name from the database cannot move the cursor, recolour or reorder the
+ * screen: characters tp_utf8_safe_len refuses (C0 but newline and tab,
+ * DEL, C1, bidirectional overrides and isolates) become \uXXXX and bytes
+ * that are not UTF-8 \xNN.
+ */
+FILE *cli_open_output(const char *path, enum cli_format format);
 /* Closes it; returns CLI_OK or CLI_IO after printing the error. */
 int cli_close_output(FILE *f, const char *path);
 
-/* Writes s as a JSON string (quoted, escaped). */
+/*
+ * Writes s as a JSON string (quoted, escaped): controls, DEL, C1 and the
+ * bidirectional overrides and isolates as \uXXXX, bytes that are not
+ * UTF-8 as \ufffd.
+ */
 void cli_json_str(FILE *f, const char *s);
 /* Writes a double with up to 3 decimals, or null when not finite. */
 void cli_json_num(FILE *f, double v);

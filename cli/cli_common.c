@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "traceprof/utf8.h"
 
 static char hidden_password[256];
 
@@ -364,22 +365,123 @@ int cli_parse_count(const char *text, long *out)
 	return 0;
 }
 
-FILE *cli_open_output(const char *path)
+/* ---- text output, escaped (cli_open_output) ---- */
+
+struct esc_out {
+	FILE *to;	       /* the file or stdout */
+	unsigned char pend[4]; /* a character cut between two writes */
+	size_t npend;	       /* bytes in pend */
+};
+
+/* Bytes of the UTF-8 sequence c starts, 0 when it starts none. */
+static size_t seq_len(unsigned char c)
 {
+	return c >= 0xc2 && c <= 0xdf	? 2
+	       : c >= 0xe0 && c <= 0xef ? 3
+	       : c >= 0xf0 && c <= 0xf4 ? 4
+					: 0;
+}
+
+/* Writes the character at s (n bytes left) escaped when it must be; returns its bytes. */
+static size_t esc_put(FILE *to, const unsigned char *s, size_t n)
+{
+	size_t u = tp_utf8_safe_len(s, n), len = tp_utf8_len(s, n);
+	unsigned int cp = 0;
+
+	if (u || *s == '\n' || *s == '\t') {
+		fwrite(s, 1, u ? u : 1, to);
+		return u ? u : 1;
+	}
+	if (!len) {
+		fprintf(to, "\\x%02x", *s);
+		return 1;
+	}
+	cp = len == 1	? *s
+	     : len == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu)
+			: (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+	fprintf(to, "\\u%04x", cp);
+	return len;
+}
+
+static ssize_t esc_write(void *cookie, const char *buf, size_t size)
+{
+	struct esc_out *e = cookie;
+	const unsigned char *s = (const unsigned char *)buf;
+	size_t i = 0;
+
+	while (e->npend && i < size) { /* complete the cut character first */
+		e->pend[e->npend++] = s[i++];
+		if (e->npend == seq_len(e->pend[0]) || (e->pend[e->npend - 1] & 0xc0) != 0x80) {
+			for (size_t k = 0; k < e->npend;)
+				k += esc_put(e->to, e->pend + k, e->npend - k);
+			e->npend = 0;
+		}
+	}
+	while (i < size) {
+		size_t want = seq_len(s[i]);
+
+		if (want > size - i) { /* maybe cut: keep it for the next write */
+			memcpy(e->pend, s + i, size - i);
+			e->npend = size - i;
+			break;
+		}
+		i += esc_put(e->to, s + i, size - i);
+	}
+	return ferror(e->to) ? -1 : (ssize_t)size;
+}
+
+static int esc_close(void *cookie)
+{
+	struct esc_out *e = cookie;
+	int rc;
+
+	for (size_t k = 0; k < e->npend;)
+		k += esc_put(e->to, e->pend + k, e->npend - k);
+	rc = ferror(e->to) ? EOF : e->to == stdout ? fflush(e->to) : fclose(e->to);
+	free(e);
+	return rc;
+}
+
+/* f behind a stream that escapes (cli.h); f itself when that cannot be made. */
+static FILE *escaped(FILE *f)
+{
+	static const cookie_io_functions_t io = {.write = esc_write, .close = esc_close};
+	struct esc_out *e = calloc(1, sizeof(*e));
+	FILE *w;
+
+	if (!e)
+		return f;
+	e->to = f;
+	w = fopencookie(e, "w", io);
+	if (!w)
+		free(e);
+	return w ? w : f;
+}
+
+FILE *cli_open_output(const char *path, enum cli_format format)
+{
+	bool text = format == CLI_FMT_TEXT || format == CLI_FMT_FOLDED;
 	FILE *f;
 
 	if (!path || strcmp(path, "-") == 0)
-		return stdout;
+		return text ? escaped(stdout) : stdout;
 	f = fopen(path, "w");
 	if (!f)
 		cli_error("cannot write %s: %s", path, strerror(errno));
-	return f;
+	return f && text ? escaped(f) : f;
 }
 
 int cli_close_output(FILE *f, const char *path)
 {
 	int err = ferror(f);
 
+	if (f != stdout && (!path || strcmp(path, "-") == 0)) { /* escaped stdout */
+		if (fclose(f) || err) {
+			cli_error("cannot write the output: %s", strerror(errno));
+			return CLI_IO;
+		}
+		return CLI_OK;
+	}
 	if (f == stdout) {
 		if (fflush(f) || err) {
 			cli_error("cannot write the output: %s", strerror(errno));
@@ -396,8 +498,28 @@ int cli_close_output(FILE *f, const char *path)
 
 void cli_json_str(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (size_t u; *p; p += u, n -= u) {
+		u = tp_utf8_len(p, n);
+		if (u != 1) { /* not ASCII: as it is when safe to show, else escaped */
+			size_t safe = tp_utf8_safe_len(p, n);
+
+			if (safe)
+				fwrite(p, 1, safe, f);
+			else if (u == 2)
+				fprintf(f, "\\u%04x", (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu));
+			else if (u == 3)
+				fprintf(f, "\\u%04x",
+					(p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 |
+					    (p[2] & 0x3fu));
+			else
+				fputs("\\ufffd", f);
+			u = u ? u : 1;
+			continue;
+		}
 		switch (*p) {
 		case '"':
 			fputs("\\\"", f);
@@ -415,7 +537,7 @@ void cli_json_str(FILE *f, const char *s)
 			fputs("\\t", f);
 			break;
 		default:
-			if (*p < 0x20)
+			if (*p < 0x20 || *p == 0x7f)
 				fprintf(f, "\\u%04x", *p);
 			else
 				fputc(*p, f);

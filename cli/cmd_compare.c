@@ -265,7 +265,7 @@ static int svg_diff(struct cli_db *db, const struct cli_common *c, const char *s
 		cli_error("%s", err);
 		return rc == -EINVAL ? CLI_USAGE : CLI_DB;
 	}
-	out = cli_open_output(c->output);
+	out = cli_open_output(c->output, c->format);
 	if (!out) {
 		stackset_free(set);
 		return CLI_IO;
@@ -433,7 +433,7 @@ static int offcpu_report(const struct compare_args *args, PGresult *sizes, PGres
 			 const struct time_metric *m)
 {
 	double blocked[2] = {0, 0};
-	FILE *out = cli_open_output(args->c.output);
+	FILE *out = cli_open_output(args->c.output, args->c.format);
 
 	if (!out)
 		return CLI_IO;
@@ -577,7 +577,7 @@ int cmd_compare(int argc, char **argv)
 		if (!res)
 			goto out;
 	}
-	out = cli_open_output(c.output);
+	out = cli_open_output(c.output, c.format);
 	if (!out) {
 		rc = CLI_IO;
 		goto out;

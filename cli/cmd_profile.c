@@ -158,7 +158,7 @@ static int profile_folded(struct cli_db *db, const char *service, const struct c
 				cli_time_rfc3339(range->until_us, b, sizeof(b)));
 	else if ((builds = read_builds(db, service, range, &rc))) {
 		folded_builds_note(service, builds);
-		if (!(out = cli_open_output(path)))
+		if (!(out = cli_open_output(path, CLI_FMT_FOLDED)))
 			rc = CLI_IO;
 		else
 			rc = render_close(out, path, render_folded_text(out, PQgetvalue(res, 0, 0)),
@@ -215,7 +215,7 @@ int cmd_profile(int argc, char **argv)
 	if (!builds)
 		goto out;
 	nb = PQntuples(builds);
-	out = cli_open_output(c.output);
+	out = cli_open_output(c.output, c.format);
 	if (!out) {
 		rc = CLI_IO;
 		goto out;

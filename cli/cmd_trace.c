@@ -143,7 +143,7 @@ static int trace_folded(struct cli_db *db, const char *trace_id, const char *ser
 		return rc;
 	if (PQntuples(res) != 1 || (PQgetisnull(res, 0, 0) && PQgetisnull(res, 0, 1)))
 		rc = no_samples(db, trace_id, service);
-	else if (!(out = cli_open_output(path)))
+	else if (!(out = cli_open_output(path, CLI_FMT_FOLDED)))
 		rc = CLI_IO;
 	else {
 		rc = PQgetisnull(res, 0, 0) ? 0 : render_folded_text(out, PQgetvalue(res, 0, 0));
@@ -224,7 +224,7 @@ int cmd_trace_profile(int argc, char **argv)
 		if (rc)
 			goto out;
 	}
-	out = cli_open_output(args.c.output);
+	out = cli_open_output(args.c.output, args.c.format);
 	if (!out) {
 		rc = CLI_IO;
 		goto out;

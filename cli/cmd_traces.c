@@ -145,7 +145,7 @@ int cmd_traces(int argc, char **argv)
 		rc = CLI_NO_DATA;
 		goto out;
 	}
-	out = cli_open_output(c.output);
+	out = cli_open_output(c.output, c.format);
 	if (!out) {
 		rc = CLI_IO;
 		goto out;
