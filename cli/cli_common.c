@@ -409,13 +409,13 @@ static ssize_t esc_write(void *cookie, const char *buf, size_t size)
 	const unsigned char *s = (const unsigned char *)buf;
 	size_t i = 0;
 
-	while (e->npend && i < size) { /* complete the cut character first */
+	/* a character cut by the last write: its continuation bytes first */
+	while (e->npend && e->npend < seq_len(e->pend[0]) && i < size && (s[i] & 0xc0) == 0x80)
 		e->pend[e->npend++] = s[i++];
-		if (e->npend == seq_len(e->pend[0]) || (e->pend[e->npend - 1] & 0xc0) != 0x80) {
-			for (size_t k = 0; k < e->npend;)
-				k += esc_put(e->to, e->pend + k, e->npend - k);
-			e->npend = 0;
-		}
+	if (e->npend && (i < size || e->npend == seq_len(e->pend[0]))) {
+		for (size_t k = 0; k < e->npend;)
+			k += esc_put(e->to, e->pend + k, e->npend - k);
+		e->npend = 0;
 	}
 	while (i < size) {
 		size_t want = seq_len(s[i]);
@@ -433,13 +433,14 @@ static ssize_t esc_write(void *cookie, const char *buf, size_t size)
 static int esc_close(void *cookie)
 {
 	struct esc_out *e = cookie;
-	int rc;
+	int err, rc;
 
 	for (size_t k = 0; k < e->npend;)
 		k += esc_put(e->to, e->pend + k, e->npend - k);
-	rc = ferror(e->to) ? EOF : e->to == stdout ? fflush(e->to) : fclose(e->to);
+	err = ferror(e->to);
+	rc = e->to == stdout ? fflush(e->to) : fclose(e->to);
 	free(e);
-	return rc;
+	return err ? EOF : rc;
 }
 
 /* f behind a stream that escapes (cli.h); f itself when that cannot be made. */
