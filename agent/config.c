@@ -233,18 +233,6 @@ static const char *const zerocode_words[] = {"off", "on", "syscalls", NULL};
 		.name = n, .type = TP_OPT_STRBUF, TP_OPT_STRFIELD(struct agent_config, f),         \
 		.def = d, .help = h                                                                \
 	}
-/* The same, left out of config_print. */
-#define NUM_NP(n, t, f, lo, hi, d, h)                                                              \
-	{                                                                                          \
-		.name = n, .type = t, .offset = FIELD(f), .min = lo, .max = hi, .def = d,          \
-		.help = h, .flags = TP_OPT_NOPRINT                                                 \
-	}
-#define TEXT_NP(n, f, d, h)                                                                        \
-	{                                                                                          \
-		.name = n, .type = TP_OPT_STRBUF, TP_OPT_STRFIELD(struct agent_config, f),         \
-		.def = d, .help = h, .flags = TP_OPT_NOPRINT                                       \
-	}
-
 static const struct tp_option settings[] = {
     NUM("frequency", TP_OPT_INT, frequency, 1, 1000, "19", "sampling frequency, Hz"),
     NUM("window", TP_OPT_SECONDS, window_s, 1, 3600, "15s",
@@ -351,39 +339,38 @@ static const struct tp_option settings[] = {
     NUM("trigger-hold-bytes", TP_OPT_BYTES, trigger_hold_bytes, 4096, (double)(1ull << 40), "16M",
 	"memory for raised samples held until their request is decided; the oldest traces are "
 	"dropped beyond it"),
-    TEXT_NP("control-listen", control_listen, "127.0.0.1:4320",
-	    "AgentControl gRPC listen address (the controller programs triggers); empty: off"),
-    TEXT_NP("control-tls-cert", control_tls_cert, "",
-	    "PEM certificate of the control port; with control-tls-key and control-tls-ca: mutual "
-	    "TLS"),
-    TEXT_NP("control-tls-key", control_tls_key, "", "PEM private key of control-tls-cert"),
-    TEXT_NP("control-tls-ca", control_tls_ca, "",
-	    "PEM CA whose certificates the control port accepts from clients"),
-    TEXT_NP("control-token-file", control_token_file, "",
-	    "file whose first line is the bearer token every control call must carry (32 to 4096 "
-	    "characters; the file owned by this user or root, mode 600 or 640)"),
-    TEXT_NP("control-token-generate", control_token_generate, CONTROL_AUTH_TOKEN_DEFAULT,
-	    "with neither control-token-file nor mutual TLS: the token file the agent makes (mode "
-	    "600, directory 700) or reuses, which the controller reads by default; empty: none"),
-    NUM_NP("max-conns", TP_OPT_INT, max_conns, 1, 1 << 20, "256",
-	   "concurrent connections per listening port (OTLP, control), before any authentication; "
-	   "at most 1/16 of the open file limit"),
-    NUM_NP("max-conns-per-peer", TP_OPT_INT, max_conns_per_peer, 1, 1 << 20, "64",
-	   "concurrent connections per port from one peer address"),
-    NUM_NP(
-	"conn-idle-timeout", TP_OPT_SECONDS, conn_idle_timeout_s, 1, 86400, "30s",
+    TEXT("control-listen", control_listen, "127.0.0.1:4320",
+	 "AgentControl gRPC listen address (the controller programs triggers); empty: off"),
+    TEXT("control-tls-cert", control_tls_cert, "",
+	 "PEM certificate of the control port; with control-tls-key and control-tls-ca: mutual "
+	 "TLS"),
+    TEXT("control-tls-key", control_tls_key, "", "PEM private key of control-tls-cert"),
+    TEXT("control-tls-ca", control_tls_ca, "",
+	 "PEM CA whose certificates the control port accepts from clients"),
+    TEXT("control-token-file", control_token_file, "",
+	 "file whose first line is the bearer token every control call must carry (32 to 4096 "
+	 "characters; the file owned by this user or root, mode 600 or 640)"),
+    TEXT("control-token-generate", control_token_generate, CONTROL_AUTH_TOKEN_DEFAULT,
+	 "with neither control-token-file nor mutual TLS: the token file the agent makes (mode "
+	 "600, directory 700) or reuses, which the controller reads by default; empty: none"),
+    NUM("max-conns", TP_OPT_INT, max_conns, 1, 1 << 20, "256",
+	"concurrent connections per listening port (OTLP, control), before any authentication; "
+	"at most 1/16 of the open file limit"),
+    NUM("max-conns-per-peer", TP_OPT_INT, max_conns_per_peer, 1, 1 << 20, "64",
+	"concurrent connections per port from one peer address"),
+    NUM("conn-idle-timeout", TP_OPT_SECONDS, conn_idle_timeout_s, 1, 86400, "30s",
 	"a connection with no request in progress (none yet, or kept alive) is closed after this"),
-    NUM_NP("http-header-timeout", TP_OPT_SECONDS, http_header_timeout_s, 1, 3600, "5s",
-	   "OTLP/HTTP: request line and headers must arrive within this of their first byte"),
-    NUM_NP("http-min-body-rate", TP_OPT_BYTES, http_min_body_rate, 1, 1 << 30, "64K",
-	   "OTLP/HTTP: a body must arrive within http-header-timeout + its length at this rate "
-	   "(bytes/s)"),
-    NUM_NP("grpc-max-conn-age", TP_OPT_SECONDS, grpc_max_conn_age_s, 1, 20 * 86400, "30m",
-	   "gRPC ports: a connection is asked to go away after this (30 s grace to finish calls)"),
-    NUM_NP("grpc-keepalive", TP_OPT_SECONDS, grpc_keepalive_s, 1, 86400, "1m",
-	   "gRPC ports: ping a connection idle this long; closed when unanswered in 20 s"),
-    NUM_NP("grpc-handshake-timeout", TP_OPT_SECONDS, grpc_handshake_timeout_s, 1, 3600, "10s",
-	   "gRPC TLS port (control with TLS): the TLS handshake must finish within this"),
+    NUM("http-header-timeout", TP_OPT_SECONDS, http_header_timeout_s, 1, 3600, "5s",
+	"OTLP/HTTP: request line and headers must arrive within this of their first byte"),
+    NUM("http-min-body-rate", TP_OPT_BYTES, http_min_body_rate, 1, 1 << 30, "64K",
+	"OTLP/HTTP: a body must arrive within http-header-timeout + its length at this rate "
+	"(bytes/s)"),
+    NUM("grpc-max-conn-age", TP_OPT_SECONDS, grpc_max_conn_age_s, 1, 20 * 86400, "30m",
+	"gRPC ports: a connection is asked to go away after this (30 s grace to finish calls)"),
+    NUM("grpc-keepalive", TP_OPT_SECONDS, grpc_keepalive_s, 1, 86400, "1m",
+	"gRPC ports: ping a connection idle this long; closed when unanswered in 20 s"),
+    NUM("grpc-handshake-timeout", TP_OPT_SECONDS, grpc_handshake_timeout_s, 1, 3600, "10s",
+	"gRPC TLS port (control with TLS): the TLS handshake must finish within this"),
     TEXT("kubeconfig", kubeconfig, "",
 	 "kubeconfig to read the node's pods from (namespace, name, labels); empty: see "
 	 "kube-in-cluster"),

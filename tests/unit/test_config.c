@@ -141,5 +141,30 @@ int main(void)
 	printed(&cfg, out, sizeof(out));
 	CHECK(!strstr(out, "s3cret") && strstr(out, "postgresql://tp:***@db:5432/tp"),
 	      "URI password masked: %s", out);
+
+	/* the control port and the connection limits are printed too; a token never is */
+	config_defaults(&cfg);
+	config_set(&cfg, "control-token-file", "/run/tp/token", NULL, 0);
+	config_set(&cfg, "max-conns-per-peer", "16", NULL, 0);
+	printed(&cfg, out, sizeof(out));
+	{
+		static const char *const want[] = {"control-listen = 127.0.0.1:4320\n",
+						   "control-tls-cert = \n",
+						   "control-tls-key = \n",
+						   "control-tls-ca = \n",
+						   "control-token-file = /run/tp/token\n",
+						   "control-token-generate = ",
+						   "max-conns = 256\n",
+						   "max-conns-per-peer = 16\n",
+						   "conn-idle-timeout = ",
+						   "http-header-timeout = ",
+						   "http-min-body-rate = ",
+						   "grpc-max-conn-age = ",
+						   "grpc-keepalive = ",
+						   "grpc-handshake-timeout = "};
+
+		for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+			CHECK(strstr(out, want[i]) != NULL, "printed: %s in %s", want[i], out);
+	}
 	return check_done();
 }
