@@ -1,5 +1,5 @@
 /*
- * grpc_server.c - see rpc_server.h.
+ * rpc_server.c - see rpc_server.h.
  */
 #include "rpc_server.h"
 
@@ -22,7 +22,16 @@
 #include "traceprof/listen.h"
 #include "traceprof/log.h"
 
-enum phase { WAITING, READING, ANSWERING };
+enum phase { WAITING, READING, CHECKING, ANSWERING };
+
+/*
+ * The core keeps each received message's flags, the compressed bit
+ * included, but its public API only says which algorithm grpc-encoding
+ * named; libgrpc exports this accessor (C++ linkage, 1.51) and no other.
+ */
+uint32_t
+rpc_message_flags(grpc_call *call) __asm__("_Z37grpc_call_test_only_get_message_flagsP9grpc_call");
+#define RPC_FLAG_COMPRESSED 0x80000000u /* the core's GRPC_WRITE_INTERNAL_COMPRESS */
 
 #define UNKNOWN_METHOD ((size_t)-1) /* struct call.method of a call for no registered method */
 
@@ -34,6 +43,7 @@ struct call {
 	gpr_timespec deadline;	   /* client's deadline (unused) */
 	grpc_metadata_array md;	   /* request metadata */
 	grpc_byte_buffer *payload; /* request message, or NULL */
+	grpc_byte_buffer *extra;   /* CHECKING: a second message (refused), or NULL */
 	grpc_byte_buffer *reply;   /* response message, or NULL */
 	grpc_slice details;	   /* status message (ANSWERING) */
 	int cancelled;		   /* from RECV_CLOSE_ON_SERVER */
@@ -57,6 +67,8 @@ struct rpc_server {
 	bool acceptor_started;		/* it runs */
 	volatile bool stopping;		/* rpc_server_stop began */
 	uint64_t unimplemented;		/* calls of unknown methods (server thread writes) */
+	uint64_t no_encoding;		/* refused: compressed flag without grpc-encoding */
+	uint64_t extra_messages;	/* refused: a unary call with a second message */
 	struct tp_conn_limits lim;	/* resolved limits */
 	struct conn_table *conns;	/* start_on_connect: connections handed to gRPC */
 };
@@ -81,6 +93,8 @@ static void call_free(struct call *c)
 		grpc_call_unref(c->call);
 	if (c->payload)
 		grpc_byte_buffer_destroy(c->payload);
+	if (c->extra)
+		grpc_byte_buffer_destroy(c->extra);
 	if (c->reply)
 		grpc_byte_buffer_destroy(c->reply);
 	if (c->phase == ANSWERING)
@@ -115,13 +129,30 @@ static int request_call(struct rpc_server *s, size_t method)
 	return 0;
 }
 
+/* Answers a call with status code and msg, without a message and without the handler. */
+static void answer_status(struct call *c, grpc_status_code code, const char *msg)
+{
+	grpc_op ops[3];
+
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	c->details = grpc_slice_from_copied_string(msg);
+	ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[1].data.send_status_from_server.status = code;
+	ops[1].data.send_status_from_server.status_details = &c->details;
+	ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[2].data.recv_close_on_server.cancelled = &c->cancelled;
+	c->phase = ANSWERING;
+	if (grpc_call_start_batch(c->call, ops, 3, c, NULL) != GRPC_CALL_OK)
+		call_free(c); /* no completion will come */
+}
+
 /* Answers a call of an unknown method UNIMPLEMENTED, its message unread. */
 static void answer_unknown(struct rpc_server *s, struct call *c)
 {
 	const char *m = (const char *)GRPC_SLICE_START_PTR(c->cd.method);
 	size_t n = GRPC_SLICE_LENGTH(c->cd.method), k;
 	char name[65], msg[96];
-	grpc_op ops[3];
 
 	__atomic_fetch_add(&s->unimplemented, 1, __ATOMIC_RELAXED);
 	for (k = 0; k < n && k < sizeof(name) - 1; k++) /* the caller's text: printable, cut */
@@ -129,17 +160,7 @@ static void answer_unknown(struct rpc_server *s, struct call *c)
 	name[k] = 0;
 	snprintf(msg, sizeof(msg), "unknown method %s", name);
 	log_debug("%s: %s", s->o.name, msg);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	c->details = grpc_slice_from_copied_string(msg);
-	ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-	ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
-	ops[1].data.send_status_from_server.status_details = &c->details;
-	ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-	ops[2].data.recv_close_on_server.cancelled = &c->cancelled;
-	c->phase = ANSWERING;
-	if (grpc_call_start_batch(c->call, ops, 3, c, NULL) != GRPC_CALL_OK)
-		call_free(c); /* no completion will come */
+	answer_status(c, GRPC_STATUS_UNIMPLEMENTED, msg);
 }
 
 /* The bytes of a message as they came, in one slice (the caller unrefs). */
@@ -221,20 +242,54 @@ static void answer(struct rpc_server *s, struct call *c)
 static void name_thread(const struct rpc_server *s, const char *suffix);
 
 /*
- * The call arrived (its metadata): reads its message with a batch of its
- * own, so that a message the core refuses comes back as a failed batch
- * (with GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER such calls never surface).
+ * Reads the call's next message into *into with a batch of its own (phase
+ * READING: the request; CHECKING: whether another follows), so that a
+ * message the core refuses comes back as a failed batch (with
+ * GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER such calls never surface).
  */
-static void read_message(struct call *c)
+static void read_message(struct call *c, grpc_byte_buffer **into, enum phase phase)
 {
 	grpc_op op;
 
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_MESSAGE;
-	op.data.recv_message.recv_message = &c->payload;
-	c->phase = READING;
+	op.data.recv_message.recv_message = into;
+	c->phase = phase;
 	if (grpc_call_start_batch(c->call, &op, 1, c, NULL) != GRPC_CALL_OK)
 		call_free(c); /* no completion will come */
+}
+
+/*
+ * The request message was read: one flagged compressed without an
+ * algorithm (no grpc-encoding, or identity) is refused INTERNAL as the
+ * spec says; else the call waits for the client's end of stream, since a
+ * unary call has exactly one message.
+ */
+static void after_message(struct rpc_server *s, struct call *c)
+{
+	if (c->payload && c->payload->type == GRPC_BB_RAW &&
+	    c->payload->data.raw.compression == GRPC_COMPRESS_NONE &&
+	    (rpc_message_flags(c->call) & RPC_FLAG_COMPRESSED)) {
+		__atomic_fetch_add(&s->no_encoding, 1, __ATOMIC_RELAXED);
+		answer_status(c, GRPC_STATUS_INTERNAL, "compressed message without grpc-encoding");
+		return;
+	}
+	if (!c->payload) { /* the client closed without a message: nothing can follow */
+		answer(s, c);
+		return;
+	}
+	read_message(c, &c->extra, CHECKING);
+}
+
+/* The client's end of stream, or a second message (refused INTERNAL, as grpc-java does). */
+static void after_check(struct rpc_server *s, struct call *c)
+{
+	if (c->extra) {
+		__atomic_fetch_add(&s->extra_messages, 1, __ATOMIC_RELAXED);
+		answer_status(c, GRPC_STATUS_INTERNAL, "unary call with more than one message");
+		return;
+	}
+	answer(s, c);
 }
 
 static void *serve(void *arg)
@@ -268,7 +323,11 @@ static void *serve(void *arg)
 			if (c->method == UNKNOWN_METHOD)
 				answer_unknown(s, c); /* its message is never read */
 			else
-				read_message(c);
+				read_message(c, &c->payload, READING);
+			continue;
+		}
+		if (!ev.success && c->phase == CHECKING) {
+			call_free(c); /* broken off by the client after its message */
 			continue;
 		}
 		if (!ev.success) {
@@ -283,7 +342,10 @@ static void *serve(void *arg)
 			call_free(c);
 			continue;
 		}
-		answer(s, c);
+		if (c->phase == READING)
+			after_message(s, c);
+		else
+			after_check(s, c);
 	}
 	return NULL;
 }
@@ -551,6 +613,12 @@ bool rpc_server_core_started(const struct rpc_server *s)
 uint64_t rpc_server_unimplemented(const struct rpc_server *s)
 {
 	return __atomic_load_n(&s->unimplemented, __ATOMIC_RELAXED);
+}
+
+void rpc_server_get_errors(const struct rpc_server *s, struct rpc_server_errors *out)
+{
+	out->no_encoding = __atomic_load_n(&s->no_encoding, __ATOMIC_RELAXED);
+	out->extra_messages = __atomic_load_n(&s->extra_messages, __ATOMIC_RELAXED);
 }
 
 void rpc_server_conn_stats(struct rpc_server *s, struct tp_conn_stats *out)

@@ -5,9 +5,14 @@
  * receiver and the AgentControl service are two handlers on it.
  *
  * A call lives from the request for a new call (WAITING) through the
- * batch that reads its message (READING) to the batch that answers it
+ * batch that reads its message (READING) and the one that waits for the
+ * client's end of stream (CHECKING) to the batch that answers it
  * (ANSWERING): initial metadata, the response message when
- * OK, the status, and the receipt of the client's close. The next call of a
+ * OK, the status, and the receipt of the client's close. What the gRPC
+ * spec refuses is answered INTERNAL without the handler, and counted
+ * (struct rpc_server_errors): a message flagged compressed without
+ * grpc-encoding (or with identity), and a second message on a call (every
+ * method here is unary; grpc-java and grpc-go answer INTERNAL too). The next call of a
  * method is requested as soon as one arrives, so calls queue inside gRPC
  * while the handler runs; calls are answered one at a time, in the order
  * their messages arrive. Calls of any other method are answered
@@ -117,6 +122,14 @@ int rpc_server_port(const struct rpc_server *s);
 bool rpc_server_core_started(const struct rpc_server *s);
 /* Calls of unregistered methods answered UNIMPLEMENTED so far. */
 uint64_t rpc_server_unimplemented(const struct rpc_server *s);
+/* Calls refused for breaking gRPC's rules (live counters). */
+struct rpc_server_errors {
+	uint64_t no_encoding;	 /* a message flagged compressed without grpc-encoding */
+	uint64_t extra_messages; /* a unary call with more than one message */
+};
+
+/* The counters of those refusals. */
+void rpc_server_get_errors(const struct rpc_server *s, struct rpc_server_errors *out);
 /* Connection counters: start_on_connect servers count; others report zeros. */
 void rpc_server_conn_stats(struct rpc_server *s, struct tp_conn_stats *out);
 /* Cancels calls in progress, stops the thread, frees. NULL is a no-op. */

@@ -10,7 +10,9 @@
  * caller's deadline) and counted, and the server keeps answering. A
  * compressed message is refused (the server does not accept_compressed)
  * instead of being inflated by gRPC, and a message over the receive limit,
- * which the core refuses itself, is reported through on_unread.
+ * which the core refuses itself, is reported through on_unread. A message
+ * flagged compressed without grpc-encoding and a unary call with two
+ * messages are answered INTERNAL, counted, without the handler.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -202,6 +204,101 @@ static void test_unknown_methods(struct rpc_server *s, const char *target)
 	      "the server answers after unknown methods: %s", out);
 }
 
+/*
+ * A call that breaks gRPC's rules: nmsg messages of "x" (unary methods take one), or,
+ * with flag_only, one plain message flagged compressed on a channel that sends no
+ * grpc-encoding (as a raw compressed buffer is sent unchanged). The status and details.
+ */
+static grpc_status_code call_broken(const char *target, int nmsg, bool flag_only, char *out,
+				    size_t outlen)
+{
+	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+	grpc_channel *ch = grpc_unary_channel(target, creds, NULL);
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	grpc_slice sl = grpc_slice_from_static_string("x"), details = grpc_empty_slice();
+	grpc_byte_buffer *msg =
+	    flag_only ? grpc_raw_compressed_byte_buffer_create(&sl, 1, GRPC_COMPRESS_GZIP)
+		      : grpc_raw_byte_buffer_create(&sl, 1);
+	grpc_byte_buffer *resp = NULL;
+	grpc_metadata_array md0, md1;
+	grpc_status_code code = GRPC_STATUS_UNKNOWN;
+	grpc_call *c = grpc_channel_create_call(
+	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, grpc_slice_from_static_string(METHOD), NULL,
+	    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(5000, GPR_TIMESPAN)),
+	    NULL);
+	grpc_op ops[4];
+
+	grpc_channel_credentials_release(creds);
+	grpc_metadata_array_init(&md0);
+	grpc_metadata_array_init(&md1);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[1].data.recv_initial_metadata.recv_initial_metadata = &md0;
+	ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[2].data.recv_status_on_client.trailing_metadata = &md1;
+	ops[2].data.recv_status_on_client.status = &code;
+	ops[2].data.recv_status_on_client.status_details = &details;
+	ops[3].op = GRPC_OP_RECV_MESSAGE; /* else an answer's message holds up its status */
+	ops[3].data.recv_message.recv_message = &resp;
+	grpc_call_start_batch(c, ops, 4, (void *)1, NULL);
+	for (int i = 0; i < nmsg; i++) { /* one message per batch: the core sends each */
+		memset(ops, 0, sizeof(ops));
+		ops[0].op = GRPC_OP_SEND_MESSAGE;
+		ops[0].data.send_message.send_message = msg;
+		ops[1].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+		grpc_call_start_batch(c, ops, i == nmsg - 1 ? 2 : 1, (void *)2, NULL);
+		grpc_completion_queue_pluck(cq, (void *)2, gpr_inf_future(GPR_CLOCK_REALTIME),
+					    NULL);
+	}
+	grpc_completion_queue_pluck(cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	snprintf(out, outlen, "%.*s", (int)GRPC_SLICE_LENGTH(details),
+		 (const char *)GRPC_SLICE_START_PTR(details));
+	grpc_slice_unref(details);
+	grpc_metadata_array_destroy(&md0);
+	grpc_metadata_array_destroy(&md1);
+	grpc_byte_buffer_destroy(msg);
+	if (resp)
+		grpc_byte_buffer_destroy(resp);
+	grpc_call_unref(c);
+	grpc_channel_destroy(ch);
+	grpc_completion_queue_shutdown(cq);
+	while (
+	    grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+	    GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(cq);
+	return code;
+}
+
+/*
+ * What the gRPC spec refuses, before the handler: a message flagged compressed
+ * without grpc-encoding (INTERNAL), a unary call with two messages (INTERNAL,
+ * as grpc-java and grpc-go answer); both counted, the server answers after.
+ */
+static void test_protocol_errors(struct rpc_server *s, const char *target)
+{
+	struct rpc_server_errors e;
+	char out[256];
+	grpc_status_code code;
+
+	code = call_broken(target, 1, true, out, sizeof(out));
+	CHECK(code == GRPC_STATUS_INTERNAL && strstr(out, "grpc-encoding"),
+	      "compressed flag without grpc-encoding: status %d (%s), want INTERNAL", code, out);
+	code = call_broken(target, 2, false, out, sizeof(out));
+	CHECK(code == GRPC_STATUS_INTERNAL && strstr(out, "more than one"),
+	      "unary call with two messages: status %d (%s), want INTERNAL", code, out);
+	code = call_broken(target, 1, false, out, sizeof(out));
+	CHECK(code == GRPC_STATUS_OK, "one message in its own batch: status %d (%s)", code, out);
+	rpc_server_get_errors(s, &e);
+	CHECK(e.no_encoding == 1 && e.extra_messages == 1,
+	      "counted: no_encoding=%llu extra_messages=%llu", (unsigned long long)e.no_encoding,
+	      (unsigned long long)e.extra_messages);
+	CHECK(call(target, "after", out, sizeof(out)) == GRPC_STATUS_OK &&
+		  strcmp(out, "echo:after") == 0,
+	      "the server answers after protocol errors: %s", out);
+}
+
 int main(void)
 {
 	struct rpc_server *s, *busy, *named;
@@ -259,6 +356,7 @@ int main(void)
 		  strstr(out, "bad request"),
 	      "error status through: %s", out);
 	test_unknown_methods(s, target);
+	test_protocol_errors(s, target);
 	/* compressed: the handler never sees it, gRPC did not inflate it (4 KiB that gzip
 	   shrinks: a client sends a message that would not shrink uncompressed) */
 	{
