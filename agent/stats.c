@@ -239,7 +239,8 @@ static void write_trigger_stats(const struct stats_sources *s, FILE *f)
 /*
  * Every listening port's connection counters, live while it runs (the
  * stats file at exit and the SIGUSR1 snapshot): <port>_conns_accepted,
- * _refused_full, _refused_peer, _evicted, _timeouts, _open.
+ * _refused_full, _refused_peer, _evicted, _timeouts, _open, the evictions
+ * by reason, and on gRPC ports the calls refused for breaking the spec.
  */
 static void write_conn_stats(const struct stats_sources *s, FILE *f)
 {
@@ -260,8 +261,19 @@ static void write_conn_stats(const struct stats_sources *s, FILE *f)
 			"\n%s_conns_timeouts=%" PRIu64 "\n%s_conns_open=%" PRIu64 "\n",
 			names[i], st.accepted, names[i], st.refused_full, names[i], st.refused_peer,
 			names[i], st.evicted, names[i], st.timeouts, names[i], st.open);
+		fprintf(f,
+			"%s_conns_evicted_idle=%" PRIu64 "\n%s_conns_evicted_slow_head=%" PRIu64
+			"\n%s_conns_evicted_slow_body=%" PRIu64 "\n%s_conns_evicted_slow=%" PRIu64
+			"\n",
+			names[i], st.evicted_idle, names[i], st.evicted_slow_head, names[i],
+			st.evicted_slow_body, names[i], st.evicted_slow);
 		if (i == CONN_PORT_OTLP_HTTP)
 			fprintf(f, "otlp_http_bodies_refused=%" PRIu64 "\n", st.bodies_refused);
+		else
+			fprintf(f,
+				"%s_calls_no_encoding=%" PRIu64 "\n%s_calls_extra_messages=%" PRIu64
+				"\n",
+				names[i], st.no_encoding, names[i], st.extra_messages);
 	}
 }
 

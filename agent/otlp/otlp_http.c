@@ -65,6 +65,8 @@ struct conn {
 	int64_t deadline_ms;		 /* CLOCK_MONOTONIC limit of the current phase */
 	struct tp_peer peer;		 /* the peer's address */
 	int64_t since_ms;		 /* when it began waiting for its current request */
+	int64_t head_ms;		 /* first byte of the current request's head */
+	int64_t body_ms;		 /* when the current body began to be read */
 	uint64_t served;		 /* requests answered on it */
 };
 
@@ -86,7 +88,10 @@ struct otlp_http {
 	_Atomic uint64_t refused;	 /* connections refused when full */
 	_Atomic uint64_t refused_peer;	 /* refused: the peer was at its cap */
 	_Atomic uint64_t accepted;	 /* connections admitted */
-	_Atomic uint64_t evicted;	 /* closed to admit another peer's */
+	_Atomic uint64_t evicted;	 /* closed to admit another connection */
+	_Atomic uint64_t evicted_idle;	 /* of those: waiting for a request */
+	_Atomic uint64_t evicted_head;	 /* of those: a request head arriving slowly */
+	_Atomic uint64_t evicted_body;	 /* of those: a body below min_body_rate */
 	_Atomic uint64_t open;		 /* open now */
 	_Atomic uint64_t bodies_refused; /* 503: large bodies in flight over their budget */
 };
@@ -328,6 +333,7 @@ static int start_request(struct otlp_http *h, struct conn *c, size_t end)
 	memmove(c->head, c->head + end + extra, c->head_len - end - extra);
 	c->head_len -= end + extra;
 	c->state = READ_BODY;
+	c->body_ms = now_ms();
 	return 0;
 }
 
@@ -431,7 +437,7 @@ static int advance(struct otlp_http *h, struct conn *c)
 				return -1;
 			c->state = READ_HEAD;
 			c->served++;
-			c->since_ms = now_ms();
+			c->since_ms = c->head_ms = now_ms();
 			/* a pipelined request has begun: its headers are due */
 			c->deadline_ms = c->since_ms + (c->head_len ? h->lim.header_timeout_ms
 								    : h->lim.idle_timeout_ms);
@@ -456,8 +462,10 @@ static void on_readable(struct otlp_http *h, struct conn *c)
 		conn_close(c);
 		return;
 	}
-	if (c->state == READ_HEAD && c->head_len == 0) /* a request begins: its headers are due */
-		c->deadline_ms = now_ms() + h->lim.header_timeout_ms;
+	if (c->state == READ_HEAD && c->head_len == 0) { /* a request begins: headers due */
+		c->head_ms = now_ms();
+		c->deadline_ms = c->head_ms + h->lim.header_timeout_ms;
+	}
 	if (c->state == READ_HEAD)
 		c->head_len += (size_t)n;
 	else
@@ -524,16 +532,71 @@ static int peer_conns(const struct otlp_http *h, const struct tp_peer *p)
 	return n;
 }
 
+/* Why a connection may be evicted, worst first; EVICT_NONE: it may not. */
+enum evict_class {
+	EVICT_SLOW_BODY,   /* its body arrives below min_body_rate */
+	EVICT_SLOW_HEAD,   /* its request head arrives below min_body_rate */
+	EVICT_IDLE_NEW,	   /* waiting for its first request */
+	EVICT_IDLE_SERVED, /* kept alive after a request */
+	EVICT_NONE,	   /* being answered, or a request arriving fast enough */
+};
+
 /*
- * The port is full: closes a connection waiting for a request from a peer
- * holding the most connections, when that is more than twice what the
- * newcomer's peer holds (mine); one that never completed a request first, then the
- * longest waiting (otlp_http.h). Returns the freed slot or NULL.
+ * c's class at now, and in *since when it entered it (the oldest of a
+ * class goes first): a body or head is slow once it has taken longer than
+ * its bytes at min_body_rate; a request head that began is always slower
+ * than that within a few milliseconds, so a partial head is slow at once.
  */
-static struct conn *evict(struct otlp_http *h, int mine)
+static enum evict_class evict_class(const struct otlp_http *h, const struct conn *c, int64_t now,
+				    int64_t *since)
+{
+	if (c->state == WRITE)
+		return EVICT_NONE;
+	if (c->state == READ_BODY) {
+		*since = c->body_ms;
+		return (int64_t)c->body_len * 1000 < (now - c->body_ms) * h->lim.min_body_rate
+			   ? EVICT_SLOW_BODY
+			   : EVICT_NONE;
+	}
+	if (c->head_len) {
+		*since = c->head_ms;
+		return now > c->head_ms ? EVICT_SLOW_HEAD : EVICT_NONE;
+	}
+	*since = c->since_ms;
+	return c->served ? EVICT_IDLE_SERVED : EVICT_IDLE_NEW;
+}
+
+/* Closes c to admit a newcomer, counted by its reason. */
+static void evict_one(struct otlp_http *h, struct conn *c, enum evict_class why)
+{
+	conn_close(c);
+	atomic_fetch_add(why == EVICT_SLOW_BODY	  ? &h->evicted_body
+			 : why == EVICT_SLOW_HEAD ? &h->evicted_head
+						  : &h->evicted_idle,
+			 1);
+	atomic_fetch_add(&h->evicted, 1);
+}
+
+/*
+ * A newcomer from peer p, holding mine connections, finds its peer at
+ * max_per_peer or the port full. The connections it may replace: its own
+ * peer's when that peer is at its cap or among the heaviest (one address
+ * cannot take another's place, however many connections it opens), else
+ * those of the peers holding the most, when that is more than twice mine
+ * (heavy peers do not churn by evicting each other). Of those, the worst
+ * by evict_class goes, the oldest of its class first: slow bodies and
+ * heads, then connections waiting for a first request, then kept-alive
+ * ones; never one being answered or receiving its request at
+ * min_body_rate. So a well-behaved exporter is served beside a flood of
+ * slow senders from its own address. Returns the freed slot or NULL.
+ */
+static struct conn *evict(struct otlp_http *h, const struct tp_peer *p, int mine)
 {
 	struct conn *best = NULL;
+	enum evict_class best_class = EVICT_NONE;
+	int64_t now = now_ms(), best_since = 0;
 	int n = 0, max;
+	bool own = mine >= h->lim.max_per_peer;
 
 	for (int i = 0; i < h->lim.max_conns; i++)
 		if (h->conns[i].fd >= 0) {
@@ -541,21 +604,25 @@ static struct conn *evict(struct otlp_http *h, int mine)
 			h->peers[n++] = h->conns[i].peer;
 		}
 	max = tp_peer_counts(h->peers, n, h->scratch, h->counts);
-	if (max <= 2 * mine)
-		return NULL;
+	own = own || max <= 2 * mine;
 	for (int k = 0; k < n; k++) {
 		struct conn *c = &h->conns[h->slot_of[k]];
+		enum evict_class why;
+		int64_t since = 0;
 
-		if (h->counts[k] != max || c->state == WRITE)
+		if (own ? !tp_peer_eq(&c->peer, p) : h->counts[k] != max)
 			continue;
-		if (!best || (!c->served && best->served) ||
-		    (!c->served == !best->served && c->since_ms < best->since_ms))
+		why = evict_class(h, c, now, &since);
+		if (why < best_class ||
+		    (why == best_class && why != EVICT_NONE && since < best_since)) {
 			best = c;
+			best_class = why;
+			best_since = since;
+		}
 	}
 	if (!best)
 		return NULL;
-	conn_close(best);
-	atomic_fetch_add(&h->evicted, 1);
+	evict_one(h, best, best_class);
 	return best;
 }
 
@@ -588,18 +655,15 @@ static void on_accept(struct otlp_http *h)
 		mine = peer_conns(h, &p);
 		c = mine < h->lim.max_per_peer ? free_slot(h) : NULL;
 		if (!c) {
-			reap(h);
+			reap(h); /* requests that arrived are served before anyone is evicted */
 			mine = peer_conns(h, &p);
-			if (mine >= h->lim.max_per_peer) {
-				refuse_conn(fd, &h->refused_peer);
-				continue;
-			}
-			c = free_slot(h);
+			c = mine < h->lim.max_per_peer ? free_slot(h) : NULL;
 		}
 		if (!c)
-			c = evict(h, mine);
+			c = evict(h, &p, mine);
 		if (!c) {
-			refuse_conn(fd, &h->refused);
+			refuse_conn(fd,
+				    mine >= h->lim.max_per_peer ? &h->refused_peer : &h->refused);
 			continue;
 		}
 		atomic_fetch_add(&h->accepted, 1);
@@ -750,6 +814,9 @@ void otlp_http_conn_stats(struct otlp_http *h, struct tp_conn_stats *out)
 	    .refused_full = atomic_load(&h->refused),
 	    .refused_peer = atomic_load(&h->refused_peer),
 	    .evicted = atomic_load(&h->evicted),
+	    .evicted_idle = atomic_load(&h->evicted_idle),
+	    .evicted_slow_head = atomic_load(&h->evicted_head),
+	    .evicted_slow_body = atomic_load(&h->evicted_body),
 	    .timeouts = atomic_load(&h->timeouts),
 	    .open = atomic_load(&h->open),
 	    .bodies_refused = atomic_load(&h->bodies_refused),

@@ -61,13 +61,19 @@ struct tp_conn_limits {
 
 /* Counters of one port's connections (live; read from any thread). */
 struct tp_conn_stats {
-	uint64_t accepted;	 /* connections admitted */
-	uint64_t refused_full;	 /* refused: the port was at max_conns */
-	uint64_t refused_peer;	 /* refused: the peer was at max_per_peer */
-	uint64_t evicted;	 /* closed to admit another peer's connection */
-	uint64_t timeouts;	 /* closed by a timeout (idle, headers, body) */
-	uint64_t open;		 /* open now (gRPC: as last counted) */
-	uint64_t bodies_refused; /* HTTP: refused, large bodies over their budget */
+	uint64_t accepted;	    /* connections admitted */
+	uint64_t refused_full;	    /* refused: the port was at max_conns */
+	uint64_t refused_peer;	    /* refused: the peer was at max_per_peer */
+	uint64_t evicted;	    /* closed to admit another connection (sum of the reasons) */
+	uint64_t evicted_idle;	    /* of those: waiting for a request (none yet, or kept alive) */
+	uint64_t evicted_slow_head; /* of those: request head arriving below min_body_rate */
+	uint64_t evicted_slow_body; /* of those: HTTP body below min_body_rate */
+	uint64_t evicted_slow;	    /* of those: gRPC, the fewest bytes/s received */
+	uint64_t timeouts;	    /* closed by a timeout (idle, headers, body) */
+	uint64_t open;		    /* open now (gRPC: as last counted) */
+	uint64_t bodies_refused;    /* HTTP: refused, large bodies over their budget */
+	uint64_t no_encoding;	    /* gRPC: calls refused, compressed without grpc-encoding */
+	uint64_t extra_messages;    /* gRPC: unary calls refused, more than one message */
 };
 
 /* A peer's address as 16 bytes (IPv4 as v4-mapped IPv6); port left out. */

@@ -9,6 +9,8 @@
 #include "conn_table.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -18,7 +20,7 @@ struct entry {
 	int fd;		     /* the socket handed over */
 	ino_t ino;	     /* its inode when handed over */
 	struct tp_peer peer; /* its peer's address */
-	uint64_t seq;	     /* admission order (oldest: smallest) */
+	int64_t since_ms;    /* admitted, CLOCK_MONOTONIC */
 };
 
 struct conn_table {
@@ -29,13 +31,14 @@ struct conn_table {
 	struct tp_peer *peers;	       /* max_conns: the entries' peers, for counting */
 	struct tp_peer *scratch;       /* max_conns: tp_peer_counts' sort space */
 	int *counts;		       /* max_conns: each entry's peer's count */
-	uint64_t seq;		       /* next admission's number */
 	int n;			       /* entries in use */
 	int64_t swept_ms;	       /* last sweep, CLOCK_MONOTONIC */
 	_Atomic uint64_t accepted;     /* admitted */
 	_Atomic uint64_t refused_full; /* refused at max_conns */
 	_Atomic uint64_t refused_peer; /* refused at max_per_peer */
-	_Atomic uint64_t evicted;      /* shut down to admit another peer */
+	_Atomic uint64_t evicted;      /* shut down to admit another connection */
+	_Atomic uint64_t evicted_idle; /* of those: nothing received yet, or for a second */
+	_Atomic uint64_t evicted_slow; /* of those: the fewest bytes/s received */
 	_Atomic uint64_t open;	       /* n, for readers on other threads */
 };
 
@@ -121,36 +124,98 @@ static int peer_count(const struct conn_table *t, const struct tp_peer *p)
 	return n;
 }
 
+/* What eviction knows of a connection, from the kernel (TCP_INFO). */
+struct activity {
+	bool busy;	/* received since it last sent: a call may await its answer */
+	bool silent;	/* has not sent a byte */
+	bool idle;	/* nothing received for a second (or ever) */
+	uint64_t rate;	/* bytes/s received since admitted (a second at least) */
+	int64_t age_ms; /* since admitted */
+};
+
+static void activity_of(const struct entry *e, int64_t now, struct activity *a)
+{
+	struct tcp_info ti = {0};
+	socklen_t len = sizeof(ti);
+	int64_t age = now - e->since_ms;
+
+	*a = (struct activity){.age_ms = age};
+	if (getsockopt(e->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+		a->silent = a->idle = true; /* gone or not TCP: nothing to lose */
+		return;
+	}
+	a->silent = ti.tcpi_bytes_received == 0;
+	a->busy = !a->silent && ti.tcpi_last_data_recv < ti.tcpi_last_data_sent &&
+		  ti.tcpi_last_data_recv < 1000;
+	a->idle = a->silent || ti.tcpi_last_data_recv >= 1000;
+	a->rate = ti.tcpi_bytes_received * 1000 / (uint64_t)(age > 1000 ? age : 1000);
+}
+
 /*
- * The port is full: shuts down the newest connection among those of the
- * peers holding the most connections, when they hold more than twice what
- * the newcomer's peer holds (mine): a light peer gets in, heavy peers do
- * not evict each other. Long-lived connections (exporters that connected
- * before a flood) are the last to go. Returns whether a slot was freed;
- * O(n log n).
+ * The connections a newcomer from p (holding mine) may replace: its own
+ * peer's when that peer is at its cap or among the heaviest, else those of
+ * the peers holding the most when that is more than twice mine (heavy
+ * peers do not churn by evicting each other). Of those, the first that has
+ * never sent a byte goes, else the one receiving the fewest bytes/s;
+ * never one that may await the answer to a call (data received in the
+ * last second, after the server last sent). Returns its index or -1
+ * (*idle: why); O(n log n) plus a TCP_INFO per candidate looked at.
  */
-static bool evict(struct conn_table *t, int mine)
+static int pick(struct conn_table *t, const struct tp_peer *p, int mine, bool *idle)
 {
 	int best = -1, max;
+	uint64_t best_rate = UINT64_MAX;
+	int64_t now = now_ms();
+	bool own = mine >= t->lim.max_per_peer;
 
 	for (int i = 0; i < t->n; i++)
 		t->peers[i] = t->e[i].peer;
 	max = tp_peer_counts(t->peers, t->n, t->scratch, t->counts);
-	if (max <= 2 * mine)
-		return false;
+	own = own || max <= 2 * mine;
+	for (int i = 0; i < t->n; i++) {
+		struct activity a;
+
+		if (own ? !tp_peer_eq(&t->e[i].peer, p) : t->counts[i] != max)
+			continue;
+		activity_of(&t->e[i], now, &a);
+		if (a.silent) {
+			*idle = true;
+			return i;
+		}
+		if (!a.busy && a.rate < best_rate) {
+			best = i;
+			best_rate = a.rate;
+			*idle = a.idle;
+		}
+	}
+	return best;
+}
+
+/*
+ * A cap is reached: shuts down the connection pick() chose, so a
+ * well-behaved client is served beside idle and slow connections from
+ * its own address, and a light peer beside heavy ones. Returns whether a
+ * slot was freed.
+ */
+static bool evict(struct conn_table *t, const struct tp_peer *p, int mine)
+{
+	bool idle = false;
+	int best;
+
 	if (t->ngone >= t->lim.max_conns)
 		sweep(t, true);
 	if (t->ngone >= t->lim.max_conns)
 		return false; /* the core is slower to close than the peers are to come */
-	for (int i = 0; i < t->n; i++)
-		if (t->counts[i] == max && (best < 0 || t->e[i].seq > t->e[best].seq))
-			best = i;
+	best = pick(t, p, mine, &idle);
+	if (best < 0)
+		return false;
 	/* checked again: shutting down a number the core closed could hit another file */
 	if (still_open(&t->e[best])) {
 		(void)shutdown(t->e[best].fd, SHUT_RDWR); /* the core sees EOF and closes it */
 		t->gone[t->ngone++] = t->e[best];	  /* its descriptor counts until then */
 	}
 	drop(t, best);
+	atomic_fetch_add(idle ? &t->evicted_idle : &t->evicted_slow, 1);
 	atomic_fetch_add(&t->evicted, 1);
 	return true;
 }
@@ -177,19 +242,16 @@ int conn_table_admit(struct conn_table *t, int fd, const struct sockaddr *sa)
 		sweep(t, false);
 		mine = peer_count(t, &p);
 	}
-	if (mine >= t->lim.max_per_peer) {
-		atomic_fetch_add(&t->refused_peer, 1);
+	if ((mine >= t->lim.max_per_peer || t->n >= t->lim.max_conns) && !evict(t, &p, mine)) {
+		bool peer = mine >= t->lim.max_per_peer;
+
+		atomic_fetch_add(peer ? &t->refused_peer : &t->refused_full, 1);
 		atomic_store(&t->open, (uint64_t)t->n);
-		return -EUSERS;
-	}
-	if (t->n >= t->lim.max_conns && !evict(t, mine)) {
-		atomic_fetch_add(&t->refused_full, 1);
-		atomic_store(&t->open, (uint64_t)t->n);
-		return -EMFILE;
+		return peer ? -EUSERS : -EMFILE;
 	}
 	if (fstat(fd, &st) != 0)
 		return -errno;
-	t->e[t->n++] = (struct entry){.fd = fd, .ino = st.st_ino, .peer = p, .seq = t->seq++};
+	t->e[t->n++] = (struct entry){.fd = fd, .ino = st.st_ino, .peer = p, .since_ms = now_ms()};
 	atomic_fetch_add(&t->accepted, 1);
 	atomic_store(&t->open, (uint64_t)t->n);
 	return 0;
@@ -202,6 +264,8 @@ void conn_table_get_stats(struct conn_table *t, struct tp_conn_stats *out)
 	    .refused_full = atomic_load(&t->refused_full),
 	    .refused_peer = atomic_load(&t->refused_peer),
 	    .evicted = atomic_load(&t->evicted),
+	    .evicted_idle = atomic_load(&t->evicted_idle),
+	    .evicted_slow = atomic_load(&t->evicted_slow),
 	    .open = atomic_load(&t->open),
 	};
 }

@@ -627,6 +627,8 @@ void rpc_server_conn_stats(struct rpc_server *s, struct tp_conn_stats *out)
 		conn_table_get_stats(s->conns, out);
 	else
 		*out = (struct tp_conn_stats){0};
+	out->no_encoding = __atomic_load_n(&s->no_encoding, __ATOMIC_RELAXED);
+	out->extra_messages = __atomic_load_n(&s->extra_messages, __ATOMIC_RELAXED);
 }
 
 void rpc_server_stop(struct rpc_server *s)

@@ -187,11 +187,39 @@ static void test_http_deadlines(struct otlp_receiver *r)
 	otlp_http_stop(h);
 }
 
+/* Sends text on fd; whether it all went. */
+static bool send_text(int fd, const char *text)
+{
+	return send(fd, text, strlen(text), MSG_NOSIGNAL) == (ssize_t)strlen(text);
+}
+
+/* A POST's headers with a body of 1000 bytes, and n of them, in one send. */
+static bool send_body_part(int fd, size_t n)
+{
+	static const char head[] = "POST /v1/traces HTTP/1.1\r\nHost: a\r\n"
+				   "Content-Type: application/x-protobuf\r\n"
+				   "Content-Length: 1000\r\n\r\n";
+	char req[sizeof(head) + 1000];
+
+	memcpy(req, head, sizeof(head) - 1);
+	memset(req + sizeof(head) - 1, 'x', n);
+	return send(fd, req, sizeof(head) - 1 + n, MSG_NOSIGNAL) == (ssize_t)(sizeof(head) - 1 + n);
+}
+
+/*
+ * Caps on a port of 4 with 3 per peer and a minimum body rate of 100
+ * bytes/s: a newcomer replaces the worst connection of its own peer (at
+ * the peer's cap, or when the peer is among the heaviest) or of the
+ * heaviest peer (when its own is light): slow heads and bodies first, then
+ * connections that never completed a request, then kept-alive ones; never
+ * a body arriving at the minimum rate. Each eviction counted by reason.
+ */
 static void test_http_caps(struct otlp_receiver *r)
 {
 	struct otlp_http *h = otlp_http_start(
-	    "127.0.0.1:0", r, &(struct tp_conn_limits){.max_conns = 4, .max_per_peer = 3});
-	int port, served, idle[2], extra, newcomer, fd;
+	    "127.0.0.1:0", r,
+	    &(struct tp_conn_limits){.max_conns = 4, .max_per_peer = 3, .min_body_rate = 100});
+	int port, served, idle[2], extra, newcomer, fd, extra3, n2, n3, n4;
 	char buf[256] = "";
 	struct tp_conn_stats st;
 
@@ -200,41 +228,75 @@ static void test_http_caps(struct otlp_receiver *r)
 		return;
 	port = otlp_http_port(h);
 
-	/* 127.0.0.2: one served connection, then two idle ones; a fourth is over its cap */
+	/* 127.0.0.2: one served connection, then two idle ones; a fourth replaces an idle one */
 	served = conn_from(2, port);
 	CHECK(post_empty(served) == 200, "the served connection's export");
 	idle[0] = conn_from(2, port);
 	idle[1] = conn_from(2, port);
+	usleep(20000);
 	extra = conn_from(2, port);
-	CHECK(closed_within(extra, 3000, buf, sizeof(buf)) >= 0 && strstr(buf, " 503 "),
-	      "a fourth connection from one peer refused with 503: \"%.40s\"", buf);
-	close(extra);
+	CHECK(post_empty(extra) == 200, "a fourth connection from one peer served");
+	CHECK(closed_within(idle[0], 1000, NULL, 0) >= 0,
+	      "the peer's oldest connection without a request evicted");
+	CHECK(post_empty(served) == 200, "the connection that had served a request kept");
 	/* 127.0.0.3 takes the last slot; then 127.0.0.1 comes to a full port */
 	fd = conn_from(3, port);
+	CHECK(post_empty(fd) == 200, "127.0.0.3 served");
 	newcomer = conn_from(1, port);
 	CHECK(post_empty(newcomer) == 200, "the newcomer to a full port is served");
-	/* the evicted one: 127.0.0.2's (3 > 2 x 0), an idle one, never the served one */
-	CHECK(closed_within(idle[0], 1000, NULL, 0) >= 0 ||
-		  closed_within(idle[1], 1000, NULL, 0) >= 0,
-	      "an idle connection of the heaviest peer evicted");
-	CHECK(post_empty(served) == 200, "the connection that had served a request kept");
+	/* the evicted one: 127.0.0.2's (3 > 2 x 0), the idle one, never a served one */
+	CHECK(closed_within(idle[1], 1000, NULL, 0) >= 0,
+	      "the heaviest peer's connection without a request evicted");
+	CHECK(post_empty(served) == 200 && post_empty(extra) == 200,
+	      "the connections that had served a request kept");
 	CHECK(post_empty(fd) == 200, "the lighter peer's connection kept");
 	otlp_http_conn_stats(h, &st);
-	CHECK(st.refused_peer == 1 && st.evicted == 1 && st.refused_full == 0,
-	      "counted: refused_peer %llu evicted %llu refused_full %llu",
+	CHECK(st.refused_peer == 0 && st.evicted == 2 && st.evicted_idle == 2 &&
+		  st.refused_full == 0,
+	      "counted: refused_peer %llu evicted %llu idle %llu refused_full %llu",
 	      (unsigned long long)st.refused_peer, (unsigned long long)st.evicted,
-	      (unsigned long long)st.refused_full);
-	/* 127.0.0.3 (1 connection) to the full port: 127.0.0.2 holds 2, not more than 2 x 1 */
-	extra = conn_from(3, port);
-	buf[0] = '\0';
-	CHECK(closed_within(extra, 3000, buf, sizeof(buf)) >= 0 && strstr(buf, " 503 "),
-	      "no eviction for a peer that is not light: \"%.40s\"", buf);
-	close(extra);
+	      (unsigned long long)st.evicted_idle, (unsigned long long)st.refused_full);
+	/* 127.0.0.3 (1 connection) to the full port: not light, so it replaces its own */
+	extra3 = conn_from(3, port);
+	CHECK(post_empty(extra3) == 200, "127.0.0.3's second connection served");
+	CHECK(closed_within(fd, 1000, NULL, 0) >= 0, "in place of its first (kept alive)");
+	/* a slow head goes before kept-alive connections */
+	CHECK(send_text(served, "POST /v1/tr"), "a partial head");
+	usleep(20000);
+	n2 = conn_from(2, port);
+	usleep(20000);
+	CHECK(closed_within(served, 1000, NULL, 0) >= 0, "the slow head evicted");
+	CHECK(post_empty(extra) == 200, "the kept-alive connection kept");
+	/* a body below 100 bytes/s goes before kept-alive connections */
+	CHECK(send_body_part(n2, 1), "a slow body");
+	usleep(100000);
+	n3 = conn_from(2, port);
+	CHECK(closed_within(n2, 1000, NULL, 0) >= 0, "the slow body evicted");
+	CHECK(post_empty(extra) == 200, "the kept-alive connection kept again");
 	otlp_http_conn_stats(h, &st);
-	CHECK(st.refused_full == 1, "refused_full %llu", (unsigned long long)st.refused_full);
+	CHECK(st.evicted == 5 && st.evicted_idle == 3 && st.evicted_slow_head == 1 &&
+		  st.evicted_slow_body == 1,
+	      "by reason: evicted %llu idle %llu slow_head %llu slow_body %llu",
+	      (unsigned long long)st.evicted, (unsigned long long)st.evicted_idle,
+	      (unsigned long long)st.evicted_slow_head, (unsigned long long)st.evicted_slow_body);
+	/* bodies arriving at the minimum rate are never evicted: the newcomer is refused */
+	CHECK(send_body_part(extra, 500) && send_body_part(n3, 500), "bodies on pace");
+	usleep(20000);
+	n4 = conn_from(2, port);
+	buf[0] = '\0';
+	CHECK(closed_within(n4, 3000, buf, sizeof(buf)) >= 0 && strstr(buf, " 503 "),
+	      "nothing to evict: refused with 503: \"%.40s\"", buf);
+	otlp_http_conn_stats(h, &st);
+	CHECK(st.refused_full == 1 && st.evicted == 5, "refused_full %llu evicted %llu",
+	      (unsigned long long)st.refused_full, (unsigned long long)st.evicted);
+	close(n4);
+	close(n3);
+	close(n2);
+	close(extra3);
 	close(served);
 	close(idle[0]);
 	close(idle[1]);
+	close(extra);
 	close(fd);
 	close(newcomer);
 	otlp_http_stop(h);
@@ -300,6 +362,21 @@ static bool grpc_took(int fd)
 	return poll(&p, 1, 3000) > 0 && recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0;
 }
 
+/* HTTP/2's client preface and an empty SETTINGS frame: a gRPC client's first bytes. */
+static bool send_preface(int fd)
+{
+	static const char p[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
+	return send(fd, p, sizeof(p) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(p) - 1;
+}
+
+/*
+ * A gRPC server with its own acceptor, 6 connections with 4 per peer: a
+ * newcomer at its peer's cap replaces that peer's connection that never
+ * sent a byte, else its slowest, never one that just sent data the server
+ * has not answered (a call in flight); a light peer replaces one of the
+ * heaviest peer's at the port's cap. Each eviction counted by reason.
+ */
 static void test_grpc_caps(void)
 {
 	static const char *const methods[] = {"/t.T/M"};
@@ -314,7 +391,7 @@ static void test_grpc_caps(void)
 	    .start_on_connect = true,
 	    .limits = &(struct tp_conn_limits){.max_conns = 6, .max_per_peer = 4},
 	});
-	int port, a[4], b[2], c, extra;
+	int port, a[4], b[2], c, extra, extra2;
 	struct tp_conn_stats st;
 	int64_t t;
 
@@ -325,17 +402,39 @@ static void test_grpc_caps(void)
 	for (int i = 0; i < 4; i++) {
 		a[i] = conn_from(2, port);
 		CHECK(grpc_took(a[i]), "127.0.0.2 connection %d taken", i);
+		if (i < 3)
+			CHECK(send_preface(a[i]), "127.0.0.2 connection %d speaks", i);
 	}
+	usleep(50000);
 	extra = conn_from(2, port);
-	CHECK(closed_within(extra, 2000, NULL, 0) >= 0, "a fifth from 127.0.0.2 closed at once");
-	close(extra);
+	CHECK(grpc_took(extra), "a fifth from 127.0.0.2 taken");
+	CHECK(closed_within(a[3], 2000, NULL, 0) >= 0, "in place of the one that never spoke");
+	for (int i = 0; i < 3; i++)
+		CHECK(closed_within(a[i], 100, NULL, 0) < 0, "connection %d kept", i);
 	rpc_server_conn_stats(s, &st);
-	CHECK(st.refused_peer == 1 && st.accepted == 4, "refused_peer %llu accepted %llu",
+	CHECK(st.evicted == 1 && st.evicted_idle == 1 && st.refused_peer == 0 && st.accepted == 5,
+	      "evicted %llu idle %llu refused_peer %llu accepted %llu",
+	      (unsigned long long)st.evicted, (unsigned long long)st.evicted_idle,
 	      (unsigned long long)st.refused_peer, (unsigned long long)st.accepted);
+	/* every connection of the peer awaits an answer (a frame begun): the newcomer is refused */
+	CHECK(send_preface(extra), "the fifth speaks");
+	usleep(50000);
+	for (int i = 0; i < 3; i++)
+		CHECK(send(a[i], "\0", 1, MSG_NOSIGNAL) == 1, "a frame begun on %d", i);
+	CHECK(send(extra, "\0", 1, MSG_NOSIGNAL) == 1, "a frame begun on the fifth");
+	usleep(50000);
+	extra2 = conn_from(2, port);
+	CHECK(closed_within(extra2, 2000, NULL, 0) >= 0, "a sixth from 127.0.0.2 refused");
+	close(extra2);
+	rpc_server_conn_stats(s, &st);
+	CHECK(st.refused_peer == 1 && st.evicted == 1, "refused_peer %llu evicted %llu",
+	      (unsigned long long)st.refused_peer, (unsigned long long)st.evicted);
 
 	/* the peer's connections end: the acceptor notices, and the peer may connect again */
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 3; i++)
 		close(a[i]);
+	close(a[3]);
+	close(extra);
 	usleep(300000);
 	for (int i = 0; i < 4; i++) {
 		a[i] = conn_from(2, port);
@@ -344,24 +443,28 @@ static void test_grpc_caps(void)
 	b[0] = conn_from(3, port);
 	b[1] = conn_from(3, port);
 	CHECK(grpc_took(b[0]) && grpc_took(b[1]), "127.0.0.3 fills the port");
+	CHECK(send_preface(b[1]), "127.0.0.3's second speaks");
+	usleep(50000);
 
-	/* full: 127.0.0.3 (2, not less than half of 4) is refused; 127.0.0.1 (0) evicts */
+	/* full: 127.0.0.3 (2, not less than half of 4) replaces its own silent one */
 	extra = conn_from(3, port);
-	CHECK(closed_within(extra, 2000, NULL, 0) >= 0, "127.0.0.3 refused at the port's cap");
-	close(extra);
+	CHECK(grpc_took(extra), "127.0.0.3 taken into the full port");
+	CHECK(closed_within(b[0], 2000, NULL, 0) >= 0, "in place of its own silent connection");
+	CHECK(closed_within(b[1], 100, NULL, 0) < 0, "its other kept");
+	/* 127.0.0.1 (0) replaces one of 127.0.0.2's (4) */
 	c = conn_from(1, port);
 	CHECK(grpc_took(c), "127.0.0.1 taken into the full port");
-	CHECK(closed_within(a[3], 2000, NULL, 0) >= 0, "127.0.0.2's newest connection evicted");
-	CHECK(closed_within(a[0], 300, NULL, 0) < 0, "its oldest kept");
 	rpc_server_conn_stats(s, &st);
-	CHECK(st.evicted == 1 && st.refused_full == 1, "evicted %llu refused_full %llu",
-	      (unsigned long long)st.evicted, (unsigned long long)st.refused_full);
+	CHECK(st.evicted == 3 && st.evicted_idle == 3 && st.refused_full == 0,
+	      "evicted %llu idle %llu refused_full %llu", (unsigned long long)st.evicted,
+	      (unsigned long long)st.evicted_idle, (unsigned long long)st.refused_full);
+	close(extra);
+	close(b[0]);
+	close(b[1]);
 
 	close(c);
 	for (int i = 0; i < 4; i++)
 		close(a[i]);
-	close(b[0]);
-	close(b[1]);
 	rpc_server_stop(s);
 
 	/* nothing sent at all: gRPC's max_connection_idle closes it */
