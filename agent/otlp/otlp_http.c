@@ -532,6 +532,8 @@ static int peer_conns(const struct otlp_http *h, const struct tp_peer *p)
 	return n;
 }
 
+#define OTLP_HTTP_BODY_GRACE_MS 200 /* a body is never judged slow before this */
+
 /* Why a connection may be evicted, worst first; EVICT_NONE: it may not. */
 enum evict_class {
 	EVICT_SLOW_BODY,   /* its body arrives below min_body_rate */
@@ -543,9 +545,12 @@ enum evict_class {
 
 /*
  * c's class at now, and in *since when it entered it (the oldest of a
- * class goes first): a body or head is slow once it has taken longer than
- * its bytes at min_body_rate; a request head that began is always slower
- * than that within a few milliseconds, so a partial head is slow at once.
+ * class goes first). A request head that began is slow at once: requests
+ * that arrived were read just before (reap), and a client writes its head
+ * in one go. A body is slow once it has had OTLP_HTTP_BODY_GRACE_MS and
+ * has taken longer than its bytes at min_body_rate: a client that writes
+ * head and body apart without TCP_NODELAY sends the body only when the
+ * head is acknowledged, up to 40 ms later (delayed ACK).
  */
 static enum evict_class evict_class(const struct otlp_http *h, const struct conn *c, int64_t now,
 				    int64_t *since)
@@ -554,13 +559,15 @@ static enum evict_class evict_class(const struct otlp_http *h, const struct conn
 		return EVICT_NONE;
 	if (c->state == READ_BODY) {
 		*since = c->body_ms;
-		return (int64_t)c->body_len * 1000 < (now - c->body_ms) * h->lim.min_body_rate
+		return now - c->body_ms >= OTLP_HTTP_BODY_GRACE_MS &&
+			       (int64_t)c->body_len * 1000 <
+				   (now - c->body_ms) * h->lim.min_body_rate
 			   ? EVICT_SLOW_BODY
 			   : EVICT_NONE;
 	}
 	if (c->head_len) {
 		*since = c->head_ms;
-		return now > c->head_ms ? EVICT_SLOW_HEAD : EVICT_NONE;
+		return EVICT_SLOW_HEAD;
 	}
 	*since = c->since_ms;
 	return c->served ? EVICT_IDLE_SERVED : EVICT_IDLE_NEW;

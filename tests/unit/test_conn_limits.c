@@ -269,7 +269,7 @@ static void test_http_caps(struct otlp_receiver *r)
 	CHECK(post_empty(extra) == 200, "the kept-alive connection kept");
 	/* a body below 100 bytes/s goes before kept-alive connections */
 	CHECK(send_body_part(n2, 1), "a slow body");
-	usleep(100000);
+	usleep(300000); /* judged after 200 ms */
 	n3 = conn_from(2, port);
 	CHECK(closed_within(n2, 1000, NULL, 0) >= 0, "the slow body evicted");
 	CHECK(post_empty(extra) == 200, "the kept-alive connection kept again");
