@@ -3,7 +3,8 @@
  * agent's OTLP ports, at the same time (run_agent_conn_limits_test.sh).
  *
  *   conn_flood grpc PORT CONNS ADDRS SECONDS SERVICE
- *     CONNS idle TCP connections from 127.0.0.2 .. 127.0.0.(ADDRS+1), each
+ *     CONNS idle TCP connections from 127.0.0.2 .. 127.0.0.(ADDRS+1) (ADDRS
+ *     0: from 127.0.0.1, the exporter's own address, as in both modes), each
  *     reopened as soon as the agent closes it, for SECONDS; meanwhile, from
  *     127.0.0.1, an OTLP/gRPC exporter (the gRPC core's client, one
  *     channel opened once the flood is up) exports one server span of
@@ -15,6 +16,11 @@
  *     meanwhile, from 127.0.0.1, an exporter POSTs one span every 250 ms
  *     over one kept-alive connection (reopened only when the agent closes
  *     it between requests) and reads each answer within 5 s.
+ *
+ *   conn_flood burst PORT N
+ *     N OTLP/gRPC exports at once from 127.0.0.1, each on a channel (and
+ *     connection) of its own with a 10 s deadline, not retried; prints
+ *     "exports=N ok=N" and the count of each other status.
  *
  * Both exporters retry as OTLP exporters do (gRPC UNAVAILABLE and
  * DEADLINE_EXCEEDED, HTTP 503 and lost connections; here at most twice,
@@ -74,7 +80,8 @@ static int open_conn(int i)
 
 	if (fd < 0)
 		return -1;
-	src.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(i % naddrs));
+	src.sin_addr.s_addr =
+	    htonl(naddrs ? 0x7f000002u + (uint32_t)(i % naddrs) : INADDR_LOOPBACK);
 	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	dst.sin_port = htons((uint16_t)port);
 	if (bind(fd, (struct sockaddr *)&src, sizeof(src)) != 0 ||
@@ -379,6 +386,77 @@ static void export_http(void)
 		close(fd);
 }
 
+/* N exports at once, a channel each (no shared subchannel: a connection each). */
+static int burst(int n)
+{
+	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+			.key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
+			.value.integer = 1};
+	grpc_channel_args args = {1, &arg};
+	grpc_channel_credentials *creds;
+	grpc_completion_queue *cq;
+	grpc_channel **ch = calloc((size_t)n, sizeof(*ch));
+	grpc_call **calls = calloc((size_t)n, sizeof(*calls));
+	grpc_status_code *code = calloc((size_t)n, sizeof(*code));
+	grpc_metadata_array *md = calloc((size_t)n * 2, sizeof(*md));
+	grpc_byte_buffer **resp = calloc((size_t)n, sizeof(*resp));
+	grpc_slice *details = calloc((size_t)n, sizeof(*details));
+	int counts[GRPC_STATUS_UNAUTHENTICATED + 1] = {0};
+	char target[64];
+	size_t len;
+	uint8_t *buf = export_body(0x30000u, &len);
+	grpc_slice sl = grpc_slice_from_copied_buffer((const char *)buf, len);
+	grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&sl, 1);
+
+	grpc_init();
+	creds = grpc_insecure_credentials_create();
+	cq = grpc_completion_queue_create_for_next(NULL);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+	for (int i = 0; i < n; i++) {
+		grpc_op ops[6];
+
+		ch[i] = grpc_channel_create(target, creds, &args);
+		calls[i] = grpc_channel_create_call(
+		    ch[i], NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+		    grpc_slice_from_static_string(OTLP_GRPC_METHOD), NULL,
+		    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+				 gpr_time_from_millis(10000, GPR_TIMESPAN)),
+		    NULL);
+		grpc_metadata_array_init(&md[2 * i]);
+		grpc_metadata_array_init(&md[2 * i + 1]);
+		memset(ops, 0, sizeof(ops));
+		ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+		ops[1].op = GRPC_OP_SEND_MESSAGE;
+		ops[1].data.send_message.send_message = req;
+		ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+		ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+		ops[3].data.recv_initial_metadata.recv_initial_metadata = &md[2 * i];
+		ops[4].op = GRPC_OP_RECV_MESSAGE;
+		ops[4].data.recv_message.recv_message = &resp[i];
+		ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+		ops[5].data.recv_status_on_client.trailing_metadata = &md[2 * i + 1];
+		ops[5].data.recv_status_on_client.status = &code[i];
+		ops[5].data.recv_status_on_client.status_details = &details[i];
+		if (grpc_call_start_batch(calls[i], ops, 6, (void *)(intptr_t)(i + 1), NULL) !=
+		    GRPC_CALL_OK)
+			code[i] = GRPC_STATUS_INTERNAL;
+	}
+	for (int left = n; left > 0; left--)
+		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	for (int i = 0; i < n; i++) {
+		if (code[i] >= 0 && code[i] <= GRPC_STATUS_UNAUTHENTICATED)
+			counts[code[i]]++;
+		grpc_call_unref(calls[i]);
+		grpc_channel_destroy(ch[i]);
+	}
+	printf("exports=%d ok=%d", n, counts[GRPC_STATUS_OK]);
+	for (int c = 1; c <= GRPC_STATUS_UNAUTHENTICATED; c++)
+		if (counts[c])
+			printf(" %s=%d", grpc_unary_code_name((grpc_status_code)c), counts[c]);
+	printf("\n");
+	return 0; /* the rest is freed at exit */
+}
+
 int main(int argc, char **argv)
 {
 	struct rlimit rl;
@@ -386,8 +464,14 @@ int main(int argc, char **argv)
 	int pipes[16], nproc;
 	uint64_t closed = 0;
 
+	if (argc == 4 && strcmp(argv[1], "burst") == 0) {
+		port = atoi(argv[2]);
+		service = "flood-burst";
+		return port > 0 && atoi(argv[3]) > 0 ? burst(atoi(argv[3])) : 2;
+	}
 	if (argc != 7 || (strcmp(argv[1], "grpc") != 0 && strcmp(argv[1], "http") != 0)) {
-		fprintf(stderr, "usage: conn_flood grpc|http PORT CONNS ADDRS SECONDS SERVICE\n");
+		fprintf(stderr, "usage: conn_flood grpc|http PORT CONNS ADDRS SECONDS SERVICE\n"
+				"       conn_flood burst PORT N\n");
 		return 2;
 	}
 	http_mode = strcmp(argv[1], "http") == 0;
@@ -396,7 +480,7 @@ int main(int argc, char **argv)
 	naddrs = atoi(argv[4]);
 	seconds = atoi(argv[5]);
 	service = argv[6];
-	if (port <= 0 || nconns <= 0 || nconns > 16 * ATTACK_PER_PROC || naddrs <= 0 ||
+	if (port <= 0 || nconns <= 0 || nconns > 16 * ATTACK_PER_PROC || naddrs < 0 ||
 	    naddrs > 250 || seconds <= 0) {
 		fprintf(stderr, "conn_flood: bad arguments\n");
 		return 2;

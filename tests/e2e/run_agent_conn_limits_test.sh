@@ -6,7 +6,12 @@
 # from 127.0.0.1 must have every export accepted (retrying as OTLP
 # exporters do, at most 1 export in 10 retried); while 200 slow senders
 # from 200 addresses trickle half-sent requests to OTLP/HTTP, an exporter
-# from 127.0.0.1 must get 200 on every export (the same retries).
+# from 127.0.0.1 must get 200 on every export (the same retries). Then the
+# attackers move to the exporter's own address, where only per-connection
+# eviction can tell them apart: 200 slow HTTP senders and 200 idle gRPC
+# connections from 127.0.0.1, and every export of the exporters beside them
+# must still be answered (the slow and idle ones are evicted, counted by
+# reason).
 # Throughout, the agent keeps its database connection (the exporters' rows
 # land while the floods go on, also after its sessions are ended
 # mid-flood so that it must reconnect), its file descriptors and its
@@ -121,6 +126,24 @@ retried=$(field retried "$work/http.out")
 [ "$ok" -ge 20 ] || fail "only $ok HTTP exports"
 rows_land flood-http "$ok" || fail "the HTTP exporter's rows did not land"
 
+# the attackers on the exporter's own address: one per-address cap for all
+same() { # MODE PORT CONNS SECONDS SERVICE
+	"$flood" "$1" "$2" "$3" 0 "$4" "$5" >"$work/$5.out" 2>"$work/$5.log" ||
+		fail "the $1 flood client from the exporter's address"
+	cat "$work/$5.out"
+	kill -0 "$agent_pid" || fail "the agent died under the $1 flood from one address"
+	local exports ok failed retried
+	exports=$(field exports "$work/$5.out") ok=$(field ok "$work/$5.out")
+	failed=$(field failed "$work/$5.out") retried=$(field retried "$work/$5.out")
+	[ "$failed" -eq 0 ] && [ "$ok" -eq "$exports" ] ||
+		fail "$5: $ok of $exports exports served beside the flood from their address"
+	[ $((retried * 10)) -le "$ok" ] || fail "$5: $retried exports had to be retried"
+	[ "$ok" -ge "$6" ] || fail "$5: only $ok exports"
+	rows_land "$5" "$ok" || fail "the rows of $5 did not land"
+}
+same http "$hport" 200 12 flood-http-same 20
+same grpc "$gport" 200 5 flood-grpc-same 10
+
 cat "$work/peak"
 rss=$(field rss_kb "$work/peak")
 kill -TERM "$agent_pid"
@@ -133,4 +156,8 @@ grep -E '_conns_|bodies_refused|^otlp_exports_ok|^flush_errors|^max_rss_kb' "$wo
 # (slow senders that reopen at once evict each other long before their
 # deadlines: test_otlp_grpc checks the deadlines one by one)
 [ "$(stat_of otlp_http_conns_evicted)" -gt 0 ] || fail "no slow sender was evicted"
-echo "ok: exports served through 20,000 idle gRPC connections and 200 slow HTTP senders"
+[ $(($(stat_of otlp_http_conns_evicted_slow_head) + $(stat_of otlp_http_conns_evicted_slow_body))) \
+	-gt 0 ] || fail "no eviction of a slow sender counted by its reason"
+[ "$(stat_of otlp_grpc_conns_evicted_idle)" -gt 0 ] || fail "no idle gRPC eviction counted"
+echo "ok: exports served through 20,000 idle gRPC connections and 200 slow HTTP senders," \
+	"also from the exporters' own address"
