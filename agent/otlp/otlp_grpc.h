@@ -8,7 +8,9 @@
  * receiver's max_bytes (gRPC's own receive limit is set to it, on the
  * bytes as sent; a gzip or deflate message is inflated here, by
  * otlp_receiver_export_compressed(), and refused as soon as it passes
- * max_bytes), UNAVAILABLE when the rows cannot be queued. Calls
+ * max_bytes), UNAVAILABLE when the rows cannot be queued, INTERNAL (from
+ * rpc_server.c) for a message flagged compressed without grpc-encoding or
+ * a second message on the call. Calls
  * are answered one at a time, in arrival order, on the server's thread.
  */
 #ifndef TRACEPROF_AGENT_OTLP_GRPC_H

@@ -4,7 +4,8 @@
  *
  * HTTP/1.1 with keep-alive on one thread with poll(), under the port's
  * struct tp_conn_limits: at most max_conns connections and max_per_peer
- * from one address (more are answered 503 and closed); a request's headers
+ * from one address (past them a newcomer evicts a connection, below, or is
+ * answered 503 and closed); a request's headers
  * at most OTLP_HTTP_MAX_HEADER bytes and its body at most the receiver's
  * max_bytes, so memory per connection is bounded. Deadlines: the first
  * byte of a request within idle_timeout_ms of the connection or of the
@@ -16,12 +17,15 @@
  * ones together at most OTLP_HTTP_BIG_BODIES x max_bytes, beyond which a
  * request is answered 503 with Retry-After (counted), so slow senders
  * declaring large bodies cannot hold memory nor keep small exports out.
- * When the port is full, a new connection evicts one that is waiting for
- * a request (never one being answered) from the peer holding the most
- * connections, when that peer holds more than twice the newcomer's: preferably
- * one that never completed a request, else the longest waiting. So slow
- * senders, however many addresses they use, cannot keep a working
- * exporter out.
+ * At a cap a new connection evicts the worst connection of its own
+ * address (at that address's cap, or when the address is among the
+ * heaviest) or of the heaviest address (when its own holds less than half
+ * as many): a body below min_body_rate (after 200 ms), a request head that
+ * began, one that never completed a request, a kept-alive one, the oldest
+ * of each class first; never one being answered or receiving its body at
+ * min_body_rate. So slow senders, from however many addresses, the
+ * exporter's own included, cannot keep a working exporter out. Each
+ * eviction is counted by reason.
  *
  * Answers (the OTLP/HTTP rules): 200 with an ExportTraceServiceResponse
  * (partial_success when spans were rejected); errors carry a

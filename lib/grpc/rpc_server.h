@@ -41,7 +41,7 @@
  * Connection limits (limits, struct tp_conn_limits): the acceptor of a
  * start_on_connect server admits each connection through a conn_table
  * (conn_table.h: caps per port and per peer, refusals closed at once and
- * counted, eviction of the heaviest peer's oldest connection when full).
+ * counted, eviction of a silent or slow connection at a cap).
  * Every server, TLS ones included, gets gRPC's channel arguments: idle
  * connections closed after idle_timeout_ms (max_connection_idle), every
  * connection after grpc_max_age_ms (+30 s grace), at most
