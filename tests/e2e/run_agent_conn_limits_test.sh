@@ -48,7 +48,7 @@ q() { psql "$conn" -qXAt -v ON_ERROR_STOP=1 -c "$1"; }
 	--otlp-http 127.0.0.1:0 --control-listen '' --max-conns 128 \
 	--stats-file "$work/stats" >"$work/agent.out" 2>"$work/agent.log" &
 agent_pid=$!
-for _ in $(seq 100); do grep -qs 'otlp http: listening' "$work/agent.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -qs 'otlp http: listening' "$work/agent.log" && break; sleep 0.1; done
 gport=$(sed -n 's/.*otlp grpc: listening on .* port=\([0-9]*\).*/\1/p' "$work/agent.log")
 hport=$(sed -n 's/.*otlp http: listening on .* port=\([0-9]*\).*/\1/p' "$work/agent.log")
 [ -n "$gport" ] && [ -n "$hport" ] || fail "the agent's OTLP receivers did not start"
