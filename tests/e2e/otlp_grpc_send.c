@@ -6,10 +6,12 @@
  * as it is with the message's compressed flag set and "grpc-encoding:
  * gzip", as a client of the gRPC core sends a message it compressed (the
  * core sends a buffer made with grpc_raw_compressed_byte_buffer_create()
- * unchanged). Prints "code=N name=NAME ms=T details=..." and exits 0 when
- * the call was made (whatever its status), 2 on wrong usage.
+ * unchanged). With "noenc" the bytes are sent as they are with the
+ * compressed flag set but without grpc-encoding (a plain channel), which
+ * the gRPC spec refuses. Prints "code=N name=NAME ms=T details=..." and
+ * exits 0 when the call was made (whatever its status), 2 on wrong usage.
  *
- * usage: otlp_grpc_send HOST:PORT FILE [gzip]
+ * usage: otlp_grpc_send HOST:PORT FILE [gzip|noenc]
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,7 +49,8 @@ static char *read_file(const char *path, size_t *len)
 
 int main(int argc, char **argv)
 {
-	bool gzip = argc == 4 && strcmp(argv[3], "gzip") == 0;
+	bool gzip = argc == 4 && strcmp(argv[3], "gzip") == 0,
+	     noenc = argc == 4 && strcmp(argv[3], "noenc") == 0;
 	struct grpc_unary_answer ans;
 	grpc_completion_queue *cq;
 	grpc_channel *ch;
@@ -55,8 +58,8 @@ int main(int argc, char **argv)
 	size_t len;
 	char *buf;
 
-	if (argc < 3 || argc > 4 || (argc == 4 && !gzip)) {
-		fprintf(stderr, "usage: otlp_grpc_send HOST:PORT FILE [gzip]\n");
+	if (argc < 3 || argc > 4 || (argc == 4 && !gzip && !noenc)) {
+		fprintf(stderr, "usage: otlp_grpc_send HOST:PORT FILE [gzip|noenc]\n");
 		return 2;
 	}
 	buf = read_file(argv[2], &len);
@@ -68,7 +71,7 @@ int main(int argc, char **argv)
 	cq = grpc_completion_queue_create_for_pluck(NULL);
 	ch = grpc_unary_insecure_channel(argv[1], gzip);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (gzip)
+	if (gzip || noenc) /* a plain channel (noenc) says no grpc-encoding */
 		grpc_unary_call_gzipped(ch, cq, METHOD, NULL, buf, len, 30000, &ans);
 	else
 		grpc_unary_call(ch, cq, METHOD, NULL, buf, len, 30000, &ans);

@@ -10,6 +10,8 @@
 # - a gzip bomb (1 MB inflating to 1 GiB of zeros) is refused within 5 s
 #   (413 / RESOURCE_EXHAUSTED) and counted (otlp_exports_too_large), where
 #   the gRPC core used to inflate all of it first (1.1 GB resident);
+# - a plain export flagged compressed without grpc-encoding is answered
+#   INTERNAL (it was stored as if the flag were not set) and counted;
 # - HTTP refusals from the headers (413 from Content-Length, 415, 431) and
 #   gRPC's own receive limit are answered and counted;
 # - the agent stays up, its peak RSS (VmHWM) stays under 64 MB, and
@@ -96,6 +98,10 @@ expect "gRPC gzip export" "$out" "code=0 name=OK*"
 out=$(python3 "$hostile" post "$hport" "$work/ok4.gz" gzip)
 expect "HTTP gzip export" "$out" "status=200 *"
 expect "otlp_compressed" "$(counter otlp_compressed)" 4
+# a plain export flagged compressed without grpc-encoding: INTERNAL, as the spec says
+out=$("$send" "127.0.0.1:$gport" "$work/ok3.pb" noenc)
+expect "gRPC compressed flag without grpc-encoding" "$out" "code=13 name=INTERNAL *grpc-encoding*"
+expect "otlp_grpc_calls_no_encoding" "$(counter otlp_grpc_calls_no_encoding)" 1
 
 # 3. refusals from the headers and from gRPC's receive limit, each counted
 head -c $((5 << 20)) /dev/zero >"$work/big.bin"
