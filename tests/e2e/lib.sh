@@ -141,3 +141,47 @@ SELECT u.n, string_agg(coalesce(fn.name, '[unknown]') || chr(31) || coalesce(fn.
  GROUP BY u.stack_id, u.n;
 SQL
 }
+# py_server_modes PREFIX MODULE_LIKE NAME_RE MODE...: for a Python server
+# run in several modes, each its own service PREFIX-MODE, checks that of
+# each mode's samples taken while the interpreter runs (the native
+# evaluation loop, or Python frames in its place) >= 99 % carry a frame of
+# the application's file (module LIKE MODULE_LIKE), at least 200 of them,
+# and that every such frame's name matches NAME_RE
+py_server_modes() {
+	local prefix=$1 like=$2 re=$3 mode inpy app bad
+	shift 3
+	psql "$conn" -qXAt -v ON_ERROR_STOP=1 -F ' ' -v prefix="$prefix-%" -v like="$like" -v re="$re" \
+		>"$work/modes.txt" <<'SQL'
+WITH u AS (
+    SELECT so.service, x.stack_id, sum(coalesce(x.c, 1)) AS n
+      FROM traceprof.samples s
+      JOIN traceprof.sources so ON so.source_id = s.source_id
+     CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS x(stack_id, c)
+     WHERE so.service LIKE :'prefix'
+     GROUP BY 1, 2),
+f AS (
+    SELECT u.service, u.stack_id, u.n,
+           bool_or(fn.name = '_PyEval_EvalFrameDefault' OR fn.module LIKE '%.py'
+                   OR fn.module LIKE :'like') AS in_python,
+           bool_or(fn.module LIKE :'like') AS app,
+           bool_or(fn.module LIKE :'like' AND fn.name !~ :'re') AS misnamed
+      FROM u
+      JOIN traceprof.stacks st ON st.stack_id = u.stack_id
+     CROSS JOIN LATERAL unnest(st.frame_ids) AS fi(frame_id)
+      LEFT JOIN traceprof.frames fr ON fr.frame_id = fi.frame_id
+      LEFT JOIN traceprof.functions fn ON fn.function_id = fr.function_id
+     GROUP BY 1, 2, 3)
+SELECT service, coalesce(sum(n) FILTER (WHERE in_python), 0), coalesce(sum(n) FILTER (WHERE app), 0),
+       coalesce(sum(n) FILTER (WHERE misnamed), 0)
+  FROM f GROUP BY service ORDER BY service;
+SQL
+	cat "$work/modes.txt"
+	for mode in "$@"; do
+		read -r _ inpy app bad < <(grep "^$prefix-$mode " "$work/modes.txt" || echo "x 0 0 0")
+		echo "$prefix $mode: $app of $inpy samples in the interpreter carry the app's frames, $bad misnamed"
+		[ "$inpy" -ge 200 ] || fail "$prefix $mode: only $inpy samples in the interpreter"
+		[ $((app * 100)) -ge $((inpy * 99)) ] ||
+			fail "$prefix $mode: $app of $inpy samples with the app's frames (99 % needed)"
+		[ "$bad" -eq 0 ] || fail "$prefix $mode: $bad samples with a misnamed frame of the app"
+	done
+}

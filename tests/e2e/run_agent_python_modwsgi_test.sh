@@ -91,37 +91,5 @@ kill -TERM "$agent_pid"
 wait "$agent_pid" || fail "the agent exited with status $?"
 grep -E '^(bpf_py_stacks|bpf_py_no_tstate|py_processes|py_unknown)=' "$work/stats"
 
-psql "$conn" -qXAt -v ON_ERROR_STOP=1 -F ' ' >"$work/modes.txt" <<'SQL'
-WITH u AS (
-    SELECT so.service, x.stack_id, sum(coalesce(x.c, 1)) AS n
-      FROM traceprof.samples s
-      JOIN traceprof.sources so ON so.source_id = s.source_id
-     CROSS JOIN LATERAL unnest(s.stacks, s.counts) AS x(stack_id, c)
-     WHERE so.service LIKE 'modwsgi-%'
-     GROUP BY 1, 2),
-f AS (
-    SELECT u.service, u.stack_id, u.n,
-           bool_or(fn.name = '_PyEval_EvalFrameDefault' OR fn.module LIKE '%.py'
-                   OR fn.module LIKE 'app%.wsgi') AS in_python,
-           bool_or(fn.module LIKE 'app%.wsgi') AS app,
-           bool_or(fn.module LIKE 'app%.wsgi' AND fn.name !~
-                   '^_mod_wsgi_[0-9a-f]+\.(burn|handle|application|<module>)$') AS misnamed
-      FROM u
-      JOIN traceprof.stacks st ON st.stack_id = u.stack_id
-     CROSS JOIN LATERAL unnest(st.frame_ids) AS fi(frame_id)
-      LEFT JOIN traceprof.frames fr ON fr.frame_id = fi.frame_id
-      LEFT JOIN traceprof.functions fn ON fn.function_id = fr.function_id
-     GROUP BY 1, 2, 3)
-SELECT service, coalesce(sum(n) FILTER (WHERE in_python), 0), coalesce(sum(n) FILTER (WHERE app), 0),
-       coalesce(sum(n) FILTER (WHERE misnamed), 0)
-  FROM f GROUP BY service ORDER BY service;
-SQL
-cat "$work/modes.txt"
-for mode in embedded daemon; do
-	read -r _ inpy app bad < <(grep "^modwsgi-$mode " "$work/modes.txt" || echo "x 0 0 0")
-	echo "mod_wsgi $mode: $app of $inpy samples in the interpreter carry the app's frames, $bad misnamed"
-	[ "$inpy" -ge 200 ] || fail "mod_wsgi $mode: only $inpy samples in the interpreter"
-	[ $((app * 100)) -ge $((inpy * 99)) ] || fail "mod_wsgi $mode: $app of $inpy samples with the app's frames (99 % needed)"
-	[ "$bad" -eq 0 ] || fail "mod_wsgi $mode: $bad samples with a misnamed frame of the app"
-done
+py_server_modes modwsgi 'app%.wsgi' '^_mod_wsgi_[0-9a-f]+\.(burn|handle|application|<module>)$' embedded daemon
 echo "ok: Python frames in mod_wsgi, embedded (a sub-interpreter) and daemon"
