@@ -19,9 +19,10 @@
 #   one Activated event; before, a reconcile from the stale cache wrote the
 #   same status again and emitted Activated twice;
 # - two replicas whose clocks are 90 s apart: the one behind leads and keeps
-#   the Lease for 18 s (more than the 15 s lease), the one ahead never takes
-#   it; when the leader stops it takes over; before, the one ahead judged
-#   the Lease expired by its own wall clock within a round (2 s).
+#   the Lease for 18 s (more than the 15 s lease; TRACEPROF_SKEW_HOLD_S for
+#   a longer run), the one ahead never takes it; when the leader stops it
+#   takes over; before, the one ahead judged the Lease expired by its own
+#   wall clock within a round (2 s).
 # usage: run_kube_watch_test.sh TRACEPROF_DB CONTROLLER CLUSTER_DIR
 set -euo pipefail
 tpdb=$1 controller=$2 cluster=$3
@@ -163,13 +164,14 @@ for _ in $(seq 100); do [ "$(lease '{.spec.holderIdentity}')" = skew-behind ] &&
 transitions=$(lease '{.spec.leaseTransitions}')
 replica skew-ahead 90
 ahead=$replica_pid
-sleep 18
+hold=${TRACEPROF_SKEW_HOLD_S:-18}
+sleep "$hold"
 kill -0 "$ahead" || fail "skew-ahead exited"
 [ "$(lease '{.spec.holderIdentity}')" = skew-behind ] ||
 	fail "the replica 90 s ahead took the Lease: $(lease '{.spec}')"
 [ "$(lease '{.spec.leaseTransitions}')" = "$transitions" ] || fail "the Lease changed hands: $(lease '{.spec}')"
 ! grep -qE 'leading(:| lease=)' "$work/skew-ahead.log" || fail "skew-ahead led: $(grep leading "$work/skew-ahead.log")"
-echo "ok: the leader kept the Lease for 18 s beside a replica 90 s ahead"
+echo "ok: the leader kept the Lease for $hold s beside a replica 90 s ahead"
 kill -TERM "$behind"
 for _ in $(seq 50); do [ "$(lease '{.spec.holderIdentity}')" = skew-ahead ] && break; sleep 0.1; done
 [ "$(lease '{.spec.holderIdentity}')" = skew-ahead ] || fail "skew-ahead did not take the released Lease"
