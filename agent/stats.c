@@ -392,10 +392,11 @@ static void write_unwind_stats(const struct stats_sources *s, FILE *f,
 		"\nunwind_evictions=%" PRIu64 "\nunwind_no_room=%" PRIu64
 		"\nunwind_too_large=%" PRIu64 "\nunwind_rows_narrowed=%" PRIu64
 		"\nunwind_map_errors=%" PRIu64 "\nunwind_gave_up=%" PRIu64
-		"\nunwind_place_ns=%" PRIu64 "\nunwind_note_ns=%" PRIu64 "\n",
+		"\nunwind_place_ns=%" PRIu64 "\nunwind_note_ns=%" PRIu64
+		"\nunwind_share_refused=%" PRIu64 "\n",
 		u.procs, u.notes, u.maps_placed, u.maps_pending, u.maps_no_table, u.maps_dropped,
 		u.tables_placed, u.tables, u.rows, u.rows_cap, u.evictions, u.no_room, u.too_large,
-		u.rows_narrowed, u.map_errors, u.gave_up, u.place_ns, u.note_ns);
+		u.rows_narrowed, u.map_errors, u.gave_up, u.place_ns, u.note_ns, u.share_refused);
 	fprintf(f,
 		"cfi_builds=%" PRIu64 "\ncfi_build_failures=%" PRIu64 "\ncfi_refused=%" PRIu64
 		"\ncfi_queue_full=%" PRIu64 "\ncfi_no_room=%" PRIu64 "\ncfi_cache_bytes=%" PRIu64

@@ -54,6 +54,7 @@ struct slot {
 	int nseg;
 	int live;
 	uint32_t hnext; /* next slot of its hash chain, NO_SLOT: end */
+	pid_t owner;	/* the process whose mappings placed it (its share), 0: none */
 };
 
 /* What the module knows of one process. */
@@ -64,7 +65,16 @@ struct uproc {
 	int pending;			    /* some mapping's table was not built yet */
 	uint32_t tries;
 	int64_t retry_us;
+	uint64_t rows; /* rows of the live tables it placed (its share of the area) */
 };
+
+/*
+ * A process may place tables of at most this fraction of the area: one
+ * process mapping many large files without frame pointers cannot take the
+ * room of all others (tables it did not place, shared with others, are
+ * free to name).
+ */
+#define UNWIND_SHARE 2
 
 struct unwind {
 	struct unwind_maps m;
@@ -286,10 +296,16 @@ static void hash_del(struct unwind *u, uint32_t i)
 		*pp = u->slots[i].hnext;
 }
 
+static struct uproc *proc_get(struct unwind *u, pid_t pid, int create);
+
 static void evict(struct unwind *u, uint32_t i)
 {
 	struct slot *s = &u->slots[i];
+	struct uproc *p = s->owner ? proc_get(u, s->owner, 0) : NULL;
 
+	if (p)
+		p->rows -= p->rows < s->nrows + s->nbuckets ? p->rows : s->nrows + s->nbuckets;
+	s->owner = 0;
 	hash_del(u, i);
 	s->live = 0;
 	write_slot(u, i); /* empty first: lists still naming it fall back */
@@ -491,6 +507,9 @@ static void proc_del(struct unwind *u, struct uproc *p)
 {
 	size_t mask = u->pcap - 1, i = (size_t)(p - u->procs);
 
+	for (uint32_t k = 1; k < TP_UNWIND_MAX_TABLES; k++) /* its tables are nobody's share now */
+		if (u->slots[k].owner == p->pid)
+			u->slots[k].owner = 0;
 	p->pid = 0;
 	u->pn--;
 	for (i = (i + 1) & mask; u->procs[i].pid; i = (i + 1) & mask) {
@@ -525,8 +544,10 @@ static int map_bias(const struct slot *s, const struct procmem_map *m, uint64_t 
 }
 
 /* The slot of file mapping m of pid: found, placed now, or NO_SLOT (*pending: not built yet). */
-static uint32_t slot_of(struct unwind *u, pid_t pid, const struct procmem_map *m, int *pending)
+static uint32_t slot_of(struct unwind *u, struct uproc *p, const struct procmem_map *m,
+			int *pending)
 {
+	pid_t pid = p->pid;
 	struct cfi_cache_key key;
 	const struct cfi_table *t;
 	struct stat st;
@@ -547,12 +568,19 @@ static uint32_t slot_of(struct unwind *u, pid_t pid, const struct procmem_map *m
 	if (fd < 0)
 		return NO_SLOT;
 	t = cfi_cache_get_fd(u->cache, &key, fd);
-	if (t) {
+	if (t && p->rows + t->nrows > u->m.nrows / UNWIND_SHARE) {
+		u->st.share_refused++; /* frame pointers for it; another process may place it */
+		cfi_cache_release(u->cache, t);
+		i = NO_SLOT;
+	} else if (t) {
 		i = place(u, &key, t, fd);
-		if (i != NO_SLOT)
+		if (i != NO_SLOT) {
+			u->slots[i].owner = pid;
+			p->rows += u->slots[i].nrows + u->slots[i].nbuckets;
 			cfi_cache_release(u->cache, t);
-		else /* not placeable now (too large, no room): not built again for a while */
+		} else { /* not placeable now (too large, no room): not built again for a while */
 			cfi_cache_reject(u->cache, t);
+		}
 	} else {
 		*pending = !cfi_cache_failed(u->cache, &key);
 	}
@@ -623,7 +651,7 @@ static int note_now(struct unwind *u, struct uproc *p)
 		if (!strcmp(m->path, "[vdso]"))
 			i = u->vdso_slot;
 		else if (procmem_map_is_file(m) && !m->deleted)
-			i = slot_of(u, p->pid, m, &pend);
+			i = slot_of(u, p, m, &pend);
 		else
 			continue; /* anonymous code (JIT): frame pointers */
 		if (i == NO_SLOT && !pend) {

@@ -57,6 +57,7 @@ struct unwind_stats {
 	uint64_t evictions;	/* tables evicted from the area for room */
 	uint64_t no_room;	/* tables not placed: mapped tables fill the area */
 	uint64_t too_large;	/* tables larger than the area or TP_UNWIND_MAX_ROWS */
+	uint64_t share_refused; /* tables not placed: their process holds half the area already */
 	uint64_t rows_narrowed; /* rows whose offsets do not fit the kernel row: frame pointers */
 	uint64_t map_errors;	/* kernel map updates that failed */
 	uint64_t gave_up;	/* pending processes given up after max_tries */

@@ -283,6 +283,60 @@ static void test_deep(void)
 	      t.truncated, t.n);
 }
 
+/* Waits for pid's tables, then returns its unwind stats. */
+static struct unwind_stats note_and_stats(struct unwind *u, pid_t pid)
+{
+	struct unwind_stats st;
+
+	wait_tables(u, pid);
+	unwind_get_stats(u, &st);
+	return st;
+}
+
+/*
+ * One process cannot take the whole area: in an area exactly the size of
+ * the workload's tables, it places at most half (UNWIND_SHARE) and the rest
+ * is refused and counted; a second process mapping the same files then
+ * names the tables the first placed.
+ */
+static void test_share(void)
+{
+	struct sampler_opts o = {
+	    .hz = HZ, .ring_bytes = 1 << 20, .filter = TP_FILTER_PIDS, .unwind_bytes = UNWIND_SIZE};
+	struct sampler_unwind_maps sm;
+	struct unwind_stats whole, half, second;
+	struct sampler *s = sampler_open(&o);
+	struct unwind *u;
+	pid_t a, b;
+
+	CHECK(s != NULL && sampler_unwind_maps(s, &sm) == 0, "sampler and its unwind maps");
+	if (!s)
+		return;
+	a = start_workload("libc");
+	b = start_workload("libc");
+	CHECK(a > 0 && b > 0, "two workloads");
+	u = unwind_new(&(struct unwind_maps){sm.rows_fd, sm.nrows, sm.tables_fd, sm.procs_fd},
+		       NULL);
+	whole = note_and_stats(u, a); /* what its tables take in a large area */
+	unwind_free(u);
+	CHECK(whole.tables >= 2 && whole.share_refused == 0,
+	      "all of it in a large area: %" PRIu64 " tables, %" PRIu64 " rows", whole.tables,
+	      whole.rows);
+	u = unwind_new(&(struct unwind_maps){sm.rows_fd, whole.rows, sm.tables_fd, sm.procs_fd},
+		       NULL);
+	half = note_and_stats(u, a);
+	CHECK(half.share_refused >= 1 && half.rows < whole.rows,
+	      "in an area of its size: %" PRIu64 " of %" PRIu64 " rows placed, %" PRIu64
+	      " tables refused",
+	      half.rows, whole.rows, half.share_refused);
+	second = note_and_stats(u, b);
+	CHECK(second.maps_placed > half.maps_placed, "the second process names tables too");
+	unwind_free(u);
+	stop_workload(a);
+	stop_workload(b);
+	sampler_free(s);
+}
+
 int main(void)
 {
 	if (check_skip_without_bpf())
@@ -292,5 +346,6 @@ int main(void)
 	test_signal();
 	test_vdso();
 	test_deep();
+	test_share();
 	return check_done();
 }
