@@ -9,7 +9,12 @@ and reused while moda's frames are sampled. Each frame the agent stores
 for these files must be named with its own module: py_churn_check.py
 holds the names each file may have.
 
-usage: python3 py_churn.py DIR STOP SECONDS
+With GO, it waits (asleep) until the file GO exists before it starts:
+the tests start it beside a workload whose shares of CPU time they check,
+and let it churn only once that workload is done, so that it does not
+compete with it for the CPUs.
+
+usage: python3 py_churn.py DIR STOP SECONDS [GO]
 """
 import os
 import sys
@@ -57,6 +62,7 @@ def churn(n):
 
 def main():
     where, stop, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    go = sys.argv[4] if len(sys.argv) > 4 else None
     for name, text in (("moda", MODA), ("modb", MODB)):
         with open(os.path.join(where, name + ".py"), "w") as f:
             f.write(text)
@@ -65,6 +71,10 @@ def main():
     import modb
 
     end = time.time() + seconds
+    while go and not os.path.exists(go) and not os.path.exists(stop) and time.time() < end:
+        time.sleep(0.05)
+    if go:
+        end = min(end, time.time() + 4)  # 4 s of churn: thousands of samples at 997 Hz
 
     def loop(fn):
         while time.time() < end and not os.path.exists(stop):

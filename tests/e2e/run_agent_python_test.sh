@@ -28,7 +28,7 @@ py=/usr/bin/python3.11
 conn=$(fresh_db "$tpdb" "$cluster" tp_e2e_agent_python)
 secs=7
 
-"$py" "$here/py_workload.py" "$secs" </dev/null >"$work/truth.txt" &
+"$py" "$here/py_workload.py" "$secs" "$work/go-workload" </dev/null >"$work/truth.txt" &
 wl=$!
 pids+=("$wl")
 "$py" "$here/py_scribble.py" cycle "$work/stop" 60 >"$work/cycle.out" &
@@ -36,7 +36,7 @@ cyc=$!
 "$py" "$here/py_scribble.py" garbage "$work/stop" 60 >"$work/garbage.out" &
 gar=$!
 mkdir -p "$work/churn"
-"$py" "$here/py_churn.py" "$work/churn" "$work/stop" 60 >"$work/churn.out" 2>&1 &
+"$py" "$here/py_churn.py" "$work/churn" "$work/stop" 60 "$work/go" >"$work/churn.out" 2>&1 &
 chn=$!
 OTEL_SERVICE_NAME=py-blocker "$py" "$here/py_blocker.py" "$work/stop" 60 &
 blk=$!
@@ -44,7 +44,10 @@ pids+=("$cyc" "$gar" "$chn" "$blk")
 sleep 0.3
 start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$wl,$cyc,$gar,$chn,$blk" --frequency 997 --offcpu all \
 	--window 1s --otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/stats"
+touch "$work/go-workload" # measured from here, all of it sampled
 wait "$wl" || fail "the workload failed" # it prints its truth after SECONDS of CPU per thread
+touch "$work/go" # the churn runs once the workload's shares are measured (py_churn.py)
+sleep 4
 touch "$work/stop" # the two with a broken chain stop once the workload is done
 wait "$cyc" && wait "$gar" || fail "a process with a broken frame chain failed"
 wait "$chn" || fail "the churning process failed: $(cat "$work/churn.out")"

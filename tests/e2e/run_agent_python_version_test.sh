@@ -43,12 +43,12 @@ inside=/tmp/traceprof-e2e-$$
 mkdir -p "$rootfs$inside/churn"
 cp "$here/py_workload.py" "$here/py_churn.py" "$rootfs$inside/"
 trap 'rm -rf "$rootfs$inside"; cleanup' EXIT
-secs=4
+secs=6
 # contained: own mount namespace, the root file system as its root
 contained() { exec unshare --mount --fork chroot "$rootfs" "$@"; }
-contained "$py" "$inside/py_workload.py" "$secs" </dev/null >"$work/truth.txt" &
+contained "$py" "$inside/py_workload.py" "$secs" "$inside/go-workload" </dev/null >"$work/truth.txt" &
 wl=$!
-contained "$py" "$inside/py_churn.py" "$inside/churn" "$inside/stop" 60 >"$work/churn.out" 2>&1 &
+contained "$py" "$inside/py_churn.py" "$inside/churn" "$inside/stop" 60 "$inside/go" >"$work/churn.out" 2>&1 &
 chn=$!
 pids+=("$wl" "$chn")
 # each interpreter once it runs in the root file system (after unshare's fork and chroot's exec)
@@ -62,7 +62,10 @@ done
 inroot "$wpy" && inroot "$cpy" || fail "the interpreters do not run in the root file system"
 start_agent agent "$agent" --db "$(as_role writer)" --target "pid:$wpy,$cpy" --frequency 997 \
 	--window 1s --otlp-grpc "" --otlp-http "" --control-listen "" --stats-file "$work/stats"
+touch "$rootfs$inside/go-workload" # measured from here, all of it sampled
 wait "$wl" || fail "the workload failed"
+touch "$rootfs$inside/go" # the churn runs once the workload's shares are measured
+sleep 4
 touch "$rootfs$inside/stop"
 wait "$chn" || fail "the churning process failed: $(cat "$work/churn.out")"
 sleep 1.5
