@@ -9,6 +9,7 @@
  */
 #include "manifest.h"
 #include "manifest_internal.h"
+#include "manifest_walk.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,24 +24,7 @@
 #include "jsonbuf.h"
 #include "traceprof/trigger_spec.h"
 
-#define EXCERPT_SIZE MANIFEST_ESCAPED_SIZE(MANIFEST_EXCERPT_MAX)
-
-struct walk {
-	yaml_document_t *doc;		  /* the document being walked */
-	const char *file;		  /* name for messages */
-	int doc_index;			  /* 1-based document index */
-	bool multi;			  /* the file has several documents */
-	const struct manifest_opts *opts; /* mode */
-	bool failed;			  /* an error was recorded */
-	char err[512];			  /* the first error */
-	char quoted[3][EXCERPT_SIZE + 2]; /* excerpts for the message being written */
-	int next_quoted;		  /* the entry of quoted to use next */
-};
-
-static void walk_fail(struct walk *w, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void walk_fail(struct walk *w, const char *field, const char *fmt, ...)
+void mwalk_fail(struct walk *w, const char *field, const char *fmt, ...)
 {
 	char why[384];
 	va_list ap;
@@ -64,7 +48,7 @@ static void walk_fail(struct walk *w, const char *field, const char *fmt, ...)
  * the text may not be quoted (opts->no_excerpts). The result lives until the
  * third call after this one.
  */
-static const char *excerpt(struct walk *w, const char *s, bool quote)
+const char *mwalk_excerpt(struct walk *w, const char *s, bool quote)
 {
 	char *out = w->quoted[w->next_quoted];
 	char esc[EXCERPT_SIZE];
@@ -77,53 +61,53 @@ static const char *excerpt(struct walk *w, const char *s, bool quote)
 	return out;
 }
 
-static yaml_node_t *node_at(struct walk *w, int idx)
+yaml_node_t *mwalk_node_at(struct walk *w, int idx)
 {
 	return yaml_document_get_node(w->doc, idx);
 }
 
-static const char *scalar(const yaml_node_t *n)
+const char *mwalk_scalar(const yaml_node_t *n)
 {
 	return (const char *)n->data.scalar.value;
 }
 
-static bool is_plain(const yaml_node_t *n)
+bool mwalk_is_plain(const yaml_node_t *n)
 {
 	return n->type == YAML_SCALAR_NODE && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 }
 
-static bool is_null(const yaml_node_t *n)
+bool mwalk_is_null(const yaml_node_t *n)
 {
 	static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
 
-	if (!is_plain(n))
+	if (!mwalk_is_plain(n))
 		return false;
 	for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
-		if (strcmp(scalar(n), nulls[i]) == 0)
+		if (strcmp(mwalk_scalar(n), nulls[i]) == 0)
 			return true;
 	return false;
 }
 
-static bool is_plain_bool(const yaml_node_t *n)
+bool mwalk_is_plain_bool(const yaml_node_t *n)
 {
 	static const char *const bools[] = {"true", "false", "True", "False", "TRUE", "FALSE"};
 
-	if (!is_plain(n))
+	if (!mwalk_is_plain(n))
 		return false;
 	for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++)
-		if (strcmp(scalar(n), bools[i]) == 0)
+		if (strcmp(mwalk_scalar(n), bools[i]) == 0)
 			return true;
 	return false;
 }
 
-static bool is_plain_number(const yaml_node_t *n)
+bool mwalk_is_plain_number(const yaml_node_t *n)
 {
 	const char *s;
 	char *end;
 
-	if (!is_plain(n))
+	if (!mwalk_is_plain(n))
 		return false;
-	s = scalar(n);
+	s = mwalk_scalar(n);
 	if (!*s)
 		return false;
 	errno = 0;
@@ -131,17 +115,17 @@ static bool is_plain_number(const yaml_node_t *n)
 	return *end == '\0';
 }
 
-static const char *kind_of(const yaml_node_t *n)
+const char *mwalk_kind_of(const yaml_node_t *n)
 {
 	if (n->type == YAML_MAPPING_NODE)
 		return "an object";
 	if (n->type == YAML_SEQUENCE_NODE)
 		return "a list";
-	if (is_null(n))
+	if (mwalk_is_null(n))
 		return "null";
-	if (is_plain_bool(n))
+	if (mwalk_is_plain_bool(n))
 		return "a boolean";
-	if (is_plain_number(n))
+	if (mwalk_is_plain_number(n))
 		return "a number";
 	return "a string";
 }
@@ -155,53 +139,55 @@ static bool has_control_chars(const char *s)
 }
 
 /* A string field: a scalar that YAML would not read as a number, boolean or null. */
-static const char *get_string(struct walk *w, yaml_node_t *n, const char *field, size_t maxlen)
+const char *mwalk_get_string(struct walk *w, yaml_node_t *n, const char *field, size_t maxlen)
 {
 	const char *s;
 
-	if (n->type != YAML_SCALAR_NODE || is_null(n) || is_plain_bool(n) || is_plain_number(n)) {
-		walk_fail(w, field, "must be a string, got %s%s", kind_of(n),
-			  n->type == YAML_SCALAR_NODE && !is_null(n) ? " (quote it)" : "");
+	if (n->type != YAML_SCALAR_NODE || mwalk_is_null(n) || mwalk_is_plain_bool(n) ||
+	    mwalk_is_plain_number(n)) {
+		mwalk_fail(w, field, "must be a string, got %s%s", mwalk_kind_of(n),
+			   n->type == YAML_SCALAR_NODE && !mwalk_is_null(n) ? " (quote it)" : "");
 		return NULL;
 	}
-	s = scalar(n);
+	s = mwalk_scalar(n);
 	if (!*s) {
-		walk_fail(w, field, "must not be empty");
+		mwalk_fail(w, field, "must not be empty");
 		return NULL;
 	}
 	if (strlen(s) > maxlen) {
-		walk_fail(w, field, "longer than %zu characters", maxlen);
+		mwalk_fail(w, field, "longer than %zu characters", maxlen);
 		return NULL;
 	}
 	if (has_control_chars(s)) {
-		walk_fail(w, field, "contains control characters");
+		mwalk_fail(w, field, "contains control characters");
 		return NULL;
 	}
 	return s;
 }
 
-static bool get_uint(struct walk *w, yaml_node_t *n, const char *field, uint64_t min, uint64_t max,
-		     uint64_t *out)
+bool mwalk_get_uint(struct walk *w, yaml_node_t *n, const char *field, uint64_t min, uint64_t max,
+		    uint64_t *out)
 {
 	const char *s;
 	uint64_t v = 0;
 
-	if (!is_plain(n) || is_null(n)) {
-		walk_fail(w, field, "must be an integer, got %s", kind_of(n));
+	if (!mwalk_is_plain(n) || mwalk_is_null(n)) {
+		mwalk_fail(w, field, "must be an integer, got %s", mwalk_kind_of(n));
 		return false;
 	}
-	s = scalar(n);
+	s = mwalk_scalar(n);
 	if (*s == '+')
 		s++;
 	if (!*s) {
-		walk_fail(w, field, "must be an integer, got %s", excerpt(w, scalar(n), true));
+		mwalk_fail(w, field, "must be an integer, got %s",
+			   mwalk_excerpt(w, mwalk_scalar(n), true));
 		return false;
 	}
 	for (const char *p = s; *p; p++) {
 		if (!isdigit((unsigned char)*p)) {
-			walk_fail(w, field, "must be an integer between %llu and %llu, got %s",
-				  (unsigned long long)min, (unsigned long long)max,
-				  excerpt(w, scalar(n), false));
+			mwalk_fail(w, field, "must be an integer between %llu and %llu, got %s",
+				   (unsigned long long)min, (unsigned long long)max,
+				   mwalk_excerpt(w, mwalk_scalar(n), false));
 			return false;
 		}
 		if (v > (UINT64_MAX - 9) / 10) {
@@ -211,9 +197,9 @@ static bool get_uint(struct walk *w, yaml_node_t *n, const char *field, uint64_t
 		v = v * 10 + (uint64_t)(*p - '0');
 	}
 	if (v < min || v > max) {
-		walk_fail(w, field, "must be between %llu and %llu, got %s",
-			  (unsigned long long)min, (unsigned long long)max,
-			  excerpt(w, scalar(n), false));
+		mwalk_fail(w, field, "must be between %llu and %llu, got %s",
+			   (unsigned long long)min, (unsigned long long)max,
+			   mwalk_excerpt(w, mwalk_scalar(n), false));
 		return false;
 	}
 	*out = v;
@@ -230,21 +216,22 @@ static bool check_mapping(struct walk *w, yaml_node_t *n, const char *field,
 	yaml_node_pair_t *p, *q;
 
 	if (n->type != YAML_MAPPING_NODE) {
-		walk_fail(w, field, "must be an object, got %s", kind_of(n));
+		mwalk_fail(w, field, "must be an object, got %s", mwalk_kind_of(n));
 		return false;
 	}
 	for (p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-		yaml_node_t *k = node_at(w, p->key);
+		yaml_node_t *k = mwalk_node_at(w, p->key);
 		char path[256];
 
 		if (!k || k->type != YAML_SCALAR_NODE) {
-			walk_fail(w, field, "keys must be strings");
+			mwalk_fail(w, field, "keys must be strings");
 			return false;
 		}
-		snprintf(path, sizeof(path), "%s.%s", field, excerpt(w, scalar(k), false));
+		snprintf(path, sizeof(path), "%s.%s", field,
+			 mwalk_excerpt(w, mwalk_scalar(k), false));
 		for (q = n->data.mapping.pairs.start; q < p; q++)
-			if (strcmp(scalar(node_at(w, q->key)), scalar(k)) == 0) {
-				walk_fail(w, path, "duplicate field");
+			if (strcmp(mwalk_scalar(mwalk_node_at(w, q->key)), mwalk_scalar(k)) == 0) {
+				mwalk_fail(w, path, "duplicate field");
 				return false;
 			}
 		if (!known)
@@ -254,14 +241,14 @@ static bool check_mapping(struct walk *w, yaml_node_t *n, const char *field,
 		size_t used = 0;
 
 		for (const char *const *kn = known; *kn; kn++) {
-			if (strcmp(*kn, scalar(k)) == 0)
+			if (strcmp(*kn, mwalk_scalar(k)) == 0)
 				found = true;
 			used += (size_t)snprintf(list + used,
 						 used < sizeof(list) ? sizeof(list) - used : 0,
 						 "%s%s", kn == known ? "" : ", ", *kn);
 		}
 		if (!found) {
-			walk_fail(w, path, "unknown field (known: %s)", list);
+			mwalk_fail(w, path, "unknown field (known: %s)", list);
 			return false;
 		}
 	}
@@ -272,10 +259,10 @@ static bool check_mapping(struct walk *w, yaml_node_t *n, const char *field,
 static yaml_node_t *field_of(struct walk *w, yaml_node_t *n, const char *key)
 {
 	for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++)
-		if (strcmp(scalar(node_at(w, p->key)), key) == 0) {
-			yaml_node_t *v = node_at(w, p->value);
+		if (strcmp(mwalk_scalar(mwalk_node_at(w, p->key)), key) == 0) {
+			yaml_node_t *v = mwalk_node_at(w, p->value);
 
-			return v && !is_null(v) ? v : NULL;
+			return v && !mwalk_is_null(v) ? v : NULL;
 		}
 	return NULL;
 }
@@ -297,15 +284,15 @@ static bool is_dns_label(const char *s)
 
 static bool parse_label_name(struct walk *w, yaml_node_t *n, const char *field, char *out)
 {
-	const char *s = get_string(w, n, field, 253);
+	const char *s = mwalk_get_string(w, n, field, 253);
 
 	if (!s)
 		return false;
 	if (!is_dns_label(s)) {
-		walk_fail(w, field,
-			  "%s is not a DNS-1123 label (at most 63 characters: lower case "
-			  "letters, digits and '-', starting and ending with a letter or digit)",
-			  excerpt(w, s, true));
+		mwalk_fail(w, field,
+			   "%s is not a DNS-1123 label (at most 63 characters: lower case "
+			   "letters, digits and '-', starting and ending with a letter or digit)",
+			   mwalk_excerpt(w, s, true));
 		return false;
 	}
 	strcpy(out, s);
@@ -317,19 +304,21 @@ static bool check_string_map(struct walk *w, yaml_node_t *n, const char *field)
 	if (!check_mapping(w, n, field, NULL))
 		return false;
 	if (n->data.mapping.pairs.top - n->data.mapping.pairs.start > MANIFEST_MAX_LIST) {
-		walk_fail(w, field, "more than %d entries", MANIFEST_MAX_LIST);
+		mwalk_fail(w, field, "more than %d entries", MANIFEST_MAX_LIST);
 		return false;
 	}
 	for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
 	     p++) {
-		yaml_node_t *v = node_at(w, p->value);
+		yaml_node_t *v = mwalk_node_at(w, p->value);
 		char path[256];
 
 		snprintf(path, sizeof(path), "%s.%s", field,
-			 excerpt(w, scalar(node_at(w, p->key)), false));
+			 mwalk_excerpt(w, mwalk_scalar(mwalk_node_at(w, p->key)), false));
 		if (v->type != YAML_SCALAR_NODE ||
-		    (is_plain(v) && !is_null(v) && (is_plain_bool(v) || is_plain_number(v)))) {
-			walk_fail(w, path, "must be a string, got %s (quote it)", kind_of(v));
+		    (mwalk_is_plain(v) && !mwalk_is_null(v) &&
+		     (mwalk_is_plain_bool(v) || mwalk_is_plain_number(v)))) {
+			mwalk_fail(w, path, "must be a string, got %s (quote it)",
+				   mwalk_kind_of(v));
 			return false;
 		}
 	}
@@ -348,7 +337,7 @@ static bool parse_metadata(struct walk *w, yaml_node_t *n, struct manifest_trigg
 	    !parse_label_name(w, v, "metadata.namespace", t->namespace_))
 		return false;
 	if (!(v = field_of(w, n, "name"))) {
-		walk_fail(w, "metadata.name", "required");
+		mwalk_fail(w, "metadata.name", "required");
 		return false;
 	}
 	if (!parse_label_name(w, v, "metadata.name", t->name))
@@ -363,7 +352,7 @@ static bool parse_metadata(struct walk *w, yaml_node_t *n, struct manifest_trigg
 /* The scalar n as a JSON string (a null value as ""). */
 static void json_scalar(struct jsonbuf *b, const yaml_node_t *n)
 {
-	jsonbuf_str(b, is_null(n) ? "" : scalar(n));
+	jsonbuf_str(b, mwalk_is_null(n) ? "" : mwalk_scalar(n));
 }
 
 /*
@@ -383,9 +372,9 @@ static bool selector_json(struct walk *w, yaml_node_t *n, struct manifest_trigge
 		for (yaml_node_pair_t *p = v->data.mapping.pairs.start;
 		     p < v->data.mapping.pairs.top; p++) {
 			jsonbuf_printf(&b, "%s", p == v->data.mapping.pairs.start ? "" : ", ");
-			jsonbuf_str(&b, scalar(node_at(w, p->key)));
+			jsonbuf_str(&b, mwalk_scalar(mwalk_node_at(w, p->key)));
 			jsonbuf_printf(&b, ": ");
-			json_scalar(&b, node_at(w, p->value));
+			json_scalar(&b, mwalk_node_at(w, p->value));
 		}
 		jsonbuf_printf(&b, "}");
 		sep = ", ";
@@ -394,13 +383,13 @@ static bool selector_json(struct walk *w, yaml_node_t *n, struct manifest_trigge
 		jsonbuf_printf(&b, "%s\"matchExpressions\": [", sep);
 		for (yaml_node_item_t *it = v->data.sequence.items.start;
 		     it < v->data.sequence.items.top; it++) {
-			yaml_node_t *e = node_at(w, *it), *vals = field_of(w, e, "values");
+			yaml_node_t *e = mwalk_node_at(w, *it), *vals = field_of(w, e, "values");
 
 			jsonbuf_printf(
 			    &b, "%s{\"key\": ", it == v->data.sequence.items.start ? "" : ", ");
-			jsonbuf_str(&b, scalar(field_of(w, e, "key")));
+			jsonbuf_str(&b, mwalk_scalar(field_of(w, e, "key")));
 			jsonbuf_printf(&b, ", \"operator\": ");
-			jsonbuf_str(&b, scalar(field_of(w, e, "operator")));
+			jsonbuf_str(&b, mwalk_scalar(field_of(w, e, "operator")));
 			if (vals) {
 				jsonbuf_printf(&b, ", \"values\": [");
 				for (yaml_node_item_t *x = vals->data.sequence.items.start;
@@ -408,7 +397,7 @@ static bool selector_json(struct walk *w, yaml_node_t *n, struct manifest_trigge
 					jsonbuf_printf(&b, "%s",
 						       x == vals->data.sequence.items.start ? ""
 											    : ", ");
-					json_scalar(&b, node_at(w, *x));
+					json_scalar(&b, mwalk_node_at(w, *x));
 				}
 				jsonbuf_printf(&b, "]");
 			}
@@ -418,13 +407,13 @@ static bool selector_json(struct walk *w, yaml_node_t *n, struct manifest_trigge
 	}
 	jsonbuf_printf(&b, "}");
 	if (!(t->selector_json = jsonbuf_take(&b))) {
-		walk_fail(w, "spec.selector", "out of memory");
+		mwalk_fail(w, "spec.selector", "out of memory");
 		return false;
 	}
 	return true;
 }
 
-static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
+bool mwalk_parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigger *t)
 {
 	static const char *const known[] = {"matchLabels", "matchExpressions", NULL};
 	static const char *const expr_known[] = {"key", "operator", "values", NULL};
@@ -437,20 +426,20 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 		return false;
 	if ((v = field_of(w, n, "matchExpressions"))) {
 		if (v->type != YAML_SEQUENCE_NODE) {
-			walk_fail(w, "spec.selector.matchExpressions", "must be a list, got %s",
-				  kind_of(v));
+			mwalk_fail(w, "spec.selector.matchExpressions", "must be a list, got %s",
+				   mwalk_kind_of(v));
 			return false;
 		}
 		if (v->data.sequence.items.top - v->data.sequence.items.start > MANIFEST_MAX_LIST) {
-			walk_fail(w, "spec.selector.matchExpressions", "more than %d entries",
-				  MANIFEST_MAX_LIST);
+			mwalk_fail(w, "spec.selector.matchExpressions", "more than %d entries",
+				   MANIFEST_MAX_LIST);
 			return false;
 		}
 		int i = 0;
 
 		for (yaml_node_item_t *it = v->data.sequence.items.start;
 		     it < v->data.sequence.items.top; it++, i++) {
-			yaml_node_t *e = node_at(w, *it), *op, *vals;
+			yaml_node_t *e = mwalk_node_at(w, *it), *op, *vals;
 			char path[128], sub[160];
 
 			snprintf(path, sizeof(path), "spec.selector.matchExpressions[%d]", i);
@@ -458,276 +447,44 @@ static bool parse_selector(struct walk *w, yaml_node_t *n, struct manifest_trigg
 				return false;
 			snprintf(sub, sizeof(sub), "%s.key", path);
 			if (!field_of(w, e, "key")) {
-				walk_fail(w, sub, "required");
+				mwalk_fail(w, sub, "required");
 				return false;
 			}
-			if (!get_string(w, field_of(w, e, "key"), sub, TRIGGER_SPEC_LABEL_KEY_MAX))
+			if (!mwalk_get_string(w, field_of(w, e, "key"), sub,
+					      TRIGGER_SPEC_LABEL_KEY_MAX))
 				return false;
 			snprintf(sub, sizeof(sub), "%s.operator", path);
 			op = field_of(w, e, "operator");
 			if (!op || op->type != YAML_SCALAR_NODE ||
-			    (strcmp(scalar(op), "In") && strcmp(scalar(op), "NotIn") &&
-			     strcmp(scalar(op), "Exists") && strcmp(scalar(op), "DoesNotExist"))) {
-				walk_fail(w, sub, "must be In, NotIn, Exists or DoesNotExist");
+			    (strcmp(mwalk_scalar(op), "In") && strcmp(mwalk_scalar(op), "NotIn") &&
+			     strcmp(mwalk_scalar(op), "Exists") &&
+			     strcmp(mwalk_scalar(op), "DoesNotExist"))) {
+				mwalk_fail(w, sub, "must be In, NotIn, Exists or DoesNotExist");
 				return false;
 			}
 			snprintf(sub, sizeof(sub), "%s.values", path);
 			vals = field_of(w, e, "values");
 			if (vals && vals->type != YAML_SEQUENCE_NODE) {
-				walk_fail(w, sub, "must be a list, got %s", kind_of(vals));
+				mwalk_fail(w, sub, "must be a list, got %s", mwalk_kind_of(vals));
 				return false;
 			}
 			if (vals &&
 			    vals->data.sequence.items.top - vals->data.sequence.items.start >
 				MANIFEST_MAX_LIST) {
-				walk_fail(w, sub, "more than %d entries", MANIFEST_MAX_LIST);
+				mwalk_fail(w, sub, "more than %d entries", MANIFEST_MAX_LIST);
 				return false;
 			}
 			for (yaml_node_item_t *x = vals ? vals->data.sequence.items.start : NULL;
 			     vals && x < vals->data.sequence.items.top; x++)
-				if (node_at(w, *x)->type != YAML_SCALAR_NODE) {
-					walk_fail(w, sub, "must be a list of strings, got %s",
-						  kind_of(node_at(w, *x)));
+				if (mwalk_node_at(w, *x)->type != YAML_SCALAR_NODE) {
+					mwalk_fail(w, sub, "must be a list of strings, got %s",
+						   mwalk_kind_of(mwalk_node_at(w, *x)));
 					return false;
 				}
 		}
 	}
 	t->has_selector = true;
 	return selector_json(w, n, t);
-}
-
-/* The length of a list node, after checking it is one of at most f->max_len entries. */
-static bool list_of(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-		    size_t limit, size_t *cnt)
-{
-	if (v->type != YAML_SEQUENCE_NODE) {
-		walk_fail(w, f->path, "must be a list, got %s", kind_of(v));
-		return false;
-	}
-	*cnt = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-	if (*cnt > limit) {
-		walk_fail(w, f->path, "more than %zu entries", limit);
-		return false;
-	}
-	return true;
-}
-
-static bool parse_pids(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-		       struct manifest_trigger *t)
-{
-	size_t cnt;
-
-	if (!list_of(w, f, v, f->max_len, &cnt))
-		return false;
-	t->pids = calloc(cnt ? cnt : 1, sizeof(*t->pids));
-	if (!t->pids) {
-		walk_fail(w, f->path, "out of memory");
-		return false;
-	}
-	for (size_t i = 0; i < cnt; i++) {
-		char path[64];
-		uint64_t pid;
-
-		snprintf(path, sizeof(path), "%s[%zu]", f->path, i);
-		if (!get_uint(w, node_at(w, v->data.sequence.items.start[i]), path,
-			      (uint64_t)f->min, (uint64_t)f->max, &pid))
-			return false;
-		t->pids[t->n_pids++] = (uint32_t)pid;
-	}
-	return true;
-}
-
-static bool parse_paths(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-			struct manifest_trigger *t)
-{
-	size_t cnt;
-
-	if (!list_of(w, f, v, TRIGGER_SPEC_MAX_LIST, &cnt))
-		return false;
-	t->cgroup_paths = calloc(cnt ? cnt : 1, sizeof(*t->cgroup_paths));
-	if (!t->cgroup_paths) {
-		walk_fail(w, f->path, "out of memory");
-		return false;
-	}
-	for (size_t i = 0; i < cnt; i++) {
-		char path[64];
-		const char *s;
-
-		snprintf(path, sizeof(path), "%s[%zu]", f->path, i);
-		s = get_string(w, node_at(w, v->data.sequence.items.start[i]), path, f->max_len);
-		if (!s)
-			return false;
-		if (s[0] != '/') {
-			walk_fail(w, path,
-				  "must be an absolute cgroup v2 path starting with '/', "
-				  "got %s",
-				  excerpt(w, s, true));
-			return false;
-		}
-		if (!(t->cgroup_paths[t->n_cgroup_paths] = strdup(s))) {
-			walk_fail(w, path, "out of memory");
-			return false;
-		}
-		t->n_cgroup_paths++;
-	}
-	return true;
-}
-
-static bool get_duration(struct walk *w, yaml_node_t *n, const char *field, uint64_t *us)
-{
-	const char *s;
-
-	if (n->type != YAML_SCALAR_NODE || is_null(n) || is_plain_bool(n) ||
-	    (is_plain_number(n) && strcmp(scalar(n), "0") != 0)) {
-		walk_fail(w, field, "must be a duration string such as 300ms, 1.5s or 2m, got %s",
-			  kind_of(n));
-		return false;
-	}
-	s = scalar(n);
-	if (manifest_parse_duration(s, us)) {
-		walk_fail(w, field,
-			  "%s is not a duration (use a number and a unit: 300ms, 1.5s, 2m, 1h2m)",
-			  excerpt(w, s, true));
-		return false;
-	}
-	return true;
-}
-
-static bool dup_into(struct walk *w, const char *field, const char *s, char **out)
-{
-	if (!(*out = strdup(s))) {
-		walk_fail(w, field, "out of memory");
-		return false;
-	}
-	return true;
-}
-
-/*
- * A duration field: kept in µs, or checked against its bounds and kept in
- * ms (DURATION), or checked against bounds in µs and kept in µs as uint32_t
- * (DURATION_US).
- */
-static bool parse_duration(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-			   struct manifest_trigger *t)
-{
-	uint64_t scale = f->type == TRIGGER_SPEC_DURATION_US ? 1 : 1000; /* µs per bound unit */
-	char *at = (char *)t + f->offset;
-	uint64_t u;
-
-	if (!get_duration(w, v, f->path, &u))
-		return false;
-	if (f->max == 0) {
-		*(uint64_t *)at = u;
-	} else if (u < (uint64_t)f->min * scale || u > (uint64_t)f->max * scale) {
-		char lo[32], hi[32];
-
-		manifest_format_duration((uint64_t)f->min * scale, lo, sizeof(lo));
-		manifest_format_duration((uint64_t)f->max * scale, hi, sizeof(hi));
-		walk_fail(w, f->path, "must be at least %s and at most %s, got %s", lo, hi,
-			  excerpt(w, scalar(v), false));
-		return false;
-	} else if (f->type == TRIGGER_SPEC_DURATION_US) {
-		*(uint32_t *)at = (uint32_t)u;
-	} else {
-		*(uint64_t *)at = u / 1000;
-	}
-	if (f->offset == offsetof(struct manifest_trigger, max_duration_us) && t->max_duration_us &&
-	    t->min_duration_us > t->max_duration_us) {
-		char a[32], b[32];
-
-		manifest_format_duration(t->min_duration_us, a, sizeof(a));
-		manifest_format_duration(t->max_duration_us, b, sizeof(b));
-		walk_fail(w, "spec.match.minDuration", "%s is greater than maxDuration %s", a, b);
-		return false;
-	}
-	return true;
-}
-
-static bool parse_status(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-			 char **out)
-{
-	char norm[128];
-	const char *s = get_string(w, v, f->path, f->max_len);
-
-	if (!s)
-		return false;
-	if (manifest_parse_status(s, norm, sizeof(norm))) {
-		walk_fail(w, f->path,
-			  "%s is not a status pattern (a comma list of codes such as 404 "
-			  "or classes 1xx to 5xx, e.g. \"4xx,503\")",
-			  excerpt(w, s, true));
-		return false;
-	}
-	return dup_into(w, f->path, norm, out);
-}
-
-static bool parse_method(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-			 char **out)
-{
-	const char *s = get_string(w, v, f->path, f->max_len);
-
-	if (!s)
-		return false;
-	for (const char *p = s; *p; p++)
-		if (!isalpha((unsigned char)*p)) {
-			walk_fail(w, f->path, "%s is not an HTTP method (letters only, e.g. POST)",
-				  excerpt(w, s, true));
-			return false;
-		}
-	if (!dup_into(w, f->path, s, out))
-		return false;
-	for (char *p = *out; *p; p++)
-		*p = (char)toupper((unsigned char)*p);
-	return true;
-}
-
-/* A boolean field: a plain true or false, never a string ("true" quoted). */
-static bool parse_bool(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-		       bool *out)
-{
-	if (!is_plain_bool(v)) {
-		walk_fail(w, f->path, "must be true or false, got %s%s", kind_of(v),
-			  v->type == YAML_SCALAR_NODE && !is_plain(v) ? " (do not quote it)" : "");
-		return false;
-	}
-	*out = tolower((unsigned char)scalar(v)[0]) == 't';
-	return true;
-}
-
-/* One field of the table (trigger_spec.h) from its node v into t. */
-static bool parse_field(struct walk *w, const struct trigger_spec_field *f, yaml_node_t *v,
-			struct manifest_trigger *t)
-{
-	char *at = (char *)t + f->offset;
-	const char *s;
-	uint64_t u;
-
-	switch (f->type) {
-	case TRIGGER_SPEC_STRING:
-		s = get_string(w, v, f->path, f->max_len);
-		return s && dup_into(w, f->path, s, (char **)at);
-	case TRIGGER_SPEC_UINT:
-		if (!get_uint(w, v, f->path, (uint64_t)f->min, (uint64_t)f->max, &u))
-			return false;
-		*(uint32_t *)at = (uint32_t)u;
-		return true;
-	case TRIGGER_SPEC_DURATION:
-	case TRIGGER_SPEC_DURATION_US:
-		return parse_duration(w, f, v, t);
-	case TRIGGER_SPEC_BOOL:
-		return parse_bool(w, f, v, (bool *)at);
-	case TRIGGER_SPEC_STATUS:
-		return parse_status(w, f, v, (char **)at);
-	case TRIGGER_SPEC_METHOD:
-		return parse_method(w, f, v, (char **)at);
-	case TRIGGER_SPEC_SELECTOR:
-		return parse_selector(w, v, t);
-	case TRIGGER_SPEC_PIDS:
-		return parse_pids(w, f, v, t);
-	case TRIGGER_SPEC_PATHS:
-		return parse_paths(w, f, v, t);
-	}
-	return false;
 }
 
 #define MAX_KEYS 16
@@ -796,11 +553,11 @@ static bool parse_fields(struct walk *w, yaml_node_t *spec, struct manifest_trig
 		}
 		if (!holder || !(v = field_of(w, holder, key)))
 			continue;
-		if (!parse_field(w, f, v, t))
+		if (!mwalk_parse_field(w, f, v, t))
 			return false;
 		if (f->only_with &&
 		    !*(const bool *)((const char *)t + trigger_spec_field(f->only_with)->offset)) {
-			walk_fail(w, f->path, "set only with %s: true", f->only_with);
+			mwalk_fail(w, f->path, "set only with %s: true", f->only_with);
 			return false;
 		}
 	}
@@ -817,19 +574,19 @@ static bool parse_spec(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 		return false;
 	if (w->opts && w->opts->local) {
 		if (!t->service) {
-			walk_fail(w, "spec.service",
-				  t->has_selector
-				      ? "selector needs the Kubernetes API; set spec.service"
-				      : "required (the service the trigger profiles)");
+			mwalk_fail(w, "spec.service",
+				   t->has_selector
+				       ? "selector needs the Kubernetes API; set spec.service"
+				       : "required (the service the trigger profiles)");
 			return false;
 		}
 	} else if (!t->service && !t->has_selector) {
-		walk_fail(w, "spec", "set spec.selector or spec.service");
+		mwalk_fail(w, "spec", "set spec.selector or spec.service");
 		return false;
 	}
 	if (!w->opts || !w->opts->local) {
 		if (t->n_pids || t->n_cgroup_paths) {
-			walk_fail(w, "spec.targets", "only outside Kubernetes (local mode)");
+			mwalk_fail(w, "spec.targets", "only outside Kubernetes (local mode)");
 			return false;
 		}
 	}
@@ -847,28 +604,29 @@ static bool parse_root(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 	if (!check_mapping(w, n, "(document)", known))
 		return false;
 	if (!(v = field_of(w, n, "apiVersion"))) {
-		walk_fail(w, "apiVersion", "required (%s)", MANIFEST_API_VERSION);
+		mwalk_fail(w, "apiVersion", "required (%s)", MANIFEST_API_VERSION);
 		return false;
 	}
-	if (!(s = get_string(w, v, "apiVersion", 128)))
+	if (!(s = mwalk_get_string(w, v, "apiVersion", 128)))
 		return false;
 	if (strcmp(s, MANIFEST_API_VERSION) != 0) {
-		walk_fail(w, "apiVersion", "must be %s, got %s", MANIFEST_API_VERSION,
-			  excerpt(w, s, true));
+		mwalk_fail(w, "apiVersion", "must be %s, got %s", MANIFEST_API_VERSION,
+			   mwalk_excerpt(w, s, true));
 		return false;
 	}
 	if (!(v = field_of(w, n, "kind"))) {
-		walk_fail(w, "kind", "required (%s)", MANIFEST_KIND);
+		mwalk_fail(w, "kind", "required (%s)", MANIFEST_KIND);
 		return false;
 	}
-	if (!(s = get_string(w, v, "kind", 128)))
+	if (!(s = mwalk_get_string(w, v, "kind", 128)))
 		return false;
 	if (strcmp(s, MANIFEST_KIND) != 0) {
-		walk_fail(w, "kind", "must be %s, got %s", MANIFEST_KIND, excerpt(w, s, true));
+		mwalk_fail(w, "kind", "must be %s, got %s", MANIFEST_KIND,
+			   mwalk_excerpt(w, s, true));
 		return false;
 	}
 	if (!(v = field_of(w, n, "metadata"))) {
-		walk_fail(w, "metadata", "required");
+		mwalk_fail(w, "metadata", "required");
 		return false;
 	}
 	if (!parse_metadata(w, v, t))
@@ -876,7 +634,7 @@ static bool parse_root(struct walk *w, yaml_node_t *n, struct manifest_trigger *
 	strcpy(e->namespace_, t->namespace_);
 	strcpy(e->name, t->name);
 	if (!(v = field_of(w, n, "spec"))) {
-		walk_fail(w, "spec", "required");
+		mwalk_fail(w, "spec", "required");
 		return false;
 	}
 	return parse_spec(w, v, t);
@@ -895,7 +653,7 @@ int manifest_walk_document(yaml_document_t *doc, const char *file, int doc_index
 	    .doc = doc, .file = file, .doc_index = doc_index, .multi = multi, .opts = opts};
 	yaml_node_t *root = yaml_document_get_root_node(doc);
 
-	if (!root || is_null(root))
+	if (!root || mwalk_is_null(root))
 		return -1;
 	if (parse_root(&w, root, t, e))
 		return 1;
